@@ -1,0 +1,72 @@
+//! The client-facing transaction API, the same for every protocol: what an application
+//! asks a session to do ([`Request`]) and what it gets back ([`Response`]).
+
+use crate::crdt::{ObjType, Update};
+use crate::error::Error;
+use crate::ids::{Key, OpId, TxnId, Value};
+use serde::{Deserialize, Serialize};
+
+/// Causal transactions run on a causal snapshot; strong ones are serialized with the
+/// conflicting strong transactions (UniStore), where the protocol supports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TxnKind {
+    Causal,
+    Strong,
+}
+
+/// An application's call on its session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    Begin {
+        kind: TxnKind,
+    },
+    /// Reads keys, each with the type the caller expects it to hold.
+    Read {
+        keys: Vec<(Key, ObjType)>,
+    },
+    Update {
+        key: Key,
+        update: Update,
+    },
+    Commit,
+    Abort,
+    /// Exports the session's causal past.
+    Token,
+    /// Adopts a causal past exported by another session.
+    Attach {
+        token: Vec<u8>,
+    },
+    /// Waits until everything the session has seen is durable in enough DCs.
+    Barrier,
+}
+
+/// The value of a read object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ObjValue {
+    Lww(Option<Value>),
+    Counter(i64),
+    Set(Vec<Value>),
+    MvReg(Vec<Value>),
+}
+
+/// One key's read result, with the write ids it observed (see `Object::observed`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadValue {
+    pub key: Key,
+    pub value: ObjValue,
+    pub observed: Vec<OpId>,
+}
+
+/// A session's answer to a [`Request`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    Begun { txn: TxnId },
+    Values(Vec<ReadValue>),
+    Updated { op: OpId },
+    Committed,
+    Aborted { reason: String },
+    Token(Vec<u8>),
+    Attached,
+    BarrierDone,
+    Error(Error),
+}

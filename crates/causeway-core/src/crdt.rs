@@ -1,0 +1,281 @@
+//! Op-based CRDTs: last-writer-wins register, PN counter, add-wins observed-remove set and
+//! multi-value register.
+//!
+//! A client's intent is an [`Update`]. The replica that executes it turns it into an
+//! [`Effect`] against the state the transaction observes ([`Object::prepare`], the
+//! "generator" of op-based CRDTs: a set remove captures the add tags it observed, a
+//! multi-value assign the entries it overwrites). Effects travel in [`Op`]s carrying a
+//! globally unique [`OpId`] and an arbitration timestamp supplied by the protocol, and are
+//! applied at every replica exactly once ([`Object::apply`] ignores an id it has seen).
+//! Delivered in any causal order, effects commute and replicas converge.
+
+use crate::error::Error;
+use crate::ids::{OpId, Value};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The type of object a key holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ObjType {
+    Lww,
+    Counter,
+    Set,
+    MvReg,
+}
+
+impl ObjType {
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjType::Lww => "lww",
+            ObjType::Counter => "counter",
+            ObjType::Set => "set",
+            ObjType::MvReg => "mvreg",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ObjType> {
+        [ObjType::Lww, ObjType::Counter, ObjType::Set, ObjType::MvReg]
+            .into_iter()
+            .find(|t| t.name() == text)
+    }
+}
+
+/// What a client asks to do to an object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Update {
+    /// Register assignment (lww).
+    Assign(Value),
+    /// Counter increment (negative to decrement).
+    Increment(i64),
+    /// Set insertion.
+    Add(Value),
+    /// Set removal of every add of the element that the transaction observed.
+    Remove(Value),
+    /// Multi-value register assignment.
+    MvAssign(Value),
+}
+
+impl Update {
+    pub fn obj_type(&self) -> ObjType {
+        match self {
+            Update::Assign(_) => ObjType::Lww,
+            Update::Increment(_) => ObjType::Counter,
+            Update::Add(_) | Update::Remove(_) => ObjType::Set,
+            Update::MvAssign(_) => ObjType::MvReg,
+        }
+    }
+}
+
+/// The downstream effect of an update, prepared at the origin and applied everywhere.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Effect {
+    Assign(Value),
+    Increment(i64),
+    Add(Value),
+    Remove { elem: Value, tags: Vec<OpId> },
+    MvAssign { value: Value, dominated: Vec<OpId> },
+}
+
+/// Arbitration timestamp for last-writer-wins, chosen by the protocol so that it grows
+/// along causality; ties are broken by the op id. Compared lexicographically.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct ArbTs {
+    pub primary: u64,
+    pub secondary: u64,
+}
+
+impl ArbTs {
+    /// Above every committed timestamp: used for a transaction's own buffered writes,
+    /// which are newer than anything in its snapshot.
+    pub const PENDING: ArbTs = ArbTs {
+        primary: u64::MAX,
+        secondary: u64::MAX,
+    };
+}
+
+/// An effect with its unique id and arbitration timestamp.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Op {
+    pub id: OpId,
+    pub ts: ArbTs,
+    pub effect: Effect,
+}
+
+/// The state of one object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum State {
+    Lww {
+        value: Option<Value>,
+        winner: Option<(ArbTs, OpId)>,
+    },
+    Counter {
+        value: i64,
+    },
+    Set {
+        elems: BTreeMap<Value, BTreeSet<OpId>>,
+    },
+    MvReg {
+        entries: BTreeMap<OpId, Value>,
+    },
+}
+
+/// One object replica: its state plus the ids of the operations already applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Object {
+    pub state: State,
+    seen: BTreeSet<OpId>,
+}
+
+impl Object {
+    pub fn new(obj_type: ObjType) -> Object {
+        let state = match obj_type {
+            ObjType::Lww => State::Lww {
+                value: None,
+                winner: None,
+            },
+            ObjType::Counter => State::Counter { value: 0 },
+            ObjType::Set => State::Set {
+                elems: BTreeMap::new(),
+            },
+            ObjType::MvReg => State::MvReg {
+                entries: BTreeMap::new(),
+            },
+        };
+        Object {
+            state,
+            seen: BTreeSet::new(),
+        }
+    }
+
+    pub fn obj_type(&self) -> ObjType {
+        match self.state {
+            State::Lww { .. } => ObjType::Lww,
+            State::Counter { .. } => ObjType::Counter,
+            State::Set { .. } => ObjType::Set,
+            State::MvReg { .. } => ObjType::MvReg,
+        }
+    }
+
+    /// Generator: turns an update into the effect to replicate, against this state.
+    pub fn prepare(&self, update: &Update) -> Result<Effect, Error> {
+        if update.obj_type() != self.obj_type() {
+            return Err(Error::WrongType {
+                expected: self.obj_type(),
+                found: update.obj_type(),
+            });
+        }
+        Ok(match (update, &self.state) {
+            (Update::Assign(v), _) => Effect::Assign(v.clone()),
+            (Update::Increment(d), _) => Effect::Increment(*d),
+            (Update::Add(e), _) => Effect::Add(e.clone()),
+            (Update::Remove(e), State::Set { elems }) => {
+                let tags = elems
+                    .get(e)
+                    .map(|t| t.iter().copied().collect())
+                    .unwrap_or_default();
+                Effect::Remove {
+                    elem: e.clone(),
+                    tags,
+                }
+            }
+            (Update::MvAssign(v), State::MvReg { entries }) => Effect::MvAssign {
+                value: v.clone(),
+                dominated: entries.keys().copied().collect(),
+            },
+            _ => unreachable!("type checked above"),
+        })
+    }
+
+    /// Effector: applies `op` unless its id was applied before. Returns whether it applied.
+    /// An effect of the wrong type is an invariant violation (types are checked at prepare).
+    pub fn apply(&mut self, op: &Op) -> bool {
+        if !self.seen.insert(op.id) {
+            return false;
+        }
+        self.apply_effect(op);
+        true
+    }
+
+    /// Applies without recording the id: for a transaction's private view of its own
+    /// buffered writes on top of a snapshot, which is thrown away after the read.
+    pub fn apply_effect(&mut self, op: &Op) {
+        match (&mut self.state, &op.effect) {
+            (State::Lww { value, winner }, Effect::Assign(v)) => {
+                let candidate = (op.ts, op.id);
+                if winner.is_none_or(|w| candidate > w) {
+                    *value = Some(v.clone());
+                    *winner = Some(candidate);
+                }
+            }
+            (State::Counter { value }, Effect::Increment(d)) => *value = value.wrapping_add(*d),
+            (State::Set { elems }, Effect::Add(e)) => {
+                elems.entry(e.clone()).or_default().insert(op.id);
+            }
+            (State::Set { elems }, Effect::Remove { elem, tags }) => {
+                if let Some(live) = elems.get_mut(elem) {
+                    for t in tags {
+                        live.remove(t);
+                    }
+                    if live.is_empty() {
+                        elems.remove(elem);
+                    }
+                }
+            }
+            (State::MvReg { entries }, Effect::MvAssign { value, dominated }) => {
+                for d in dominated {
+                    entries.remove(d);
+                }
+                entries.insert(op.id, value.clone());
+            }
+            (state, effect) => {
+                panic!("effect {effect:?} applied to {state:?}: type invariant broken")
+            }
+        }
+    }
+
+    /// Whether the op id was applied to this replica (and not forgotten since).
+    pub fn has_seen(&self, id: &OpId) -> bool {
+        self.seen.contains(id)
+    }
+
+    /// Forgets applied ids for which `keep` is false. A protocol calls this once it can
+    /// rule out redelivery of those ops by other means (a checkpoint's vector clock, say),
+    /// so the dedup set stays bounded.
+    pub fn forget_seen(&mut self, keep: impl Fn(&OpId) -> bool) {
+        self.seen.retain(|id| keep(id));
+    }
+
+    /// The value a client reads.
+    pub fn value(&self) -> crate::api::ObjValue {
+        use crate::api::ObjValue;
+        match &self.state {
+            State::Lww { value, .. } => ObjValue::Lww(value.clone()),
+            State::Counter { value } => ObjValue::Counter(*value),
+            State::Set { elems } => ObjValue::Set(elems.keys().cloned().collect()),
+            State::MvReg { entries } => {
+                let mut values: Vec<Value> = entries.values().cloned().collect();
+                values.sort();
+                values.dedup();
+                ObjValue::MvReg(values)
+            }
+        }
+    }
+
+    /// The ids of the writes a read of this state observes, for histories: the winning
+    /// assignment of a register, the visible adds of a set, the concurrent assignments of
+    /// a multi-value register; a counter reports none (its value sums every increment).
+    pub fn observed(&self) -> Vec<OpId> {
+        match &self.state {
+            State::Lww { winner, .. } => winner.iter().map(|(_, id)| *id).collect(),
+            State::Counter { .. } => Vec::new(),
+            State::Set { elems } => {
+                let mut ids: Vec<OpId> = elems.values().flatten().copied().collect();
+                ids.sort();
+                ids
+            }
+            State::MvReg { entries } => entries.keys().copied().collect(),
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Causeway core (layer 1 of DESIGN.md): the vocabulary every other layer speaks.
+//!
+//! Owns ids, clocks (physical readings, hybrid logical clocks, vector clocks), keys and
+//! values, the op-based CRDTs and their operations, the client-facing transaction API
+//! types, the sans-IO contract every protocol state machine implements, limits and errors.
+//! Nothing here touches IO, the system clock, threads or unseeded randomness.
+
+pub mod api;
+pub mod clock;
+pub mod crdt;
+pub mod error;
+pub mod ids;
+pub mod limits;
+pub mod sansio;
+pub mod topology;
+
+pub use api::{ObjValue, ReadValue, Request, Response, TxnKind};
+pub use clock::{Hlc, Nanos, Vc};
+pub use crdt::{ArbTs, Effect, ObjType, Object, Op, Update};
+pub use error::Error;
+pub use ids::{Addr, DcId, Key, NodeId, OpId, PartitionId, SessionId, TxnId, Value};
+pub use sansio::{ClientSession, Ctx, Lsn, Output, ServerNode};
+pub use topology::Topology;

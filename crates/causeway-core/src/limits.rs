@@ -1,0 +1,23 @@
+//! Limits on every input, queue, batch and message. Protocols and front ends check them
+//! and answer `Error::LimitExceeded` rather than grow without bound.
+
+/// Largest key, in bytes.
+pub const KEY_LEN_MAX: usize = 1024;
+/// Largest register value or set element, in bytes.
+pub const VALUE_LEN_MAX: usize = 1 << 20;
+/// Most keys in one read request.
+pub const READ_KEYS_MAX: usize = 1024;
+/// Most updates buffered in one transaction.
+pub const TXN_UPDATES_MAX: usize = 4096;
+/// Most transactions a coordinator runs at once (each open session holds at most one).
+pub const COORD_TXNS_MAX: usize = 65_536;
+/// Most requests a partition holds waiting (for a clock or a stable vector) before it
+/// refuses new ones as unavailable.
+pub const WAITING_REQUESTS_MAX: usize = 65_536;
+/// Most transactions in one replication batch message.
+pub const REPLICATION_BATCH_MAX: usize = 512;
+/// Largest encoded message, in bytes (transports refuse bigger frames).
+pub const FRAME_LEN_MAX: usize = 16 << 20;
+/// Most versions kept per key before the oldest ones are folded into a checkpoint even if
+/// a snapshot might still need them (such a snapshot's read then aborts its transaction).
+pub const VERSIONS_PER_KEY_MAX: usize = 256;
