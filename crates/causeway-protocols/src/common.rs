@@ -1,0 +1,176 @@
+//! Pieces every protocol shares: the client-side transaction buffer with input limits,
+//! the overlay of a transaction's own writes on what it reads, and the queue that holds
+//! outputs until the record they depend on is durable (persist before you release).
+
+use crate::Msg;
+use causeway_core::crdt::{ArbTs, Effect, ObjType, Object, Op, Update};
+use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
+use causeway_core::{Addr, Ctx, Error, Key, Lsn, OpId, ReadValue, TxnId, TxnKind};
+use std::collections::BTreeMap;
+
+/// The updates a session has buffered in its open transaction, in program order.
+#[derive(Clone, Debug)]
+pub struct TxnBuffer {
+    pub txn: TxnId,
+    pub kind: TxnKind,
+    pub updates: Vec<(Key, Update, OpId)>,
+}
+
+impl TxnBuffer {
+    pub fn new(txn: TxnId, kind: TxnKind) -> TxnBuffer {
+        TxnBuffer {
+            txn,
+            kind,
+            updates: Vec::new(),
+        }
+    }
+
+    /// Buffers an update after checking the limits; returns its op id.
+    pub fn push(&mut self, key: Key, update: Update) -> Result<OpId, Error> {
+        check_key(&key)?;
+        check_update(&update)?;
+        if self.updates.len() >= TXN_UPDATES_MAX {
+            return Err(limit("updates in one transaction", TXN_UPDATES_MAX));
+        }
+        let id = OpId {
+            txn: self.txn,
+            index: self.updates.len() as u32,
+        };
+        self.updates.push((key, update, id));
+        Ok(id)
+    }
+
+    /// Applies this transaction's own updates of `key` on top of `obj` (a snapshot read).
+    /// Effects are prepared against the evolving private state, as the coordinator of
+    /// Cure Alg. 1 l.20-21 does, and get the pending timestamp (newer than the snapshot).
+    pub fn overlay(&self, key: &Key, obj: &mut Object) -> Result<(), Error> {
+        for (k, update, id) in &self.updates {
+            if k == key {
+                let effect = obj.prepare(update)?;
+                obj.apply_effect(&Op {
+                    id: *id,
+                    ts: ArbTs::PENDING,
+                    effect,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Buffered updates grouped by a routing function (partition, node...).
+    pub fn group_by<T: Ord>(
+        &self,
+        mut route: impl FnMut(&Key) -> T,
+    ) -> BTreeMap<T, Vec<(Key, Update, OpId)>> {
+        let mut groups: BTreeMap<T, Vec<_>> = BTreeMap::new();
+        for u in &self.updates {
+            groups.entry(route(&u.0)).or_default().push(u.clone());
+        }
+        groups
+    }
+}
+
+pub fn limit(what: &str, max: usize) -> Error {
+    Error::LimitExceeded {
+        what: what.to_string(),
+        max: max as u64,
+    }
+}
+
+pub fn check_key(key: &Key) -> Result<(), Error> {
+    if key.0.len() > KEY_LEN_MAX {
+        return Err(limit("key length in bytes", KEY_LEN_MAX));
+    }
+    Ok(())
+}
+
+pub fn check_update(update: &Update) -> Result<(), Error> {
+    let len = match update {
+        Update::Assign(v) | Update::Add(v) | Update::Remove(v) | Update::MvAssign(v) => v.len(),
+        Update::Increment(_) => 0,
+    };
+    if len > VALUE_LEN_MAX {
+        return Err(limit("value length in bytes", VALUE_LEN_MAX));
+    }
+    Ok(())
+}
+
+pub fn check_read(keys: &[(Key, ObjType)]) -> Result<(), Error> {
+    if keys.len() > READ_KEYS_MAX {
+        return Err(limit("keys in one read", READ_KEYS_MAX));
+    }
+    keys.iter().try_for_each(|(k, _)| check_key(k))
+}
+
+/// The object type an effect belongs to.
+pub fn effect_type(effect: &Effect) -> ObjType {
+    match effect {
+        Effect::Assign(_) => ObjType::Lww,
+        Effect::Increment(_) => ObjType::Counter,
+        Effect::Add(_) | Effect::Remove { .. } => ObjType::Set,
+        Effect::MvAssign { .. } => ObjType::MvReg,
+    }
+}
+
+/// Builds the read result of `key` from a snapshot object plus the transaction's own writes.
+pub fn read_value(buffer: &TxnBuffer, key: &Key, mut obj: Object) -> Result<ReadValue, Error> {
+    buffer.overlay(key, &mut obj)?;
+    Ok(ReadValue {
+        key: key.clone(),
+        value: obj.value(),
+        observed: obj.observed(),
+    })
+}
+
+/// A fresh object of `obj_type`, or an error if a stored object has another type.
+pub fn typed(stored: Option<&Object>, obj_type: ObjType) -> Result<Object, Error> {
+    match stored {
+        Some(o) if o.obj_type() != obj_type => Err(Error::WrongType {
+            expected: o.obj_type(),
+            found: obj_type,
+        }),
+        Some(o) => Ok(o.clone()),
+        None => Ok(Object::new(obj_type)),
+    }
+}
+
+/// Messages held until the record they depend on is durable.
+#[derive(Debug, Default)]
+pub struct PersistQueue {
+    next_lsn: Lsn,
+    held: BTreeMap<Lsn, Vec<(Addr, Msg)>>,
+}
+
+impl PersistQueue {
+    /// Continues numbering after `last_lsn` (from recovery).
+    pub fn starting_after(last_lsn: Lsn) -> PersistQueue {
+        PersistQueue {
+            next_lsn: last_lsn + 1,
+            held: BTreeMap::new(),
+        }
+    }
+
+    /// Emits `record` for persistence; `then` is sent once it is durable.
+    pub fn persist(&mut self, ctx: &mut Ctx<Msg>, record: Vec<u8>, then: Vec<(Addr, Msg)>) -> Lsn {
+        let lsn = self.next_lsn;
+        self.next_lsn += 1;
+        ctx.persist(lsn, record);
+        self.held.insert(lsn, then);
+        lsn
+    }
+
+    /// Releases everything held on records up to `lsn` (records become durable in order).
+    pub fn persisted(&mut self, ctx: &mut Ctx<Msg>, lsn: Lsn) {
+        let later = self.held.split_off(&(lsn + 1));
+        let ready = std::mem::replace(&mut self.held, later);
+        for (_, msgs) in ready {
+            for (to, msg) in msgs {
+                ctx.send(to, msg);
+            }
+        }
+    }
+
+    pub fn held_count(&self) -> usize {
+        self.held.len()
+    }
+}
