@@ -1,1 +1,35 @@
-fn main() {}
+//! The `causeway` binary: one CLI for the simulator (`sim`), the checker (`check`) and the
+//! cluster commands. Each subcommand lives in its own module; this file only parses.
+
+mod check_cmd;
+mod sim_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "causeway",
+    version,
+    about = "Causeway: a geo-replicated transactional key-value store"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run protocols in the deterministic simulator across seeds and check every history.
+    Sim(sim_cmd::SimArgs),
+    /// Check a saved history (JSON lines) against a guarantee.
+    Check(check_cmd::CheckArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Sim(args) => sim_cmd::run(args),
+        Command::Check(args) => check_cmd::run(args),
+    }
+}

@@ -1,0 +1,202 @@
+//! Simulation parameters: topology, workload, faults, latencies. Every field has a default
+//! that reproduces the default topology of the docs (3 DCs: N. Virginia, Oregon, Ireland).
+
+use causeway_core::clock::Nanos;
+use causeway_protocols::Params;
+use serde::Serialize;
+
+/// Fault kinds the simulator can inject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum FaultKind {
+    Partitions,
+    Crashes,
+    Skew,
+    Slow,
+    DcFailure,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 5] = [
+        FaultKind::Partitions,
+        FaultKind::Crashes,
+        FaultKind::Skew,
+        FaultKind::Slow,
+        FaultKind::DcFailure,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Partitions => "partitions",
+            FaultKind::Crashes => "crashes",
+            FaultKind::Skew => "skew",
+            FaultKind::Slow => "slow",
+            FaultKind::DcFailure => "dc-failure",
+        }
+    }
+}
+
+/// Which faults a run may draw: none, exactly one kind, or `all` (swarm testing: each seed
+/// enables a random non-empty subset of kinds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum FaultSel {
+    None,
+    One(FaultKind),
+    All,
+}
+
+impl FaultSel {
+    pub fn parse(text: &str) -> Result<FaultSel, String> {
+        match text {
+            "none" => Ok(FaultSel::None),
+            "all" => Ok(FaultSel::All),
+            _ => FaultKind::ALL.iter().find(|k| k.name() == text).map(|k| FaultSel::One(*k)).ok_or_else(|| {
+                format!("unknown fault kind '{text}'; use none|partitions|crashes|skew|slow|dc-failure|all")
+            }),
+        }
+    }
+}
+
+/// Round-trip times in ms between N. Virginia, Oregon, Ireland, Mumbai, Sydney (PaRiS
+/// Fig. 1, reordered so the first three are the paper's 3-DC setup). Row = from, col = to.
+pub const PARIS_RTT_MS: [[f64; 5]; 5] = [
+    [0.0, 88.28, 80.4, 190.13, 207.98],
+    [85.72, 0.0, 144.52, 238.11, 157.13],
+    [76.47, 139.32, 0.0, 137.53, 279.75],
+    [190.42, 253.07, 132.74, 0.0, 268.66],
+    [224.0, 148.69, 291.34, 307.53, 0.0],
+];
+
+/// Names of the DCs in [`PARIS_RTT_MS`] order.
+pub const DC_NAMES: [&str; 5] = ["nvirginia", "oregon", "ireland", "mumbai", "sydney"];
+
+/// Object types the workload puts on keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum ObjectMix {
+    Lww,
+    Counter,
+    Set,
+    MvReg,
+    /// Key i holds type i mod 4.
+    Mixed,
+}
+
+impl ObjectMix {
+    pub fn parse(text: &str) -> Result<ObjectMix, String> {
+        match text {
+            "lww" => Ok(ObjectMix::Lww),
+            "counter" => Ok(ObjectMix::Counter),
+            "set" => Ok(ObjectMix::Set),
+            "mvreg" => Ok(ObjectMix::MvReg),
+            "mixed" => Ok(ObjectMix::Mixed),
+            _ => Err(format!(
+                "unknown object type '{text}'; use lww|counter|set|mvreg|mixed"
+            )),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SimConfig {
+    pub protocol: String,
+    pub seed: u64,
+    pub dcs: u16,
+    pub nodes_per_dc: u32,
+    pub partitions: u32,
+    pub clients_per_dc: u32,
+    pub keys: u32,
+    pub zipf: f64,
+    pub read_ratio: f64,
+    pub txn_ops: u32,
+    pub objects: ObjectMix,
+    /// Length of the fault phase, during which clients run.
+    pub duration_ms: u64,
+    /// Length of the heal-and-quiesce phase before the final reads.
+    pub quiesce_ms: u64,
+    pub faults: FaultSel,
+    pub think_time_ns: Nanos,
+    pub intra_dc_one_way_ns: Nanos,
+    /// One-way latency between DCs; `None` = half the PaRiS matrix (100 ms for DCs past 5).
+    pub inter_dc_one_way_ms: Option<Vec<Vec<f64>>>,
+    /// Jitter as a fraction of the link latency.
+    pub jitter: f64,
+    pub params: Params,
+    /// Record a trace hash (cheap) — always on; kept as a knob for very long runs.
+    pub trace: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> SimConfig {
+        SimConfig {
+            protocol: "eventual".into(),
+            seed: 1,
+            dcs: 3,
+            nodes_per_dc: 2,
+            partitions: 4,
+            clients_per_dc: 4,
+            keys: 50,
+            zipf: 0.8,
+            read_ratio: 0.5,
+            txn_ops: 4,
+            objects: ObjectMix::Mixed,
+            duration_ms: 3_000,
+            quiesce_ms: 3_000,
+            faults: FaultSel::None,
+            think_time_ns: 1_000_000,
+            intra_dc_one_way_ns: 250_000,
+            inter_dc_one_way_ms: None,
+            jitter: 0.1,
+            params: Params::default(),
+            trace: true,
+        }
+    }
+}
+
+impl SimConfig {
+    /// One-way latency from DC `a` to DC `b`, without jitter.
+    pub fn one_way_ns(&self, a: u16, b: u16) -> Nanos {
+        if a == b {
+            return self.intra_dc_one_way_ns;
+        }
+        let ms = match &self.inter_dc_one_way_ms {
+            Some(m) => m[usize::from(a)][usize::from(b)],
+            None if a < 5 && b < 5 => PARIS_RTT_MS[usize::from(a)][usize::from(b)] / 2.0,
+            None => 100.0,
+        };
+        (ms * 1e6) as Nanos
+    }
+
+    /// Rejects configurations the simulator cannot run, naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("--dcs", u64::from(self.dcs)),
+            ("--nodes-per-dc", u64::from(self.nodes_per_dc)),
+            ("--partitions", u64::from(self.partitions)),
+            ("--keys", u64::from(self.keys)),
+            ("--txn-ops", u64::from(self.txn_ops)),
+            ("--duration-ms", self.duration_ms),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{name} must be at least 1"));
+        }
+        let limits = [
+            ("--dcs", u64::from(self.dcs), 16),
+            ("--keys", u64::from(self.keys), 1_000_000),
+        ];
+        if let Some((name, _, max)) = limits.iter().find(|(_, v, max)| v > max) {
+            return Err(format!("{name} must be at most {max}"));
+        }
+        if !(0.0..=1.0).contains(&self.read_ratio) {
+            return Err("--read-ratio must be between 0 and 1".into());
+        }
+        if !(0.0..=5.0).contains(&self.zipf) {
+            return Err("--zipf must be between 0 and 5".into());
+        }
+        if let Some(m) = &self.inter_dc_one_way_ms {
+            let n = usize::from(self.dcs);
+            if m.len() != n || m.iter().any(|row| row.len() != n) {
+                return Err(format!("the latency matrix must be {n}x{n}"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,193 @@
+//! Fault injection: which faults a seed draws (swarm testing: with `--faults all` each seed
+//! enables a random non-empty subset of kinds) and when they strike during the fault
+//! phase. Partitions heal and crashed nodes restart before the heal-and-quiesce phase; a
+//! failed DC never returns. Skew (clock offset and drift per node) is set at boot.
+
+use crate::config::{FaultKind, FaultSel, SimConfig};
+use crate::rng::SimRng;
+use crate::world::{World, T0};
+use causeway_core::clock::Nanos;
+use causeway_core::Topology;
+
+/// Largest clock offset drawn for a node, either way.
+const SKEW_OFFSET_MAX_NS: u64 = 50_000_000;
+/// Largest clock drift drawn for a node, either way, in parts per million.
+const SKEW_DRIFT_MAX_PPM: u64 = 200;
+
+#[derive(Clone, Debug)]
+pub enum FaultEvent {
+    Cut {
+        a: u16,
+        b: u16,
+    },
+    Heal {
+        a: u16,
+        b: u16,
+    },
+    Crash {
+        node: usize,
+    },
+    Restart {
+        node: usize,
+    },
+    SlowStart {
+        node: usize,
+        until: Nanos,
+        extra_ns: Nanos,
+    },
+    FailDc {
+        dc: u16,
+    },
+}
+
+pub struct FaultPlan {
+    pub kinds: Vec<FaultKind>,
+    /// Per node (offset ns, drift ppm).
+    pub skew: Vec<(i64, i64)>,
+    pub events: Vec<(Nanos, FaultEvent)>,
+}
+
+impl FaultPlan {
+    pub fn draw(config: &SimConfig, topology: &Topology) -> FaultPlan {
+        let mut rng = SimRng::new(config.seed, 3);
+        let kinds = match config.faults {
+            FaultSel::None => Vec::new(),
+            FaultSel::One(k) => vec![k],
+            FaultSel::All => loop {
+                let ks: Vec<FaultKind> = FaultKind::ALL
+                    .into_iter()
+                    .filter(|_| rng.chance(0.5))
+                    .collect();
+                if !ks.is_empty() {
+                    break ks;
+                }
+            },
+        };
+        let mut plan = FaultPlan {
+            kinds: kinds.clone(),
+            skew: Vec::new(),
+            events: Vec::new(),
+        };
+        let span = config.duration_ms * 1_000_000;
+        for kind in kinds {
+            match kind {
+                FaultKind::Partitions => plan.draw_partitions(&mut rng, config.dcs, span),
+                FaultKind::Crashes => {
+                    plan.draw_crashes(&mut rng, topology.node_count() as usize, span)
+                }
+                FaultKind::Skew => plan.draw_skew(&mut rng, topology.node_count() as usize),
+                FaultKind::Slow => plan.draw_slow(&mut rng, topology.node_count() as usize, span),
+                FaultKind::DcFailure if config.dcs >= 2 => {
+                    let dc = rng.range(0, u64::from(config.dcs)) as u16;
+                    let at = T0 + span / 5 + rng.range(0, span * 3 / 5);
+                    plan.events.push((at, FaultEvent::FailDc { dc }));
+                }
+                FaultKind::DcFailure => {}
+            }
+        }
+        plan.events.sort_by_key(|(at, _)| *at);
+        plan
+    }
+
+    fn draw_partitions(&mut self, rng: &mut SimRng, dcs: u16, span: Nanos) {
+        if dcs < 2 {
+            return;
+        }
+        for _ in 0..rng.range(1, 4) {
+            let a = rng.range(0, u64::from(dcs)) as u16;
+            let b = (a + 1 + rng.range(0, u64::from(dcs) - 1) as u16) % dcs;
+            let start = T0 + rng.range(0, span * 4 / 5);
+            let length = rng.range(100_000_000, (span / 3).max(100_000_001));
+            self.events.push((start, FaultEvent::Cut { a, b }));
+            self.events
+                .push((start + length, FaultEvent::Heal { a, b }));
+        }
+    }
+
+    fn draw_crashes(&mut self, rng: &mut SimRng, nodes: usize, span: Nanos) {
+        for _ in 0..rng.range(1, 4) {
+            let node = rng.range(0, nodes as u64) as usize;
+            let start = T0 + rng.range(0, span * 4 / 5);
+            let down = rng.range(50_000_000, 1_000_000_000);
+            self.events.push((start, FaultEvent::Crash { node }));
+            self.events
+                .push((start + down, FaultEvent::Restart { node }));
+        }
+    }
+
+    fn draw_skew(&mut self, rng: &mut SimRng, nodes: usize) {
+        self.skew = (0..nodes)
+            .map(|_| {
+                let offset =
+                    rng.range(0, 2 * SKEW_OFFSET_MAX_NS) as i64 - SKEW_OFFSET_MAX_NS as i64;
+                let drift = rng.range(0, 2 * SKEW_DRIFT_MAX_PPM) as i64 - SKEW_DRIFT_MAX_PPM as i64;
+                (offset, drift)
+            })
+            .collect();
+    }
+
+    fn draw_slow(&mut self, rng: &mut SimRng, nodes: usize, span: Nanos) {
+        for _ in 0..rng.range(1, 3) {
+            let node = rng.range(0, nodes as u64) as usize;
+            let start = T0 + rng.range(0, span * 4 / 5);
+            let until = start + rng.range(200_000_000, 1_000_000_000);
+            let extra_ns = rng.range(5_000_000, 50_000_000);
+            self.events.push((
+                start,
+                FaultEvent::SlowStart {
+                    node,
+                    until,
+                    extra_ns,
+                },
+            ));
+        }
+    }
+
+    /// One line per fault, for reports.
+    pub fn describe(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .kinds
+            .iter()
+            .map(|k| format!("enabled {}", k.name()))
+            .collect();
+        for (at, ev) in &self.events {
+            lines.push(format!("t={}ms {:?}", (at - T0) / 1_000_000, ev));
+        }
+        lines
+    }
+
+    pub fn apply_static(&self, world: &mut World) {
+        for (n, (offset, drift)) in self.skew.iter().enumerate() {
+            world.nodes[n].offset_ns = *offset;
+            world.nodes[n].drift_ppm = *drift;
+        }
+    }
+}
+
+/// Applies one fault event to the world.
+pub fn inject(world: &mut World, event: FaultEvent) {
+    match event {
+        FaultEvent::Cut { a, b } => *world.cuts.entry((a.min(b), a.max(b))).or_insert(0) += 1,
+        FaultEvent::Heal { a, b } => {
+            if let Some(count) = world.cuts.get_mut(&(a.min(b), a.max(b))) {
+                *count = count.saturating_sub(1);
+            }
+            world.release_held();
+        }
+        FaultEvent::Crash { node } => world.crash(node),
+        FaultEvent::Restart { node } => world.restart(node),
+        FaultEvent::SlowStart {
+            node,
+            until,
+            extra_ns,
+        } => {
+            world.nodes[node].slow_until = until;
+            world.nodes[node].slow_extra_ns = extra_ns;
+        }
+        FaultEvent::FailDc { dc } => {
+            if world.failed_dc.is_none() {
+                world.fail_dc(dc);
+            }
+        }
+    }
+}

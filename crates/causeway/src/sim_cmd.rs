@@ -1,0 +1,219 @@
+//! `causeway sim`: runs a protocol in the simulator over a range of seeds, prints each
+//! failing seed with its counterexample and one summary line, exits 1 on any violation.
+
+use causeway_sim::{run as run_seed, FaultSel, ObjectMix, SimConfig, SimResult};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::{BufWriter, IsTerminal, Write};
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct SimArgs {
+    /// Protocol to run (eventual, cure, ...).
+    #[arg(long, default_value = "cure")]
+    protocol: String,
+    /// Seeds to run, as A..B (inclusive) or a single number.
+    #[arg(long, default_value = "1..10")]
+    seeds: String,
+    /// A deliberately broken variant of the protocol (see `--mutation list`).
+    #[arg(long)]
+    mutation: Option<String>,
+    #[arg(long, default_value_t = 3)]
+    dcs: u16,
+    #[arg(long, default_value_t = 2)]
+    nodes_per_dc: u32,
+    #[arg(long, default_value_t = 4)]
+    partitions: u32,
+    #[arg(long, default_value_t = 4)]
+    clients_per_dc: u32,
+    #[arg(long, default_value_t = 50)]
+    keys: u32,
+    #[arg(long, default_value_t = 0.8)]
+    zipf: f64,
+    #[arg(long, default_value_t = 0.5)]
+    read_ratio: f64,
+    #[arg(long, default_value_t = 4)]
+    txn_ops: u32,
+    /// Object type on keys: lww, counter, set, mvreg or mixed.
+    #[arg(long, default_value = "mixed")]
+    objects: String,
+    /// Length of the fault phase in virtual milliseconds.
+    #[arg(long, default_value_t = 3000)]
+    duration_ms: u64,
+    /// Faults: none, partitions, crashes, skew, slow, dc-failure or all.
+    #[arg(long, default_value = "none")]
+    faults: String,
+    /// Write the history of the (first) seed run to FILE as JSON lines.
+    #[arg(long)]
+    history: Option<String>,
+    /// Write per-seed results and the summary to FILE as JSON.
+    #[arg(long)]
+    json: Option<String>,
+    /// Print the trace hash of each seed (same seed, same hash).
+    #[arg(long)]
+    trace_hash: bool,
+}
+
+fn parse_seeds(text: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("--seeds must be A..B or N, not '{text}'");
+    let (a, b) = match text.split_once("..") {
+        Some((a, b)) => (
+            a.parse().map_err(|_| bad())?,
+            b.trim_start_matches('=').parse().map_err(|_| bad())?,
+        ),
+        None => {
+            let n = text.parse().map_err(|_| bad())?;
+            (n, n)
+        }
+    };
+    if a > b {
+        return Err(format!("--seeds {text}: the first seed is after the last"));
+    }
+    Ok((a, b))
+}
+
+fn config(args: &SimArgs) -> Result<SimConfig, String> {
+    let mut c = SimConfig {
+        protocol: args.protocol.clone(),
+        dcs: args.dcs,
+        nodes_per_dc: args.nodes_per_dc,
+        partitions: args.partitions,
+        clients_per_dc: args.clients_per_dc,
+        keys: args.keys,
+        zipf: args.zipf,
+        read_ratio: args.read_ratio,
+        txn_ops: args.txn_ops,
+        objects: ObjectMix::parse(&args.objects)?,
+        duration_ms: args.duration_ms,
+        faults: FaultSel::parse(&args.faults)?,
+        ..SimConfig::default()
+    };
+    c.params.mutation = args.mutation.clone();
+    c.validate()?;
+    Ok(c)
+}
+
+fn progress(total: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} seeds {elapsed} eta {eta} {msg}")
+            .expect("template"),
+    );
+    bar
+}
+
+pub fn run(args: SimArgs) -> ExitCode {
+    if args.mutation.as_deref() == Some("list") {
+        println!(
+            "{}",
+            causeway_protocols::mutations(&args.protocol).join("\n")
+        );
+        return ExitCode::SUCCESS;
+    }
+    let (first, last) = match parse_seeds(&args.seeds) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    let base = match config(&args) {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    let bar = progress(last - first + 1);
+    let mut results = Vec::new();
+    for seed in first..=last {
+        let mut cfg = base.clone();
+        cfg.seed = seed;
+        let result = match run_seed(&cfg) {
+            Ok(r) => r,
+            Err(e) => return fail(&e),
+        };
+        report_seed(&args, &bar, &result);
+        if seed == first {
+            if let Some(path) = &args.history {
+                if let Err(e) = write_history(path, &result) {
+                    return fail(&e);
+                }
+            }
+        }
+        bar.inc(1);
+        results.push(result);
+    }
+    bar.finish_and_clear();
+    summarize(&args, &results)
+}
+
+fn report_seed(args: &SimArgs, bar: &ProgressBar, r: &SimResult) {
+    if let Some(v) = &r.violation {
+        bar.suspend(|| {
+            println!("seed={} FAILED: {v}", r.seed);
+            println!(
+                "  replay: causeway sim --protocol {} --seeds {} --faults {}{}",
+                r.protocol,
+                r.seed,
+                args.faults,
+                args.mutation
+                    .as_ref()
+                    .map(|m| format!(" --mutation {m}"))
+                    .unwrap_or_default()
+            );
+            for f in &r.faults {
+                println!("  fault: {f}");
+            }
+        });
+    }
+    if args.trace_hash {
+        bar.suspend(|| println!("seed={} trace_hash={}", r.seed, r.trace_hash));
+    }
+}
+
+fn write_history(path: &str, r: &SimResult) -> Result<(), String> {
+    let file =
+        std::fs::File::create(path).map_err(|e| format!("cannot create --history {path}: {e}"))?;
+    let mut out = BufWriter::new(file);
+    causeway_check::write_history(&r.history, &mut out)
+        .map_err(|e| format!("writing {path}: {e}"))?;
+    out.flush().map_err(|e| format!("writing {path}: {e}"))
+}
+
+fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
+    let txns: usize = results
+        .iter()
+        .map(|r| r.committed + r.aborted + r.unknown)
+        .sum();
+    let violations = results.iter().filter(|r| r.violation.is_some()).count();
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({
+            "protocol": args.protocol,
+            "mutation": args.mutation,
+            "seeds": results.len(),
+            "txns": txns,
+            "violations": violations,
+            "results": results,
+        });
+        let text = serde_json::to_string_pretty(&doc).expect("json");
+        if let Err(e) = std::fs::write(path, text) {
+            return fail(&format!("cannot write --json {path}: {e}"));
+        }
+    }
+    let name = match &args.mutation {
+        Some(m) => format!("{}+{m}", args.protocol),
+        None => args.protocol.clone(),
+    };
+    println!(
+        "protocol={name} seeds={} txns={txns} violations={violations}",
+        results.len()
+    );
+    if violations > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}
