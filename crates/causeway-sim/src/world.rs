@@ -694,6 +694,9 @@ impl World {
 
     fn on_reply(&mut self, c: usize, resp: Response) {
         self.hash(c as u64);
+        if self.clients[c].stopped {
+            return; // its DC failed or the run ended: nobody is listening
+        }
         let phase = self.clients[c].phase;
         match (phase, resp) {
             (Phase::Beginning, Response::Begun { txn }) => {
