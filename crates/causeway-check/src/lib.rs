@@ -1,6 +1,95 @@
 //! Causeway checker (layer 3): the history model recorded by simulated and real clients,
-//! its JSON-lines form, and the consistency checkers that judge a history.
+//! its JSON-lines form (docs/HISTORY.md), and the consistency checkers that judge a
+//! history: transactional causal consistency ([`tcc`]) and convergence ([`convergence`]).
+//! A violation names the transactions and the edges involved.
 
+pub mod convergence;
+pub mod graph;
 pub mod history;
+pub mod jsonl;
+pub mod tcc;
 
 pub use history::{FinalRead, HOp, History, Outcome, TxnRecord};
+pub use jsonl::{read_history, write_history};
+pub use tcc::Stats;
+
+use causeway_core::TxnId;
+use std::fmt;
+
+/// The guarantee a history is checked against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guarantee {
+    /// Transactional causal consistency plus convergence of the final reads.
+    Tcc,
+    /// Convergence of the final reads only (what `eventual` promises).
+    Convergence,
+}
+
+impl Guarantee {
+    pub fn parse(text: &str) -> Option<Guarantee> {
+        match text {
+            "tcc" => Some(Guarantee::Tcc),
+            "convergence" => Some(Guarantee::Convergence),
+            _ => None,
+        }
+    }
+}
+
+/// What went wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViolationKind {
+    /// The history itself is inconsistent (duplicate ids, a read of a write nobody made).
+    Malformed,
+    /// A read observed a write of an aborted (or never-committed) transaction.
+    ReadFromAborted,
+    /// A register read returned another value than the write it names.
+    BadValue,
+    /// Session order and write-read form a cycle.
+    CausalCycle,
+    /// A read after the transaction's own write did not show it.
+    ReadYourWrites,
+    /// A read missed a write in its causal past (stale, fractured, non-monotonic).
+    CausalViolation,
+    /// A set read that is not causally closed.
+    SetNotCausallyClosed,
+    /// No arbitration order consistent with causality explains the reads.
+    ArbitrationCycle,
+    /// Replicas disagree after quiescence.
+    Divergence,
+}
+
+/// A counterexample: its kind, the transactions involved and a sentence with the edges.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub kind: ViolationKind,
+    pub txns: Vec<TxnId>,
+    pub detail: String,
+}
+
+impl Violation {
+    pub fn new(kind: ViolationKind, txns: Vec<TxnId>, detail: String) -> Violation {
+        Violation { kind, txns, detail }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}", self.kind, self.detail)
+    }
+}
+
+impl std::error::Error for Violation {}
+
+/// Checks `history` against `guarantee`.
+pub fn check(history: &History, guarantee: Guarantee) -> Result<Stats, Violation> {
+    let stats = match guarantee {
+        Guarantee::Tcc => tcc::check_tcc(history)?,
+        Guarantee::Convergence => Stats {
+            txns: history.txns.len(),
+            finals: history.finals.len(),
+            ..Stats::default()
+        },
+    };
+    convergence::check_convergence(history)?;
+    Ok(stats)
+}

@@ -57,6 +57,8 @@ pub struct SimResult {
     pub txn_latency: Summary,
     /// Mean of each gauge the nodes report, sampled every 100 ms of virtual time.
     pub gauges: BTreeMap<String, f64>,
+    /// Summaries of the samples the nodes report (names end in their unit; shown in ms).
+    pub samples: BTreeMap<String, Summary>,
     pub events: u64,
     pub messages: u64,
     pub faults: Vec<String>,
@@ -104,6 +106,12 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
             .gauges
             .iter()
             .map(|(k, (sum, n))| (k.clone(), sum / *n as f64))
+            .collect(),
+        samples: world
+            .metrics
+            .samples
+            .iter()
+            .map(|(k, v)| (k.clone(), Summary::of(v)))
             .collect(),
         events: world.metrics.events,
         messages: world.metrics.messages,

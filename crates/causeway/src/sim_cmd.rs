@@ -43,7 +43,7 @@ pub struct SimArgs {
     /// Faults: none, partitions, crashes, skew, slow, dc-failure or all.
     #[arg(long, default_value = "none")]
     faults: String,
-    /// Write the history of the (first) seed run to FILE as JSON lines.
+    /// Write a history to FILE as JSON lines: the first failing seed's, else the last seed's.
     #[arg(long)]
     history: Option<String>,
     /// Write per-seed results and the summary to FILE as JSON.
@@ -123,26 +123,36 @@ pub fn run(args: SimArgs) -> ExitCode {
     };
     let bar = progress(last - first + 1);
     let mut results = Vec::new();
+    let mut kept: Option<causeway_check::History> = None;
     for seed in first..=last {
         let mut cfg = base.clone();
         cfg.seed = seed;
-        let result = match run_seed(&cfg) {
+        let mut result = match run_seed(&cfg) {
             Ok(r) => r,
             Err(e) => return fail(&e),
         };
         report_seed(&args, &bar, &result);
-        if seed == first {
-            if let Some(path) = &args.history {
-                if let Err(e) = write_history(path, &result) {
-                    return fail(&e);
-                }
-            }
+        // Keep the history of the first failing seed, else of the last seed.
+        let first_failure = result.violation.is_some()
+            && !results.iter().any(|r: &SimResult| r.violation.is_some());
+        if args.history.is_some() && (first_failure || kept.is_none() || !has_failure(&results)) {
+            kept = Some(std::mem::take(&mut result.history));
         }
+        result.history = Default::default();
         bar.inc(1);
         results.push(result);
     }
     bar.finish_and_clear();
+    if let (Some(path), Some(history)) = (&args.history, &kept) {
+        if let Err(e) = write_history(path, history) {
+            return fail(&e);
+        }
+    }
     summarize(&args, &results)
+}
+
+fn has_failure(results: &[SimResult]) -> bool {
+    results.iter().any(|r| r.violation.is_some())
 }
 
 fn report_seed(args: &SimArgs, bar: &ProgressBar, r: &SimResult) {
@@ -169,12 +179,11 @@ fn report_seed(args: &SimArgs, bar: &ProgressBar, r: &SimResult) {
     }
 }
 
-fn write_history(path: &str, r: &SimResult) -> Result<(), String> {
+fn write_history(path: &str, history: &causeway_check::History) -> Result<(), String> {
     let file =
         std::fs::File::create(path).map_err(|e| format!("cannot create --history {path}: {e}"))?;
     let mut out = BufWriter::new(file);
-    causeway_check::write_history(&r.history, &mut out)
-        .map_err(|e| format!("writing {path}: {e}"))?;
+    causeway_check::write_history(history, &mut out).map_err(|e| format!("writing {path}: {e}"))?;
     out.flush().map_err(|e| format!("writing {path}: {e}"))
 }
 

@@ -1,0 +1,311 @@
+//! The JSON-lines form of a [`History`] (docs/HISTORY.md): one object per line, either a
+//! transaction (`"type":"txn"`) or a final read taken after healing (`"type":"final"`).
+//! Keys and byte values are written as text with `\xNN` escapes for non-printable bytes
+//! (`causeway_core::ids::escape_bytes`), op ids as `s<session>.t<seq>.o<index>`.
+
+use crate::history::{FinalRead, HOp, History, Outcome, TxnRecord};
+use causeway_core::ids::{escape_bytes, unescape_bytes};
+use causeway_core::{DcId, Key, ObjType, ObjValue, OpId, SessionId, TxnId, TxnKind, Update};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, Write};
+
+/// Longest line `read_history` accepts, in bytes.
+pub const LINE_LEN_MAX: usize = 64 << 20;
+/// Most lines `read_history` accepts.
+pub const LINES_MAX: usize = 10_000_000;
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Line {
+    Txn(JTxn),
+    Final(JFinal),
+}
+
+#[derive(Serialize, Deserialize)]
+struct JTxn {
+    id: String,
+    session: u64,
+    dc: u16,
+    kind: String,
+    start_ns: u64,
+    end_ns: u64,
+    outcome: String,
+    ops: Vec<JOp>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+enum JOp {
+    Read {
+        key: String,
+        obj: String,
+        value: JValue,
+        observed: Vec<String>,
+    },
+    Write {
+        key: String,
+        update: JUpdate,
+        id: String,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum JValue {
+    Lww(Option<String>),
+    Counter(i64),
+    Set(Vec<String>),
+    Mvreg(Vec<String>),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum JUpdate {
+    Assign(String),
+    Increment(i64),
+    Add(String),
+    Remove(String),
+    Mvassign(String),
+}
+
+#[derive(Serialize, Deserialize)]
+struct JFinal {
+    dc: u16,
+    key: String,
+    obj: String,
+    value: JValue,
+    observed: Vec<String>,
+}
+
+fn text(bytes: &[u8]) -> String {
+    escape_bytes(bytes)
+}
+
+fn bytes(text: &str) -> Result<Vec<u8>, String> {
+    unescape_bytes(text).ok_or_else(|| format!("malformed escape in '{text}'"))
+}
+
+fn value_to_json(value: &ObjValue) -> JValue {
+    let list = |vs: &[Vec<u8>]| vs.iter().map(|v| text(v)).collect();
+    match value {
+        ObjValue::Lww(v) => JValue::Lww(v.as_deref().map(text)),
+        ObjValue::Counter(c) => JValue::Counter(*c),
+        ObjValue::Set(vs) => JValue::Set(list(vs)),
+        ObjValue::MvReg(vs) => JValue::Mvreg(list(vs)),
+    }
+}
+
+fn value_from_json(value: JValue) -> Result<ObjValue, String> {
+    let list = |vs: Vec<String>| vs.iter().map(|v| bytes(v)).collect::<Result<Vec<_>, _>>();
+    Ok(match value {
+        JValue::Lww(v) => ObjValue::Lww(v.as_deref().map(bytes).transpose()?),
+        JValue::Counter(c) => ObjValue::Counter(c),
+        JValue::Set(vs) => ObjValue::Set(list(vs)?),
+        JValue::Mvreg(vs) => ObjValue::MvReg(list(vs)?),
+    })
+}
+
+fn update_to_json(update: &Update) -> JUpdate {
+    match update {
+        Update::Assign(v) => JUpdate::Assign(text(v)),
+        Update::Increment(d) => JUpdate::Increment(*d),
+        Update::Add(v) => JUpdate::Add(text(v)),
+        Update::Remove(v) => JUpdate::Remove(text(v)),
+        Update::MvAssign(v) => JUpdate::Mvassign(text(v)),
+    }
+}
+
+fn update_from_json(update: JUpdate) -> Result<Update, String> {
+    Ok(match update {
+        JUpdate::Assign(v) => Update::Assign(bytes(&v)?),
+        JUpdate::Increment(d) => Update::Increment(d),
+        JUpdate::Add(v) => Update::Add(bytes(&v)?),
+        JUpdate::Remove(v) => Update::Remove(bytes(&v)?),
+        JUpdate::Mvassign(v) => Update::MvAssign(bytes(&v)?),
+    })
+}
+
+fn op_id(text: &str) -> Result<OpId, String> {
+    OpId::parse(text).ok_or_else(|| format!("malformed op id '{text}' (want s1.t2.o3)"))
+}
+
+fn obj_type(text: &str) -> Result<ObjType, String> {
+    ObjType::parse(text).ok_or_else(|| format!("unknown object type '{text}'"))
+}
+
+fn txn_id(text: &str) -> Result<TxnId, String> {
+    // A txn id is an op id without its `.oN` suffix.
+    op_id(&format!("{text}.o0"))
+        .map(|id| id.txn)
+        .map_err(|_| format!("malformed txn id '{text}' (want s1.t2)"))
+}
+
+fn outcome_name(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Committed => "committed",
+        Outcome::Aborted => "aborted",
+        Outcome::Unknown => "unknown",
+    }
+}
+
+fn outcome_parse(text: &str) -> Result<Outcome, String> {
+    match text {
+        "committed" => Ok(Outcome::Committed),
+        "aborted" => Ok(Outcome::Aborted),
+        "unknown" => Ok(Outcome::Unknown),
+        _ => Err(format!("unknown outcome '{text}'")),
+    }
+}
+
+fn kind_parse(text: &str) -> Result<TxnKind, String> {
+    match text {
+        "causal" => Ok(TxnKind::Causal),
+        "strong" => Ok(TxnKind::Strong),
+        _ => Err(format!("unknown txn kind '{text}'")),
+    }
+}
+
+fn op_to_json(op: &HOp) -> JOp {
+    match op {
+        HOp::Read {
+            key,
+            obj,
+            value,
+            observed,
+        } => JOp::Read {
+            key: text(&key.0),
+            obj: obj.name().into(),
+            value: value_to_json(value),
+            observed: observed.iter().map(|id| id.to_string()).collect(),
+        },
+        HOp::Write { key, update, id } => JOp::Write {
+            key: text(&key.0),
+            update: update_to_json(update),
+            id: id.to_string(),
+        },
+    }
+}
+
+fn op_from_json(op: JOp) -> Result<HOp, String> {
+    Ok(match op {
+        JOp::Read {
+            key,
+            obj,
+            value,
+            observed,
+        } => HOp::Read {
+            key: Key(bytes(&key)?),
+            obj: obj_type(&obj)?,
+            value: value_from_json(value)?,
+            observed: observed
+                .iter()
+                .map(|t| op_id(t))
+                .collect::<Result<_, _>>()?,
+        },
+        JOp::Write { key, update, id } => HOp::Write {
+            key: Key(bytes(&key)?),
+            update: update_from_json(update)?,
+            id: op_id(&id)?,
+        },
+    })
+}
+
+fn txn_to_json(t: &TxnRecord) -> JTxn {
+    JTxn {
+        id: t.id.to_string(),
+        session: t.session.0,
+        dc: t.dc.0,
+        kind: match t.kind {
+            TxnKind::Causal => "causal".into(),
+            TxnKind::Strong => "strong".into(),
+        },
+        start_ns: t.start_ns,
+        end_ns: t.end_ns,
+        outcome: outcome_name(t.outcome).into(),
+        ops: t.ops.iter().map(op_to_json).collect(),
+    }
+}
+
+fn txn_from_json(t: JTxn) -> Result<TxnRecord, String> {
+    Ok(TxnRecord {
+        id: txn_id(&t.id)?,
+        session: SessionId(t.session),
+        dc: DcId(t.dc),
+        kind: kind_parse(&t.kind)?,
+        start_ns: t.start_ns,
+        end_ns: t.end_ns,
+        outcome: outcome_parse(&t.outcome)?,
+        ops: t
+            .ops
+            .into_iter()
+            .map(op_from_json)
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+fn final_to_json(f: &FinalRead) -> JFinal {
+    JFinal {
+        dc: f.dc.0,
+        key: text(&f.key.0),
+        obj: f.obj.name().into(),
+        value: value_to_json(&f.value),
+        observed: f.observed.iter().map(|id| id.to_string()).collect(),
+    }
+}
+
+fn final_from_json(f: JFinal) -> Result<FinalRead, String> {
+    Ok(FinalRead {
+        dc: DcId(f.dc),
+        key: Key(bytes(&f.key)?),
+        obj: obj_type(&f.obj)?,
+        value: value_from_json(f.value)?,
+        observed: f
+            .observed
+            .iter()
+            .map(|t| op_id(t))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// Writes `history` as JSON lines: the transactions, then the final reads.
+pub fn write_history(history: &History, out: &mut impl Write) -> std::io::Result<()> {
+    let lines = history
+        .txns
+        .iter()
+        .map(|t| Line::Txn(txn_to_json(t)))
+        .chain(history.finals.iter().map(|f| Line::Final(final_to_json(f))));
+    for line in lines {
+        serde_json::to_writer(&mut *out, &line)?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// Reads a history written by [`write_history`] (or by hand); blank lines are skipped.
+/// Errors name the line number.
+pub fn read_history(input: impl BufRead) -> Result<History, String> {
+    let mut history = History::default();
+    for (i, line) in input.lines().enumerate() {
+        let at = i + 1;
+        if at > LINES_MAX {
+            return Err(format!("more than {LINES_MAX} lines"));
+        }
+        let line = line.map_err(|e| format!("line {at}: {e}"))?;
+        if line.len() > LINE_LEN_MAX {
+            return Err(format!("line {at} is longer than {LINE_LEN_MAX} bytes"));
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: Line = serde_json::from_str(&line).map_err(|e| format!("line {at}: {e}"))?;
+        match parsed {
+            Line::Txn(t) => history
+                .txns
+                .push(txn_from_json(t).map_err(|e| format!("line {at}: {e}"))?),
+            Line::Final(f) => history
+                .finals
+                .push(final_from_json(f).map_err(|e| format!("line {at}: {e}"))?),
+        }
+    }
+    Ok(history)
+}

@@ -1,0 +1,622 @@
+//! The transactional causal consistency (TCC) checker, polynomial because every write has
+//! a unique id and every read names the ids it observed.
+//!
+//! Which transactions count: committed ones, and those with an unknown outcome whose
+//! writes someone observed (they did commit). Reads are judged for committed transactions
+//! only. Session order runs from a committed transaction to the next counted one of its
+//! session: after an unknown outcome the session never learned the commit, so its later
+//! transactions need not see it.
+//!
+//! The checks, in order (the first failure is the counterexample):
+//! 1. every observed id is a write of the read key by a counted transaction (an aborted
+//!    or unknown writer is reported as such), and a register's value is the one written;
+//! 2. causal order `co = (so ∪ wr)+` is acyclic;
+//! 3. a read after the transaction's own write of the key shows that write;
+//! 4. a register read of `x` from `T1` by `T`: every other writer `T2` of `x` in `T`'s
+//!    causal past must be arbitrated before `T1` (`T2 -ar-> T1`); if `T1` is itself in
+//!    `T2`'s causal past the read is stale at once. A read of the initial value with a
+//!    writer in the causal past is stale. A multi-value register must show, for every
+//!    writer in the causal past, that write or one causally after it, and no two
+//!    causally ordered writes. This catches causality violations, fractured reads and
+//!    non-monotonic reads;
+//! 5. a set read is causally closed: it shows every add in its causal past (or its own
+//!    earlier adds) that no remove in its view may have observed, and no add outside its
+//!    causal past or surely observed by a remove in its causal past;
+//! 6. `co ∪ ar` is acyclic (one total arbitration order can explain every read).
+
+use crate::graph::{BitSet, EdgeKind, Graph};
+use crate::history::{HOp, History, Outcome, TxnRecord};
+use crate::{Violation, ViolationKind};
+use causeway_core::{Key, ObjType, ObjValue, OpId, TxnId, Update};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Most transactions one check accepts (ancestor bitsets are quadratic in memory).
+pub const CHECK_TXNS_MAX: usize = 60_000;
+
+/// What a check looked at, for reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub txns: usize,
+    pub counted: usize,
+    pub reads: usize,
+    pub causal_edges: usize,
+    pub arbitration_edges: usize,
+    pub finals: usize,
+}
+
+/// A write as the checker indexes it.
+#[derive(Clone, Debug)]
+struct WriteInfo<'a> {
+    node: usize,
+    key: &'a Key,
+    update: &'a Update,
+}
+
+/// A set add or remove: its op id, its transaction's node and the element.
+type SetOp<'a> = (OpId, usize, &'a [u8]);
+
+/// The counted transactions and their writes.
+struct Model<'a> {
+    txns: Vec<&'a TxnRecord>,
+    node_of: BTreeMap<TxnId, usize>,
+    writes: BTreeMap<OpId, WriteInfo<'a>>,
+    /// Writes of aborted or unobserved-unknown transactions, for clear messages.
+    dropped: BTreeMap<OpId, Outcome>,
+    /// Counted writers of each key, deduplicated, in node order.
+    writers: BTreeMap<&'a Key, Vec<usize>>,
+    /// Set adds and removes of each key: (op, node, element).
+    adds: BTreeMap<&'a Key, Vec<SetOp<'a>>>,
+    removes: BTreeMap<&'a Key, Vec<SetOp<'a>>>,
+    /// Set removes of transactions with an unknown outcome that nobody observed: they
+    /// may have committed and hidden adds, though no read reveals them.
+    maybe_removes: BTreeSet<(&'a Key, &'a [u8])>,
+}
+
+fn observed_ids(history: &History) -> BTreeSet<OpId> {
+    let mut ids = BTreeSet::new();
+    for t in history
+        .txns
+        .iter()
+        .filter(|t| t.outcome == Outcome::Committed)
+    {
+        for op in &t.ops {
+            if let HOp::Read { observed, .. } = op {
+                ids.extend(observed.iter().copied());
+            }
+        }
+    }
+    for f in &history.finals {
+        ids.extend(f.observed.iter().copied());
+    }
+    ids
+}
+
+fn writes_of(t: &TxnRecord) -> impl Iterator<Item = (&Key, &Update, OpId)> {
+    t.ops.iter().filter_map(|op| match op {
+        HOp::Write { key, update, id } => Some((key, update, *id)),
+        HOp::Read { .. } => None,
+    })
+}
+
+fn is_counted(t: &TxnRecord, observed: &BTreeSet<OpId>) -> bool {
+    match t.outcome {
+        Outcome::Committed => true,
+        Outcome::Aborted => false,
+        Outcome::Unknown => writes_of(t).any(|(_, _, id)| observed.contains(&id)),
+    }
+}
+
+impl<'a> Model<'a> {
+    fn build(history: &'a History) -> Result<Model<'a>, Violation> {
+        let observed = observed_ids(history);
+        let mut m = Model {
+            txns: Vec::new(),
+            node_of: BTreeMap::new(),
+            writes: BTreeMap::new(),
+            dropped: BTreeMap::new(),
+            writers: BTreeMap::new(),
+            adds: BTreeMap::new(),
+            removes: BTreeMap::new(),
+            maybe_removes: BTreeSet::new(),
+        };
+        let mut ids = BTreeSet::new();
+        for t in &history.txns {
+            if !ids.insert(t.id) {
+                return Err(Violation::new(
+                    ViolationKind::Malformed,
+                    vec![t.id],
+                    format!("transaction {} appears twice", t.id),
+                ));
+            }
+            if !is_counted(t, &observed) {
+                m.drop_txn(t);
+                continue;
+            }
+            m.add_txn(t)?;
+        }
+        Ok(m)
+    }
+
+    fn drop_txn(&mut self, t: &'a TxnRecord) {
+        for (key, update, id) in writes_of(t) {
+            self.dropped.insert(id, t.outcome);
+            if let (Update::Remove(e), Outcome::Unknown) = (update, t.outcome) {
+                self.maybe_removes.insert((key, e));
+            }
+        }
+    }
+
+    fn add_txn(&mut self, t: &'a TxnRecord) -> Result<(), Violation> {
+        let node = self.txns.len();
+        self.txns.push(t);
+        self.node_of.insert(t.id, node);
+        for (key, update, id) in writes_of(t) {
+            if id.txn != t.id || self.writes.contains_key(&id) {
+                return Err(Violation::new(
+                    ViolationKind::Malformed,
+                    vec![t.id],
+                    format!("write id {id} in {} is not unique to it", t.id),
+                ));
+            }
+            self.writes.insert(id, WriteInfo { node, key, update });
+            let list = self.writers.entry(key).or_default();
+            if list.last() != Some(&node) {
+                list.push(node);
+            }
+            match update {
+                Update::Add(e) => self.adds.entry(key).or_default().push((id, node, e)),
+                Update::Remove(e) => self.removes.entry(key).or_default().push((id, node, e)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn id(&self, node: usize) -> TxnId {
+        self.txns[node].id
+    }
+}
+
+/// Checks every committed read's observed ids against the writes (check 1), and the
+/// final reads' ids too.
+fn check_observed(m: &Model, history: &History) -> Result<(), Violation> {
+    for t in m.txns.iter().filter(|t| t.outcome == Outcome::Committed) {
+        for op in &t.ops {
+            if let HOp::Read {
+                key,
+                value,
+                observed,
+                ..
+            } = op
+            {
+                check_ids(m, Some(t.id), key, observed)?;
+                check_register_value(m, t.id, key, value, observed)?;
+            }
+        }
+    }
+    for f in &history.finals {
+        check_ids(m, None, &f.key, &f.observed)?;
+    }
+    Ok(())
+}
+
+fn check_ids(m: &Model, reader: Option<TxnId>, key: &Key, ids: &[OpId]) -> Result<(), Violation> {
+    let who = reader.map_or("a final read".to_string(), |r| r.to_string());
+    for id in ids {
+        let (kind, why) = match (m.writes.get(id), m.dropped.get(id)) {
+            (Some(w), _) if w.key == key => continue,
+            (Some(w), _) => (
+                ViolationKind::Malformed,
+                format!("{who} of {key} observed {id}, a write of {}", w.key),
+            ),
+            (None, Some(outcome)) => (
+                ViolationKind::ReadFromAborted,
+                format!(
+                    "{who} of {key} observed {id}, written by a transaction that ended {outcome:?}"
+                ),
+            ),
+            (None, None) => (
+                ViolationKind::Malformed,
+                format!("{who} of {key} observed {id}, which no transaction wrote"),
+            ),
+        };
+        let mut txns: Vec<TxnId> = reader.into_iter().collect();
+        txns.push(id.txn);
+        return Err(Violation::new(kind, txns, why));
+    }
+    Ok(())
+}
+
+fn check_register_value(
+    m: &Model,
+    reader: TxnId,
+    key: &Key,
+    value: &ObjValue,
+    observed: &[OpId],
+) -> Result<(), Violation> {
+    let ObjValue::Lww(read) = value else {
+        return Ok(());
+    };
+    let written = match observed {
+        [] => None,
+        [id] => match m.writes.get(id).map(|w| w.update) {
+            Some(Update::Assign(v)) => Some(v),
+            _ => return Ok(()), // the transaction's own write: checked with its ops
+        },
+        many => {
+            return Err(Violation::new(
+                ViolationKind::Malformed,
+                vec![reader],
+                format!("register read of {key} observed {} writes", many.len()),
+            ))
+        }
+    };
+    if read.as_ref() != written {
+        return Err(Violation::new(
+            ViolationKind::BadValue,
+            vec![reader],
+            format!("{reader} read {key} = {read:?} but the write it names holds {written:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Builds `so ∪ wr` (check 2's graph).
+fn causal_graph(m: &Model) -> Graph {
+    let mut g = Graph::new(m.txns.len());
+    let mut last_committed: BTreeMap<_, (u64, usize)> = BTreeMap::new();
+    let mut by_session: Vec<usize> = (0..m.txns.len()).collect();
+    by_session.sort_by_key(|&v| (m.txns[v].session, m.txns[v].id.seq, m.txns[v].start_ns));
+    for v in by_session {
+        let t = m.txns[v];
+        if let Some((_, prev)) = last_committed.get(&t.session) {
+            g.add(*prev, v, EdgeKind::Session);
+        }
+        if t.outcome == Outcome::Committed {
+            last_committed.insert(t.session, (t.id.seq, v));
+        }
+    }
+    for (v, t) in m.txns.iter().enumerate() {
+        if t.outcome != Outcome::Committed {
+            continue;
+        }
+        for op in &t.ops {
+            if let HOp::Read { observed, .. } = op {
+                for id in observed {
+                    g.add(m.writes[id].node, v, EdgeKind::WriteRead);
+                }
+            }
+        }
+    }
+    g
+}
+
+fn describe_cycle(m: &Model, cycle: &[(usize, usize, EdgeKind)]) -> (Vec<TxnId>, String) {
+    let txns: Vec<TxnId> = cycle.iter().map(|(from, _, _)| m.id(*from)).collect();
+    let path: Vec<String> = cycle
+        .iter()
+        .map(|(from, to, kind)| format!("{} -{}-> {}", m.id(*from), kind.name(), m.id(*to)))
+        .collect();
+    (txns, path.join(", "))
+}
+
+/// The state of one committed transaction's walk through its ops.
+struct Walk<'m, 'a> {
+    m: &'m Model<'a>,
+    anc: &'m [BitSet],
+    node: usize,
+    /// This transaction's writes so far, in order.
+    own: Vec<(&'a Key, &'a Update, OpId)>,
+}
+
+/// Runs checks 3-5 over every committed read, collecting arbitration edges.
+fn check_reads(
+    m: &Model,
+    anc: &[BitSet],
+    ar: &mut Vec<(usize, usize)>,
+    stats: &mut Stats,
+) -> Result<(), Violation> {
+    for (node, t) in m.txns.iter().enumerate() {
+        if t.outcome != Outcome::Committed {
+            continue;
+        }
+        let mut walk = Walk {
+            m,
+            anc,
+            node,
+            own: Vec::new(),
+        };
+        for op in &t.ops {
+            match op {
+                HOp::Write { key, update, id } => walk.own.push((key, update, *id)),
+                HOp::Read {
+                    key, obj, observed, ..
+                } => {
+                    stats.reads += 1;
+                    walk.check_read(key, *obj, observed, ar)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+impl<'m, 'a> Walk<'m, 'a> {
+    fn me(&self) -> TxnId {
+        self.m.id(self.node)
+    }
+
+    fn in_past(&self, node: usize) -> bool {
+        self.anc[self.node].contains(node)
+    }
+
+    fn fail(&self, kind: ViolationKind, mut txns: Vec<TxnId>, why: String) -> Violation {
+        txns.insert(0, self.me());
+        txns.dedup();
+        Violation::new(kind, txns, why)
+    }
+
+    fn check_read(
+        &self,
+        key: &Key,
+        obj: ObjType,
+        observed: &[OpId],
+        ar: &mut Vec<(usize, usize)>,
+    ) -> Result<(), Violation> {
+        let last_own = self.own.iter().rev().find(|(k, _, _)| *k == key);
+        match (obj, last_own) {
+            (ObjType::Set, _) => self.check_set(key, observed),
+            (ObjType::Counter, _) => Ok(()),
+            (_, Some((_, _, id))) => self.check_own(key, *id, observed),
+            (ObjType::Lww, None) => self.check_register(key, observed, ar),
+            (ObjType::MvReg, None) => self.check_mvreg(key, observed, ar),
+        }
+    }
+
+    /// Check 3 for registers: the last own write is what the read shows, alone.
+    fn check_own(&self, key: &Key, own: OpId, observed: &[OpId]) -> Result<(), Violation> {
+        if observed == [own] {
+            return Ok(());
+        }
+        Err(self.fail(
+            ViolationKind::ReadYourWrites,
+            Vec::new(),
+            format!(
+                "{} wrote {key} ({own}) then read it and observed {observed:?}",
+                self.me()
+            ),
+        ))
+    }
+
+    /// Check 4 for last-writer-wins registers.
+    fn check_register(
+        &self,
+        key: &Key,
+        observed: &[OpId],
+        ar: &mut Vec<(usize, usize)>,
+    ) -> Result<(), Violation> {
+        let read_from = observed.first().map(|id| self.m.writes[id].node);
+        for &w in self.m.writers.get(key).map_or(&[][..], |v| &v[..]) {
+            if !self.in_past(w) || Some(w) == read_from {
+                continue;
+            }
+            let Some(src) = read_from else {
+                return Err(self.fail(
+                    ViolationKind::CausalViolation,
+                    vec![self.m.id(w)],
+                    format!(
+                        "{} read the initial value of {key}, but {} wrote it in its causal past",
+                        self.me(),
+                        self.m.id(w)
+                    ),
+                ));
+            };
+            if self.anc[w].contains(src) {
+                return Err(self.stale(key, src, w));
+            }
+            ar.push((w, src));
+        }
+        Ok(())
+    }
+
+    fn stale(&self, key: &Key, src: usize, newer: usize) -> Violation {
+        let (s, n) = (self.m.id(src), self.m.id(newer));
+        self.fail(
+            ViolationKind::CausalViolation,
+            vec![s, n],
+            format!(
+                "{} read {key} from {s}, but {n}, which causally follows {s} and also wrote {key}, is in the reader's causal past",
+                self.me()
+            ),
+        )
+    }
+
+    /// Check 4 for multi-value registers. The history shows only the causal order that
+    /// reads reveal, a subset of the real one (a write's snapshot may include writes it
+    /// never read), so a write in the causal past may be hidden by any shown write that
+    /// could have seen it: one not causally before it. With a single shown write, that
+    /// write must come after the hidden one in the visibility order, an edge of check 6.
+    fn check_mvreg(
+        &self,
+        key: &Key,
+        observed: &[OpId],
+        ar: &mut Vec<(usize, usize)>,
+    ) -> Result<(), Violation> {
+        let shown: Vec<usize> = observed.iter().map(|id| self.m.writes[id].node).collect();
+        for &a in &shown {
+            if let Some(&b) = shown.iter().find(|&&b| self.anc[b].contains(a)) {
+                return Err(self.stale(key, a, b));
+            }
+        }
+        for &w in self.m.writers.get(key).map_or(&[][..], |v| &v[..]) {
+            if !self.in_past(w) || shown.contains(&w) {
+                continue;
+            }
+            if shown.iter().all(|&s| self.anc[w].contains(s)) {
+                return Err(self.fail(
+                    ViolationKind::CausalViolation,
+                    vec![self.m.id(w)],
+                    format!(
+                        "{} read mvreg {key} without {}'s write in its causal past, and no shown write could have overwritten it",
+                        self.me(),
+                        self.m.id(w)
+                    ),
+                ));
+            }
+            if let [single] = shown[..] {
+                ar.push((w, single));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the op `(id, node)` is in this read's view: written in the causal past, or
+    /// by this transaction before the read.
+    fn visible(&self, id: OpId, node: usize) -> bool {
+        self.in_past(node) || self.own.iter().any(|(_, _, o)| *o == id)
+    }
+
+    /// The removes of `elem` in `key` by counted transactions.
+    fn removes_of<'s>(
+        &'s self,
+        key: &Key,
+        elem: &'s [u8],
+    ) -> impl Iterator<Item = (OpId, usize)> + 's {
+        let removes = self.m.removes.get(key).map_or(&[][..], |v| &v[..]);
+        removes
+            .iter()
+            .filter(move |&&(_, _, e)| e == elem)
+            .map(|&(r, r_node, _)| (r, r_node))
+    }
+
+    /// Whether the remove may be in this read's view: an own earlier op, or another
+    /// transaction's that does not causally follow this one.
+    fn may_see(&self, r: OpId, r_node: usize) -> bool {
+        if r_node == self.node {
+            return self.own.iter().any(|(_, _, o)| *o == r);
+        }
+        !self.anc[r_node].contains(self.node)
+    }
+
+    /// Whether the remove `(r, r_node)` certainly observed the add: the add is in its
+    /// causal past (or earlier in the same transaction).
+    fn surely_observed(&self, r: OpId, r_node: usize, add: OpId, add_node: usize) -> bool {
+        self.anc[r_node].contains(add_node) || (r_node == add_node && add < r)
+    }
+
+    /// Whether the remove certainly did not observe the add: it causally precedes it.
+    fn surely_missed(&self, r: OpId, r_node: usize, add: OpId, add_node: usize) -> bool {
+        self.anc[add_node].contains(r_node) || (r_node == add_node && r < add)
+    }
+
+    /// An add the read must hide: a remove in its view surely observed it.
+    fn must_hide(&self, key: &Key, elem: &[u8], add: OpId, node: usize) -> bool {
+        self.removes_of(key, elem)
+            .any(|(r, rn)| self.visible(r, rn) && self.surely_observed(r, rn, add, node))
+    }
+
+    /// An add the read must show: in its view, and no remove that may be in the view
+    /// may have observed it. The history reveals only part of the real causal order, so
+    /// a remove that is neither surely before the add nor surely after the reader may
+    /// hide it, and so may a remove whose transaction's outcome is unknown.
+    fn must_show(&self, key: &Key, elem: &[u8], add: OpId, node: usize) -> bool {
+        self.visible(add, node)
+            && !self.m.maybe_removes.contains(&(key, elem))
+            && self
+                .removes_of(key, elem)
+                .all(|(r, rn)| !self.may_see(r, rn) || self.surely_missed(r, rn, add, node))
+    }
+
+    /// Check 5 (and check 3 for sets): the read shows every visible add that no visible
+    /// remove could have observed, and no add outside the view or surely removed.
+    fn check_set(&self, key: &Key, observed: &[OpId]) -> Result<(), Violation> {
+        let shown: BTreeSet<OpId> = observed.iter().copied().collect();
+        for &(add, node, elem) in self.m.adds.get(key).map_or(&[][..], |v| &v[..]) {
+            let is_shown = shown.contains(&add);
+            let ok = if is_shown {
+                self.visible(add, node) && !self.must_hide(key, elem, add, node)
+            } else {
+                !self.must_show(key, elem, add, node)
+            };
+            if ok {
+                continue;
+            }
+            let should = !is_shown;
+            let kind = if node == self.node {
+                ViolationKind::ReadYourWrites
+            } else {
+                ViolationKind::SetNotCausallyClosed
+            };
+            let why = if should {
+                format!(
+                    "{} read set {key} without the add {add}, which is in its causal past and no visible remove observed",
+                    self.me()
+                )
+            } else {
+                format!(
+                    "{} read set {key} showing the add {add}, which is outside its causal past or removed by a visible remove",
+                    self.me()
+                )
+            };
+            return Err(self.fail(kind, vec![add.txn], why));
+        }
+        Ok(())
+    }
+}
+
+/// Check 6: arbitration must be explainable by one order extending causality.
+fn check_arbitration(m: &Model, mut g: Graph, ar: &[(usize, usize)]) -> Result<usize, Violation> {
+    let before = g.edge_count();
+    for &(from, to) in ar {
+        g.add(from, to, EdgeKind::Arbitration);
+    }
+    let added = g.edge_count() - before;
+    match g.topo_order() {
+        Ok(_) => Ok(added),
+        Err(cycle) => {
+            let (txns, path) = describe_cycle(m, &cycle);
+            Err(Violation::new(
+                ViolationKind::ArbitrationCycle,
+                txns,
+                format!("no last-writer order explains the reads: {path}"),
+            ))
+        }
+    }
+}
+
+/// Checks `history` for TCC (checks 1-6 above); convergence is separate.
+pub fn check_tcc(history: &History) -> Result<Stats, Violation> {
+    if history.txns.len() > CHECK_TXNS_MAX {
+        return Err(Violation::new(
+            ViolationKind::Malformed,
+            Vec::new(),
+            format!(
+                "history has {} transactions; the checker takes at most {CHECK_TXNS_MAX}",
+                history.txns.len()
+            ),
+        ));
+    }
+    let m = Model::build(history)?;
+    check_observed(&m, history)?;
+    let g = causal_graph(&m);
+    let order = g.topo_order().map_err(|cycle| {
+        let (txns, path) = describe_cycle(&m, &cycle);
+        Violation::new(
+            ViolationKind::CausalCycle,
+            txns,
+            format!("causal order has a cycle: {path}"),
+        )
+    })?;
+    let anc = g.ancestors(&order);
+    let mut stats = Stats {
+        txns: history.txns.len(),
+        counted: m.txns.len(),
+        causal_edges: g.edge_count(),
+        finals: history.finals.len(),
+        ..Stats::default()
+    };
+    let mut ar = Vec::new();
+    check_reads(&m, &anc, &mut ar, &mut stats)?;
+    stats.arbitration_edges = check_arbitration(&m, g, &ar)?;
+    Ok(stats)
+}

@@ -1,0 +1,425 @@
+//! Hand-written histories: every kind of bad history the checker must reject, and good
+//! ones it must accept. A checker that cannot fail proves nothing.
+
+use causeway_check::{
+    check, read_history, write_history, FinalRead, Guarantee, HOp, History, Outcome, TxnRecord,
+    ViolationKind,
+};
+use causeway_core::{DcId, Key, ObjType, ObjValue, OpId, SessionId, TxnId, TxnKind, Update};
+
+fn tid(session: u64, seq: u64) -> TxnId {
+    TxnId {
+        session: SessionId(session),
+        seq,
+    }
+}
+
+fn oid(session: u64, seq: u64, index: u32) -> OpId {
+    OpId {
+        txn: tid(session, seq),
+        index,
+    }
+}
+
+fn txn(session: u64, seq: u64, ops: Vec<HOp>) -> TxnRecord {
+    TxnRecord {
+        id: tid(session, seq),
+        session: SessionId(session),
+        dc: DcId(0),
+        kind: TxnKind::Causal,
+        start_ns: seq * 10,
+        end_ns: seq * 10 + 5,
+        ops,
+        outcome: Outcome::Committed,
+    }
+}
+
+/// Writes `value` to register `key` as op `index` of txn (session, seq).
+fn set(key: &str, value: &str, at: (u64, u64, u32)) -> HOp {
+    HOp::Write {
+        key: Key::from(key),
+        update: Update::Assign(value.as_bytes().to_vec()),
+        id: oid(at.0, at.1, at.2),
+    }
+}
+
+/// Reads register `key` showing the write `from` (with `value`), or the initial value.
+fn get(key: &str, from: Option<((u64, u64, u32), &str)>) -> HOp {
+    HOp::Read {
+        key: Key::from(key),
+        obj: ObjType::Lww,
+        value: ObjValue::Lww(from.map(|(_, v)| v.as_bytes().to_vec())),
+        observed: from
+            .map(|(at, _)| oid(at.0, at.1, at.2))
+            .into_iter()
+            .collect(),
+    }
+}
+
+fn sadd(key: &str, elem: &str, at: (u64, u64, u32)) -> HOp {
+    HOp::Write {
+        key: Key::from(key),
+        update: Update::Add(elem.as_bytes().to_vec()),
+        id: oid(at.0, at.1, at.2),
+    }
+}
+
+fn srem(key: &str, elem: &str, at: (u64, u64, u32)) -> HOp {
+    HOp::Write {
+        key: Key::from(key),
+        update: Update::Remove(elem.as_bytes().to_vec()),
+        id: oid(at.0, at.1, at.2),
+    }
+}
+
+fn smembers(key: &str, adds: &[((u64, u64, u32), &str)]) -> HOp {
+    let mut elems: Vec<Vec<u8>> = adds.iter().map(|(_, e)| e.as_bytes().to_vec()).collect();
+    elems.sort();
+    elems.dedup();
+    HOp::Read {
+        key: Key::from(key),
+        obj: ObjType::Set,
+        value: ObjValue::Set(elems),
+        observed: adds.iter().map(|(a, _)| oid(a.0, a.1, a.2)).collect(),
+    }
+}
+
+fn history(txns: Vec<TxnRecord>) -> History {
+    History {
+        txns,
+        finals: Vec::new(),
+    }
+}
+
+fn rejects(h: &History, kind: ViolationKind, names: &[TxnId]) {
+    let v = check(h, Guarantee::Tcc).expect_err("the checker must reject this history");
+    assert_eq!(v.kind, kind, "wrong kind: {v}");
+    for t in names {
+        assert!(v.txns.contains(t), "violation {v} does not name {t}");
+    }
+}
+
+/// The photo scenario done right: a comment read with its photo.
+fn photo_then_comment() -> Vec<TxnRecord> {
+    vec![
+        txn(1, 1, vec![set("photo", "p", (1, 1, 0))]),
+        txn(
+            1,
+            2,
+            vec![
+                get("photo", Some(((1, 1, 0), "p"))),
+                set("comment", "nice", (1, 2, 0)),
+            ],
+        ),
+    ]
+}
+
+#[test]
+fn a_causal_history_passes() {
+    let mut txns = photo_then_comment();
+    txns.push(txn(
+        2,
+        1,
+        vec![
+            get("comment", Some(((1, 2, 0), "nice"))),
+            get("photo", Some(((1, 1, 0), "p"))),
+        ],
+    ));
+    let stats = check(&history(txns), Guarantee::Tcc).expect("causal history");
+    assert_eq!(stats.counted, 3);
+    assert_eq!(stats.reads, 3);
+}
+
+#[test]
+fn causal_violation_comment_without_photo_is_rejected() {
+    let mut txns = photo_then_comment();
+    txns.push(txn(
+        2,
+        1,
+        vec![
+            get("comment", Some(((1, 2, 0), "nice"))),
+            get("photo", None),
+        ],
+    ));
+    rejects(
+        &history(txns),
+        ViolationKind::CausalViolation,
+        &[tid(2, 1), tid(1, 1)],
+    );
+}
+
+#[test]
+fn fractured_read_is_rejected() {
+    // T1 and T2 both write x and y; T2 read T1's x first. A reader seeing T2's x and
+    // T1's y has a fractured snapshot.
+    let txns = vec![
+        txn(
+            1,
+            1,
+            vec![set("x", "1", (1, 1, 0)), set("y", "1", (1, 1, 1))],
+        ),
+        txn(
+            2,
+            1,
+            vec![
+                get("x", Some(((1, 1, 0), "1"))),
+                set("x", "2", (2, 1, 0)),
+                set("y", "2", (2, 1, 1)),
+            ],
+        ),
+        txn(
+            3,
+            1,
+            vec![
+                get("x", Some(((2, 1, 0), "2"))),
+                get("y", Some(((1, 1, 1), "1"))),
+            ],
+        ),
+    ];
+    rejects(
+        &history(txns),
+        ViolationKind::CausalViolation,
+        &[tid(3, 1), tid(1, 1), tid(2, 1)],
+    );
+}
+
+#[test]
+fn fractured_read_of_concurrent_writers_is_an_arbitration_cycle() {
+    // T1 and T2 are concurrent and both write x and y. Reader A sees T1 win x and T2 win y;
+    // no single last-writer order explains that.
+    let txns = vec![
+        txn(
+            1,
+            1,
+            vec![set("x", "1", (1, 1, 0)), set("y", "1", (1, 1, 1))],
+        ),
+        txn(
+            2,
+            1,
+            vec![set("x", "2", (2, 1, 0)), set("y", "2", (2, 1, 1))],
+        ),
+        txn(
+            3,
+            1,
+            vec![
+                get("x", Some(((1, 1, 0), "1"))),
+                get("y", Some(((2, 1, 1), "2"))),
+            ],
+        ),
+    ];
+    rejects(
+        &history(txns),
+        ViolationKind::ArbitrationCycle,
+        &[tid(1, 1)],
+    );
+}
+
+#[test]
+fn read_your_writes_violation_is_rejected() {
+    let txns = vec![
+        txn(1, 1, vec![set("x", "a", (1, 1, 0))]),
+        txn(
+            2,
+            1,
+            vec![
+                set("x", "mine", (2, 1, 0)),
+                get("x", Some(((1, 1, 0), "a"))),
+            ],
+        ),
+    ];
+    rejects(&history(txns), ViolationKind::ReadYourWrites, &[tid(2, 1)]);
+}
+
+#[test]
+fn session_read_your_writes_across_txns_is_enforced() {
+    // The session wrote x in t1 and reads the initial value in t2.
+    let txns = vec![
+        txn(1, 1, vec![set("x", "a", (1, 1, 0))]),
+        txn(1, 2, vec![get("x", None)]),
+    ];
+    rejects(
+        &history(txns),
+        ViolationKind::CausalViolation,
+        &[tid(1, 2), tid(1, 1)],
+    );
+}
+
+#[test]
+fn non_monotonic_reads_are_rejected() {
+    // x=1 then x=2 (which read x=1); a session reads x=2, then x=1.
+    let txns = vec![
+        txn(1, 1, vec![set("x", "1", (1, 1, 0))]),
+        txn(
+            1,
+            2,
+            vec![get("x", Some(((1, 1, 0), "1"))), set("x", "2", (1, 2, 0))],
+        ),
+        txn(2, 1, vec![get("x", Some(((1, 2, 0), "2")))]),
+        txn(2, 2, vec![get("x", Some(((1, 1, 0), "1")))]),
+    ];
+    rejects(&history(txns), ViolationKind::CausalViolation, &[tid(2, 2)]);
+}
+
+#[test]
+fn read_of_an_aborted_write_is_rejected() {
+    let mut aborted = txn(1, 1, vec![set("x", "ghost", (1, 1, 0))]);
+    aborted.outcome = Outcome::Aborted;
+    let txns = vec![
+        aborted,
+        txn(2, 1, vec![get("x", Some(((1, 1, 0), "ghost")))]),
+    ];
+    rejects(&history(txns), ViolationKind::ReadFromAborted, &[tid(2, 1)]);
+}
+
+#[test]
+fn a_value_that_is_not_the_named_write_is_rejected() {
+    let txns = vec![
+        txn(1, 1, vec![set("x", "a", (1, 1, 0))]),
+        txn(2, 1, vec![get("x", Some(((1, 1, 0), "b")))]),
+    ];
+    rejects(&history(txns), ViolationKind::BadValue, &[tid(2, 1)]);
+}
+
+#[test]
+fn a_causal_cycle_is_rejected() {
+    // Each reads the other's write: wr edges both ways.
+    let txns = vec![
+        txn(
+            1,
+            1,
+            vec![get("y", Some(((2, 1, 0), "b"))), set("x", "a", (1, 1, 0))],
+        ),
+        txn(
+            2,
+            1,
+            vec![get("x", Some(((1, 1, 0), "a"))), set("y", "b", (2, 1, 0))],
+        ),
+    ];
+    rejects(
+        &history(txns),
+        ViolationKind::CausalCycle,
+        &[tid(1, 1), tid(2, 1)],
+    );
+}
+
+#[test]
+fn a_set_read_missing_a_causal_add_is_rejected() {
+    let txns = vec![
+        txn(
+            1,
+            1,
+            vec![sadd("s", "a", (1, 1, 0)), set("flag", "1", (1, 1, 1))],
+        ),
+        txn(
+            2,
+            1,
+            vec![get("flag", Some(((1, 1, 1), "1"))), smembers("s", &[])],
+        ),
+    ];
+    rejects(
+        &history(txns),
+        ViolationKind::SetNotCausallyClosed,
+        &[tid(2, 1), tid(1, 1)],
+    );
+}
+
+#[test]
+fn a_set_read_showing_a_removed_add_is_rejected() {
+    let txns = vec![
+        txn(1, 1, vec![sadd("s", "a", (1, 1, 0))]),
+        txn(
+            1,
+            2,
+            vec![
+                smembers("s", &[((1, 1, 0), "a")]),
+                srem("s", "a", (1, 2, 0)),
+            ],
+        ),
+        txn(1, 3, vec![smembers("s", &[((1, 1, 0), "a")])]),
+    ];
+    rejects(
+        &history(txns),
+        ViolationKind::SetNotCausallyClosed,
+        &[tid(1, 3)],
+    );
+}
+
+#[test]
+fn add_wins_over_a_concurrent_remove_passes() {
+    // The OR-set example: a remove that never saw a concurrent add does not hide it.
+    let txns = vec![
+        txn(1, 1, vec![sadd("s", "a", (1, 1, 0))]),
+        txn(
+            2,
+            1,
+            vec![
+                smembers("s", &[((1, 1, 0), "a")]),
+                srem("s", "a", (2, 1, 0)),
+            ],
+        ),
+        txn(3, 1, vec![sadd("s", "a", (3, 1, 0))]),
+        txn(
+            4,
+            1,
+            vec![smembers("s", &[((3, 1, 0), "a")]), get("x", None)],
+        ),
+    ];
+    // Reader 4 may or may not have seen remover 2; it shows only the concurrent add.
+    let h = history(txns);
+    check(&h, Guarantee::Tcc).expect("add-wins is causal");
+}
+
+#[test]
+fn divergent_replicas_are_rejected() {
+    let mut h = history(vec![
+        txn(1, 1, vec![set("x", "a", (1, 1, 0))]),
+        txn(2, 1, vec![set("x", "b", (2, 1, 0))]),
+    ]);
+    for (dc, (at, v)) in [((1, 1, 0), "a"), ((2, 1, 0), "b")].into_iter().enumerate() {
+        h.finals.push(FinalRead {
+            dc: DcId(dc as u16),
+            key: Key::from("x"),
+            obj: ObjType::Lww,
+            value: ObjValue::Lww(Some(v.as_bytes().to_vec())),
+            observed: vec![oid(at.0, at.1, at.2)],
+        });
+    }
+    let v = check(&h, Guarantee::Convergence).expect_err("replicas diverged");
+    assert_eq!(v.kind, ViolationKind::Divergence);
+    assert!(
+        v.detail.contains("DC 0") && v.detail.contains("DC 1"),
+        "{v}"
+    );
+}
+
+#[test]
+fn an_unknown_outcome_nobody_saw_imposes_nothing() {
+    // The session timed out on t1 (it may not have committed); t2 need not see it.
+    let mut unknown = txn(1, 1, vec![set("x", "maybe", (1, 1, 0))]);
+    unknown.outcome = Outcome::Unknown;
+    let txns = vec![unknown, txn(1, 2, vec![get("x", None)])];
+    check(&history(txns), Guarantee::Tcc).expect("unknown outcome is not in the past");
+}
+
+#[test]
+fn histories_round_trip_through_json_lines() {
+    let mut h = history(photo_then_comment());
+    h.txns[0].ops.push(HOp::Write {
+        key: Key(vec![0, 255, b'\\']),
+        update: Update::Increment(-3),
+        id: oid(1, 1, 1),
+    });
+    h.finals.push(FinalRead {
+        dc: DcId(2),
+        key: Key::from("s"),
+        obj: ObjType::Set,
+        value: ObjValue::Set(vec![b"a".to_vec()]),
+        observed: vec![oid(1, 1, 0)],
+    });
+    let mut bytes = Vec::new();
+    write_history(&h, &mut bytes).expect("write");
+    let back = read_history(&bytes[..]).expect("read");
+    assert_eq!(back, h);
+    let err = read_history(&b"{\"type\":\"txn\"}\n"[..]).expect_err("missing fields");
+    assert!(err.starts_with("line 1"), "{err}");
+}
