@@ -1,0 +1,374 @@
+//! The command table: every command the front end knows, with its Redis arity, flags, key
+//! positions and documentation, for dispatch, arity errors and `COMMAND` (which redis-cli
+//! and cluster-aware clients read at start).
+
+use crate::reply::Reply;
+
+/// How a command is handled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    /// Connection management, answered by the front end (never queued by `MULTI`).
+    Connection,
+    /// Runs in a transaction; queued by `MULTI`.
+    Data,
+    /// `MULTI`, `EXEC`, `DISCARD` and Causeway's `TX.*`.
+    Transaction,
+    /// Causeway's `CAUSAL.*`: session calls outside transactions.
+    Causal,
+}
+
+/// One command.
+#[derive(Debug)]
+pub struct Spec {
+    /// Upper-case name.
+    pub name: &'static str,
+    /// Redis arity: `n` exactly n arguments (the name included), `-n` at least n.
+    pub arity: i32,
+    pub group: Group,
+    pub flags: &'static [&'static str],
+    /// First key, last key (-1: the last argument), step; zeros when there are no keys.
+    pub keys: (i32, i32, i32),
+    pub summary: &'static str,
+}
+
+const W: &[&str] = &["write", "denyoom"];
+const WF: &[&str] = &["write", "denyoom", "fast"];
+const R: &[&str] = &["readonly"];
+const RF: &[&str] = &["readonly", "fast"];
+const C: &[&str] = &["fast", "noscript", "loading", "stale"];
+
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    group: Group,
+    flags: &'static [&'static str],
+    keys: (i32, i32, i32),
+    summary: &'static str,
+) -> Spec {
+    Spec {
+        name,
+        arity,
+        group,
+        flags,
+        keys,
+        summary,
+    }
+}
+
+use Group::{Causal, Connection as Conn, Data, Transaction as Txn};
+
+/// Every command, most frequent first (lookup is a linear scan).
+pub static COMMANDS: &[Spec] = &[
+    spec(
+        "GET",
+        2,
+        Data,
+        RF,
+        (1, 1, 1),
+        "Returns the value of a register or a counter.",
+    ),
+    spec(
+        "SET",
+        -3,
+        Data,
+        W,
+        (1, 1, 1),
+        "Assigns a register (NX, XX, GET supported).",
+    ),
+    spec(
+        "INCR",
+        2,
+        Data,
+        WF,
+        (1, 1, 1),
+        "Increments a counter by one.",
+    ),
+    spec(
+        "SADD",
+        -3,
+        Data,
+        WF,
+        (1, 1, 1),
+        "Adds members to an add-wins set.",
+    ),
+    spec(
+        "PING",
+        -1,
+        Conn,
+        C,
+        (0, 0, 0),
+        "Answers PONG, or the argument.",
+    ),
+    spec(
+        "MGET",
+        -2,
+        Data,
+        RF,
+        (1, -1, 1),
+        "Returns the values of several keys.",
+    ),
+    spec(
+        "MSET",
+        -3,
+        Data,
+        W,
+        (1, -1, 2),
+        "Assigns several registers atomically.",
+    ),
+    spec(
+        "DEL",
+        -2,
+        Data,
+        W,
+        (1, -1, 1),
+        "Deletes keys (tombstone, reset or remove-all).",
+    ),
+    spec(
+        "EXISTS",
+        -2,
+        Data,
+        RF,
+        (1, -1, 1),
+        "Counts the keys that hold a value.",
+    ),
+    spec(
+        "TYPE",
+        2,
+        Data,
+        RF,
+        (1, 1, 1),
+        "Returns the type a key holds.",
+    ),
+    spec("INCRBY", 3, Data, WF, (1, 1, 1), "Increments a counter."),
+    spec(
+        "DECR",
+        2,
+        Data,
+        WF,
+        (1, 1, 1),
+        "Decrements a counter by one.",
+    ),
+    spec("DECRBY", 3, Data, WF, (1, 1, 1), "Decrements a counter."),
+    spec(
+        "SREM",
+        -3,
+        Data,
+        WF,
+        (1, 1, 1),
+        "Removes the members the transaction sees.",
+    ),
+    spec(
+        "SMEMBERS",
+        2,
+        Data,
+        R,
+        (1, 1, 1),
+        "Returns the members of a set.",
+    ),
+    spec(
+        "SISMEMBER",
+        3,
+        Data,
+        RF,
+        (1, 1, 1),
+        "Whether a value is a member of a set.",
+    ),
+    spec(
+        "SCARD",
+        2,
+        Data,
+        RF,
+        (1, 1, 1),
+        "Returns the number of members of a set.",
+    ),
+    spec("ECHO", 2, Conn, C, (0, 0, 0), "Returns the argument."),
+    spec(
+        "MULTI",
+        1,
+        Txn,
+        C,
+        (0, 0, 0),
+        "Starts queueing commands for one atomic transaction.",
+    ),
+    spec(
+        "EXEC",
+        1,
+        Txn,
+        C,
+        (0, 0, 0),
+        "Runs the queued commands as one atomic transaction.",
+    ),
+    spec(
+        "DISCARD",
+        1,
+        Txn,
+        C,
+        (0, 0, 0),
+        "Drops the queued commands.",
+    ),
+    spec(
+        "TX.BEGIN",
+        -1,
+        Txn,
+        C,
+        (0, 0, 0),
+        "Opens an interactive transaction [STRONG].",
+    ),
+    spec(
+        "TX.COMMIT",
+        1,
+        Txn,
+        C,
+        (0, 0, 0),
+        "Commits the interactive transaction.",
+    ),
+    spec(
+        "TX.ABORT",
+        1,
+        Txn,
+        C,
+        (0, 0, 0),
+        "Aborts the interactive transaction.",
+    ),
+    spec(
+        "CAUSAL.TOKEN",
+        1,
+        Causal,
+        C,
+        (0, 0, 0),
+        "Exports the session's causal past (hex).",
+    ),
+    spec(
+        "CAUSAL.ATTACH",
+        2,
+        Causal,
+        C,
+        (0, 0, 0),
+        "Adopts a causal past from a token.",
+    ),
+    spec(
+        "CAUSAL.BARRIER",
+        1,
+        Causal,
+        C,
+        (0, 0, 0),
+        "Waits until the session's past is durable.",
+    ),
+    spec(
+        "HELLO",
+        -1,
+        Conn,
+        C,
+        (0, 0, 0),
+        "Handshake: protocol version, AUTH, SETNAME.",
+    ),
+    spec(
+        "AUTH",
+        -2,
+        Conn,
+        C,
+        (0, 0, 0),
+        "Authenticates the connection.",
+    ),
+    spec(
+        "CLIENT",
+        -2,
+        Conn,
+        C,
+        (0, 0, 0),
+        "CLIENT ID, SETNAME, GETNAME, SETINFO, INFO.",
+    ),
+    spec(
+        "SELECT",
+        2,
+        Conn,
+        C,
+        (0, 0, 0),
+        "Selects database 0, the only one.",
+    ),
+    spec("QUIT", -1, Conn, C, (0, 0, 0), "Closes the connection."),
+    spec(
+        "INFO",
+        -1,
+        Conn,
+        &["loading", "stale"],
+        (0, 0, 0),
+        "Server, protocol and DC facts.",
+    ),
+    spec(
+        "COMMAND",
+        -1,
+        Conn,
+        &["loading", "stale"],
+        (0, 0, 0),
+        "Describes the commands.",
+    ),
+    spec(
+        "CONFIG",
+        -2,
+        Conn,
+        &["loading", "stale"],
+        (0, 0, 0),
+        "CONFIG GET, for tools.",
+    ),
+];
+
+/// Looks a command up by name, case-insensitively.
+pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
+    COMMANDS
+        .iter()
+        .find(|s| s.name.len() == name.len() && s.name.as_bytes().eq_ignore_ascii_case(name))
+}
+
+impl Spec {
+    /// Whether `argc` arguments (the name included) fit the arity.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        let arity = i64::from(self.arity);
+        if arity >= 0 {
+            argc == arity
+        } else {
+            argc >= -arity
+        }
+    }
+
+    pub fn lower_name(&self) -> String {
+        self.name.to_ascii_lowercase()
+    }
+
+    /// The `COMMAND` / `COMMAND INFO` entry, in the Redis 7 layout.
+    pub fn info(&self) -> Reply {
+        let strs =
+            |xs: &'static [&'static str]| Reply::Set(xs.iter().map(|x| Reply::Simple(x)).collect());
+        Reply::Array(vec![
+            Reply::text(self.lower_name()),
+            Reply::Int(i64::from(self.arity)),
+            strs(self.flags),
+            Reply::Int(i64::from(self.keys.0)),
+            Reply::Int(i64::from(self.keys.1)),
+            Reply::Int(i64::from(self.keys.2)),
+            Reply::Set(Vec::new()),
+            Reply::Set(Vec::new()),
+            Reply::Array(Vec::new()),
+            Reply::Array(Vec::new()),
+        ])
+    }
+
+    /// The `COMMAND DOCS` entry: name, then a map of summary, since and group.
+    pub fn docs(&self) -> [Reply; 2] {
+        let group = match self.group {
+            Group::Data if self.name.starts_with('S') && self.name != "SET" => "set",
+            Group::Data => "string",
+            Group::Transaction => "transactions",
+            Group::Connection | Group::Causal => "connection",
+        };
+        [
+            Reply::text(self.lower_name()),
+            Reply::Map(vec![
+                (Reply::text("summary"), Reply::text(self.summary)),
+                (Reply::text("since"), Reply::text("1.0.0")),
+                (Reply::text("group"), Reply::text(group)),
+            ]),
+        ]
+    }
+}

@@ -1,0 +1,384 @@
+//! One connection's command state machine, free of sockets: it takes parsed commands
+//! ([`Conn::execute`]) and answers each with a [`Reply`] (and whether to close).
+//!
+//! A connection owns one Causeway session, so its causal past travels with it from
+//! transaction to transaction. It is in one of three modes:
+//! - idle: each data command runs as its own causal transaction (begun, run, committed);
+//! - `MULTI`: data commands are checked and queued, `EXEC` runs them as one atomic
+//!   causal transaction (a command that fails at queue time discards the whole `EXEC`, as
+//!   in Redis; a `WRONGTYPE` at run time answers that command and the rest still commit; an
+//!   abort by the system answers `EXEC` with the abort);
+//! - interactive (`TX.BEGIN [STRONG]` ... `TX.COMMIT`/`TX.ABORT`): data commands run inside
+//!   the open transaction and answer their values at once.
+
+use crate::admin;
+use crate::commands::{self, Group, Spec};
+use crate::data::DataCmd;
+use crate::limits::{MULTI_QUEUE_MAX, TOKEN_HEX_LEN_MAX};
+use crate::reply::{Proto, Reply};
+use crate::session::{SessionFactory, SessionHandle};
+use crate::txn::{Scope, Tx};
+use bytes::Bytes;
+use causeway_core::{Error, Request, Response, TxnKind};
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+/// What every connection of one endpoint shares.
+pub struct Shared<F> {
+    pub factory: F,
+    /// `AUTH` password; connections must authenticate when set.
+    pub password: Option<String>,
+    /// Connections open now.
+    pub clients: AtomicUsize,
+}
+
+/// The transaction mode of a connection.
+#[derive(Debug)]
+enum Mode {
+    Idle,
+    /// Between `MULTI` and `EXEC`: the queue, and whether a command failed to queue.
+    Multi {
+        queue: Vec<DataCmd>,
+        dirty: bool,
+    },
+    /// Inside `TX.BEGIN`.
+    Interactive,
+}
+
+/// The answer to one command.
+#[derive(Debug, PartialEq)]
+pub struct Outcome {
+    pub reply: Reply,
+    /// Close the connection once the reply is written (`QUIT`).
+    pub close: bool,
+}
+
+impl From<Reply> for Outcome {
+    fn from(reply: Reply) -> Outcome {
+        Outcome {
+            reply,
+            close: false,
+        }
+    }
+}
+
+/// One client connection: its session and its protocol state.
+pub struct Conn<F: SessionFactory> {
+    shared: Arc<Shared<F>>,
+    handle: F::Handle,
+    pub(crate) id: u64,
+    pub(crate) proto: Proto,
+    pub(crate) authed: bool,
+    pub(crate) name: Option<Bytes>,
+    mode: Mode,
+}
+
+/// The answer to an error from the session, with a Redis-style code.
+pub fn error_reply(e: &Error) -> Reply {
+    match e {
+        Error::WrongType { .. } => Reply::Error(e.to_string()),
+        Error::Aborted(_) => Reply::Error(format!("TXABORTED {e}")),
+        Error::Unavailable(_) => Reply::Error(format!("TRYAGAIN {e}")),
+        _ => Reply::err(e.to_string()),
+    }
+}
+
+/// The answer to a session response that should have been `expected`.
+fn unexpected(resp: Response, expected: &str) -> Reply {
+    match resp {
+        Response::Error(e) => error_reply(&e),
+        Response::Aborted { reason } => error_reply(&Error::Aborted(reason)),
+        other => Reply::err(format!("the session answered {other:?} to {expected}")),
+    }
+}
+
+fn unknown_command(args: &[Bytes]) -> Reply {
+    let quote = |a: &Bytes| {
+        let text = String::from_utf8_lossy(&a[..a.len().min(128)]).into_owned();
+        format!("'{text}'")
+    };
+    let rest: Vec<String> = args[1..].iter().take(8).map(quote).collect();
+    Reply::err(format!(
+        "unknown command {}, with args beginning with: {}",
+        quote(&args[0]),
+        rest.join(" ")
+    ))
+}
+
+/// `ERR wrong number of arguments for 'x' command`.
+pub fn arity_error(name: &str) -> Reply {
+    Reply::err(format!(
+        "wrong number of arguments for '{}' command",
+        name.to_ascii_lowercase()
+    ))
+}
+
+impl<F: SessionFactory> Conn<F> {
+    /// A new connection with a fresh session, speaking RESP2 until `HELLO 3`.
+    pub fn new(shared: Arc<Shared<F>>, id: u64) -> Conn<F> {
+        let handle = shared.factory.open();
+        let authed = shared.password.is_none();
+        Conn {
+            shared,
+            handle,
+            id,
+            proto: Proto::Resp2,
+            authed,
+            name: None,
+            mode: Mode::Idle,
+        }
+    }
+
+    /// The protocol the connection's replies are encoded in.
+    pub fn proto(&self) -> Proto {
+        self.proto
+    }
+
+    pub(crate) fn shared(&self) -> &Shared<F> {
+        &self.shared
+    }
+
+    /// Answers one command (`args[0]` is its name; at least one argument).
+    pub async fn execute(&mut self, args: Vec<Bytes>) -> Outcome {
+        assert!(!args.is_empty(), "the parser yields no empty command");
+        let Some(spec) = commands::lookup(&args[0]) else {
+            return self.refuse(unknown_command(&args)).into();
+        };
+        if !spec.arity_ok(args.len()) {
+            return self.refuse(arity_error(spec.name)).into();
+        }
+        if !self.authed && !matches!(spec.name, "AUTH" | "HELLO" | "QUIT") {
+            return self
+                .refuse(Reply::Error("NOAUTH Authentication required.".into()))
+                .into();
+        }
+        match spec.group {
+            Group::Connection if matches!(spec.name, "PING" | "ECHO") => {
+                self.data(spec, &args).await.into()
+            }
+            Group::Connection => admin::connection(self, spec, &args).await,
+            Group::Data => self.data(spec, &args).await.into(),
+            Group::Transaction => self.transaction(spec, &args).await.into(),
+            Group::Causal => self.causal(spec, &args).await.into(),
+        }
+    }
+
+    /// An error before the command ran: inside `MULTI` it discards the coming `EXEC`.
+    fn refuse(&mut self, reply: Reply) -> Reply {
+        assert!(reply.is_error());
+        if let Mode::Multi { dirty, .. } = &mut self.mode {
+            *dirty = true;
+        }
+        reply
+    }
+
+    /// A data command (or `PING`/`ECHO`), in whatever mode the connection is.
+    async fn data(&mut self, spec: &Spec, args: &[Bytes]) -> Reply {
+        let cmd = match DataCmd::parse(spec.name, args) {
+            Ok(cmd) => cmd,
+            Err(reply) => return self.refuse(reply),
+        };
+        if let Mode::Multi { queue, .. } = &mut self.mode {
+            if queue.len() < MULTI_QUEUE_MAX {
+                queue.push(cmd);
+                return Reply::Simple("QUEUED");
+            }
+            let e = Error::LimitExceeded {
+                what: "commands queued by MULTI".into(),
+                max: MULTI_QUEUE_MAX as u64,
+            };
+            return self.refuse(error_reply(&e));
+        }
+        if let Some(reply) = cmd.local_reply() {
+            return reply;
+        }
+        if matches!(self.mode, Mode::Interactive) {
+            self.in_open_txn(&cmd).await
+        } else {
+            self.standalone(&cmd).await
+        }
+    }
+
+    /// Runs a command as its own transaction.
+    async fn standalone(&mut self, cmd: &DataCmd) -> Reply {
+        let mut tx = Tx::begin(&mut self.handle, Scope::Command);
+        let result = match cmd.run(&mut tx).await {
+            Ok(reply) => tx.commit().await.map(|()| reply),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(reply) => reply,
+            Err(e) => {
+                tx.abort().await;
+                error_reply(&e)
+            }
+        }
+    }
+
+    /// Runs a command inside the interactive transaction; leaves interactive mode if the
+    /// session ended the transaction.
+    async fn in_open_txn(&mut self, cmd: &DataCmd) -> Reply {
+        let mut tx = Tx::join(&mut self.handle);
+        let result = match cmd.run(&mut tx).await {
+            Ok(reply) => tx.flush().await.map(|()| reply),
+            Err(e) => Err(e),
+        };
+        let open = tx.is_open();
+        if !open {
+            self.mode = Mode::Idle;
+        }
+        match result {
+            Ok(reply) => reply,
+            Err(e) => error_reply(&e),
+        }
+    }
+
+    /// `MULTI`, `EXEC`, `DISCARD`, `TX.BEGIN`, `TX.COMMIT`, `TX.ABORT`.
+    async fn transaction(&mut self, spec: &Spec, args: &[Bytes]) -> Reply {
+        let in_multi = matches!(self.mode, Mode::Multi { .. });
+        let interactive = matches!(self.mode, Mode::Interactive);
+        match spec.name {
+            "MULTI" if in_multi => Reply::err("MULTI calls can not be nested"),
+            "MULTI" if interactive => Reply::err("MULTI is not allowed inside TX.BEGIN"),
+            "MULTI" => {
+                self.mode = Mode::Multi {
+                    queue: Vec::new(),
+                    dirty: false,
+                };
+                Reply::Ok
+            }
+            "EXEC" if !in_multi => Reply::err("EXEC without MULTI"),
+            "EXEC" => self.exec().await,
+            "DISCARD" if !in_multi => Reply::err("DISCARD without MULTI"),
+            "DISCARD" => {
+                self.mode = Mode::Idle;
+                Reply::Ok
+            }
+            _ if in_multi => self.refuse(Reply::err(format!(
+                "{} is not allowed inside MULTI",
+                spec.name
+            ))),
+            "TX.BEGIN" => self.tx_begin(args).await,
+            _ if !interactive => Reply::err(format!("{} without TX.BEGIN", spec.name)),
+            "TX.COMMIT" => self.tx_end(Request::Commit).await,
+            _ => self.tx_end(Request::Abort).await,
+        }
+    }
+
+    /// `EXEC`: the queued commands as one transaction, their replies in an array.
+    async fn exec(&mut self) -> Reply {
+        let Mode::Multi { queue, dirty } = std::mem::replace(&mut self.mode, Mode::Idle) else {
+            return Reply::err("EXEC without MULTI");
+        };
+        if dirty {
+            return Reply::Error(
+                "EXECABORT Transaction discarded because of previous errors.".into(),
+            );
+        }
+        let local: Option<Vec<Reply>> = queue.iter().map(DataCmd::local_reply).collect();
+        if let Some(replies) = local {
+            return Reply::Array(replies);
+        }
+        let mut tx = Tx::begin(&mut self.handle, Scope::Group);
+        let mut replies = Vec::with_capacity(queue.len());
+        for cmd in &queue {
+            match cmd.run(&mut tx).await {
+                Ok(reply) => replies.push(reply),
+                Err(e @ Error::WrongType { .. }) if tx.is_open() => replies.push(error_reply(&e)),
+                Err(e) => {
+                    tx.abort().await;
+                    return error_reply(&e);
+                }
+            }
+        }
+        match tx.commit().await {
+            Ok(()) => Reply::Array(replies),
+            Err(e) => {
+                tx.abort().await;
+                error_reply(&e)
+            }
+        }
+    }
+
+    /// `TX.BEGIN [STRONG|CAUSAL]`.
+    async fn tx_begin(&mut self, args: &[Bytes]) -> Reply {
+        if matches!(self.mode, Mode::Interactive) {
+            return Reply::err("TX.BEGIN inside a transaction: TX.COMMIT or TX.ABORT it first");
+        }
+        if args.len() > 2 {
+            return arity_error("TX.BEGIN");
+        }
+        let kind = match args.get(1).map(|a| a.to_ascii_uppercase()).as_deref() {
+            None | Some(b"CAUSAL") => TxnKind::Causal,
+            Some(b"STRONG") => TxnKind::Strong,
+            Some(_) => return Reply::err("syntax error: TX.BEGIN [STRONG|CAUSAL]"),
+        };
+        match self.handle.call(Request::Begin { kind }).await {
+            Response::Begun { .. } => {
+                self.mode = Mode::Interactive;
+                Reply::Ok
+            }
+            other => unexpected(other, "Begin"),
+        }
+    }
+
+    /// `TX.COMMIT` or `TX.ABORT`: either way the transaction is over.
+    async fn tx_end(&mut self, req: Request) -> Reply {
+        assert!(matches!(self.mode, Mode::Interactive));
+        let commit = matches!(req, Request::Commit);
+        let resp = self.handle.call(req).await;
+        self.mode = Mode::Idle;
+        match resp {
+            Response::Committed if commit => Reply::Ok,
+            Response::Aborted { .. } if !commit => Reply::Ok,
+            other => unexpected(other, if commit { "Commit" } else { "Abort" }),
+        }
+    }
+
+    /// `CAUSAL.TOKEN`, `CAUSAL.ATTACH token`, `CAUSAL.BARRIER`.
+    async fn causal(&mut self, spec: &Spec, args: &[Bytes]) -> Reply {
+        if matches!(self.mode, Mode::Multi { .. }) {
+            return self.refuse(Reply::err(format!(
+                "{} is not allowed inside MULTI",
+                spec.name
+            )));
+        }
+        let req = match spec.name {
+            "CAUSAL.TOKEN" => Request::Token,
+            "CAUSAL.BARRIER" => Request::Barrier,
+            _ => match hex_decode(&args[1]) {
+                Some(token) => Request::Attach { token },
+                None => {
+                    return error_reply(&Error::BadToken("not an even-length hex string".into()))
+                }
+            },
+        };
+        match self.handle.call(req).await {
+            Response::Token(token) => Reply::text(hex_encode(&token)),
+            Response::Attached | Response::BarrierDone => Reply::Ok,
+            other => unexpected(other, spec.name),
+        }
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex_encode(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    out
+}
+
+/// Decodes hex (either case); `None` if it is not hex, odd or too long.
+pub fn hex_decode(text: &[u8]) -> Option<Vec<u8>> {
+    if text.len() % 2 == 1 || text.len() > TOKEN_HEX_LEN_MAX {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    text.chunks_exact(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect()
+}

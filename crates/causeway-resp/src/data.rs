@@ -1,0 +1,479 @@
+//! The data commands: parsing their arguments ([`DataCmd::parse`]) and running them inside
+//! a transaction ([`DataCmd::run`]).
+//!
+//! Types: `GET`/`SET`/`MGET`/`MSET` use last-writer-wins registers, `INCR`/`DECR` and
+//! friends PN counters, `S*` add-wins sets. A key keeps the type of its first write, so a
+//! command of another type answers `WRONGTYPE` (where Redis would let `SET` replace any
+//! value and `INCR` parse a string). `GET` reads a register and, when the key holds a
+//! counter, the counter, printed in decimal as Redis prints integer strings.
+//!
+//! Deletion in a CRDT store is an update like any other:
+//! - a register is assigned [`LWW_TOMBSTONE`], which `GET` shows as nil and `EXISTS` as
+//!   absent (a later `SET` wins over it as over any older value);
+//! - a counter is incremented by minus the value the transaction reads (an observed
+//!   reset: increments concurrent with the `DEL` survive it);
+//! - a set has every element it shows removed (observed-remove: concurrent adds survive).
+//!
+//! `EXISTS` counts a register that holds a value, a set with members and a counter that is
+//! not zero (a counter cannot tell zero from never written).
+
+use crate::parse::parse_i64;
+use crate::reply::Reply;
+use crate::session::SessionHandle;
+use crate::txn::Tx;
+use bytes::Bytes;
+use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
+use causeway_core::{Error, Key, ObjType, ObjValue, Request, Update, Value};
+use std::collections::BTreeSet;
+
+/// The value a deleted register holds. Writing it with `SET` is refused.
+pub const LWW_TOMBSTONE: &[u8] = b"\x00causeway:deleted\x00";
+
+/// `SET`'s condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetCond {
+    Always,
+    /// `NX`: only if the key holds no value.
+    Nx,
+    /// `XX`: only if the key holds a value.
+    Xx,
+}
+
+/// A data command with its arguments checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DataCmd {
+    Get(Key),
+    Set {
+        key: Key,
+        value: Value,
+        cond: SetCond,
+        get: bool,
+    },
+    Del(Vec<Key>),
+    Exists(Vec<Key>),
+    Type(Key),
+    MGet(Vec<Key>),
+    MSet(Vec<(Key, Value)>),
+    IncrBy(Key, i64),
+    SAdd(Key, Vec<Value>),
+    SRem(Key, Vec<Value>),
+    SMembers(Key),
+    SIsMember(Key, Value),
+    SCard(Key),
+    Ping(Option<Bytes>),
+    Echo(Bytes),
+}
+
+fn key(arg: &Bytes) -> Key {
+    Key(arg.to_vec())
+}
+
+fn keys(args: &[Bytes]) -> Vec<Key> {
+    args.iter().map(key).collect()
+}
+
+fn values(args: &[Bytes]) -> Vec<Value> {
+    args.iter().map(|a| a.to_vec()).collect()
+}
+
+fn not_integer() -> Reply {
+    Reply::err("value is not an integer or out of range")
+}
+
+fn integer(arg: &Bytes) -> Result<i64, Reply> {
+    parse_i64(arg).ok_or_else(not_integer)
+}
+
+/// A register value the client may write.
+fn writable(arg: &Bytes) -> Result<Value, Reply> {
+    if arg.as_ref() == LWW_TOMBSTONE {
+        return Err(Reply::err("this value is reserved for deleted keys"));
+    }
+    Ok(arg.to_vec())
+}
+
+impl DataCmd {
+    /// Builds the command named `name` (upper case) from its arguments (`args[0]` is the
+    /// name); arity was checked against the command table.
+    pub fn parse(name: &str, args: &[Bytes]) -> Result<DataCmd, Reply> {
+        let cmd = DataCmd::parse_args(name, &args[1..])?;
+        cmd.check_limits()?;
+        Ok(cmd)
+    }
+
+    fn parse_args(name: &str, a: &[Bytes]) -> Result<DataCmd, Reply> {
+        Ok(match name {
+            "GET" => DataCmd::Get(key(&a[0])),
+            "SET" => parse_set(a)?,
+            "DEL" => DataCmd::Del(keys(a)),
+            "EXISTS" => DataCmd::Exists(keys(a)),
+            "TYPE" => DataCmd::Type(key(&a[0])),
+            "MGET" => DataCmd::MGet(keys(a)),
+            "MSET" => parse_mset(a)?,
+            "INCR" => DataCmd::IncrBy(key(&a[0]), 1),
+            "DECR" => DataCmd::IncrBy(key(&a[0]), -1),
+            "INCRBY" => DataCmd::IncrBy(key(&a[0]), integer(&a[1])?),
+            "DECRBY" => {
+                let by = integer(&a[1])?;
+                let neg = by
+                    .checked_neg()
+                    .ok_or_else(|| Reply::err("decrement would overflow"))?;
+                DataCmd::IncrBy(key(&a[0]), neg)
+            }
+            "SADD" => DataCmd::SAdd(key(&a[0]), values(&a[1..])),
+            "SREM" => DataCmd::SRem(key(&a[0]), values(&a[1..])),
+            "SMEMBERS" => DataCmd::SMembers(key(&a[0])),
+            "SISMEMBER" => DataCmd::SIsMember(key(&a[0]), a[1].to_vec()),
+            "SCARD" => DataCmd::SCard(key(&a[0])),
+            "PING" => DataCmd::Ping(a.first().cloned()),
+            "ECHO" => DataCmd::Echo(a[0].clone()),
+            other => return Err(Reply::err(format!("'{other}' is not a data command"))),
+        })
+    }
+
+    /// Runs the command in `tx` and builds its reply (a standalone command's final read
+    /// carries the commit in the same batch, see [`Tx::read_then`]).
+    pub async fn run<H: SessionHandle>(&self, tx: &mut Tx<'_, H>) -> Result<Reply, Error> {
+        match self {
+            DataCmd::Get(k) => get(tx, k).await,
+            DataCmd::Set {
+                key,
+                value,
+                cond,
+                get,
+            } => set(tx, key, value, *cond, *get).await,
+            DataCmd::Del(ks) => del(tx, ks).await,
+            DataCmd::Exists(ks) => exists(tx, ks).await,
+            DataCmd::Type(k) => type_of(tx, k).await,
+            DataCmd::MGet(ks) => mget(tx, ks).await,
+            DataCmd::MSet(pairs) => {
+                for (k, v) in pairs {
+                    tx.update(k.clone(), Update::Assign(v.clone()));
+                }
+                Ok(Reply::Ok)
+            }
+            DataCmd::IncrBy(k, by) => incr_by(tx, k, *by).await,
+            DataCmd::SAdd(k, elems) => sadd(tx, k, elems).await,
+            DataCmd::SRem(k, elems) => srem(tx, k, elems).await,
+            DataCmd::SMembers(_) | DataCmd::SIsMember(..) | DataCmd::SCard(_) => {
+                set_read(tx, self).await
+            }
+            DataCmd::Ping(None) => Ok(Reply::Simple("PONG")),
+            DataCmd::Ping(Some(msg)) | DataCmd::Echo(msg) => Ok(Reply::Bulk(msg.clone())),
+        }
+    }
+
+    /// The reply of a command that needs no transaction (`PING`, `ECHO`).
+    pub fn local_reply(&self) -> Option<Reply> {
+        match self {
+            DataCmd::Ping(None) => Some(Reply::Simple("PONG")),
+            DataCmd::Ping(Some(msg)) | DataCmd::Echo(msg) => Some(Reply::Bulk(msg.clone())),
+            _ => None,
+        }
+    }
+
+    /// The keys the command names.
+    fn keys(&self) -> Vec<&Key> {
+        match self {
+            DataCmd::Get(k)
+            | DataCmd::Set { key: k, .. }
+            | DataCmd::Type(k)
+            | DataCmd::IncrBy(k, _)
+            | DataCmd::SAdd(k, _)
+            | DataCmd::SRem(k, _)
+            | DataCmd::SMembers(k)
+            | DataCmd::SIsMember(k, _)
+            | DataCmd::SCard(k) => vec![k],
+            DataCmd::Del(ks) | DataCmd::Exists(ks) | DataCmd::MGet(ks) => ks.iter().collect(),
+            DataCmd::MSet(pairs) => pairs.iter().map(|(k, _)| k).collect(),
+            DataCmd::Ping(_) | DataCmd::Echo(_) => Vec::new(),
+        }
+    }
+
+    /// The values (register values, set elements) the command names.
+    fn values(&self) -> Vec<&Value> {
+        match self {
+            DataCmd::Set { value, .. } | DataCmd::SIsMember(_, value) => vec![value],
+            DataCmd::SAdd(_, vs) | DataCmd::SRem(_, vs) => vs.iter().collect(),
+            DataCmd::MSet(pairs) => pairs.iter().map(|(_, v)| v).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Refuses keys, values and counts beyond the store's limits before any request is
+    /// sent, so the answer is the same whatever the protocol.
+    fn check_limits(&self) -> Result<(), Reply> {
+        let over = |what: &str, max: usize| {
+            let e = Error::LimitExceeded {
+                what: what.into(),
+                max: max as u64,
+            };
+            Err(Reply::err(e.to_string()))
+        };
+        let keys = self.keys();
+        let values = self.values();
+        if keys.len() > READ_KEYS_MAX {
+            return over("keys in one command", READ_KEYS_MAX);
+        }
+        if values.len() > TXN_UPDATES_MAX {
+            return over("values in one command", TXN_UPDATES_MAX);
+        }
+        if keys.iter().any(|k| k.0.len() > KEY_LEN_MAX) {
+            return over("key length in bytes", KEY_LEN_MAX);
+        }
+        if values.iter().any(|v| v.len() > VALUE_LEN_MAX) {
+            return over("value length in bytes", VALUE_LEN_MAX);
+        }
+        Ok(())
+    }
+}
+
+/// `SET key value [NX|XX] [GET] [KEEPTTL]`; expirations are refused (no TTLs).
+fn parse_set(a: &[Bytes]) -> Result<DataCmd, Reply> {
+    let mut cond = SetCond::Always;
+    let mut get = false;
+    for opt in &a[2..] {
+        let upper = opt.to_ascii_uppercase();
+        match upper.as_slice() {
+            b"NX" if cond == SetCond::Always => cond = SetCond::Nx,
+            b"XX" if cond == SetCond::Always => cond = SetCond::Xx,
+            b"GET" => get = true,
+            b"KEEPTTL" => {}
+            b"EX" | b"PX" | b"EXAT" | b"PXAT" => {
+                return Err(Reply::err("key expiration is not supported by Causeway"))
+            }
+            _ => return Err(Reply::err("syntax error")),
+        }
+    }
+    Ok(DataCmd::Set {
+        key: key(&a[0]),
+        value: writable(&a[1])?,
+        cond,
+        get,
+    })
+}
+
+fn parse_mset(a: &[Bytes]) -> Result<DataCmd, Reply> {
+    if a.len() % 2 == 1 {
+        return Err(Reply::err("wrong number of arguments for 'mset' command"));
+    }
+    let pairs = a
+        .chunks_exact(2)
+        .map(|p| Ok((key(&p[0]), writable(&p[1])?)))
+        .collect::<Result<Vec<_>, Reply>>()?;
+    Ok(DataCmd::MSet(pairs))
+}
+
+fn wrongtype(expected: ObjType, found: ObjType) -> Error {
+    Error::WrongType { expected, found }
+}
+
+/// A register's visible value (a tombstone is no value).
+fn live(value: Option<Value>) -> Option<Value> {
+    value.filter(|v| v.as_slice() != LWW_TOMBSTONE)
+}
+
+fn bulk_or_nil(value: Option<Value>) -> Reply {
+    live(value).map_or(Reply::Nil, |v| Reply::Bulk(Bytes::from(v)))
+}
+
+/// `GET`: a register's value, or a counter's in decimal.
+async fn get<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key) -> Result<Reply, Error> {
+    match tx.read_any(k, ObjType::Lww, true).await? {
+        ObjValue::Lww(v) => Ok(bulk_or_nil(v)),
+        ObjValue::Counter(n) => Ok(Reply::text(n.to_string())),
+        ObjValue::Set(_) => Err(wrongtype(ObjType::Set, ObjType::Lww)),
+        ObjValue::MvReg(_) => Err(wrongtype(ObjType::MvReg, ObjType::Lww)),
+    }
+}
+
+async fn set<H: SessionHandle>(
+    tx: &mut Tx<'_, H>,
+    k: &Key,
+    value: &Value,
+    cond: SetCond,
+    get: bool,
+) -> Result<Reply, Error> {
+    let assign = Update::Assign(value.clone());
+    if cond == SetCond::Always && !get {
+        tx.update(k.clone(), assign);
+        return Ok(Reply::Ok);
+    }
+    let old = match tx.read(vec![(k.clone(), ObjType::Lww)]).await {
+        Ok(mut vals) => match vals.pop().map(|v| v.value) {
+            Some(ObjValue::Lww(v)) => live(v),
+            _ => None,
+        },
+        Err(Error::WrongType { .. }) if cond == SetCond::Nx && !get => return Ok(Reply::Nil),
+        Err(e) => return Err(e),
+    };
+    let write = match cond {
+        SetCond::Always => true,
+        SetCond::Nx => old.is_none(),
+        SetCond::Xx => old.is_some(),
+    };
+    if write {
+        tx.update(k.clone(), assign);
+    }
+    Ok(match (get, write) {
+        (true, _) => old.map_or(Reply::Nil, |v| Reply::Bulk(Bytes::from(v))),
+        (false, true) => Reply::Ok,
+        (false, false) => Reply::Nil,
+    })
+}
+
+/// Whether a read value counts as an existing key.
+fn present(value: &ObjValue) -> bool {
+    match value {
+        ObjValue::Lww(v) => live(v.clone()).is_some(),
+        ObjValue::Counter(n) => *n != 0,
+        ObjValue::Set(elems) => !elems.is_empty(),
+        ObjValue::MvReg(vals) => vals.iter().any(|v| v.as_slice() != LWW_TOMBSTONE),
+    }
+}
+
+async fn exists<H: SessionHandle>(tx: &mut Tx<'_, H>, ks: &[Key]) -> Result<Reply, Error> {
+    let values = tx.read_many_any(ks, ObjType::Lww).await?;
+    Ok(Reply::Int(
+        values.iter().filter(|v| present(v)).count() as i64
+    ))
+}
+
+/// `DEL`: deletes each distinct key that exists, as the module docs describe.
+async fn del<H: SessionHandle>(tx: &mut Tx<'_, H>, ks: &[Key]) -> Result<Reply, Error> {
+    let distinct: Vec<Key> = ks
+        .iter()
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let values = tx.read_many_any(&distinct, ObjType::Lww).await?;
+    let mut deleted = 0;
+    for (k, v) in distinct.into_iter().zip(values) {
+        if !present(&v) {
+            continue;
+        }
+        deleted += 1;
+        match v {
+            ObjValue::Lww(_) => tx.update(k, Update::Assign(LWW_TOMBSTONE.to_vec())),
+            ObjValue::Counter(n) => tx.update(k, Update::Increment(n.wrapping_neg())),
+            ObjValue::Set(elems) => {
+                for e in elems {
+                    tx.update(k.clone(), Update::Remove(e));
+                }
+            }
+            ObjValue::MvReg(_) => tx.update(k, Update::MvAssign(LWW_TOMBSTONE.to_vec())),
+        }
+    }
+    Ok(Reply::Int(deleted))
+}
+
+/// `TYPE`: registers and counters are `string` as in Redis.
+async fn type_of<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key) -> Result<Reply, Error> {
+    let value = tx.read_any(k, ObjType::Lww, true).await?;
+    Ok(Reply::Simple(match &value {
+        v if !present(v) => "none",
+        ObjValue::Lww(_) | ObjValue::Counter(_) => "string",
+        ObjValue::Set(_) => "set",
+        ObjValue::MvReg(_) => "mvreg",
+    }))
+}
+
+/// `MGET`: registers' values, counters in decimal, nil for other types (as Redis does).
+async fn mget<H: SessionHandle>(tx: &mut Tx<'_, H>, ks: &[Key]) -> Result<Reply, Error> {
+    let values = tx.read_many_any(ks, ObjType::Lww).await?;
+    let replies = values
+        .into_iter()
+        .map(|v| match v {
+            ObjValue::Lww(v) => bulk_or_nil(v),
+            ObjValue::Counter(n) => Reply::text(n.to_string()),
+            _ => Reply::Nil,
+        })
+        .collect();
+    Ok(Reply::Array(replies))
+}
+
+fn counter_of(values: &mut Vec<causeway_core::ReadValue>) -> i64 {
+    match values.pop().map(|v| v.value) {
+        Some(ObjValue::Counter(n)) => n,
+        _ => 0,
+    }
+}
+
+/// `INCRBY` and friends: refuses to overflow the value this transaction reads.
+async fn incr_by<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key, by: i64) -> Result<Reply, Error> {
+    let mut values = tx.read(vec![(k.clone(), ObjType::Counter)]).await?;
+    let current = counter_of(&mut values);
+    let Some(next) = current.checked_add(by) else {
+        return Ok(Reply::err("increment or decrement would overflow"));
+    };
+    tx.update(k.clone(), Update::Increment(by));
+    Ok(Reply::Int(next))
+}
+
+fn set_members(values: &mut Vec<causeway_core::ReadValue>) -> BTreeSet<Value> {
+    match values.pop().map(|v| v.value) {
+        Some(ObjValue::Set(elems)) => elems.into_iter().collect(),
+        _ => BTreeSet::new(),
+    }
+}
+
+/// `SADD`: adds every element (add-wins: re-adding protects it from concurrent removes);
+/// answers how many were not members in this transaction's view.
+async fn sadd<H: SessionHandle>(
+    tx: &mut Tx<'_, H>,
+    k: &Key,
+    elems: &[Value],
+) -> Result<Reply, Error> {
+    let adds = elems
+        .iter()
+        .map(|e| Request::Update {
+            key: k.clone(),
+            update: Update::Add(e.clone()),
+        })
+        .collect();
+    let mut values = tx
+        .read_then(vec![(k.clone(), ObjType::Set)], adds, true)
+        .await?;
+    let members = set_members(&mut values);
+    let distinct: BTreeSet<&Value> = elems.iter().collect();
+    Ok(Reply::Int(
+        distinct.iter().filter(|e| !members.contains(**e)).count() as i64,
+    ))
+}
+
+/// `SREM`: removes the elements this transaction sees; answers how many there were.
+async fn srem<H: SessionHandle>(
+    tx: &mut Tx<'_, H>,
+    k: &Key,
+    elems: &[Value],
+) -> Result<Reply, Error> {
+    let mut values = tx.read(vec![(k.clone(), ObjType::Set)]).await?;
+    let members = set_members(&mut values);
+    let distinct: BTreeSet<&Value> = elems.iter().filter(|e| members.contains(*e)).collect();
+    for e in &distinct {
+        tx.update(k.clone(), Update::Remove((*e).clone()));
+    }
+    Ok(Reply::Int(distinct.len() as i64))
+}
+
+/// `SMEMBERS`, `SISMEMBER`, `SCARD`.
+async fn set_read<H: SessionHandle>(tx: &mut Tx<'_, H>, cmd: &DataCmd) -> Result<Reply, Error> {
+    let (DataCmd::SMembers(k) | DataCmd::SIsMember(k, _) | DataCmd::SCard(k)) = cmd else {
+        return Err(Error::InvalidState("not a set read".into()));
+    };
+    let mut values = tx
+        .read_then(vec![(k.clone(), ObjType::Set)], Vec::new(), true)
+        .await?;
+    let members = set_members(&mut values);
+    Ok(match cmd {
+        DataCmd::SIsMember(_, e) => Reply::Int(i64::from(members.contains(e))),
+        DataCmd::SCard(_) => Reply::Int(members.len() as i64),
+        _ => Reply::Set(
+            members
+                .into_iter()
+                .map(|m| Reply::Bulk(Bytes::from(m)))
+                .collect(),
+        ),
+    })
+}

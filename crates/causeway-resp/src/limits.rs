@@ -1,0 +1,32 @@
+//! Limits of the RESP front end. Input beyond a limit is answered with an error, never
+//! buffered without bound: a malformed or oversized request closes the connection with a
+//! `Protocol error`, an oversized command inside a valid frame gets an `ERR` reply.
+
+use causeway_core::limits::{TXN_UPDATES_MAX, VALUE_LEN_MAX};
+
+/// Most arguments in one command (the command name included): `MSET` with
+/// `TXN_UPDATES_MAX` pairs fits.
+pub const ARGS_MAX: usize = 2 * TXN_UPDATES_MAX + 1;
+/// Largest single argument, in bytes: a largest value, with room for a hex-encoded
+/// causal token of the same size.
+pub const BULK_LEN_MAX: usize = 2 * VALUE_LEN_MAX;
+/// Largest whole command on the wire, in bytes.
+pub const COMMAND_BYTES_MAX: usize = 16 << 20;
+/// Most commands answered in one batch before the replies are written out: bounds the
+/// reply buffer of a deeply pipelined client.
+pub const PIPELINE_DEPTH_MAX: usize = 1024;
+/// Reply bytes buffered before they are written out even inside a pipeline batch.
+pub const REPLY_BUFFER_MAX: usize = 1 << 20;
+/// Most commands queued between `MULTI` and `EXEC`.
+pub const MULTI_QUEUE_MAX: usize = 1024;
+/// Most open client connections per RESP endpoint.
+pub const CONNECTIONS_MAX: usize = 10_000;
+/// Longest client name (`CLIENT SETNAME`), in bytes.
+pub const CLIENT_NAME_LEN_MAX: usize = 256;
+/// Longest causal token accepted by `CAUSAL.ATTACH`, in hex digits.
+pub const TOKEN_HEX_LEN_MAX: usize = BULK_LEN_MAX;
+/// How long a shutdown waits for open connections to finish their command, in
+/// milliseconds, before it drops them.
+pub const SHUTDOWN_GRACE_MS: u64 = 2_000;
+/// Initial capacity of a connection's input and output buffers, in bytes.
+pub const CONN_BUFFER_BYTES: usize = 16 << 10;

@@ -1,0 +1,478 @@
+//! An in-memory Causeway for tests, demos and measuring the front end alone: one process,
+//! one or more DCs, typed CRDT objects from `causeway_core::crdt`, and sessions that keep
+//! their causal past across transactions and DCs.
+//!
+//! Model: every committed transaction is appended to one cluster log, in an order that
+//! extends causality (a transaction is appended after everything its DC had applied when
+//! it committed). A DC applies its own commits at once and other DCs' commits when
+//! replicated ([`MemoryCluster::replicate`], or a periodic task of the demo server).
+//! A session carries the per-origin commit counts it has observed (its causal token); a
+//! DC that is behind a session's past catches up before serving it, as a causal protocol
+//! would wait. Reads see the DC's latest state plus the transaction's own writes (read
+//! committed, not snapshots): enough for a test double, not a protocol.
+//!
+//! Capabilities can be switched off ([`MemoryOptions`]) to exercise the front end's
+//! `Unsupported` errors.
+
+use crate::session::{ServerInfo, SessionFactory, SessionHandle};
+use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
+use causeway_core::{
+    ArbTs, Error, Key, ObjType, Object, Op, OpId, ReadValue, Request, Response, SessionId, TxnId,
+    TxnKind, Update,
+};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// What the simulated cluster offers.
+#[derive(Clone, Debug)]
+pub struct MemoryOptions {
+    /// Protocol name reported by `INFO` and in `Unsupported` errors.
+    pub protocol: String,
+    /// Number of DCs (at least 1).
+    pub dcs: usize,
+    /// Whether strong transactions are supported.
+    pub strong: bool,
+    /// Whether causal tokens, attach and barriers are supported.
+    pub tokens: bool,
+}
+
+impl Default for MemoryOptions {
+    fn default() -> MemoryOptions {
+        MemoryOptions {
+            protocol: "memory".into(),
+            dcs: 1,
+            strong: true,
+            tokens: true,
+        }
+    }
+}
+
+/// One committed transaction in the cluster log.
+struct Entry {
+    origin: usize,
+    seq: u64,
+    ops: Vec<(Key, Op)>,
+}
+
+struct Dc {
+    objects: BTreeMap<Key, Object>,
+    /// Per origin DC, how many of its commits this DC has applied.
+    applied: Vec<u64>,
+}
+
+struct Cluster {
+    options: MemoryOptions,
+    dcs: Vec<Dc>,
+    log: Vec<Entry>,
+    next_session: u64,
+}
+
+/// A whole in-memory cluster; hands out one [`MemoryFactory`] per DC.
+#[derive(Clone)]
+pub struct MemoryCluster {
+    inner: Arc<Mutex<Cluster>>,
+}
+
+impl MemoryCluster {
+    pub fn new(options: MemoryOptions) -> MemoryCluster {
+        let n = options.dcs.max(1);
+        let dcs = (0..n)
+            .map(|_| Dc {
+                objects: BTreeMap::new(),
+                applied: vec![0; n],
+            })
+            .collect();
+        let cluster = Cluster {
+            options,
+            dcs,
+            log: Vec::new(),
+            next_session: 1,
+        };
+        MemoryCluster {
+            inner: Arc::new(Mutex::new(cluster)),
+        }
+    }
+
+    /// The session factory of DC `dc` (numbered from 0).
+    pub fn factory(&self, dc: usize) -> MemoryFactory {
+        MemoryFactory {
+            cluster: self.clone(),
+            dc,
+        }
+    }
+
+    /// Applies at every DC every commit it has not applied yet.
+    pub fn replicate(&self) {
+        let mut c = self.lock();
+        for dc in 0..c.dcs.len() {
+            c.catch_up(dc);
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Cluster> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Cluster {
+    /// Applies at `dc` the log entries it lacks, in log order (which extends causality).
+    fn catch_up(&mut self, dc: usize) {
+        let Cluster { dcs, log, .. } = self;
+        let target = &mut dcs[dc];
+        for entry in log.iter() {
+            if entry.seq != target.applied[entry.origin] + 1 {
+                continue;
+            }
+            for (key, op) in &entry.ops {
+                apply_op(&mut target.objects, key, op);
+            }
+            target.applied[entry.origin] = entry.seq;
+        }
+    }
+
+    /// Catches `dc` up if it has not applied everything in `past`.
+    fn serve_past(&mut self, dc: usize, past: &[u64]) {
+        let behind = self.dcs[dc].applied.iter().zip(past).any(|(a, p)| a < p);
+        if behind {
+            self.catch_up(dc);
+        }
+    }
+}
+
+/// Applies a replicated op, skipping it if the key was created with another type
+/// concurrently elsewhere (the fake's deterministic conflict rule).
+fn apply_op(objects: &mut BTreeMap<Key, Object>, key: &Key, op: &Op) {
+    let ty = effect_type(&op.effect);
+    let obj = objects
+        .entry(key.clone())
+        .or_insert_with(|| Object::new(ty));
+    if obj.obj_type() == ty {
+        obj.apply_effect(op);
+    }
+}
+
+fn effect_type(effect: &causeway_core::Effect) -> ObjType {
+    use causeway_core::Effect;
+    match effect {
+        Effect::Assign(_) => ObjType::Lww,
+        Effect::Increment(_) => ObjType::Counter,
+        Effect::Add(_) | Effect::Remove { .. } => ObjType::Set,
+        Effect::MvAssign { .. } => ObjType::MvReg,
+    }
+}
+
+/// Opens sessions in one DC of a [`MemoryCluster`].
+#[derive(Clone)]
+pub struct MemoryFactory {
+    cluster: MemoryCluster,
+    dc: usize,
+}
+
+impl SessionFactory for MemoryFactory {
+    type Handle = MemorySession;
+
+    fn open(&self) -> MemorySession {
+        let mut c = self.cluster.lock();
+        let id = SessionId(c.next_session);
+        c.next_session += 1;
+        let past = vec![0; c.dcs.len()];
+        drop(c);
+        MemorySession {
+            cluster: self.cluster.clone(),
+            dc: self.dc,
+            id,
+            seq: 0,
+            past,
+            txn: None,
+        }
+    }
+
+    fn info(&self) -> ServerInfo {
+        let c = self.cluster.lock();
+        let lag = c.log.len() as f64
+            - c.dcs[self.dc]
+                .applied
+                .iter()
+                .map(|&n| n as f64)
+                .sum::<f64>();
+        ServerInfo {
+            protocol: c.options.protocol.clone(),
+            dc: self.dc as u32 + 1,
+            dcs: (1..=c.dcs.len()).map(|i| format!("dc{i}")).collect(),
+            stable_vector_lag_ms: Some(0.0),
+            gauges: vec![("unreplicated_txns".into(), lag)],
+        }
+    }
+}
+
+struct MemTxn {
+    id: TxnId,
+    updates: Vec<(Key, Update)>,
+}
+
+/// One session of a [`MemoryCluster`], living in one DC.
+pub struct MemorySession {
+    cluster: MemoryCluster,
+    dc: usize,
+    id: SessionId,
+    seq: u64,
+    /// Per origin DC, the commits this session has observed.
+    past: Vec<u64>,
+    txn: Option<MemTxn>,
+}
+
+impl SessionHandle for MemorySession {
+    fn call(&mut self, req: Request) -> impl Future<Output = Response> + Send {
+        std::future::ready(self.handle(req))
+    }
+}
+
+impl MemorySession {
+    /// Answers one request synchronously.
+    pub fn handle(&mut self, req: Request) -> Response {
+        let in_txn = self.txn.is_some();
+        let result = match req {
+            Request::Begin { kind } if !in_txn => self.begin(kind),
+            Request::Read { keys } if in_txn => self.read(&keys).map(Response::Values),
+            Request::Update { key, update } if in_txn => self.update(key, update),
+            Request::Commit if in_txn => self.commit(),
+            Request::Abort if in_txn => {
+                self.txn = None;
+                Ok(Response::Aborted {
+                    reason: "aborted by the client".into(),
+                })
+            }
+            Request::Token => self.tokens().map(|()| Response::Token(self.token())),
+            Request::Attach { token } => self.tokens().and_then(|()| self.attach(&token)),
+            Request::Barrier => self.tokens().map(|()| self.barrier()),
+            other => Err(Error::InvalidState(format!(
+                "{other:?} {} a transaction",
+                if in_txn { "inside" } else { "outside" }
+            ))),
+        };
+        result.unwrap_or_else(Response::Error)
+    }
+
+    fn unsupported(&self, capability: &str) -> Error {
+        Error::Unsupported {
+            protocol: self.cluster.lock().options.protocol.clone(),
+            capability: capability.into(),
+        }
+    }
+
+    fn tokens(&self) -> Result<(), Error> {
+        if self.cluster.lock().options.tokens {
+            Ok(())
+        } else {
+            Err(self.unsupported("causal tokens and barriers"))
+        }
+    }
+
+    fn begin(&mut self, kind: TxnKind) -> Result<Response, Error> {
+        if kind == TxnKind::Strong && !self.cluster.lock().options.strong {
+            return Err(self.unsupported("strong transactions"));
+        }
+        self.seq += 1;
+        let id = TxnId {
+            session: self.id,
+            seq: self.seq,
+        };
+        self.txn = Some(MemTxn {
+            id,
+            updates: Vec::new(),
+        });
+        Ok(Response::Begun { txn: id })
+    }
+
+    fn update(&mut self, key: Key, update: Update) -> Result<Response, Error> {
+        check_update(&key, &update)?;
+        let txn = self.txn.as_mut().expect("checked in a transaction");
+        if txn.updates.len() >= TXN_UPDATES_MAX {
+            return Err(limit("updates in one transaction", TXN_UPDATES_MAX));
+        }
+        let op = OpId {
+            txn: txn.id,
+            index: txn.updates.len() as u32,
+        };
+        txn.updates.push((key, update));
+        Ok(Response::Updated { op })
+    }
+
+    fn read(&mut self, keys: &[(Key, ObjType)]) -> Result<Vec<ReadValue>, Error> {
+        if keys.len() > READ_KEYS_MAX {
+            return Err(limit("keys in one read", READ_KEYS_MAX));
+        }
+        let mut c = self.cluster.lock();
+        c.serve_past(self.dc, &self.past);
+        let txn = self.txn.as_ref().expect("checked in a transaction");
+        let dc = &c.dcs[self.dc];
+        let values = keys
+            .iter()
+            .map(|(key, ty)| read_one(dc.objects.get(key), txn, key, *ty))
+            .collect::<Result<Vec<_>, _>>()?;
+        merge(&mut self.past, &dc.applied);
+        Ok(values)
+    }
+
+    fn commit(&mut self) -> Result<Response, Error> {
+        let txn = self.txn.take().expect("checked in a transaction");
+        let mut c = self.cluster.lock();
+        c.serve_past(self.dc, &self.past);
+        let stamp = ArbTs {
+            primary: c.log.len() as u64 + 1,
+            secondary: self.dc as u64,
+        };
+        let dc = &mut c.dcs[self.dc];
+        check_types(&dc.objects, &txn.updates)?;
+        if !txn.updates.is_empty() {
+            let seq = dc.applied[self.dc] + 1;
+            let ops = prepare_all(&mut dc.objects, &txn, stamp);
+            dc.applied[self.dc] = seq;
+            let origin = self.dc;
+            c.log.push(Entry { origin, seq, ops });
+        }
+        merge(&mut self.past, &c.dcs[self.dc].applied);
+        Ok(Response::Committed)
+    }
+
+    fn token(&self) -> Vec<u8> {
+        self.past.iter().flat_map(|n| n.to_le_bytes()).collect()
+    }
+
+    fn attach(&mut self, token: &[u8]) -> Result<Response, Error> {
+        if token.len() != 8 * self.past.len() {
+            return Err(Error::BadToken(format!(
+                "expected {} bytes, got {}",
+                8 * self.past.len(),
+                token.len()
+            )));
+        }
+        let other: Vec<u64> = token
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        merge(&mut self.past, &other);
+        Ok(Response::Attached)
+    }
+
+    fn barrier(&self) -> Response {
+        self.cluster.replicate();
+        Response::BarrierDone
+    }
+}
+
+fn limit(what: &str, max: usize) -> Error {
+    Error::LimitExceeded {
+        what: what.into(),
+        max: max as u64,
+    }
+}
+
+fn check_update(key: &Key, update: &Update) -> Result<(), Error> {
+    if key.0.len() > KEY_LEN_MAX {
+        return Err(limit("key length", KEY_LEN_MAX));
+    }
+    let value_len = match update {
+        Update::Assign(v) | Update::Add(v) | Update::Remove(v) | Update::MvAssign(v) => v.len(),
+        Update::Increment(_) => 0,
+    };
+    if value_len > VALUE_LEN_MAX {
+        return Err(limit("value length", VALUE_LEN_MAX));
+    }
+    Ok(())
+}
+
+fn merge(into: &mut [u64], other: &[u64]) {
+    for (a, b) in into.iter_mut().zip(other) {
+        *a = (*a).max(*b);
+    }
+}
+
+/// The type `key` holds, or will hold after the updates before it in the transaction.
+fn stored_type(stored: Option<&Object>, prior: &[(Key, Update)], key: &Key) -> Option<ObjType> {
+    stored.map(Object::obj_type).or_else(|| {
+        prior
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, u)| u.obj_type())
+    })
+}
+
+/// A key's value as the transaction sees it: the DC's state plus its own updates.
+fn read_one(
+    stored: Option<&Object>,
+    txn: &MemTxn,
+    key: &Key,
+    ty: ObjType,
+) -> Result<ReadValue, Error> {
+    if let Some(held) = stored_type(stored, &txn.updates, key) {
+        if held != ty {
+            return Err(Error::WrongType {
+                expected: held,
+                found: ty,
+            });
+        }
+    }
+    let mut obj = stored.cloned().unwrap_or_else(|| Object::new(ty));
+    for (index, (k, update)) in txn.updates.iter().enumerate() {
+        if k != key {
+            continue;
+        }
+        let effect = obj.prepare(update)?;
+        let id = OpId {
+            txn: txn.id,
+            index: index as u32,
+        };
+        obj.apply_effect(&Op {
+            id,
+            ts: ArbTs::PENDING,
+            effect,
+        });
+    }
+    Ok(ReadValue {
+        key: key.clone(),
+        value: obj.value(),
+        observed: obj.observed(),
+    })
+}
+
+/// Rejects the commit if an update does not fit the type its key holds.
+fn check_types(objects: &BTreeMap<Key, Object>, updates: &[(Key, Update)]) -> Result<(), Error> {
+    for (i, (key, update)) in updates.iter().enumerate() {
+        if let Some(held) = stored_type(objects.get(key), &updates[..i], key) {
+            if held != update.obj_type() {
+                return Err(Error::WrongType {
+                    expected: held,
+                    found: update.obj_type(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Prepares and applies the (type-checked) updates at the origin DC; returns the ops.
+/// `stamp` is the transaction's position in the cluster log, which grows along causality.
+fn prepare_all(objects: &mut BTreeMap<Key, Object>, txn: &MemTxn, stamp: ArbTs) -> Vec<(Key, Op)> {
+    let mut ops = Vec::with_capacity(txn.updates.len());
+    for (index, (key, update)) in txn.updates.iter().enumerate() {
+        let obj = objects
+            .entry(key.clone())
+            .or_insert_with(|| Object::new(update.obj_type()));
+        let effect = obj.prepare(update).expect("types checked before");
+        let op = Op {
+            id: OpId {
+                txn: txn.id,
+                index: index as u32,
+            },
+            ts: stamp,
+            effect,
+        };
+        obj.apply_effect(&op);
+        ops.push((key.clone(), op));
+    }
+    ops
+}

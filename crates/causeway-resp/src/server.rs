@@ -1,0 +1,189 @@
+//! The TCP side: the accept loop of one RESP endpoint ([`serve`]) and each connection's
+//! read / execute / write loop.
+//!
+//! A connection reads what the socket has, runs every whole command buffered (a pipeline
+//! is answered in one write, at most [`PIPELINE_DEPTH_MAX`] commands or
+//! [`REPLY_BUFFER_MAX`] bytes at a time), writes the replies, and reads again. Malformed
+//! input is answered with `-ERR Protocol error: ...` and the connection closes; the
+//! endpoint and the other connections go on.
+
+use crate::conn::{Conn, Shared};
+use crate::limits::{
+    CONNECTIONS_MAX, CONN_BUFFER_BYTES, PIPELINE_DEPTH_MAX, REPLY_BUFFER_MAX, SHUTDOWN_GRACE_MS,
+};
+use crate::parse::parse_command;
+use crate::reply::Reply;
+use crate::session::SessionFactory;
+use bytes::BytesMut;
+use std::io;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// How one RESP endpoint runs.
+#[derive(Clone, Debug)]
+pub struct RespConfig {
+    /// When set, clients must `AUTH` (or `HELLO ... AUTH default <password>`) first.
+    pub password: Option<String>,
+    /// Most connections open at once; one more is told so and closed.
+    pub connections_max: usize,
+    /// The endpoint stops accepting and closes its connections once this holds `true`
+    /// (or its sender is dropped). `None`: serve until the task is dropped.
+    pub shutdown: Option<watch::Receiver<bool>>,
+}
+
+impl Default for RespConfig {
+    fn default() -> RespConfig {
+        RespConfig {
+            password: None,
+            connections_max: CONNECTIONS_MAX,
+            shutdown: None,
+        }
+    }
+}
+
+/// Waits until the shutdown signal is raised; forever without one.
+async fn shutdown_raised(signal: &mut Option<watch::Receiver<bool>>) {
+    match signal {
+        Some(rx) => {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Serves RESP on `listener`, one session of `factory` per connection, until the
+/// shutdown signal of `config` is raised (then it stops accepting, gives open connections
+/// [`SHUTDOWN_GRACE_MS`] to finish their command and returns). Errors accepting one
+/// connection (out of file descriptors, a reset) are waited out, not returned.
+pub async fn serve<F: SessionFactory>(
+    listener: TcpListener,
+    factory: F,
+    config: RespConfig,
+) -> io::Result<()> {
+    assert!(
+        config.connections_max > 0,
+        "connections_max must be positive"
+    );
+    let shared = Arc::new(Shared {
+        factory,
+        password: config.password.clone(),
+        clients: AtomicUsize::new(0),
+    });
+    let next_id = AtomicU64::new(1);
+    let mut signal = config.shutdown.clone();
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            () = shutdown_raised(&mut signal) => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let id = next_id.fetch_add(1, Ordering::Relaxed);
+                    let conn = run_connection(stream, shared.clone(), id, config.clone());
+                    conns.spawn(conn);
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            },
+        }
+    }
+    drop(listener);
+    let grace = Duration::from_millis(SHUTDOWN_GRACE_MS);
+    let _ = tokio::time::timeout(grace, async { while conns.join_next().await.is_some() {} }).await;
+    conns.abort_all();
+    Ok(())
+}
+
+/// Counts a connection while it lives.
+struct ClientSlot<'a>(&'a AtomicUsize);
+
+impl Drop for ClientSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One connection, from accept to close.
+async fn run_connection<F: SessionFactory>(
+    mut stream: TcpStream,
+    shared: Arc<Shared<F>>,
+    id: u64,
+    config: RespConfig,
+) {
+    let open = shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
+    let _slot = ClientSlot(&shared.clients);
+    if open > config.connections_max {
+        let _ = stream
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        return;
+    }
+    let _ = stream.set_nodelay(true);
+    let mut conn = Conn::new(shared.clone(), id);
+    let mut signal = config.shutdown.clone();
+    tokio::select! {
+        _ = serve_stream(&mut stream, &mut conn) => {}
+        () = shutdown_raised(&mut signal) => {}
+    }
+    let _ = stream.shutdown().await;
+}
+
+/// The read / execute / write loop; returns when the client leaves, asks to (`QUIT`) or
+/// sends malformed input, or on an IO error.
+async fn serve_stream<F: SessionFactory>(
+    stream: &mut TcpStream,
+    conn: &mut Conn<F>,
+) -> io::Result<()> {
+    let mut input = BytesMut::with_capacity(CONN_BUFFER_BYTES);
+    let mut output = BytesMut::with_capacity(CONN_BUFFER_BYTES);
+    loop {
+        let close = run_buffered(&mut input, &mut output, conn, stream).await?;
+        if !output.is_empty() {
+            stream.write_all(&output).await?;
+            output.clear();
+        }
+        if close {
+            return Ok(());
+        }
+        input.reserve(CONN_BUFFER_BYTES);
+        if stream.read_buf(&mut input).await? == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// Runs every whole command in `input`, encoding replies into `output` (written out early
+/// when a batch grows past its limits). Returns whether the connection must close.
+async fn run_buffered<F: SessionFactory>(
+    input: &mut BytesMut,
+    output: &mut BytesMut,
+    conn: &mut Conn<F>,
+    stream: &mut TcpStream,
+) -> io::Result<bool> {
+    let mut batch_commands = 0;
+    loop {
+        let args = match parse_command(input) {
+            Ok(Some(args)) => args,
+            Ok(None) => return Ok(false),
+            Err(e) => {
+                Reply::err(e.to_string()).encode(conn.proto(), output);
+                return Ok(true);
+            }
+        };
+        let outcome = conn.execute(args).await;
+        outcome.reply.encode(conn.proto(), output);
+        if outcome.close {
+            return Ok(true);
+        }
+        batch_commands += 1;
+        if batch_commands >= PIPELINE_DEPTH_MAX || output.len() >= REPLY_BUFFER_MAX {
+            stream.write_all(output).await?;
+            output.clear();
+            batch_commands = 0;
+        }
+    }
+}

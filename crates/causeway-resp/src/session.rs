@@ -1,0 +1,71 @@
+//! The seam between the RESP front end and whatever runs Causeway sessions.
+//!
+//! The front end needs three things from its host (the tokio runtime in a server process,
+//! or the in-memory backend of [`crate::memory`] in tests): a way to open one client
+//! session per connection ([`SessionFactory::open`]), a way to run one [`Request`] on that
+//! session and await its [`Response`] ([`SessionHandle::call`]), and a few facts about the
+//! DC for `INFO` ([`ServerInfo`]).
+//!
+//! Contract the front end relies on (every protocol session of `causeway-protocols` keeps
+//! it):
+//! - requests on one handle run one at a time, in order;
+//! - a read that fails with `Error::WrongType { expected, .. }` names in `expected` the type
+//!   the key holds, and leaves the transaction open (the front end retries the read with
+//!   that type to serve `GET` on counters and `DEL`/`EXISTS` on any type);
+//! - a failed `Commit` ends the transaction; a failed `Begin` starts none.
+
+use causeway_core::{Request, Response};
+use std::future::Future;
+
+/// One client session, owned by one connection.
+pub trait SessionHandle: Send {
+    /// Runs one request and answers it.
+    fn call(&mut self, req: Request) -> impl Future<Output = Response> + Send;
+
+    /// Runs `reqs` in order and answers each, stopping after the first `Response::Error`
+    /// or `Response::Aborted` (which is then the last answer). A host that can submit a
+    /// whole batch to its session without a round trip per request should override this;
+    /// the front end batches the requests of a standalone command (`Begin`, updates,
+    /// `Commit`) through it.
+    fn call_batch(&mut self, reqs: Vec<Request>) -> impl Future<Output = Vec<Response>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(reqs.len());
+            for req in reqs {
+                let resp = self.call(req).await;
+                let stop = matches!(resp, Response::Error(_) | Response::Aborted { .. });
+                out.push(resp);
+                if stop {
+                    break;
+                }
+            }
+            out
+        }
+    }
+}
+
+/// Opens sessions for new connections and describes the DC they live in.
+pub trait SessionFactory: Send + Sync + 'static {
+    type Handle: SessionHandle + 'static;
+
+    /// A fresh session in this DC, with an empty causal past.
+    fn open(&self) -> Self::Handle;
+
+    /// The DC's current facts, for `INFO` and `HELLO`.
+    fn info(&self) -> ServerInfo;
+}
+
+/// What `INFO` reports about the DC and its protocol.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerInfo {
+    /// The cluster's protocol (`eventual`, `cure`, ...).
+    pub protocol: String,
+    /// This DC's number as users see it (from 1).
+    pub dc: u32,
+    /// Every DC's name or number, in order.
+    pub dcs: Vec<String>,
+    /// How far the stable (globally visible) vector trails this DC's clock, in
+    /// milliseconds, where the protocol has one.
+    pub stable_vector_lag_ms: Option<f64>,
+    /// Further gauges of the host (`name`, value), printed as they are.
+    pub gauges: Vec<(String, f64)>,
+}
