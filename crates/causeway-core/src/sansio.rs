@@ -83,6 +83,12 @@ pub trait ServerNode {
     fn gauges(&self, _clock: Nanos) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+    /// Measurement samples taken since the last call (`name`, value), names ending in
+    /// their unit (`read_wait_ns`). Drivers call it after every input; a machine keeps at
+    /// most a bounded number between two calls.
+    fn take_samples(&mut self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// A client session: runs one application request at a time and answers with

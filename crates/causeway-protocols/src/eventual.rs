@@ -161,7 +161,9 @@ impl ServerNode for Node {
     fn start(&mut self, _ctx: &mut Ctx<AnyMsg>) {}
 
     fn handle_message(&mut self, ctx: &mut Ctx<AnyMsg>, from: Addr, msg: AnyMsg) {
-        let AnyMsg::Eventual(msg) = msg;
+        let AnyMsg::Eventual(msg) = msg else {
+            return; // another protocol's message: not ours to answer
+        };
         match msg {
             Msg::Read { req, keys } => {
                 let objects = self.read(keys);
@@ -406,7 +408,9 @@ impl ClientSession for Session {
     }
 
     fn handle_message(&mut self, ctx: &mut Ctx<AnyMsg>, _from: Addr, msg: AnyMsg) {
-        let AnyMsg::Eventual(msg) = msg;
+        let AnyMsg::Eventual(msg) = msg else {
+            return; // another protocol's message
+        };
         self.on_reply(ctx, msg);
     }
 

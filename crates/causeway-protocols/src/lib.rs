@@ -3,6 +3,7 @@
 //! simulator and the runtime can run any of them by name.
 
 pub mod common;
+pub mod cure;
 pub mod eventual;
 
 use causeway_core::{ClientSession, DcId, NodeId, ServerNode, SessionId, Topology};
@@ -12,10 +13,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
     Eventual(eventual::Msg),
+    Cure(cure::Msg),
 }
 
 /// Protocol names this build can run.
-pub const PROTOCOLS: &[&str] = &["eventual"];
+pub const PROTOCOLS: &[&str] = &["eventual", "cure"];
 
 /// Timing knobs shared by the protocols (all in nanoseconds of the node's clock).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +58,7 @@ pub type BoxedSession = Box<dyn ClientSession<Msg = Msg> + Send>;
 pub fn mutations(protocol: &str) -> &'static [&'static str] {
     match protocol {
         "eventual" => eventual::MUTATIONS,
+        "cure" => cure::MUTATIONS,
         _ => &[],
     }
 }
@@ -87,6 +90,7 @@ pub fn new_node(
     check_protocol(protocol, &config.params)?;
     match protocol {
         "eventual" => Ok(Box::new(eventual::Node::recover(config, records)?)),
+        "cure" => Ok(Box::new(cure::Node::recover(config, records)?)),
         _ => unreachable!("checked above"),
     }
 }
@@ -102,6 +106,12 @@ pub fn new_session(
     check_protocol(protocol, params)?;
     match protocol {
         "eventual" => Ok(Box::new(eventual::Session::new(
+            session,
+            dc,
+            topology.clone(),
+            params.clone(),
+        ))),
+        "cure" => Ok(Box::new(cure::Session::new(
             session,
             dc,
             topology.clone(),

@@ -27,6 +27,8 @@ const IDLE_POLL_NS: Nanos = 100_000_000;
 /// How long after the fault phase the run may take before it is declared stuck.
 const DRAIN_MAX_NS: Nanos = 60_000_000_000;
 const FINAL_READ_CHUNK: usize = 64;
+/// Most samples kept per measurement name (later ones are dropped).
+pub const SAMPLES_PER_NAME_MAX: usize = 200_000;
 
 #[derive(Debug)]
 pub(crate) enum Ev {
@@ -106,6 +108,8 @@ pub struct Metrics {
     pub messages: u64,
     pub latencies_ns: Vec<Nanos>,
     pub gauges: BTreeMap<String, (f64, u64)>,
+    /// Samples the nodes report (`ServerNode::take_samples`), per name.
+    pub samples: BTreeMap<String, Vec<u64>>,
     pub liveness: Vec<String>,
 }
 
@@ -342,6 +346,12 @@ impl World {
         };
         let mut ctx = Ctx::new(self.now, clock);
         f(&mut machine, &mut ctx);
+        for (name, value) in machine.take_samples() {
+            let kept = self.metrics.samples.entry(name.to_string()).or_default();
+            if kept.len() < SAMPLES_PER_NAME_MAX {
+                kept.push(value);
+            }
+        }
         self.nodes[n].machine = Some(machine);
         for out in ctx.outputs {
             self.node_output(n, out);

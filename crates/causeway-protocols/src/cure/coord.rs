@@ -1,0 +1,530 @@
+//! The transaction coordinator (Cure Alg. 1): START with its wait for the GSS to cover
+//! the session's past, reads through READ_KEY with the write-set overlay, and 2PC inside
+//! the DC with the commit decision persisted before any COMMIT leaves (presumed abort).
+
+use super::msg::{Msg, Updates};
+use super::node::{Deferred, Node};
+use super::record::Record;
+use super::{wrap, INQUIRE_AFTER_NS, PREPARE_TIMEOUT_NS, TXN_IDLE_NS};
+use crate::common::{check_read, limit, read_value, TxnBuffer};
+use crate::Msg as AnyMsg;
+use causeway_core::crdt::ObjType;
+use causeway_core::limits::{COORD_TXNS_MAX, TXN_UPDATES_MAX};
+use causeway_core::{Addr, Ctx, Error, Key, NodeId, Object, PartitionId, TxnId, TxnKind, Vc};
+use std::collections::BTreeMap;
+
+/// What an open txn is doing.
+#[derive(Debug)]
+enum Step {
+    Idle,
+    Reading {
+        req: u64,
+        rid: u64,
+        keys: Vec<Key>,
+        missing: usize,
+        got: BTreeMap<Key, Result<Object, Error>>,
+    },
+    Preparing {
+        req: u64,
+        votes: BTreeMap<PartitionId, Option<u64>>,
+        deadline: u64,
+    },
+}
+
+#[derive(Debug)]
+pub struct Txn {
+    client: Addr,
+    pub svc: Vc,
+    buffer: TxnBuffer,
+    step: Step,
+    last_active: u64,
+}
+
+/// A commit decision not yet acknowledged by every participant.
+#[derive(Debug)]
+pub struct Decision {
+    ct: Vc,
+    participants: BTreeMap<PartitionId, NodeId>,
+    durable: bool,
+    since: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Coord {
+    pub txns: BTreeMap<TxnId, Txn>,
+    /// START requests waiting for the GSS (Alg. 1 l.2-3): (txn, session, cvc).
+    starts: Vec<(TxnId, Addr, Vc)>,
+    pub decisions: BTreeMap<TxnId, Decision>,
+    reads: BTreeMap<u64, TxnId>,
+    next_rid: u64,
+    /// Whether every node of the DC has reported since we started (the GSS is known).
+    pub ready: bool,
+}
+
+impl Coord {
+    pub fn recovered_decision(&mut self, txn: TxnId, ct: Vc, parts: Vec<(PartitionId, NodeId)>) {
+        let participants = parts.into_iter().collect();
+        let d = Decision {
+            ct,
+            participants,
+            durable: true,
+            since: 0,
+        };
+        self.decisions.insert(txn, d);
+    }
+
+    pub fn decision_durable(&mut self, txn: TxnId) {
+        if let Some(d) = self.decisions.get_mut(&txn) {
+            d.durable = true;
+        }
+    }
+
+    fn reply(ctx: &mut Ctx<AnyMsg>, to: Addr, m: Msg) {
+        ctx.send(to, wrap(m));
+    }
+}
+
+impl Node {
+    pub(super) fn on_start(&mut self, ctx: &mut Ctx<AnyMsg>, from: Addr, txn: TxnId, cvc: Vc) {
+        if self.coord.txns.len() + self.coord.starts.len() >= COORD_TXNS_MAX {
+            let result = Err(limit("transactions per coordinator", COORD_TXNS_MAX));
+            return Coord::reply(ctx, from, Msg::Started { txn, result });
+        }
+        self.coord.starts.push((txn, from, cvc));
+        self.try_starts(ctx);
+    }
+
+    /// Starts every txn whose session's past the GSS covers (Alg. 1 l.2-6).
+    pub(super) fn try_starts(&mut self, ctx: &mut Ctx<AnyMsg>) {
+        if !self.coord.ready || self.coord.starts.is_empty() {
+            return;
+        }
+        let d = self.d;
+        let gss = self.stable.gss.clone();
+        let skip_wait = self.mutation.no_start_wait;
+        let covered = |cvc: &Vc| (0..gss.dcs.len()).all(|k| k == d || cvc.get(k) <= gss.get(k));
+        let (go, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.coord.starts)
+            .into_iter()
+            .partition(|(_, _, cvc)| skip_wait || covered(cvc));
+        self.coord.starts = wait;
+        let clock = self.time.last;
+        for (txn, client, cvc) in go {
+            let mut svc = gss.clone(); // Alg. 1 l.4
+            svc.set(d, cvc.get(d).max(clock)); // Alg. 1 l.5
+            let t = Txn {
+                client,
+                svc,
+                buffer: TxnBuffer::new(txn, TxnKind::Causal),
+                step: Step::Idle,
+                last_active: clock,
+            };
+            self.coord.txns.insert(txn, t);
+            Coord::reply(
+                ctx,
+                client,
+                Msg::Started {
+                    txn,
+                    result: Ok(()),
+                },
+            );
+        }
+    }
+
+    /// Appends updates shipped with a request; None (after answering) if the txn is gone.
+    fn take_updates(&mut self, txn: TxnId, updates: Updates) -> Result<(), Error> {
+        let clock = self.time.last;
+        let Some(t) = self.coord.txns.get_mut(&txn) else {
+            return Err(Error::Aborted(
+                "unknown transaction (its coordinator restarted)".into(),
+            ));
+        };
+        if t.buffer.updates.len() + updates.len() > TXN_UPDATES_MAX {
+            return Err(limit("updates in one transaction", TXN_UPDATES_MAX));
+        }
+        t.buffer.updates.extend(updates); // Alg. 1 l.8-14
+        t.last_active = clock;
+        Ok(())
+    }
+
+    pub(super) fn on_read(
+        &mut self,
+        ctx: &mut Ctx<AnyMsg>,
+        from: Addr,
+        txn: TxnId,
+        req: u64,
+        keys: Vec<(Key, ObjType)>,
+        updates: Updates,
+    ) {
+        if let Err(e) = self
+            .take_updates(txn, updates)
+            .and_then(|_| check_read(&keys))
+        {
+            return Coord::reply(
+                ctx,
+                from,
+                Msg::ReadResult {
+                    txn,
+                    req,
+                    result: Err(e),
+                },
+            );
+        }
+        let mut groups: BTreeMap<PartitionId, Vec<(Key, ObjType)>> = BTreeMap::new();
+        for (k, t) in &keys {
+            groups
+                .entry(self.topo.partition_of(k))
+                .or_default()
+                .push((k.clone(), *t));
+        }
+        self.coord.next_rid += 1;
+        let rid = self.coord.next_rid;
+        let t = self
+            .coord
+            .txns
+            .get_mut(&txn)
+            .expect("checked by take_updates");
+        let svc = t.svc.clone();
+        t.step = Step::Reading {
+            req,
+            rid,
+            keys: keys.into_iter().map(|(k, _)| k).collect(),
+            missing: groups.len(),
+            got: BTreeMap::new(),
+        };
+        self.coord.reads.insert(rid, txn);
+        let dc = DcIdOf::dc(self.d);
+        for (partition, keys) in groups {
+            let to = Addr::Node(self.topo.node_of(dc, partition));
+            let m = Msg::ReadKeys {
+                rid,
+                partition,
+                svc: svc.clone(),
+                keys,
+            }; // Alg. 1 l.19
+            ctx.send(to, wrap(m));
+        }
+        self.finish_read(ctx, txn);
+    }
+
+    pub(super) fn on_read_reply(
+        &mut self,
+        ctx: &mut Ctx<AnyMsg>,
+        rid: u64,
+        _partition: PartitionId,
+        objects: Vec<(Key, Result<Object, Error>)>,
+    ) {
+        let Some(txn) = self.coord.reads.get(&rid).copied() else {
+            return;
+        };
+        if let Some(Txn {
+            step: Step::Reading { missing, got, .. },
+            ..
+        }) = self.coord.txns.get_mut(&txn)
+        {
+            got.extend(objects);
+            *missing = missing.saturating_sub(1);
+        }
+        self.finish_read(ctx, txn);
+    }
+
+    /// Answers the session once every partition replied, overlaying the write set
+    /// (Alg. 1 l.20-21).
+    fn finish_read(&mut self, ctx: &mut Ctx<AnyMsg>, txn: TxnId) {
+        let Some(t) = self.coord.txns.get_mut(&txn) else {
+            return;
+        };
+        let Step::Reading { missing: 0, .. } = t.step else {
+            return;
+        };
+        let Step::Reading {
+            req,
+            rid,
+            keys,
+            got,
+            ..
+        } = std::mem::replace(&mut t.step, Step::Idle)
+        else {
+            unreachable!("matched above")
+        };
+        self.coord.reads.remove(&rid);
+        let mut values = Vec::with_capacity(keys.len());
+        let mut result = Ok(());
+        for key in keys {
+            let obj = got
+                .get(&key)
+                .cloned()
+                .unwrap_or_else(|| Err(Error::Unavailable("no reply".into())));
+            match obj.and_then(|o| read_value(&t.buffer, &key, o)) {
+                Ok(v) => values.push(v),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let result = result.map(|_| values);
+        Coord::reply(ctx, t.client, Msg::ReadResult { txn, req, result });
+    }
+
+    pub(super) fn on_commit(
+        &mut self,
+        ctx: &mut Ctx<AnyMsg>,
+        from: Addr,
+        txn: TxnId,
+        req: u64,
+        updates: Updates,
+    ) {
+        if let Err(e) = self.take_updates(txn, updates) {
+            return Coord::reply(
+                ctx,
+                from,
+                Msg::CommitResult {
+                    txn,
+                    req,
+                    result: Err(e),
+                },
+            );
+        }
+        let dc = DcIdOf::dc(self.d);
+        let t = self
+            .coord
+            .txns
+            .get_mut(&txn)
+            .expect("checked by take_updates");
+        if t.buffer.updates.is_empty() {
+            // Read-only: the snapshot is the txn's place in causality.
+            let t = self.coord.txns.remove(&txn).expect("present");
+            return Coord::reply(
+                ctx,
+                t.client,
+                Msg::CommitResult {
+                    txn,
+                    req,
+                    result: Ok(t.svc),
+                },
+            );
+        }
+        let topo = &self.topo;
+        let groups = t.buffer.group_by(|k| topo.partition_of(k));
+        let deadline = self.time.last + PREPARE_TIMEOUT_NS;
+        t.step = Step::Preparing {
+            req,
+            votes: groups.keys().map(|p| (*p, None)).collect(),
+            deadline,
+        };
+        for (partition, updates) in groups {
+            let to = Addr::Node(topo.node_of(dc, partition));
+            let m = Msg::Prepare {
+                txn,
+                partition,
+                svc: t.svc.clone(),
+                updates,
+            }; // Alg. 1 l.29
+            ctx.send(to, wrap(m));
+        }
+    }
+
+    pub(super) fn on_abort(&mut self, txn: TxnId) {
+        if let Some(t) = self.coord.txns.get(&txn) {
+            if matches!(t.step, Step::Idle) {
+                self.coord.txns.remove(&txn);
+            }
+        }
+    }
+
+    pub(super) fn on_prepared(
+        &mut self,
+        ctx: &mut Ctx<AnyMsg>,
+        txn: TxnId,
+        partition: PartitionId,
+        result: Result<u64, Error>,
+    ) {
+        let Some(Txn {
+            step: Step::Preparing { votes, .. },
+            ..
+        }) = self.coord.txns.get_mut(&txn)
+        else {
+            // A vote for a txn we no longer run (aborted, or we restarted): release it.
+            let to = Addr::Node(self.topo.node_of(DcIdOf::dc(self.d), partition));
+            return ctx.send(to, wrap(Msg::AbortTxn { txn, partition }));
+        };
+        match result {
+            Err(e) => self.abort_txn(ctx, txn, &e.to_string()),
+            Ok(t) => {
+                votes.insert(partition, Some(t));
+                if votes.values().all(Option::is_some) {
+                    self.decide(ctx, txn);
+                }
+            }
+        }
+    }
+
+    /// Commit time and commit vector (Alg. 1 l.31-36); the decision is persisted before
+    /// COMMIT and the answer to the session leave.
+    fn decide(&mut self, ctx: &mut Ctx<AnyMsg>, txn: TxnId) {
+        let t = self.coord.txns.remove(&txn).expect("deciding a live txn");
+        let Step::Preparing { req, votes, .. } = t.step else {
+            unreachable!("decide is called in the prepare step")
+        };
+        let times = votes.values().map(|v| v.expect("all voted"));
+        let commit_time = if self.mutation.commit_time_min {
+            times.min()
+        } else {
+            times.max() // Alg. 1 l.31
+        }
+        .expect("at least one participant");
+        let mut ct = t.svc.clone();
+        ct.set(self.d, commit_time); // Alg. 1 l.32-33
+        let dc = DcIdOf::dc(self.d);
+        let participants: BTreeMap<PartitionId, NodeId> = votes
+            .keys()
+            .map(|p| (*p, self.topo.node_of(dc, *p)))
+            .collect();
+        let mut then: Vec<(Addr, AnyMsg)> = participants
+            .iter()
+            .map(|(p, n)| {
+                (
+                    Addr::Node(*n),
+                    wrap(Msg::CommitTxn {
+                        txn,
+                        partition: *p,
+                        ct: ct.clone(),
+                    }),
+                )
+            })
+            .collect();
+        then.push((
+            t.client,
+            wrap(Msg::CommitResult {
+                txn,
+                req,
+                result: Ok(ct.clone()),
+            }),
+        ));
+        let record = Record::Decision {
+            txn,
+            ct: ct.clone(),
+            participants: participants.clone().into_iter().collect(),
+        };
+        self.persist(ctx, record, then);
+        let since = self.time.last;
+        self.coord.decisions.insert(
+            txn,
+            Decision {
+                ct,
+                participants,
+                durable: false,
+                since,
+            },
+        );
+        self.after_durable(ctx, Deferred::Decision(txn));
+    }
+
+    fn abort_txn(&mut self, ctx: &mut Ctx<AnyMsg>, txn: TxnId, why: &str) {
+        let Some(t) = self.coord.txns.remove(&txn) else {
+            return;
+        };
+        let dc = DcIdOf::dc(self.d);
+        if let Step::Preparing { req, votes, .. } = t.step {
+            for p in votes.keys() {
+                let to = Addr::Node(self.topo.node_of(dc, *p));
+                ctx.send(to, wrap(Msg::AbortTxn { txn, partition: *p }));
+            }
+            let result = Err(Error::Aborted(why.to_string()));
+            Coord::reply(ctx, t.client, Msg::CommitResult { txn, req, result });
+        }
+    }
+
+    pub(super) fn on_commit_ack(
+        &mut self,
+        ctx: &mut Ctx<AnyMsg>,
+        txn: TxnId,
+        partition: PartitionId,
+    ) {
+        let Some(d) = self.coord.decisions.get_mut(&txn) else {
+            return;
+        };
+        d.participants.remove(&partition);
+        if d.participants.is_empty() {
+            self.coord.decisions.remove(&txn);
+            self.persist(ctx, Record::Ended { txns: vec![txn] }, Vec::new());
+        }
+    }
+
+    /// A participant asks about a txn it holds prepared: commit if decided, nothing if
+    /// still running, else abort (presumed abort: decisions are durable before use).
+    pub(super) fn on_inquire(
+        &mut self,
+        ctx: &mut Ctx<AnyMsg>,
+        from: Addr,
+        txn: TxnId,
+        partition: PartitionId,
+    ) {
+        if let Some(d) = self.coord.decisions.get(&txn) {
+            if d.durable {
+                ctx.send(
+                    from,
+                    wrap(Msg::CommitTxn {
+                        txn,
+                        partition,
+                        ct: d.ct.clone(),
+                    }),
+                );
+            }
+        } else if !self.coord.txns.contains_key(&txn) {
+            ctx.send(from, wrap(Msg::AbortTxn { txn, partition }));
+        }
+    }
+
+    /// Re-sends unacknowledged COMMITs, aborts txns whose votes do not come, drops idle ones.
+    pub(super) fn coord_tick(&mut self, ctx: &mut Ctx<AnyMsg>) {
+        let clock = self.time.last;
+        for (txn, d) in self.coord.decisions.iter_mut() {
+            if d.durable && (d.since == 0 || clock.saturating_sub(d.since) >= INQUIRE_AFTER_NS) {
+                d.since = clock;
+                for (p, n) in &d.participants {
+                    let m = Msg::CommitTxn {
+                        txn: *txn,
+                        partition: *p,
+                        ct: d.ct.clone(),
+                    };
+                    ctx.send(Addr::Node(*n), wrap(m));
+                }
+            }
+        }
+        let expired: Vec<TxnId> = self
+            .coord
+            .txns
+            .iter()
+            .filter(|(_, t)| match t.step {
+                Step::Preparing { deadline, .. } => clock > deadline,
+                _ => clock.saturating_sub(t.last_active) > TXN_IDLE_NS,
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for txn in expired {
+            self.abort_txn(ctx, txn, "prepare timed out");
+            self.coord.txns.remove(&txn);
+        }
+    }
+
+    /// The oldest snapshot this coordinator may still use: its open txns' and a lower
+    /// bound on future ones (GSS, with the clock as local entry).
+    pub(super) fn oldest_snapshot(&self) -> Vc {
+        let mut oldest = self.stable.gss.clone();
+        oldest.set(self.d, self.time.last);
+        for t in self.coord.txns.values() {
+            oldest.meet(&t.svc);
+        }
+        oldest
+    }
+}
+
+/// Shorthand for this node's DC id.
+struct DcIdOf;
+
+impl DcIdOf {
+    fn dc(d: usize) -> causeway_core::DcId {
+        causeway_core::DcId(d as u16)
+    }
+}

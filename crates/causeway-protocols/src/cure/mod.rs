@@ -1,0 +1,154 @@
+//! `cure`: Transactional Causal Consistency as in Cure (Akkoorath et al., ICDCS 2016,
+//! shared/papers/003), as sans-IO state machines: a server [`Node`] hosting its partitions
+//! and acting as transaction coordinator (TC), and a client [`Session`].
+//!
+//! # The protocol (paper §III)
+//!
+//! - A session holds `cvc`. `Begin` sends `Start{cvc}` to its coordinator, node
+//!   `session % nodes_per_dc` of its DC. The TC waits until `cvc[k] <= GSS[k]` for every
+//!   remote DC `k` and takes `svc = GSS`, `svc[d] = max(cvc[d], Clock)` (Alg. 1 l.1-6).
+//! - Updates are buffered by the session (it assigns the op ids, so it can answer
+//!   `Response::Updated` at once) and shipped to the TC with the next read or the commit;
+//!   the TC keeps the write set (Alg. 1 l.8-14) and overlays it on what it reads (l.20-21).
+//! - A read goes to each owning partition of the DC as `READ_KEY(svc, keys)`; the partition
+//!   waits until `svc[d] <= pvc[d]` (Alg. 2 l.2) and materializes the keys at `svc`.
+//! - Commit is 2PC inside the DC (Alg. 1 l.25-36, Alg. 2 l.6-16): PREPARE to each updated
+//!   partition, which waits until `Clock > svc[d]`, takes `PrepTime = Clock`, persists the
+//!   prepare record and only then answers; `CommitTime = max(PrepTime)`, `ct = svc` with
+//!   `ct[d] = CommitTime`; the TC persists the decision, then sends COMMIT and answers the
+//!   session with `ct`, which becomes the session's `cvc`. Read-only txns return `svc`.
+//! - Replication (Alg. 2 l.18-37): every `replication_interval_ns` a partition computes
+//!   `pvc[d] = min(prepTx) - 1`, or its clock if nothing is prepared, and ships the
+//!   committed txns with `ct[d] <= pvc[d]` to its siblings in commit-time order, or a
+//!   heartbeat. The paper writes `ct < pvc[d]`; with `pvc[d] = min(prep) - 1` every txn with
+//!   `ct[d] <= pvc[d]` is committed already (any prepared txn commits at `>= min(prep)`), so
+//!   `<=` is correct and `<` would only delay txns committed exactly at `pvc[d]`.
+//! - GSS (Alg. 2 l.39-46): every `stabilization_interval_ns` each node sends the entry-wise
+//!   min of its partitions' `pvc` to every other node of its DC; `GSS[k]` is the min over
+//!   the nodes. All-to-all rather than the paper's tree (§III-C): a DC has few nodes, and one
+//!   round instead of a tree's two (up, down) halves the staleness of the GSS.
+//!
+//! # Decisions where the paper is silent
+//!
+//! - **Time.** `Clock` is the node's reading made strictly monotonic: every reading is
+//!   `max(last, clock)` and every issued timestamp (prepare time) is `last + 1`, so a prepare
+//!   time exceeds every `pvc[d]` the node ever claimed. Claims are also capped by a persisted
+//!   *lease* (`Record::Lease`, renewed [`LEASE_NS`] ahead): after a crash the node starts its
+//!   clock above every lease and prepare time on disk, so a restart with a clock that went
+//!   back never issues a time at or below one already claimed or used. Prepare times are
+//!   strictly above `svc[d]`, which makes `ct_T` strictly above `svc_T` (Prop. 1) and rules
+//!   out prepare-wait cycles.
+//! - **Effects.** A set remove and an mvreg assignment need the state the txn observed. The
+//!   partition computes every effect at PREPARE time against the object materialized at
+//!   `svc` plus the txn's earlier updates of the key (exactly what the TC's overlay showed
+//!   the client). For such writes PREPARE also waits for `svc[d] <= pvc[d]`, like a read.
+//!   Arbitration timestamp: `(ct.max_entry(), ct.sum())`, which grows strictly along
+//!   causality; ties are broken by op id inside `Object`.
+//! - **Store.** Per key: committed versions ordered by `(ct.max, ct.sum, txn)` (a causal
+//!   order) on top of a checkpoint (object + join of the folded commit vectors). A snapshot
+//!   applies the checkpoint and every version with `ct <= svc`. GC folds versions with
+//!   `ct <=` the DC's oldest snapshot in use (min over the TCs' active `svc` and their lower
+//!   bound `(GSS, Clock)` for future ones, exchanged with the GSS messages) and at most
+//!   [`VERSIONS_PER_KEY_MAX`] are kept; a read whose `svc` lies below the checkpoint aborts
+//!   its txn ("snapshot too old").
+//! - **Replication log and catch-up.** Each partition keeps every committed txn (its own
+//!   and received ones) in a replication log until every live sibling acknowledged it.
+//!   Every replication message carries the sender's `pvc` as acknowledgement, and a stream
+//!   of one origin's txns as `(from, upto]` with the claim "you now have every txn of
+//!   `origin` with `ct[origin] <= upto`"; a receiver takes a stream only if `from <=` what it
+//!   has (no gaps), drops duplicates, persists new txns, and advances `pvc[origin]` once
+//!   they are durable (so acknowledgements only cover durable txns). A sibling whose
+//!   acknowledgement of some origin stays behind ours for [`LAG_GRACE_NS`] while it keeps
+//!   talking gets the missing txns again: our own from the acknowledged point, a third DC's
+//!   relayed from our log. That one mechanism covers a restarted node (which also flags its
+//!   first message as `restarted` to be served at once), messages lost to a crash, and a
+//!   DC that failed after replicating to only some DCs: the survivors relay its txns to each
+//!   other, so their GSS entries for it meet and their own later txns, which may depend on
+//!   it, become visible everywhere.
+//! - **Failures.** A crash loses volatile state. Recovery replays the records: leases and
+//!   prepare times (clock floor), prepared txns, commits (store and log), received batches
+//!   (store, log, `pvc`), the coordinator's commit decisions and which of them ended.
+//!   A participant holding a prepared txn asks its coordinator after [`INQUIRE_AFTER_NS`]
+//!   (at once after a restart); the coordinator persists its commit decision before any
+//!   COMMIT leaves, so one with no record of a decision and no live txn answers abort
+//!   (presumed abort). A coordinator re-sends COMMIT for every decision not yet acknowledged
+//!   by all participants (after a restart and every [`INQUIRE_AFTER_NS`]); it aborts a txn
+//!   whose prepares do not all arrive within [`PREPARE_TIMEOUT_NS`].
+//! - **Failed DCs.** A sibling silent for [`SILENT_SIBLING_NS`] is presumed failed and no
+//!   longer holds back the replication log's GC, so memory stays flat; should it come back,
+//!   it is served only if no txn it lacks was collected (it would need a state transfer,
+//!   which is not implemented). Its own updates may stay invisible; the others go on.
+//! - Cure needs full replication: a topology with a smaller replication factor is refused.
+//! - Tokens are the postcard-encoded `cvc`; `Attach` joins one into `cvc`. Barriers and
+//!   strong transactions are unsupported.
+//!
+//! [`VERSIONS_PER_KEY_MAX`]: causeway_core::limits::VERSIONS_PER_KEY_MAX
+
+mod coord;
+mod msg;
+mod node;
+mod part;
+mod record;
+mod repl;
+mod session;
+mod store;
+
+pub use msg::{Msg, ReplTxn, Stream};
+pub use node::Node;
+pub use session::Session;
+
+use causeway_core::clock::Nanos;
+
+/// Deliberately broken variants, for showing that the simulator and checker catch them.
+pub const MUTATIONS: &[&str] = &[
+    "no-read-wait",
+    "pvc-ignores-prepared",
+    "commit-time-min",
+    "no-start-wait",
+];
+
+/// How far ahead of the clock the persisted lease on claimed timestamps reaches.
+pub const LEASE_NS: Nanos = 200_000_000;
+/// A participant asks the coordinator of a txn prepared for this long what became of it;
+/// a coordinator re-sends COMMIT to participants that have not acknowledged it this long.
+pub const INQUIRE_AFTER_NS: Nanos = 1_000_000_000;
+/// A coordinator aborts a txn whose prepare votes do not all arrive within this time.
+pub const PREPARE_TIMEOUT_NS: Nanos = 2_000_000_000;
+/// A coordinator drops an open txn with no request from its session for this long.
+pub const TXN_IDLE_NS: Nanos = 30_000_000_000;
+/// How long a sibling's acknowledgement may lag behind before we re-send or relay.
+pub const LAG_GRACE_NS: Nanos = 500_000_000;
+/// A sibling partition silent for this long is presumed failed for log GC.
+pub const SILENT_SIBLING_NS: Nanos = 60_000_000_000;
+
+/// Which mutation is active, decoded once from `Params::mutation`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Mutation {
+    /// READ_KEY does not wait for `pvc[d] >= svc[d]` (breaks Alg. 2 l.2).
+    pub no_read_wait: bool,
+    /// `pvc[d]` is the clock even with prepared txns (breaks Alg. 2 l.19-20).
+    pub pvc_ignores_prepared: bool,
+    /// CommitTime is the min of the prepare times (breaks Alg. 1 l.31).
+    pub commit_time_min: bool,
+    /// START does not wait for the GSS to cover the session's past (breaks Alg. 1 l.2-3).
+    pub no_start_wait: bool,
+}
+
+impl Mutation {
+    pub fn parse(name: Option<&str>) -> Result<Mutation, String> {
+        let mut m = Mutation::default();
+        match name {
+            None => {}
+            Some("no-read-wait") => m.no_read_wait = true,
+            Some("pvc-ignores-prepared") => m.pvc_ignores_prepared = true,
+            Some("commit-time-min") => m.commit_time_min = true,
+            Some("no-start-wait") => m.no_start_wait = true,
+            Some(other) => return Err(format!("cure has no mutation '{other}'")),
+        }
+        Ok(m)
+    }
+}
+
+fn wrap(m: Msg) -> crate::Msg {
+    crate::Msg::Cure(m)
+}

@@ -1,0 +1,132 @@
+//! Cure's messages: session to coordinator, coordinator to partition (READ_KEY, 2PC),
+//! partition to sibling partition in another DC (replication), node to node inside a DC
+//! (GSS and GC exchange).
+
+use causeway_core::crdt::{ObjType, Object, Op, Update};
+use causeway_core::{Error, Key, OpId, PartitionId, ReadValue, TxnId, Vc};
+use serde::{Deserialize, Serialize};
+
+/// A committed transaction's updates of one partition, as replicated (Alg. 2 l.29).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplTxn {
+    pub txn: TxnId,
+    pub ct: Vc,
+    pub ops: Vec<(Key, Op)>,
+}
+
+/// A contiguous piece of one origin DC's replication stream for one partition: every
+/// txn of `origin` with `from < ct[origin] <= upto` that the receiver may lack. Empty
+/// `txns` is a heartbeat (Alg. 2 l.25).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stream {
+    pub origin: u16,
+    pub from: u64,
+    pub upto: u64,
+    pub txns: Vec<ReplTxn>,
+}
+
+/// Updates as the session buffered them, with the op ids it assigned.
+pub type Updates = Vec<(Key, Update, OpId)>;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    // ---- session -> coordinator ----
+    /// START_TRANSACTION(cvc) (Alg. 1 l.1).
+    Start {
+        txn: TxnId,
+        cvc: Vc,
+    },
+    /// READ_OBJECTS, carrying the updates buffered since the last request.
+    Read {
+        txn: TxnId,
+        req: u64,
+        keys: Vec<(Key, ObjType)>,
+        updates: Updates,
+    },
+    /// COMMIT, carrying the updates buffered since the last request.
+    Commit {
+        txn: TxnId,
+        req: u64,
+        updates: Updates,
+    },
+    Abort {
+        txn: TxnId,
+    },
+    // ---- coordinator -> session ----
+    Started {
+        txn: TxnId,
+        result: Result<(), Error>,
+    },
+    ReadResult {
+        txn: TxnId,
+        req: u64,
+        result: Result<Vec<ReadValue>, Error>,
+    },
+    /// The commit vector (or the snapshot of a read-only txn), or why it aborted.
+    CommitResult {
+        txn: TxnId,
+        req: u64,
+        result: Result<Vc, Error>,
+    },
+    // ---- coordinator <-> partition ----
+    /// READ_KEY(svc, keys) (Alg. 1 l.19, Alg. 2 l.1).
+    ReadKeys {
+        rid: u64,
+        partition: PartitionId,
+        svc: Vc,
+        keys: Vec<(Key, ObjType)>,
+    },
+    ReadReply {
+        rid: u64,
+        partition: PartitionId,
+        objects: Vec<(Key, Result<Object, Error>)>,
+    },
+    /// PREPARE(T, ws[p], svc) (Alg. 1 l.29, Alg. 2 l.6).
+    Prepare {
+        txn: TxnId,
+        partition: PartitionId,
+        svc: Vc,
+        updates: Updates,
+    },
+    /// The prepare time (Alg. 2 l.11), or why the partition cannot prepare.
+    Prepared {
+        txn: TxnId,
+        partition: PartitionId,
+        result: Result<u64, Error>,
+    },
+    /// COMMIT(T, ct) (Alg. 1 l.35, Alg. 2 l.13).
+    CommitTxn {
+        txn: TxnId,
+        partition: PartitionId,
+        ct: Vc,
+    },
+    CommitAck {
+        txn: TxnId,
+        partition: PartitionId,
+    },
+    AbortTxn {
+        txn: TxnId,
+        partition: PartitionId,
+    },
+    /// A participant asking what became of a txn it holds prepared.
+    Inquire {
+        txn: TxnId,
+        partition: PartitionId,
+    },
+    // ---- partition <-> sibling partition in another DC ----
+    /// REPLICATE_TX / HEARTBEAT (Alg. 2 l.25-37) plus the sender's `pvc` as acknowledgement.
+    Repl {
+        partition: PartitionId,
+        restarted: bool,
+        acks: Vc,
+        stream: Option<Stream>,
+    },
+    // ---- node <-> node inside a DC ----
+    /// UPDATE_GSS (Alg. 2 l.41): the min `pvc` of the sender's partitions (`None` if it
+    /// hosts none), its GSS, and the oldest snapshot it may still serve (for GC, §III-D).
+    Stable {
+        pvc: Option<Vc>,
+        gss: Vc,
+        oldest: Vc,
+    },
+}

@@ -1,0 +1,178 @@
+//! One partition replica (Cure Alg. 2): snapshot reads that wait for `pvc[d] >= svc[d]`,
+//! the participant side of 2PC, and the state replication needs (`pvc`, the replication
+//! log, what each sibling acknowledged). The node drives it; time comes in as arguments.
+
+use super::msg::{ReplTxn, Updates};
+use super::store::Store;
+use causeway_core::crdt::{ArbTs, Effect, ObjType, Op};
+use causeway_core::{Error, Key, NodeId, OpId, TxnId, Vc};
+use std::collections::BTreeMap;
+
+/// A txn prepared here (Alg. 2 l.9-10), with the effects it computed at its snapshot.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub coord: NodeId,
+    pub prep_time: u64,
+    /// Clock reading when prepared (or recovered), for inquiries.
+    pub since: u64,
+    pub ops: Vec<(Key, OpId, Effect)>,
+}
+
+/// A request parked until `pvc[d] >= svc[d]` (reads) or also `Clock > svc[d]` (prepares).
+#[derive(Clone, Debug)]
+pub enum Waiting {
+    Read {
+        coord: NodeId,
+        rid: u64,
+        svc: Vc,
+        keys: Vec<(Key, ObjType)>,
+        arrived: u64,
+    },
+    Prepare {
+        coord: NodeId,
+        txn: TxnId,
+        svc: Vc,
+        updates: Updates,
+    },
+}
+
+impl Waiting {
+    pub fn svc_local(&self, d: usize) -> u64 {
+        match self {
+            Waiting::Read { svc, .. } | Waiting::Prepare { svc, .. } => svc.get(d),
+        }
+    }
+}
+
+/// What one sibling (same partition, other DC) told us and what we sent it.
+#[derive(Clone, Debug, Default)]
+pub struct Sibling {
+    /// Its `pvc`: every txn of origin `k` with `ct[k] <= acks[k]` is durable there.
+    pub acks: Vc,
+    /// Our own stream to it is complete up to here; `None` until it first talks to us.
+    pub sent_upto: Option<u64>,
+    /// Per origin: (clock when the lag was noticed, the level it must reach).
+    pub probes: BTreeMap<u16, (u64, u64)>,
+    pub last_heard: u64,
+}
+
+/// One partition of this node.
+#[derive(Debug)]
+pub struct Part {
+    pub store: Store,
+    pub prepared: BTreeMap<TxnId, Prepared>,
+    pub waiting: Vec<Waiting>,
+    /// Remote entries: every txn of that origin with `ct <= pvc[k]` is durable here.
+    /// The local entry is the last value computed by [`Part::pvc_local`].
+    pub pvc: Vc,
+    /// Per origin: the stream accepted so far (durable or being persisted).
+    pub have: Vec<u64>,
+    /// Per origin: committed txns by `(ct[origin], txn)`, kept until every live sibling
+    /// acknowledged them (own ones to stream, others' to relay).
+    pub log: BTreeMap<u16, BTreeMap<(u64, TxnId), ReplTxn>>,
+    pub sibs: BTreeMap<u16, Sibling>,
+    /// Commit vectors of remote txns received but not yet covered by the GSS.
+    pub unseen: Vec<(u16, Vc)>,
+}
+
+/// Most remote txns tracked for the visibility-latency measurement.
+pub const UNSEEN_MAX: usize = 4096;
+
+impl Part {
+    pub fn new(dcs: usize, d: usize) -> Part {
+        let sibs = (0..dcs)
+            .filter(|k| *k != d)
+            .map(|k| (k as u16, Sibling::default()))
+            .collect();
+        Part {
+            store: Store::default(),
+            prepared: BTreeMap::new(),
+            waiting: Vec::new(),
+            pvc: Vc::zero(dcs),
+            have: vec![0; dcs],
+            log: BTreeMap::new(),
+            sibs,
+            unseen: Vec::new(),
+        }
+    }
+
+    /// `pvc[d]` now (Cure Alg. 2 l.19-21): just below the oldest prepared txn, else the
+    /// clock, and never above the durable lease (so a restart never reissues it).
+    pub fn pvc_local(&mut self, d: usize, clock: u64, lease: u64, ignore_prepared: bool) -> u64 {
+        let mut v = clock.min(lease);
+        if !ignore_prepared {
+            if let Some(min) = self.prepared.values().map(|p| p.prep_time).min() {
+                v = v.min(min - 1); // Cure Alg. 2 l.20
+            }
+        }
+        self.pvc.set(d, v);
+        v
+    }
+
+    /// Materializes `keys` at `svc` (Cure Alg. 2 l.3-4).
+    pub fn read(
+        &self,
+        svc: &Vc,
+        keys: &[(Key, ObjType)],
+    ) -> Vec<(Key, Result<causeway_core::Object, Error>)> {
+        keys.iter()
+            .map(|(k, t)| (k.clone(), self.store.read(k, svc, *t)))
+            .collect()
+    }
+
+    /// The effects of a txn's updates, each prepared against the snapshot at `svc` plus the
+    /// txn's earlier updates of the key: exactly what the coordinator's overlay showed.
+    pub fn effects(&self, svc: &Vc, updates: &Updates) -> Result<Vec<(Key, OpId, Effect)>, Error> {
+        let mut objs: BTreeMap<Key, causeway_core::Object> = BTreeMap::new();
+        let mut out = Vec::with_capacity(updates.len());
+        for (key, update, id) in updates {
+            if !objs.contains_key(key) {
+                let o = self.store.read(key, svc, update.obj_type())?;
+                objs.insert(key.clone(), o);
+            }
+            let obj = objs.get_mut(key).expect("inserted above");
+            let effect = obj.prepare(update)?;
+            obj.apply_effect(&Op {
+                id: *id,
+                ts: ArbTs::PENDING,
+                effect: effect.clone(),
+            });
+            out.push((key.clone(), *id, effect));
+        }
+        Ok(out)
+    }
+
+    /// Commits a prepared txn at `ct` (Cure Alg. 2 l.13-16): a new version of each key and
+    /// an entry of the replication log. Returns false if it was not prepared here.
+    pub fn commit(&mut self, d: usize, txn: TxnId, ct: &Vc) -> bool {
+        let Some(p) = self.prepared.remove(&txn) else {
+            return false;
+        };
+        assert!(ct.get(d) >= p.prep_time, "commit time below a prepare time");
+        let ts = ArbTs {
+            primary: ct.max_entry(),
+            secondary: ct.sum(),
+        };
+        let ops: Vec<(Key, Op)> = p
+            .ops
+            .into_iter()
+            .map(|(k, id, effect)| (k, Op { id, ts, effect }))
+            .collect();
+        self.add_committed(
+            d as u16,
+            ReplTxn {
+                txn,
+                ct: ct.clone(),
+                ops,
+            },
+        );
+        true
+    }
+
+    /// Adds a committed txn of `origin` to the store and the replication log.
+    pub fn add_committed(&mut self, origin: u16, t: ReplTxn) {
+        self.store.insert(t.txn, &t.ct, &t.ops);
+        let at = t.ct.get(usize::from(origin));
+        self.log.entry(origin).or_default().insert((at, t.txn), t);
+    }
+}

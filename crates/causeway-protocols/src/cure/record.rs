@@ -1,0 +1,53 @@
+//! What a Cure node persists, one postcard-encoded [`Record`] per durable write, and the
+//! decoding used by recovery.
+
+use super::msg::ReplTxn;
+use causeway_core::crdt::Effect;
+use causeway_core::{Key, NodeId, OpId, PartitionId, TxnId, Vc};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Record {
+    /// Timestamps up to `until` may be claimed; recovery starts the clock above it.
+    Lease { until: u64 },
+    /// A participant's prepared txn (Alg. 2 l.9-10), with the effects it computed.
+    Prepare {
+        partition: PartitionId,
+        txn: TxnId,
+        coord: NodeId,
+        svc: Vc,
+        prep_time: u64,
+        ops: Vec<(Key, OpId, Effect)>,
+    },
+    /// A participant's commit of a prepared txn (Alg. 2 l.14).
+    Commit {
+        partition: PartitionId,
+        txn: TxnId,
+        ct: Vc,
+    },
+    /// Txns received from a sibling, and the stream claim they complete.
+    Remote {
+        partition: PartitionId,
+        origin: u16,
+        upto: u64,
+        txns: Vec<ReplTxn>,
+    },
+    /// A coordinator's commit decision, persisted before any COMMIT leaves.
+    Decision {
+        txn: TxnId,
+        ct: Vc,
+        participants: Vec<(PartitionId, NodeId)>,
+    },
+    /// Decisions every participant acknowledged: recovery need not re-send them.
+    Ended { txns: Vec<TxnId> },
+}
+
+impl Record {
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).expect("a cure record always encodes")
+    }
+
+    pub fn decode(index: usize, bytes: &[u8]) -> Result<Record, String> {
+        postcard::from_bytes(bytes).map_err(|e| format!("cure: record {index} is corrupt: {e}"))
+    }
+}
