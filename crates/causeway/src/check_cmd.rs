@@ -41,9 +41,13 @@ pub fn run(args: CheckArgs) -> ExitCode {
     match check(&history, guarantee) {
         Ok(stats) => {
             println!(
-                "ok: {} txns, {} final reads: {stats:?}",
-                history.txns.len(),
-                history.finals.len()
+                "ok: {} txns ({} counted), {} reads, {} causal edges, {} arbitration edges, {} final reads",
+                stats.txns,
+                stats.counted,
+                stats.reads,
+                stats.causal_edges,
+                stats.arbitration_edges,
+                stats.finals
             );
             ExitCode::SUCCESS
         }

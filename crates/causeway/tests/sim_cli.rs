@@ -1,0 +1,94 @@
+//! The `sim` and `check` commands end to end: exit codes, the summary line, history export
+//! and re-checking a saved history.
+
+use std::process::Command;
+
+fn causeway(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_causeway"))
+        .args(args)
+        .output()
+        .expect("run causeway");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+fn temp_path(name: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("causeway-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(name).to_string_lossy().to_string()
+}
+
+#[test]
+fn eventual_violations_exit_1_and_the_saved_history_fails_check_too() {
+    let history = temp_path("eventual.jsonl");
+    let (code, out) = causeway(&[
+        "sim",
+        "--protocol",
+        "eventual",
+        "--seeds",
+        "3",
+        "--duration-ms",
+        "1000",
+        "--history",
+        &history,
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("seed=3 FAILED"), "{out}");
+    assert!(
+        out.contains("replay: causeway sim --protocol eventual --seeds 3"),
+        "{out}"
+    );
+    let summary = out.lines().last().expect("summary line");
+    assert!(
+        summary.starts_with("protocol=eventual seeds=1 txns="),
+        "{summary}"
+    );
+    assert!(summary.ends_with("violations=1"), "{summary}");
+    let (code, out) = causeway(&["check", "--guarantee", "tcc", "--history", &history]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.starts_with("violation: "), "{out}");
+}
+
+#[test]
+fn a_linearizable_setup_passes_sim_and_check() {
+    // One DC, one node, one op per txn: eventual is linearizable, hence causal.
+    let history = temp_path("single.jsonl");
+    let (code, out) = causeway(&[
+        "sim",
+        "--protocol",
+        "eventual",
+        "--seeds",
+        "1..3",
+        "--dcs",
+        "1",
+        "--nodes-per-dc",
+        "1",
+        "--partitions",
+        "1",
+        "--txn-ops",
+        "1",
+        "--duration-ms",
+        "1000",
+        "--history",
+        &history,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.trim_end().ends_with("violations=0"), "{out}");
+    let (code, out) = causeway(&["check", "--history", &history]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("ok: "), "{out}");
+}
+
+#[test]
+fn bad_arguments_are_refused_with_a_clear_error() {
+    let (code, out) = causeway(&["check", "--guarantee", "linearizable", "--history", "x"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("unknown guarantee 'linearizable'"), "{out}");
+    let (code, out) = causeway(&["check", "--history", "/nonexistent/h.jsonl"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("cannot open history"), "{out}");
+    let (code, out) = causeway(&["sim", "--protocol", "nosuch", "--seeds", "1"]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("unknown protocol 'nosuch'"), "{out}");
+}
