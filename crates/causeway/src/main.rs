@@ -2,7 +2,10 @@
 //! cluster commands. Each subcommand lives in its own module; this file only parses.
 
 mod check_cmd;
+mod cli_cmd;
+mod server_cmd;
 mod sim_cmd;
+mod up_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -24,6 +27,12 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Check a saved history (JSON lines) against a guarantee.
     Check(check_cmd::CheckArgs),
+    /// Run one node of a cluster (`--config FILE --node NAME`).
+    Server(server_cmd::ServerArgs),
+    /// Run a whole local multi-DC cluster on loopback until Ctrl-C.
+    Up(up_cmd::UpArgs),
+    /// A shell on one session of a DC (`--addr HOST:PORT`, `-c "cmd; cmd"` for scripts).
+    Cli(cli_cmd::CliArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,5 +40,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Check(args) => check_cmd::run(args),
+        Command::Server(args) => server_cmd::run(args),
+        Command::Up(args) => up_cmd::run(args),
+        Command::Cli(args) => cli_cmd::run(args),
     }
 }

@@ -1,0 +1,110 @@
+//! The native client protocol, shared by this library and the server's client endpoint.
+//!
+//! A TCP connection carries frames: a 4-byte big-endian length, then that many bytes of a
+//! postcard-encoded [`ClientFrame`] (client to server) or [`ServerFrame`] (server to
+//! client); no frame may exceed `causeway_core::limits::FRAME_LEN_MAX`. The client opens
+//! with `Hello`; the server answers `Welcome` (naming the cluster, protocol, node, DC and
+//! the session id it assigned) or `Refused` with a reason, and closes. Then each
+//! `Request` gets exactly one `Response`, in order. One connection is one session: the
+//! session's causal state lives in the server for as long as the connection is open.
+
+use causeway_core::limits::FRAME_LEN_MAX;
+use causeway_core::{Request, Response, SessionId};
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+
+/// Version of this frame format; a server refuses a client speaking another.
+pub const CLIENT_WIRE_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientFrame {
+    Hello {
+        wire_version: u32,
+        /// The cluster the client expects; `None` accepts any.
+        cluster: Option<String>,
+    },
+    Request(Request),
+}
+
+/// What the server tells a client about the session it opened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    pub cluster: String,
+    pub protocol: String,
+    pub node: String,
+    pub dc: String,
+    pub session: SessionId,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ServerFrame {
+    Welcome(Welcome),
+    Refused { reason: String },
+    Response(Response),
+}
+
+/// Encodes a frame's payload (without the length prefix).
+pub fn encode<T: Serialize>(frame: &T) -> io::Result<Vec<u8>> {
+    let bytes = postcard::to_allocvec(frame)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("encode: {e}")))?;
+    if bytes.len() > FRAME_LEN_MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "frame of {} bytes exceeds the limit of {FRAME_LEN_MAX}",
+                bytes.len()
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Decodes a frame's payload.
+pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> io::Result<T> {
+    postcard::from_bytes(bytes)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("decode: {e}")))
+}
+
+/// Writes one length-prefixed frame.
+pub fn write_frame(w: &mut impl Write, payload: &[u8]) -> io::Result<()> {
+    let len = u32::try_from(payload.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame too long"))?;
+    let mut buf = Vec::with_capacity(4 + payload.len());
+    buf.extend_from_slice(&len.to_be_bytes());
+    buf.extend_from_slice(payload);
+    w.write_all(&buf)?;
+    w.flush()
+}
+
+/// Reads one length-prefixed frame, refusing one longer than [`FRAME_LEN_MAX`].
+pub fn read_frame(r: &mut impl Read) -> io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > FRAME_LEN_MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("peer sent a frame of {len} bytes, over the limit of {FRAME_LEN_MAX}"),
+        ));
+    }
+    let mut payload = vec![0u8; len];
+    r.read_exact(&mut payload)?;
+    Ok(payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_oversized_ones_are_refused() {
+        let frame = ClientFrame::Request(Request::Commit);
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &encode(&frame).unwrap()).unwrap();
+        let back: ClientFrame = decode(&read_frame(&mut buf.as_slice()).unwrap()).unwrap();
+        assert_eq!(back, frame);
+        let huge = ((FRAME_LEN_MAX + 1) as u32).to_be_bytes();
+        let e = read_frame(&mut huge.as_slice()).unwrap_err();
+        assert!(e.to_string().contains("over the limit"), "{e}");
+    }
+}

@@ -1,0 +1,548 @@
+//! The TOML cluster file: DCs and their latency matrix, nodes and their addresses,
+//! partitions, protocol, data directory, limits and ports. [`ClusterConfig::parse`] reads
+//! and validates it; every error names the field and says how to fix it.
+//!
+//! ```toml
+//! cluster = "local"
+//! protocol = "cure"
+//! partitions_per_node = 4        # or: partitions = 8
+//! data_dir = "causeway-data"     # each node keeps its log in data_dir/<node name>
+//! dcs = ["dc1", "dc2", "dc3"]
+//! rtt_ms = [[0, 88, 80], [86, 0, 145], [76, 139, 0]]   # optional; default: PaRiS Fig. 1
+//! intra_dc_ms = 0.0              # optional extra one-way latency inside a DC
+//!
+//! [[nodes]]
+//! name = "dc1-n1"
+//! dc = "dc1"
+//! addr = "127.0.0.1:7200"        # node-to-node listener
+//! client_addr = "127.0.0.1:7101" # optional: native client endpoint of the DC
+//! resp_addr = "127.0.0.1:7001"   # optional: RESP endpoint of the DC
+//! ```
+
+use causeway_core::{DcId, NodeId, Topology};
+use causeway_protocols::{Params, PROTOCOLS};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Round-trip times between the five DCs of the PaRiS paper's Fig. 1 (N. Virginia, Oregon,
+/// Ireland, Mumbai, Sydney), in milliseconds; a copy of `causeway_sim::config::PARIS_RTT_MS`
+/// (the runtime does not depend on the simulator).
+pub const PARIS_RTT_MS: [[f64; 5]; 5] = [
+    [0.0, 88.28, 80.4, 190.13, 207.98],
+    [85.72, 0.0, 144.52, 238.11, 157.13],
+    [76.47, 139.32, 0.0, 137.53, 279.75],
+    [190.42, 253.07, 132.74, 0.0, 268.66],
+    [224.0, 148.69, 291.34, 307.53, 0.0],
+];
+
+/// Round-trip time between DCs beyond the fifth when the file gives no matrix.
+pub const DEFAULT_FAR_RTT_MS: f64 = 200.0;
+/// Most DCs a cluster file may declare.
+pub const DCS_MAX: usize = 64;
+/// Most nodes a cluster file may declare.
+pub const NODES_MAX: usize = 4096;
+
+/// Queue and connection limits of one node (every queue of the runtime is bounded).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Most messages waiting on one outgoing link (unsent or unacknowledged).
+    pub link_queue_max: usize,
+    /// Most network messages waiting for the node task.
+    pub inbox_max: usize,
+    /// Most records waiting for the disk.
+    pub persist_queue_max: usize,
+    /// Most client sessions open at once on one node.
+    pub sessions_max: usize,
+    /// Most client connections open at once on one endpoint.
+    pub client_connections_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            link_queue_max: 1 << 18,
+            inbox_max: 1 << 14,
+            persist_queue_max: 1 << 16,
+            sessions_max: 1 << 14,
+            client_connections_max: 1 << 12,
+        }
+    }
+}
+
+/// Protocol timing knobs, in milliseconds (see `causeway_protocols::Params`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Timing {
+    pub replication_interval_ms: f64,
+    pub stabilization_interval_ms: f64,
+    pub request_timeout_ms: f64,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        let p = Params::default();
+        Timing {
+            replication_interval_ms: p.replication_interval_ns as f64 / 1e6,
+            stabilization_interval_ms: p.stabilization_interval_ns as f64 / 1e6,
+            request_timeout_ms: p.request_timeout_ns as f64 / 1e6,
+        }
+    }
+}
+
+/// One node of the cluster file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    pub name: String,
+    pub dc: String,
+    pub addr: SocketAddr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_addr: Option<SocketAddr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resp_addr: Option<SocketAddr>,
+    /// Overrides `data_dir/<name>` as this node's log directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// The whole cluster file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    pub cluster: String,
+    pub protocol: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions_per_node: Option<u32>,
+    pub data_dir: PathBuf,
+    pub dcs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<Vec<Vec<f64>>>,
+    #[serde(default)]
+    pub intra_dc_ms: f64,
+    /// Password RESP clients must give with AUTH (none: no authentication).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub timing: Timing,
+    pub nodes: Vec<NodeSpec>,
+}
+
+/// Where one node sits in the cluster, derived from the file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Placement {
+    pub id: NodeId,
+    pub dc: DcId,
+    pub spec: NodeSpec,
+}
+
+fn field(name: &str, problem: impl std::fmt::Display, fix: &str) -> String {
+    format!("cluster file: field `{name}`: {problem}; fix: {fix}")
+}
+
+impl ClusterConfig {
+    /// Parses and validates a cluster file's text.
+    pub fn parse(text: &str) -> Result<ClusterConfig, String> {
+        let config: ClusterConfig = toml::from_str(text).map_err(|e| {
+            format!("cluster file is not valid: {e}fix: correct the TOML at the place shown")
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads, parses and validates a cluster file.
+    pub fn load(path: &std::path::Path) -> Result<ClusterConfig, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read cluster file {}: {e}", path.display()))?;
+        ClusterConfig::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The TOML text of this configuration.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a cluster config always serializes")
+    }
+
+    /// Checks every field; the error names the field and the fix.
+    pub fn validate(&self) -> Result<(), String> {
+        self.validate_basics()?;
+        self.validate_dcs()?;
+        self.validate_nodes()?;
+        self.partition_count()?;
+        Ok(())
+    }
+
+    fn validate_basics(&self) -> Result<(), String> {
+        if self.cluster.is_empty() || self.cluster.len() > 64 {
+            return Err(field(
+                "cluster",
+                "must have 1 to 64 characters",
+                "name the cluster",
+            ));
+        }
+        if !PROTOCOLS.contains(&self.protocol.as_str()) {
+            let fix = format!("use one of: {}", PROTOCOLS.join(", "));
+            return Err(field(
+                "protocol",
+                format!("unknown '{}'", self.protocol),
+                &fix,
+            ));
+        }
+        let t = &self.timing;
+        for (name, v) in [
+            ("timing.replication_interval_ms", t.replication_interval_ms),
+            (
+                "timing.stabilization_interval_ms",
+                t.stabilization_interval_ms,
+            ),
+            ("timing.request_timeout_ms", t.request_timeout_ms),
+        ] {
+            if !(v > 0.0 && v < 3_600_000.0) {
+                return Err(field(
+                    name,
+                    format!("{v} is out of range"),
+                    "give 0 < ms < 3600000",
+                ));
+            }
+        }
+        let l = &self.limits;
+        for (name, v) in [
+            ("limits.link_queue_max", l.link_queue_max),
+            ("limits.inbox_max", l.inbox_max),
+            ("limits.persist_queue_max", l.persist_queue_max),
+            ("limits.sessions_max", l.sessions_max),
+            ("limits.client_connections_max", l.client_connections_max),
+        ] {
+            if v == 0 || v > 1 << 24 {
+                return Err(field(
+                    name,
+                    format!("{v} is out of range"),
+                    "give 1..=16777216",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_dcs(&self) -> Result<(), String> {
+        if self.dcs.is_empty() || self.dcs.len() > DCS_MAX {
+            let fix = format!("list 1 to {DCS_MAX} DC names, e.g. dcs = [\"dc1\", \"dc2\"]");
+            return Err(field("dcs", "wrong number of DCs", &fix));
+        }
+        for (i, dc) in self.dcs.iter().enumerate() {
+            if dc.is_empty() || self.dcs[..i].contains(dc) {
+                return Err(field(
+                    "dcs",
+                    format!("'{dc}' is empty or repeated"),
+                    "name each DC once",
+                ));
+            }
+        }
+        if let Some(rtt) = &self.rtt_ms {
+            let n = self.dcs.len();
+            if rtt.len() != n || rtt.iter().any(|row| row.len() != n) {
+                let fix =
+                    format!("give {n} rows of {n} round-trip times, one per DC in `dcs` order");
+                return Err(field("rtt_ms", "the matrix does not match `dcs`", &fix));
+            }
+            if rtt.iter().flatten().any(|v| !(*v >= 0.0 && *v < 60_000.0)) {
+                return Err(field(
+                    "rtt_ms",
+                    "a value is out of range",
+                    "give 0 <= ms < 60000",
+                ));
+            }
+        }
+        if !(self.intra_dc_ms >= 0.0 && self.intra_dc_ms < 60_000.0) {
+            return Err(field("intra_dc_ms", "out of range", "give 0 <= ms < 60000"));
+        }
+        Ok(())
+    }
+
+    fn validate_nodes(&self) -> Result<(), String> {
+        if self.nodes.is_empty() || self.nodes.len() > NODES_MAX {
+            return Err(field(
+                "nodes",
+                "no nodes or too many",
+                "declare [[nodes]] tables",
+            ));
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            let here = format!("nodes[{i}]");
+            if n.name.is_empty() || self.nodes[..i].iter().any(|m| m.name == n.name) {
+                let problem = format!("name '{}' is empty or repeated", n.name);
+                return Err(field(
+                    &format!("{here}.name"),
+                    problem,
+                    "give each node its own name",
+                ));
+            }
+            if !self.dcs.contains(&n.dc) {
+                let fix = format!("use one of the DCs in `dcs`: {}", self.dcs.join(", "));
+                return Err(field(
+                    &format!("{here}.dc"),
+                    format!("unknown DC '{}'", n.dc),
+                    &fix,
+                ));
+            }
+            let mut used: Vec<SocketAddr> = Vec::new();
+            for m in &self.nodes[..i] {
+                used.extend(
+                    [Some(m.addr), m.client_addr, m.resp_addr]
+                        .into_iter()
+                        .flatten(),
+                );
+            }
+            for (f, a) in [
+                ("addr", Some(n.addr)),
+                ("client_addr", n.client_addr),
+                ("resp_addr", n.resp_addr),
+            ] {
+                if a.is_some_and(|a| used.contains(&a)) {
+                    let problem =
+                        format!("{} is already used by an earlier node", a.expect("some"));
+                    return Err(field(
+                        &format!("{here}.{f}"),
+                        problem,
+                        "give every listener its own port",
+                    ));
+                }
+            }
+        }
+        let per_dc = self.nodes_per_dc();
+        for dc in &self.dcs {
+            let count = self.nodes.iter().filter(|n| &n.dc == dc).count();
+            if count as u32 != per_dc {
+                let problem = format!(
+                    "DC '{dc}' has {count} nodes but DC '{}' has {per_dc}",
+                    self.dcs[0]
+                );
+                return Err(field(
+                    "nodes",
+                    problem,
+                    "give every DC the same number of nodes",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Nodes in each DC (validated equal across DCs).
+    pub fn nodes_per_dc(&self) -> u32 {
+        self.nodes.iter().filter(|n| n.dc == self.dcs[0]).count() as u32
+    }
+
+    fn partition_count(&self) -> Result<u32, String> {
+        let per_dc = self.nodes_per_dc().max(1);
+        let total = match (self.partitions, self.partitions_per_node) {
+            (Some(_), Some(_)) => {
+                return Err(field(
+                    "partitions",
+                    "both `partitions` and `partitions_per_node` are set",
+                    "keep one of them",
+                ))
+            }
+            (Some(p), None) => p,
+            (None, Some(p)) => p.saturating_mul(per_dc),
+            (None, None) => per_dc,
+        };
+        if total < per_dc || total > 1 << 20 {
+            let problem = format!("{total} partitions for {per_dc} nodes per DC");
+            return Err(field(
+                "partitions",
+                problem,
+                "give at least one partition per node (and at most 1048576)",
+            ));
+        }
+        Ok(total)
+    }
+
+    /// The topology the protocols see.
+    pub fn topology(&self) -> Topology {
+        let partitions = self.partition_count().expect("validated");
+        Topology::full(self.dcs.len() as u16, self.nodes_per_dc(), partitions)
+    }
+
+    /// The protocol parameters.
+    pub fn params(&self) -> Params {
+        let ns = |ms: f64| (ms * 1e6) as u64;
+        Params {
+            replication_interval_ns: ns(self.timing.replication_interval_ms),
+            stabilization_interval_ns: ns(self.timing.stabilization_interval_ms),
+            request_timeout_ns: ns(self.timing.request_timeout_ms),
+            mutation: None,
+        }
+    }
+
+    /// Every node with its global id: DC d's nodes, in file order, are
+    /// `d * nodes_per_dc ..`.
+    pub fn placements(&self) -> Vec<Placement> {
+        let per_dc = self.nodes_per_dc();
+        let mut out = Vec::with_capacity(self.nodes.len());
+        for (d, dc) in self.dcs.iter().enumerate() {
+            let in_dc = self.nodes.iter().filter(|n| &n.dc == dc);
+            for (i, spec) in in_dc.enumerate() {
+                out.push(Placement {
+                    id: NodeId(d as u32 * per_dc + i as u32),
+                    dc: DcId(d as u16),
+                    spec: spec.clone(),
+                });
+            }
+        }
+        out.sort_by_key(|p| p.id);
+        out
+    }
+
+    /// The node called `name`, or an error listing the names.
+    pub fn placement(&self, name: &str) -> Result<Placement, String> {
+        self.placements()
+            .into_iter()
+            .find(|p| p.spec.name == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+                format!(
+                    "no node '{name}' in the cluster file; its nodes: {}",
+                    names.join(", ")
+                )
+            })
+    }
+
+    /// One-way latency from DC `a` to DC `b` in nanoseconds (half the round trip).
+    pub fn one_way_ns(&self, a: DcId, b: DcId) -> u64 {
+        let (a, b) = (usize::from(a.0), usize::from(b.0));
+        let rtt_ms = if a == b {
+            return (self.intra_dc_ms * 1e6) as u64;
+        } else if let Some(m) = &self.rtt_ms {
+            m[a][b]
+        } else if a < 5 && b < 5 {
+            PARIS_RTT_MS[a][b]
+        } else {
+            DEFAULT_FAR_RTT_MS
+        };
+        (rtt_ms * 1e6 / 2.0) as u64
+    }
+
+    /// The log directory of a node.
+    pub fn node_dir(&self, spec: &NodeSpec) -> PathBuf {
+        spec.data_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join(&spec.name))
+    }
+}
+
+/// Builds the cluster file `causeway up` runs: `dcs` DCs of `nodes_per_dc` nodes on
+/// loopback; DC i (from 1) serves clients at `port_base + i` and RESP at
+/// `resp_port_base + i`; node k (from 0) listens for peers at `port_base + 100 + k`.
+pub fn local_cluster(
+    protocol: &str,
+    dcs: u16,
+    nodes_per_dc: u32,
+    data_dir: PathBuf,
+    port_base: u16,
+    resp_port_base: u16,
+) -> Result<ClusterConfig, String> {
+    let names: Vec<String> = (1..=dcs).map(|i| format!("dc{i}")).collect();
+    let mut nodes = Vec::new();
+    for (d, dc) in names.iter().enumerate() {
+        for i in 0..nodes_per_dc {
+            let k = d as u32 * nodes_per_dc + i;
+            let port = |base: u16, off: u32| -> Result<SocketAddr, String> {
+                let p = u32::from(base) + off;
+                u16::try_from(p)
+                    .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+                    .map_err(|_| format!("port {p} is out of range; fix: lower --port-base"))
+            };
+            let first = i == 0;
+            nodes.push(NodeSpec {
+                name: format!("{dc}-n{}", i + 1),
+                dc: dc.clone(),
+                addr: port(port_base, 100 + k)?,
+                client_addr: if first {
+                    Some(port(port_base, d as u32 + 1)?)
+                } else {
+                    None
+                },
+                resp_addr: if first {
+                    Some(port(resp_port_base, d as u32 + 1)?)
+                } else {
+                    None
+                },
+                data_dir: None,
+            });
+        }
+    }
+    let config = ClusterConfig {
+        cluster: "local".into(),
+        protocol: protocol.into(),
+        partitions: None,
+        partitions_per_node: Some(4),
+        data_dir,
+        dcs: names,
+        rtt_ms: None,
+        intra_dc_ms: 0.0,
+        password: None,
+        limits: Limits::default(),
+        timing: Timing::default(),
+        nodes,
+    };
+    config.validate()?;
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local() -> ClusterConfig {
+        local_cluster("eventual", 3, 2, "/tmp/x".into(), 7100, 7000).unwrap()
+    }
+
+    #[test]
+    fn local_cluster_round_trips_through_toml_and_places_nodes() {
+        let c = local();
+        let back = ClusterConfig::parse(&c.to_toml()).unwrap();
+        assert_eq!(back, c);
+        let p = c.placement("dc2-n2").unwrap();
+        assert_eq!((p.id, p.dc), (NodeId(3), DcId(1)));
+        assert_eq!(p.spec.addr.port(), 7203);
+        assert_eq!(
+            c.placement("dc3-n1")
+                .unwrap()
+                .spec
+                .client_addr
+                .unwrap()
+                .port(),
+            7103
+        );
+        assert_eq!(c.topology(), Topology::full(3, 2, 8));
+        assert_eq!(c.one_way_ns(DcId(0), DcId(1)), 44_140_000);
+    }
+
+    #[test]
+    fn errors_name_the_field_and_the_fix() {
+        let mut c = local();
+        c.protocol = "nope".into();
+        let e = c.validate().unwrap_err();
+        assert!(
+            e.contains("`protocol`") && e.contains("fix: use one of"),
+            "{e}"
+        );
+        let mut c = local();
+        c.nodes[3].addr = c.nodes[0].addr;
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("nodes[3].addr") && e.contains("own port"), "{e}");
+        let mut c = local();
+        c.nodes.pop();
+        assert!(c.validate().unwrap_err().contains("same number of nodes"));
+        let mut c = local();
+        c.rtt_ms = Some(vec![vec![0.0; 2]; 2]);
+        assert!(c.validate().unwrap_err().contains("`rtt_ms`"));
+        let e = ClusterConfig::parse("cluster = 1").unwrap_err();
+        assert!(e.contains("not valid"), "{e}");
+        assert!(c.placement("ghost").is_err());
+    }
+}

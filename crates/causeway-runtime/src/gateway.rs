@@ -1,0 +1,242 @@
+//! The client gateway: how applications reach the protocol's client sessions hosted on
+//! this node.
+//!
+//! [`Gateway::open_session`] gives a [`GatewaySession`], an in-process handle whose
+//! [`GatewaySession::call`] runs one `Request` on a protocol `ClientSession` machine living
+//! in the node task and returns its `Response`. The native TCP endpoint
+//! ([`serve_clients`]) and the RESP front end both sit on it: one connection, one session.
+//!
+//! Session ids are unique cluster-wide and across restarts: bits 63..48 hold the node id
+//! plus one (so nodes route replies to the host), bits 47..28 the node's boot epoch
+//! (persisted, bumped at every boot), bits 27..0 a counter.
+
+use crate::node::Control;
+use crate::peer;
+use causeway_client::wire::{self, ClientFrame, ServerFrame, Welcome, CLIENT_WIRE_VERSION};
+use causeway_core::{DcId, Error, NodeId, Request, Response, SessionId};
+use futures_util::{SinkExt, StreamExt};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::Framed;
+
+/// Sessions one boot of a node can open (28 bits of counter).
+pub const SESSIONS_PER_BOOT_MAX: u64 = (1 << 28) - 1;
+/// How long a new client connection may take to say Hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Facts about the node and DC a gateway serves.
+#[derive(Clone, Debug)]
+pub struct GatewayInfo {
+    pub cluster: String,
+    pub protocol: String,
+    pub node_name: String,
+    pub dc: DcId,
+    pub dc_names: Vec<String>,
+    pub password: Option<String>,
+}
+
+struct Inner {
+    info: GatewayInfo,
+    control: mpsc::UnboundedSender<Control>,
+    prefix: u64,
+    next: AtomicU64,
+    live: Arc<AtomicUsize>,
+    sessions_max: usize,
+}
+
+/// Opens client sessions on this node. Cheap to clone.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+impl Gateway {
+    pub fn new(
+        info: GatewayInfo,
+        node: NodeId,
+        epoch: u64,
+        control: mpsc::UnboundedSender<Control>,
+        sessions_max: usize,
+    ) -> Gateway {
+        assert!(epoch < 1 << 20, "boot epoch fits 20 bits");
+        assert!(node.0 < (1 << 16) - 1, "node id fits 16 bits");
+        let prefix = ((u64::from(node.0) + 1) << 48) | (epoch << 28);
+        Gateway {
+            inner: Arc::new(Inner {
+                info,
+                control,
+                prefix,
+                next: AtomicU64::new(1),
+                live: Arc::new(AtomicUsize::new(0)),
+                sessions_max,
+            }),
+        }
+    }
+
+    pub fn info(&self) -> &GatewayInfo {
+        &self.inner.info
+    }
+
+    /// Sessions open now.
+    pub fn live_sessions(&self) -> usize {
+        self.inner.live.load(Ordering::Relaxed)
+    }
+
+    /// A fresh session with an empty causal past. When the node cannot host one more,
+    /// the session is refused: [`GatewaySession::refusal`] says why and every call
+    /// answers `Error::Unavailable`.
+    pub fn open_session(&self) -> GatewaySession {
+        let inner = &self.inner;
+        let count = inner.next.fetch_add(1, Ordering::Relaxed);
+        let live = inner.live.fetch_add(1, Ordering::Relaxed) + 1;
+        let refusal = if count > SESSIONS_PER_BOOT_MAX {
+            Some("this node opened all the sessions one boot may; restart it".to_string())
+        } else if live > inner.sessions_max {
+            Some(format!(
+                "too many sessions on this node (limit {})",
+                inner.sessions_max
+            ))
+        } else {
+            None
+        };
+        GatewaySession {
+            id: SessionId(inner.prefix | (count & SESSIONS_PER_BOOT_MAX)),
+            control: inner.control.clone(),
+            live: inner.live.clone(),
+            refusal,
+            used: false,
+        }
+    }
+}
+
+/// One client session on a node; dropping it closes the session.
+pub struct GatewaySession {
+    id: SessionId,
+    control: mpsc::UnboundedSender<Control>,
+    live: Arc<AtomicUsize>,
+    refusal: Option<String>,
+    used: bool,
+}
+
+impl GatewaySession {
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+
+    /// Why the node refused this session, if it did.
+    pub fn refusal(&self) -> Option<&str> {
+        self.refusal.as_deref()
+    }
+
+    /// Runs one request on the session and returns its answer.
+    pub async fn call(&mut self, request: Request) -> Response {
+        if let Some(why) = &self.refusal {
+            return Response::Error(Error::Unavailable(why.clone()));
+        }
+        let (tx, rx) = oneshot::channel();
+        let submit = Control::Submit {
+            session: self.id,
+            request,
+            reply: tx,
+        };
+        self.used = true;
+        if self.control.send(submit).is_err() {
+            return Response::Error(Error::Unavailable("the node is shutting down".into()));
+        }
+        rx.await.unwrap_or_else(|_| {
+            Response::Error(Error::Unavailable(
+                "the node stopped before answering".into(),
+            ))
+        })
+    }
+}
+
+impl Drop for GatewaySession {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+        if self.used {
+            let _ = self.control.send(Control::Close { session: self.id });
+        }
+    }
+}
+
+/// Serves the native client protocol on `listener` forever.
+pub async fn serve_clients(listener: TcpListener, gateway: Gateway, connections_max: usize) {
+    let open = Arc::new(AtomicUsize::new(0));
+    loop {
+        let (stream, addr) = match listener.accept().await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("accepting a client failed: {e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let gateway = gateway.clone();
+        let open = open.clone();
+        let full = open.fetch_add(1, Ordering::Relaxed) >= connections_max;
+        tokio::spawn(async move {
+            if let Err(e) = client_connection(stream, &gateway, full).await {
+                tracing::debug!(%addr, "client connection ended: {e}");
+            }
+            open.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+type ClientFramed = Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>;
+
+async fn send(framed: &mut ClientFramed, frame: &ServerFrame) -> Result<(), String> {
+    let bytes = wire::encode(frame).map_err(|e| e.to_string())?;
+    framed
+        .send(bytes::Bytes::from(bytes))
+        .await
+        .map_err(|e: std::io::Error| e.to_string())
+}
+
+async fn client_connection(stream: TcpStream, gateway: &Gateway, full: bool) -> Result<(), String> {
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let mut framed = Framed::new(stream, peer::codec());
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, framed.next()).await {
+        Ok(Some(Ok(bytes))) => wire::decode::<ClientFrame>(&bytes).map_err(|e| e.to_string())?,
+        _ => return Err("no Hello".into()),
+    };
+    let info = gateway.info();
+    let mut session = gateway.open_session();
+    let refusal = match hello {
+        _ if full => Some("too many client connections on this endpoint".to_string()),
+        ClientFrame::Hello { wire_version, .. } if wire_version != CLIENT_WIRE_VERSION => Some(format!(
+            "client wire version {wire_version}, this server speaks {CLIENT_WIRE_VERSION}: upgrade the client"
+        )),
+        ClientFrame::Hello { cluster: Some(c), .. } if c != info.cluster => {
+            Some(format!("this is cluster '{}', not '{c}'", info.cluster))
+        }
+        ClientFrame::Hello { .. } => session.refusal().map(str::to_string),
+        ClientFrame::Request(_) => Some("the first frame must be Hello".to_string()),
+    };
+    if let Some(reason) = refusal {
+        tracing::warn!("refused a client: {reason}");
+        return send(&mut framed, &ServerFrame::Refused { reason }).await;
+    }
+    let welcome = Welcome {
+        cluster: info.cluster.clone(),
+        protocol: info.protocol.clone(),
+        node: info.node_name.clone(),
+        dc: info.dc_names[usize::from(info.dc.0)].clone(),
+        session: session.id(),
+    };
+    send(&mut framed, &ServerFrame::Welcome(welcome)).await?;
+    while let Some(bytes) = framed.next().await {
+        let bytes = bytes.map_err(|e| e.to_string())?;
+        let request = match wire::decode::<ClientFrame>(&bytes).map_err(|e| e.to_string())? {
+            ClientFrame::Request(r) => r,
+            ClientFrame::Hello { .. } => return Err("a second Hello".into()),
+        };
+        let response = session.call(request).await;
+        send(&mut framed, &ServerFrame::Response(response)).await?;
+    }
+    Ok(())
+}

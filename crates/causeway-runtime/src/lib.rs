@@ -1,0 +1,213 @@
+//! Causeway runtime (layer 6 of DESIGN.md): the tokio driver that runs the protocols'
+//! sans-IO machines as a real node process.
+//!
+//! A [`Server`] is one node: it recovers the node's machine from its log
+//! ([`storage::recover`], then `causeway_protocols::new_node` with every record), runs the
+//! node task ([`node`]) that owns the machine and the client sessions hosted here, a
+//! storage thread doing group commit ([`storage`]), one outgoing link per peer node and a
+//! listener for incoming ones ([`transport`], wire in [`peer`]), and, when the cluster
+//! file gives the node a `client_addr`, the native client endpoint ([`gateway`]).
+//! Any protocol of `causeway_protocols::PROTOCOLS` runs unchanged, chosen by name.
+
+pub mod config;
+pub mod gateway;
+pub mod node;
+pub mod peer;
+pub mod storage;
+pub mod transport;
+
+pub use config::{local_cluster, ClusterConfig, Placement};
+pub use gateway::{Gateway, GatewayInfo, GatewaySession};
+
+use causeway_core::NodeId;
+use causeway_protocols::{new_node, NodeConfig};
+use node::{Inputs, NodeSetup, NodeTask};
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use transport::{Identity, Inbound};
+
+/// A running node.
+pub struct Server {
+    placement: Placement,
+    gateway: Gateway,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Result<(), String>>,
+    disk: std::thread::JoinHandle<storage::GroupCommitStats>,
+    background: Vec<tokio::task::JoinHandle<()>>,
+}
+
+async fn bind(addr: std::net::SocketAddr, what: &str) -> Result<TcpListener, String> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr} ({what}): {e}; fix: free the port or change `{what}` in the cluster file"))
+}
+
+impl Server {
+    /// Recovers node `node_name` of `config` from its directory and starts it.
+    pub async fn start(config: &ClusterConfig, node_name: &str) -> Result<Server, String> {
+        let placement = config.placement(node_name)?;
+        let dir = config.node_dir(&placement.spec);
+        let began = Instant::now();
+        let recovered = storage::recover(&dir)?;
+        let node_config = NodeConfig {
+            node: placement.id,
+            topology: config.topology(),
+            params: config.params(),
+        };
+        let machine = new_node(&config.protocol, node_config, &recovered.records).map_err(|e| {
+            format!(
+                "node {node_name} cannot recover from {}: {e}",
+                dir.display()
+            )
+        })?;
+        tracing::info!(
+            node = node_name,
+            epoch = recovered.epoch,
+            records = recovered.records.len(),
+            last_lsn = recovered.last_lsn,
+            elapsed_ms = began.elapsed().as_millis() as u64,
+            dir = %dir.display(),
+            "recovered"
+        );
+        let me = Identity {
+            cluster: config.cluster.clone(),
+            protocol: config.protocol.clone(),
+            node: placement.id,
+            name: node_name.to_string(),
+            epoch: recovered.epoch,
+            node_count: config.nodes.len() as u32,
+        };
+        let peers = bind(placement.spec.addr, "addr").await?;
+        let (persist_tx, persist_rx) = mpsc::channel(config.limits.persist_queue_max);
+        let (disk_tx, disk_rx) = mpsc::unbounded_channel();
+        let disk = storage::spawn(
+            node_name.to_string(),
+            Box::new(recovered.log),
+            persist_rx,
+            disk_tx,
+        );
+        let (net_tx, net_rx) = mpsc::channel(config.limits.inbox_max);
+        let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let links = spawn_links(config, &placement, &me);
+        let mut background = vec![tokio::spawn(Inbound::new(me.clone(), net_tx).serve(peers))];
+        let gateway = Gateway::new(
+            GatewayInfo {
+                cluster: config.cluster.clone(),
+                protocol: config.protocol.clone(),
+                node_name: node_name.to_string(),
+                dc: placement.dc,
+                dc_names: config.dcs.clone(),
+                password: config.password.clone(),
+            },
+            placement.id,
+            recovered.epoch,
+            control_tx,
+            config.limits.sessions_max,
+        );
+        if let Some(addr) = placement.spec.client_addr {
+            let listener = bind(addr, "client_addr").await?;
+            let serve = gateway::serve_clients(
+                listener,
+                gateway.clone(),
+                config.limits.client_connections_max,
+            );
+            background.push(tokio::spawn(serve));
+        }
+        let setup = NodeSetup {
+            id: placement.id,
+            dc: placement.dc,
+            protocol: config.protocol.clone(),
+            topology: config.topology(),
+            params: config.params(),
+        };
+        let inputs = Inputs {
+            net: net_rx,
+            control: control_rx,
+            disk: disk_rx,
+            stop: stop_rx,
+        };
+        let task = tokio::spawn(NodeTask::new(setup, machine, links, persist_tx).run(inputs));
+        tracing::info!(
+            node = node_name,
+            id = placement.id.0,
+            dc = %config.dcs[usize::from(placement.dc.0)],
+            protocol = %config.protocol,
+            peers = %placement.spec.addr,
+            clients = ?placement.spec.client_addr,
+            "node ready"
+        );
+        Ok(Server {
+            placement,
+            gateway,
+            stop: stop_tx,
+            task,
+            disk,
+            background,
+        })
+    }
+
+    /// The gateway for in-process front ends (RESP) to open sessions on this node.
+    pub fn gateway(&self) -> Gateway {
+        self.gateway.clone()
+    }
+
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// Keeps a front-end task alive as long as the server, and stops it at shutdown.
+    pub fn attach_task(&mut self, task: tokio::task::JoinHandle<()>) {
+        self.background.push(task);
+    }
+
+    /// Runs until `stop` completes or the node fails, then shuts down cleanly: the node
+    /// task stops, the storage thread syncs what it holds, the counters are logged.
+    pub async fn run_until(mut self, stop: impl Future<Output = ()>) -> Result<(), String> {
+        let result = tokio::select! {
+            _ = stop => {
+                let _ = self.stop.send(true);
+                (&mut self.task).await
+            }
+            r = &mut self.task => r,
+        };
+        for task in &self.background {
+            task.abort();
+        }
+        let name = self.placement.spec.name.clone();
+        let disk = self.disk;
+        let stats = tokio::task::spawn_blocking(move || disk.join())
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|_| "the storage thread panicked".to_string())?;
+        storage::report(&name, &stats);
+        tracing::info!(node = %name, "stopped");
+        result.map_err(|e| format!("node task failed: {e}"))?
+    }
+}
+
+fn spawn_links(
+    config: &ClusterConfig,
+    me: &Placement,
+    identity: &Identity,
+) -> HashMap<NodeId, transport::Link> {
+    let mut links = HashMap::new();
+    for p in config.placements() {
+        if p.id == me.id {
+            continue;
+        }
+        let latency = Duration::from_nanos(config.one_way_ns(me.dc, p.dc));
+        let link = transport::spawn_link(
+            identity.clone(),
+            p.id,
+            p.spec.addr,
+            latency,
+            config.limits.link_queue_max,
+        );
+        links.insert(p.id, link);
+    }
+    links
+}

@@ -1,0 +1,148 @@
+//! The node-to-node wire: length-prefixed postcard frames (4-byte big-endian length, at
+//! most `FRAME_LEN_MAX` bytes) over TCP, one connection per direction of each node pair.
+//!
+//! The dialing node sends [`PeerFrame::Hello`] naming the cluster, protocol, wire version,
+//! itself (id and boot epoch) and the node it expects; the listener answers `Welcome` with
+//! its own epoch and the last sequence number it delivered from that sender epoch, or
+//! `Refused` with the reason (and both sides log it). Then the dialer sends `Data` frames
+//! numbered 1, 2, ... per sender epoch and the listener answers with cumulative `Ack`s.
+
+use causeway_core::limits::FRAME_LEN_MAX;
+use causeway_core::{Addr, NodeId};
+use causeway_protocols::Msg;
+use serde::{Deserialize, Serialize};
+use tokio_util::codec::LengthDelimitedCodec;
+
+/// Version of this frame format; nodes refuse peers speaking another.
+pub const PEER_WIRE_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum PeerFrame {
+    Hello {
+        cluster: String,
+        protocol: String,
+        wire_version: u32,
+        from: NodeId,
+        from_epoch: u64,
+        to: NodeId,
+    },
+    Welcome {
+        epoch: u64,
+        delivered: u64,
+    },
+    Refused {
+        reason: String,
+    },
+    Data {
+        seq: u64,
+        from: Addr,
+        to: Addr,
+        msg: Msg,
+    },
+    Ack {
+        delivered: u64,
+    },
+}
+
+/// The frame codec both wires use: 4-byte big-endian length, payload of at most
+/// `FRAME_LEN_MAX` bytes.
+pub fn codec() -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder()
+        .length_field_length(4)
+        .big_endian()
+        .max_frame_length(FRAME_LEN_MAX)
+        .new_codec()
+}
+
+pub fn encode(frame: &PeerFrame) -> Result<bytes::Bytes, String> {
+    let bytes = postcard::to_allocvec(frame).map_err(|e| format!("encode: {e}"))?;
+    if bytes.len() > FRAME_LEN_MAX {
+        return Err(format!(
+            "a frame of {} bytes exceeds the limit of {FRAME_LEN_MAX}",
+            bytes.len()
+        ));
+    }
+    Ok(bytes.into())
+}
+
+pub fn decode(bytes: &[u8]) -> Result<PeerFrame, String> {
+    postcard::from_bytes(bytes).map_err(|e| format!("undecodable peer frame: {e}"))
+}
+
+/// What a listener expects of a dialer's `Hello`; `Err` is the refusal reason.
+pub fn check_hello(
+    frame: &PeerFrame,
+    cluster: &str,
+    protocol: &str,
+    me: NodeId,
+    node_count: u32,
+) -> Result<(NodeId, u64), String> {
+    let PeerFrame::Hello {
+        cluster: c,
+        protocol: p,
+        wire_version,
+        from,
+        from_epoch,
+        to,
+    } = frame
+    else {
+        return Err("the first frame is not a Hello".into());
+    };
+    if *wire_version != PEER_WIRE_VERSION {
+        return Err(format!(
+            "wire version {wire_version}, this node speaks {PEER_WIRE_VERSION} (run the same causeway build everywhere)"
+        ));
+    }
+    if c != cluster {
+        return Err(format!(
+            "cluster '{c}', this node is in cluster '{cluster}'"
+        ));
+    }
+    if p != protocol {
+        return Err(format!(
+            "protocol '{p}', this node runs '{protocol}' (every node needs the same cluster file)"
+        ));
+    }
+    if *to != me {
+        return Err(format!(
+            "addressed to node {}, this is node {} (the cluster files disagree on addresses)",
+            to.0, me.0
+        ));
+    }
+    if from.0 >= node_count || *from == me {
+        return Err(format!("unknown sender node {}", from.0));
+    }
+    Ok((*from, *from_epoch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(protocol: &str, version: u32) -> PeerFrame {
+        PeerFrame::Hello {
+            cluster: "c".into(),
+            protocol: protocol.into(),
+            wire_version: version,
+            from: NodeId(1),
+            from_epoch: 3,
+            to: NodeId(0),
+        }
+    }
+
+    #[test]
+    fn hello_mismatches_are_refused_with_a_reason() {
+        assert_eq!(
+            check_hello(&hello("eventual", 1), "c", "eventual", NodeId(0), 2),
+            Ok((NodeId(1), 3))
+        );
+        let e = check_hello(&hello("cure", 1), "c", "eventual", NodeId(0), 2).unwrap_err();
+        assert!(e.contains("protocol 'cure'"), "{e}");
+        let e = check_hello(&hello("eventual", 9), "c", "eventual", NodeId(0), 2).unwrap_err();
+        assert!(e.contains("wire version 9"), "{e}");
+        let e = check_hello(&hello("eventual", 1), "d", "eventual", NodeId(0), 2).unwrap_err();
+        assert!(e.contains("cluster 'c'"), "{e}");
+        let bytes = encode(&hello("eventual", 1)).unwrap();
+        assert!(matches!(decode(&bytes), Ok(PeerFrame::Hello { .. })));
+    }
+}

@@ -1,0 +1,428 @@
+//! Node-to-node transport: reliable FIFO links over TCP with emulated WAN latency.
+//!
+//! Outgoing: one [`Link`] per peer node. The node task pushes messages synchronously; each
+//! gets the next sequence number and a due time (now + the one-way latency between the two
+//! DCs) and waits in a bounded queue. The link task dials the peer, handshakes, sends every
+//! queued message once it is due, and drops messages the peer acknowledged. After a lost
+//! connection it redials and resends what the peer had not delivered (the peer's `Welcome`
+//! says how far it got), so a link stays FIFO without loss or duplicates while both ends
+//! live. When the peer comes back with a new boot epoch (it crashed), the messages meant
+//! for its dead incarnation are dropped, as the simulator drops them.
+//!
+//! Incoming: one task per accepted connection checks the `Hello`, answers `Welcome` with
+//! the last sequence number delivered from that sender epoch, delivers each new `Data`
+//! frame to the node's inbox in order (duplicates from a resend are skipped), and
+//! acknowledges every `ACK_INTERVAL`.
+
+use crate::peer::{self, PeerFrame, PEER_WIRE_VERSION};
+use bytes::Bytes;
+use causeway_core::{Addr, NodeId};
+use causeway_protocols::Msg;
+use futures_util::{SinkExt, StreamExt};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+/// How often a receiver acknowledges what it delivered.
+const ACK_INTERVAL: Duration = Duration::from_millis(10);
+/// How long a dialer or listener waits for the other side's handshake frame.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// First and largest pause between redials.
+const REDIAL_MIN: Duration = Duration::from_millis(20);
+const REDIAL_MAX: Duration = Duration::from_millis(500);
+
+/// A message delivered by the network to the node task.
+pub struct NetMsg {
+    pub from: Addr,
+    pub to: Addr,
+    pub msg: Msg,
+}
+
+/// Who this node is, as the handshake states it.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub cluster: String,
+    pub protocol: String,
+    pub node: NodeId,
+    pub name: String,
+    pub epoch: u64,
+    pub node_count: u32,
+}
+
+struct Queued {
+    seq: u64,
+    due: Instant,
+    frame: Bytes,
+}
+
+#[derive(Default)]
+struct LinkQueue {
+    next_seq: u64,
+    /// Contiguous sequence numbers: sent-but-unacknowledged first, then unsent.
+    queue: VecDeque<Queued>,
+    peer_epoch: Option<u64>,
+    dropped: u64,
+}
+
+/// The sending end of the link to one peer node.
+#[derive(Clone)]
+pub struct Link {
+    peer: NodeId,
+    state: Arc<Mutex<LinkQueue>>,
+    notify: Arc<Notify>,
+    latency: Duration,
+    queue_max: usize,
+}
+
+impl Link {
+    /// Queues `msg` for the peer; it leaves once the emulated latency has passed.
+    pub fn push(&self, from: Addr, to: Addr, msg: Msg) {
+        let mut s = self.state.lock().expect("link lock");
+        if s.queue.len() >= self.queue_max {
+            s.dropped += 1;
+            tracing::error!(
+                peer = self.peer.0,
+                dropped = s.dropped,
+                "link queue full ({} messages): dropping a message; the peer is too slow or down",
+                self.queue_max
+            );
+            return;
+        }
+        s.next_seq += 1;
+        let seq = s.next_seq;
+        match peer::encode(&PeerFrame::Data { seq, from, to, msg }) {
+            Ok(frame) => {
+                let due = Instant::now() + self.latency;
+                s.queue.push_back(Queued { seq, due, frame });
+            }
+            Err(e) => {
+                s.next_seq -= 1;
+                tracing::error!(peer = self.peer.0, "cannot send a message: {e}");
+                return;
+            }
+        }
+        drop(s);
+        self.notify.notify_one();
+    }
+}
+
+/// Creates the link to `peer` at `addr` and spawns its task.
+pub fn spawn_link(
+    me: Identity,
+    peer: NodeId,
+    addr: SocketAddr,
+    latency: Duration,
+    queue_max: usize,
+) -> Link {
+    let link = Link {
+        peer,
+        state: Arc::new(Mutex::new(LinkQueue::default())),
+        notify: Arc::new(Notify::new()),
+        latency,
+        queue_max,
+    };
+    let task = link.clone();
+    tokio::spawn(async move { run_link(me, task, addr).await });
+    link
+}
+
+async fn run_link(me: Identity, link: Link, addr: SocketAddr) {
+    let mut pause = REDIAL_MIN;
+    let mut was_up = false;
+    loop {
+        match dial(&me, link.peer, addr).await {
+            Ok((stream, epoch, delivered)) => {
+                pause = REDIAL_MIN;
+                adopt(&link, epoch, delivered);
+                tracing::info!(peer = link.peer.0, %addr, epoch, "link up");
+                was_up = true;
+                let e = pump(&link, stream).await;
+                tracing::warn!(peer = link.peer.0, %addr, "link down: {e}");
+            }
+            Err(DialError::Refused(reason)) => {
+                tracing::error!(peer = link.peer.0, %addr, "peer refused our connection: {reason}");
+                pause = REDIAL_MAX;
+            }
+            Err(DialError::Io(e)) => {
+                if was_up {
+                    tracing::debug!(peer = link.peer.0, %addr, "redial failed: {e}");
+                }
+            }
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(REDIAL_MAX);
+    }
+}
+
+enum DialError {
+    Refused(String),
+    Io(String),
+}
+
+async fn dial(
+    me: &Identity,
+    peer: NodeId,
+    addr: SocketAddr,
+) -> Result<(TcpStream, u64, u64), DialError> {
+    let io = |e: std::io::Error| DialError::Io(e.to_string());
+    let mut stream = TcpStream::connect(addr).await.map_err(io)?;
+    stream.set_nodelay(true).map_err(io)?;
+    let hello = PeerFrame::Hello {
+        cluster: me.cluster.clone(),
+        protocol: me.protocol.clone(),
+        wire_version: PEER_WIRE_VERSION,
+        from: me.node,
+        from_epoch: me.epoch,
+        to: peer,
+    };
+    let (r, w) = stream.split();
+    let mut sink = FramedWrite::new(w, peer::codec());
+    let mut source = FramedRead::new(r, peer::codec());
+    sink.send(peer::encode(&hello).map_err(DialError::Io)?)
+        .await
+        .map_err(io)?;
+    let answer = tokio::time::timeout(HANDSHAKE_TIMEOUT, source.next()).await;
+    let bytes = match answer {
+        Ok(Some(Ok(b))) => b,
+        Ok(Some(Err(e))) => return Err(io(e)),
+        Ok(None) => return Err(DialError::Io("closed during the handshake".into())),
+        Err(_) => return Err(DialError::Io("no handshake answer".into())),
+    };
+    drop(source);
+    drop(sink);
+    match peer::decode(&bytes).map_err(DialError::Io)? {
+        PeerFrame::Welcome { epoch, delivered } => Ok((stream, epoch, delivered)),
+        PeerFrame::Refused { reason } => Err(DialError::Refused(reason)),
+        other => Err(DialError::Io(format!(
+            "unexpected handshake answer {other:?}"
+        ))),
+    }
+}
+
+/// Applies the peer's handshake answer to the queue: a new peer epoch drops what was meant
+/// for the dead incarnation; otherwise what the peer delivered is acknowledged.
+fn adopt(link: &Link, epoch: u64, delivered: u64) {
+    let mut s = link.state.lock().expect("link lock");
+    match s.peer_epoch {
+        Some(old) if old != epoch => {
+            let lost = s.queue.len();
+            s.queue.clear();
+            tracing::warn!(
+                peer = link.peer.0,
+                old,
+                epoch,
+                lost,
+                "peer restarted: dropping messages meant for its previous incarnation"
+            );
+        }
+        _ => ack(&mut s, delivered),
+    }
+    s.peer_epoch = Some(epoch);
+}
+
+fn ack(s: &mut LinkQueue, delivered: u64) {
+    while s.queue.front().is_some_and(|q| q.seq <= delivered) {
+        s.queue.pop_front();
+    }
+}
+
+/// Sends queued messages and processes acknowledgements until the connection fails.
+async fn pump(link: &Link, stream: TcpStream) -> String {
+    let (r, w) = stream.into_split();
+    let mut source = FramedRead::new(r, peer::codec());
+    let mut sink = FramedWrite::new(w, peer::codec());
+    let acks = async {
+        while let Some(frame) = source.next().await {
+            match frame
+                .map_err(|e| e.to_string())
+                .and_then(|b| peer::decode(&b))
+            {
+                Ok(PeerFrame::Ack { delivered }) => {
+                    ack(&mut link.state.lock().expect("link lock"), delivered)
+                }
+                Ok(other) => return format!("unexpected frame from the receiver: {other:?}"),
+                Err(e) => return e,
+            }
+        }
+        "closed by the peer".to_string()
+    };
+    let sends = async {
+        let mut cursor = 0u64;
+        loop {
+            let next = next_frame(link, cursor);
+            let Some((seq, due, frame)) = next else {
+                if let Err(e) = SinkExt::<Bytes>::flush(&mut sink).await {
+                    return e.to_string();
+                }
+                link.notify.notified().await;
+                continue;
+            };
+            if due > Instant::now() {
+                if let Err(e) = SinkExt::<Bytes>::flush(&mut sink).await {
+                    return e.to_string();
+                }
+                tokio::time::sleep_until(due).await;
+            }
+            if let Err(e) = SinkExt::<Bytes>::feed(&mut sink, frame).await {
+                return e.to_string();
+            }
+            cursor = seq + 1;
+        }
+    };
+    tokio::select! {
+        e = acks => e,
+        e = sends => e,
+    }
+}
+
+/// The first queued frame with sequence number at least `cursor`.
+fn next_frame(link: &Link, cursor: u64) -> Option<(u64, Instant, Bytes)> {
+    let s = link.state.lock().expect("link lock");
+    let front = s.queue.front()?.seq;
+    let index = cursor.saturating_sub(front) as usize;
+    let q = s.queue.get(index)?;
+    debug_assert_eq!(q.seq, front + index as u64, "queued seqs are contiguous");
+    Some((q.seq, q.due, q.frame.clone()))
+}
+
+/// Per-sender delivery state of the receiving side.
+#[derive(Default)]
+struct RecvState {
+    epoch: u64,
+    delivered: u64,
+}
+
+/// The receiving side: accepts peer connections and delivers their messages in order.
+pub struct Inbound {
+    me: Identity,
+    inbox: mpsc::Sender<NetMsg>,
+    senders: Mutex<HashMap<NodeId, Arc<tokio::sync::Mutex<RecvState>>>>,
+}
+
+impl Inbound {
+    pub fn new(me: Identity, inbox: mpsc::Sender<NetMsg>) -> Arc<Inbound> {
+        Arc::new(Inbound {
+            me,
+            inbox,
+            senders: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Accepts connections forever.
+    pub async fn serve(self: Arc<Inbound>, listener: TcpListener) {
+        loop {
+            match listener.accept().await {
+                Ok((stream, addr)) => {
+                    let this = self.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = this.handle(stream).await {
+                            tracing::debug!(%addr, "peer connection closed: {e}");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!("accepting a peer connection failed: {e}");
+                    tokio::time::sleep(REDIAL_MIN).await;
+                }
+            }
+        }
+    }
+
+    async fn handle(&self, stream: TcpStream) -> Result<(), String> {
+        let addr = stream.peer_addr().map_err(|e| e.to_string())?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        let (r, w) = stream.into_split();
+        let mut source = FramedRead::new(r, peer::codec());
+        let mut sink = FramedWrite::new(w, peer::codec());
+        let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, source.next()).await {
+            Ok(Some(Ok(bytes))) => peer::decode(&bytes)?,
+            _ => return Err("no Hello".into()),
+        };
+        let me = &self.me;
+        let (from, from_epoch) =
+            match peer::check_hello(&first, &me.cluster, &me.protocol, me.node, me.node_count) {
+                Ok(v) => v,
+                Err(reason) => {
+                    tracing::error!(%addr, "refused a peer connection: it announced {reason}");
+                    let refused = peer::encode(&PeerFrame::Refused { reason })?;
+                    let _ = sink.send(refused).await;
+                    return Ok(());
+                }
+            };
+        let state = self.sender_state(from);
+        let delivered = {
+            let mut s = state.lock().await;
+            if s.epoch != from_epoch {
+                *s = RecvState {
+                    epoch: from_epoch,
+                    delivered: 0,
+                };
+            }
+            s.delivered
+        };
+        let welcome = PeerFrame::Welcome {
+            epoch: me.epoch,
+            delivered,
+        };
+        sink.send(peer::encode(&welcome)?)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.receive((from_epoch, delivered), &state, source, sink)
+            .await
+    }
+
+    fn sender_state(&self, from: NodeId) -> Arc<tokio::sync::Mutex<RecvState>> {
+        let mut senders = self.senders.lock().expect("senders lock");
+        senders.entry(from).or_default().clone()
+    }
+
+    async fn receive(
+        &self,
+        (epoch, mut acked): (u64, u64),
+        state: &tokio::sync::Mutex<RecvState>,
+        mut source: FramedRead<
+            tokio::net::tcp::OwnedReadHalf,
+            tokio_util::codec::LengthDelimitedCodec,
+        >,
+        mut sink: FramedWrite<
+            tokio::net::tcp::OwnedWriteHalf,
+            tokio_util::codec::LengthDelimitedCodec,
+        >,
+    ) -> Result<(), String> {
+        let mut ticker = tokio::time::interval(ACK_INTERVAL);
+        loop {
+            tokio::select! {
+                frame = source.next() => {
+                    let bytes = match frame {
+                        Some(b) => b.map_err(|e| e.to_string())?,
+                        None => return Ok(()),
+                    };
+                    let PeerFrame::Data { seq, from, to, msg } = peer::decode(&bytes)? else {
+                        return Err("expected a Data frame".into());
+                    };
+                    let mut s = state.lock().await;
+                    if s.epoch != epoch {
+                        return Err("superseded by a newer connection".into());
+                    }
+                    if seq > s.delivered {
+                        self.inbox.send(NetMsg { from, to, msg }).await.map_err(|_| "node stopped")?;
+                        s.delivered = seq;
+                    }
+                }
+                _ = ticker.tick() => {
+                    let delivered = state.lock().await.delivered;
+                    if delivered != acked {
+                        acked = delivered;
+                        let frame = peer::encode(&PeerFrame::Ack { delivered })?;
+                        sink.send(frame).await.map_err(|e| e.to_string())?;
+                    }
+                }
+            }
+        }
+    }
+}
