@@ -34,3 +34,6 @@ pub mod txn;
 pub use reply::{Proto, Reply};
 pub use server::{serve, RespConfig};
 pub use session::{ServerInfo, SessionFactory, SessionHandle};
+
+#[cfg(test)]
+mod conn_tests;

@@ -11,6 +11,11 @@
 //! would wait. Reads see the DC's latest state plus the transaction's own writes (read
 //! committed, not snapshots): enough for a test double, not a protocol.
 //!
+//! The log keeps only the entries some DC has not applied yet, and at most
+//! [`LOG_ENTRIES_MAX`] of them (past that every DC catches up at once). An add to an element
+//! a set already holds also removes the tags the adding transaction observed (the add
+//! dominates them, as in an ORSWOT), so a set's tags do not grow with repeated adds.
+//!
 //! Capabilities can be switched off ([`MemoryOptions`]) to exercise the front end's
 //! `Unsupported` errors.
 
@@ -20,7 +25,7 @@ use causeway_core::{
     ArbTs, Error, Key, ObjType, Object, Op, OpId, ReadValue, Request, Response, SessionId, TxnId,
     TxnKind, Update,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -48,6 +53,10 @@ impl Default for MemoryOptions {
     }
 }
 
+/// Most log entries kept for DCs that have not applied them; past this the cluster
+/// replicates everything at once.
+pub const LOG_ENTRIES_MAX: usize = 65_536;
+
 /// One committed transaction in the cluster log.
 struct Entry {
     origin: usize,
@@ -64,7 +73,9 @@ struct Dc {
 struct Cluster {
     options: MemoryOptions,
     dcs: Vec<Dc>,
-    log: Vec<Entry>,
+    log: VecDeque<Entry>,
+    /// Commits so far, cluster-wide: the arbitration order of LWW writes.
+    commits: u64,
     next_session: u64,
 }
 
@@ -86,7 +97,8 @@ impl MemoryCluster {
         let cluster = Cluster {
             options,
             dcs,
-            log: Vec::new(),
+            log: VecDeque::new(),
+            commits: 0,
             next_session: 1,
         };
         MemoryCluster {
@@ -104,10 +116,7 @@ impl MemoryCluster {
 
     /// Applies at every DC every commit it has not applied yet.
     pub fn replicate(&self) {
-        let mut c = self.lock();
-        for dc in 0..c.dcs.len() {
-            c.catch_up(dc);
-        }
+        self.lock().replicate_all();
     }
 
     fn lock(&self) -> MutexGuard<'_, Cluster> {
@@ -118,6 +127,45 @@ impl MemoryCluster {
 }
 
 impl Cluster {
+    fn replicate_all(&mut self) {
+        for dc in 0..self.dcs.len() {
+            self.catch_up(dc);
+        }
+        self.trim();
+    }
+
+    /// Drops the log entries every DC has applied.
+    fn trim(&mut self) {
+        while let Some(first) = self.log.front() {
+            if self.dcs.iter().any(|d| d.applied[first.origin] < first.seq) {
+                break;
+            }
+            self.log.pop_front();
+        }
+    }
+
+    /// Appends a commit of DC `origin`; keeps the log bounded.
+    fn append(&mut self, entry: Entry) {
+        self.log.push_back(entry);
+        self.trim();
+        if self.log.len() > LOG_ENTRIES_MAX {
+            self.replicate_all();
+        }
+        assert!(
+            self.log.len() <= LOG_ENTRIES_MAX,
+            "the log is trimmed after catching up"
+        );
+    }
+
+    /// How many logged commits DC `dc` has not applied.
+    fn unapplied(&self, dc: usize) -> usize {
+        let applied = &self.dcs[dc].applied;
+        self.log
+            .iter()
+            .filter(|e| e.seq > applied[e.origin])
+            .count()
+    }
+
     /// Applies at `dc` the log entries it lacks, in log order (which extends causality).
     fn catch_up(&mut self, dc: usize) {
         let Cluster { dcs, log, .. } = self;
@@ -192,12 +240,7 @@ impl SessionFactory for MemoryFactory {
 
     fn info(&self) -> ServerInfo {
         let c = self.cluster.lock();
-        let lag = c.log.len() as f64
-            - c.dcs[self.dc]
-                .applied
-                .iter()
-                .map(|&n| n as f64)
-                .sum::<f64>();
+        let lag = c.unapplied(self.dc) as f64;
         ServerInfo {
             protocol: c.options.protocol.clone(),
             dc: self.dc as u32 + 1,
@@ -321,8 +364,9 @@ impl MemorySession {
         let txn = self.txn.take().expect("checked in a transaction");
         let mut c = self.cluster.lock();
         c.serve_past(self.dc, &self.past);
+        c.commits += 1;
         let stamp = ArbTs {
-            primary: c.log.len() as u64 + 1,
+            primary: c.commits,
             secondary: self.dc as u64,
         };
         let dc = &mut c.dcs[self.dc];
@@ -332,7 +376,7 @@ impl MemorySession {
             let ops = prepare_all(&mut dc.objects, &txn, stamp);
             dc.applied[self.dc] = seq;
             let origin = self.dc;
-            c.log.push(Entry { origin, seq, ops });
+            c.append(Entry { origin, seq, ops });
         }
         merge(&mut self.past, &c.dcs[self.dc].applied);
         Ok(Response::Committed)
@@ -462,12 +506,19 @@ fn prepare_all(objects: &mut BTreeMap<Key, Object>, txn: &MemTxn, stamp: ArbTs) 
         let obj = objects
             .entry(key.clone())
             .or_insert_with(|| Object::new(update.obj_type()));
+        let id = OpId {
+            txn: txn.id,
+            index: index as u32,
+        };
+        if let Update::Add(elem) = update {
+            if let Some(dominated) = dominated_tags(obj, elem, id) {
+                obj.apply_effect(&dominated);
+                ops.push((key.clone(), dominated));
+            }
+        }
         let effect = obj.prepare(update).expect("types checked before");
         let op = Op {
-            id: OpId {
-                txn: txn.id,
-                index: index as u32,
-            },
+            id,
             ts: stamp,
             effect,
         };
@@ -475,4 +526,19 @@ fn prepare_all(objects: &mut BTreeMap<Key, Object>, txn: &MemTxn, stamp: ArbTs) 
         ops.push((key.clone(), op));
     }
     ops
+}
+
+/// Before adding `elem` again, the removal of the tags it already has (the new add
+/// dominates them). The removal shares the add's id: a removal creates no tag, and the
+/// backend applies effects without deduplicating ids.
+fn dominated_tags(obj: &Object, elem: &causeway_core::Value, id: OpId) -> Option<Op> {
+    let effect = obj.prepare(&Update::Remove(elem.clone())).ok()?;
+    match &effect {
+        causeway_core::Effect::Remove { tags, .. } if !tags.is_empty() => Some(Op {
+            id,
+            ts: ArbTs::PENDING,
+            effect,
+        }),
+        _ => None,
+    }
 }

@@ -12,7 +12,18 @@
 //! - a read that fails with `Error::WrongType { expected, .. }` names in `expected` the type
 //!   the key holds, and leaves the transaction open (the front end retries the read with
 //!   that type to serve `GET` on counters and `DEL`/`EXISTS` on any type);
-//! - a failed `Commit` ends the transaction; a failed `Begin` starts none.
+//! - a failed `Commit` ends the transaction; a failed `Begin` starts none;
+//! - a handle is dropped when its connection closes, possibly inside a transaction
+//!   (`TX.BEGIN` without `TX.COMMIT`): the host then aborts that transaction and forgets
+//!   the session.
+//!
+//! Hosting RESP (what the runtime's DC gateway does): implement [`SessionFactory`] for the
+//! gateway, bind a `tokio::net::TcpListener` on the DC's RESP port and run
+//! `causeway_resp::serve(listener, factory, causeway_resp::RespConfig { password, shutdown,
+//! ..Default::default() })` on the tokio runtime. `serve` returns once the shutdown signal
+//! (a `tokio::sync::watch::Receiver<bool>`) holds `true`.
+//!
+//! Contract changes: none since the trait was first written (this list says when).
 
 use causeway_core::{Request, Response};
 use std::future::Future;

@@ -17,7 +17,7 @@ const DCS_MAX: usize = 16;
     about = "Serves RESP over an in-memory Causeway"
 )]
 struct Args {
-    /// Port of DC 1; DC i listens on PORT + i - 1.
+    /// Port of DC 1; DC i listens on PORT + i - 1 (0: every DC on a free port, printed).
     #[arg(long, default_value_t = 7001)]
     port: u16,
     /// Number of DCs.
@@ -66,9 +66,12 @@ async fn run(args: Args) -> std::io::Result<()> {
     });
     let mut servers = tokio::task::JoinSet::new();
     for dc in 0..args.dcs {
-        let port = u16::try_from(usize::from(args.port) + dc).expect("port in range");
+        let port = match args.port {
+            0 => 0,
+            base => u16::try_from(usize::from(base) + dc).expect("port in range"),
+        };
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-        println!("dc{} RESP on 127.0.0.1:{port}", dc + 1);
+        println!("dc{} RESP on {}", dc + 1, listener.local_addr()?);
         let config = RespConfig {
             password: args.password.clone(),
             ..RespConfig::default()

@@ -1,0 +1,520 @@
+//! Unit tests of every command, through [`Conn::execute`] against the in-memory backend.
+
+use crate::commands::COMMANDS;
+use crate::conn::{Conn, Outcome, Shared};
+use crate::memory::{MemoryCluster, MemoryFactory, MemoryOptions};
+use crate::reply::{Proto, Reply};
+use bytes::Bytes;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+fn shared(
+    cluster: &MemoryCluster,
+    dc: usize,
+    password: Option<&str>,
+) -> Arc<Shared<MemoryFactory>> {
+    Arc::new(Shared {
+        factory: cluster.factory(dc),
+        password: password.map(str::to_string),
+        clients: AtomicUsize::new(1),
+    })
+}
+
+fn options(dcs: usize) -> MemoryOptions {
+    MemoryOptions {
+        dcs,
+        ..MemoryOptions::default()
+    }
+}
+
+/// One connection to DC 0 of a fresh one-DC cluster.
+fn conn() -> Conn<MemoryFactory> {
+    let cluster = MemoryCluster::new(options(1));
+    Conn::new(shared(&cluster, 0, None), 1)
+}
+
+/// Runs a command given as space-separated words.
+async fn run(c: &mut Conn<MemoryFactory>, cmd: &str) -> Reply {
+    run_outcome(c, cmd).await.reply
+}
+
+async fn run_outcome(c: &mut Conn<MemoryFactory>, cmd: &str) -> Outcome {
+    let args = cmd.split(' ').map(|w| Bytes::from(w.to_string())).collect();
+    c.execute(args).await
+}
+
+fn bulk(text: &str) -> Reply {
+    Reply::text(text)
+}
+
+/// Asserts an error reply that starts with `prefix` and contains every one of `words`.
+fn assert_err(reply: &Reply, prefix: &str, words: &[&str]) {
+    let Reply::Error(text) = reply else {
+        panic!("expected an error starting with {prefix}, got {reply:?}");
+    };
+    assert!(
+        text.starts_with(prefix),
+        "{text:?} should start with {prefix:?}"
+    );
+    for w in words {
+        assert!(text.contains(w), "{text:?} should contain {w:?}");
+    }
+}
+
+#[tokio::test]
+async fn ping_and_echo() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "PING").await, Reply::Simple("PONG"));
+    assert_eq!(run(&mut c, "ping hi").await, bulk("hi"));
+    assert_eq!(run(&mut c, "ECHO x").await, bulk("x"));
+    assert_err(&run(&mut c, "ECHO").await, "ERR wrong number", &["'echo'"]);
+}
+
+#[tokio::test]
+async fn get_set_with_options() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "GET k").await, Reply::Nil);
+    assert_eq!(run(&mut c, "SET k v").await, Reply::Ok);
+    assert_eq!(run(&mut c, "GET k").await, bulk("v"));
+    assert_eq!(run(&mut c, "SET k w NX").await, Reply::Nil);
+    assert_eq!(run(&mut c, "SET k w XX").await, Reply::Ok);
+    assert_eq!(run(&mut c, "SET k z GET").await, bulk("w"));
+    assert_eq!(run(&mut c, "SET n v XX").await, Reply::Nil);
+    assert_eq!(run(&mut c, "SET n v NX").await, Reply::Ok);
+    assert_err(&run(&mut c, "SET k v EX 10").await, "ERR", &["expiration"]);
+    assert_err(&run(&mut c, "SET k v BOGUS").await, "ERR syntax error", &[]);
+    assert_eq!(run(&mut c, "GET k").await, bulk("z"));
+}
+
+#[tokio::test]
+async fn del_and_exists_on_every_type() {
+    let mut c = conn();
+    run(&mut c, "SET r v").await;
+    run(&mut c, "INCRBY n 5").await;
+    run(&mut c, "SADD s a b").await;
+    assert_eq!(run(&mut c, "EXISTS r n s missing r").await, Reply::Int(4));
+    assert_eq!(run(&mut c, "DEL r n s missing r").await, Reply::Int(3));
+    assert_eq!(run(&mut c, "EXISTS r n s").await, Reply::Int(0));
+    assert_eq!(run(&mut c, "GET r").await, Reply::Nil);
+    assert_eq!(run(&mut c, "SCARD s").await, Reply::Int(0));
+    assert_eq!(run(&mut c, "DEL r").await, Reply::Int(0));
+    assert_eq!(run(&mut c, "SET r again").await, Reply::Ok);
+    assert_eq!(run(&mut c, "GET r").await, bulk("again"));
+}
+
+#[tokio::test]
+async fn mget_and_mset() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "MSET a 1 b 2").await, Reply::Ok);
+    run(&mut c, "INCR n").await;
+    run(&mut c, "SADD s x").await;
+    let got = run(&mut c, "MGET a b missing n s").await;
+    let want = vec![bulk("1"), bulk("2"), Reply::Nil, bulk("1"), Reply::Nil];
+    assert_eq!(got, Reply::Array(want));
+    assert_err(
+        &run(&mut c, "MSET a 1 b").await,
+        "ERR wrong number",
+        &["'mset'"],
+    );
+}
+
+#[tokio::test]
+async fn counters() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "INCR n").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "INCRBY n 10").await, Reply::Int(11));
+    assert_eq!(run(&mut c, "DECR n").await, Reply::Int(10));
+    assert_eq!(run(&mut c, "DECRBY n 4").await, Reply::Int(6));
+    assert_eq!(run(&mut c, "GET n").await, bulk("6"));
+    assert_err(
+        &run(&mut c, "INCRBY n x").await,
+        "ERR value is not an integer",
+        &[],
+    );
+    let max = format!("INCRBY n {}", i64::MAX);
+    assert_err(&run(&mut c, &max).await, "ERR", &["overflow"]);
+    let min = format!("DECRBY n {}", i64::MIN);
+    assert_err(&run(&mut c, &min).await, "ERR", &["overflow"]);
+    assert_eq!(run(&mut c, "GET n").await, bulk("6"));
+}
+
+#[tokio::test]
+async fn sets() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "SADD s a b a").await, Reply::Int(2));
+    assert_eq!(run(&mut c, "SADD s a c").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "SISMEMBER s a").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "SISMEMBER s z").await, Reply::Int(0));
+    assert_eq!(run(&mut c, "SCARD s").await, Reply::Int(3));
+    assert_eq!(run(&mut c, "SREM s a z").await, Reply::Int(1));
+    let members = Reply::Set(vec![bulk("b"), bulk("c")]);
+    assert_eq!(run(&mut c, "SMEMBERS s").await, members);
+    assert_eq!(run(&mut c, "SMEMBERS none").await, Reply::Set(Vec::new()));
+}
+
+#[tokio::test]
+async fn repeated_adds_keep_one_member() {
+    let mut c = conn();
+    for _ in 0..100 {
+        run(&mut c, "SADD s a").await;
+    }
+    assert_eq!(run(&mut c, "SREM s a").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "SCARD s").await, Reply::Int(0));
+}
+
+#[tokio::test]
+async fn wrongtype_on_every_pair_of_types() {
+    let mut c = conn();
+    run(&mut c, "SET r v").await;
+    run(&mut c, "INCR n").await;
+    run(&mut c, "SADD s a").await;
+    for cmd in [
+        "INCR r", "SADD r x", "SCARD r", "SET n v", "SADD n x", "GET s", "INCR s", "SET s v",
+    ] {
+        assert_err(&run(&mut c, cmd).await, "WRONGTYPE", &[]);
+    }
+    assert_eq!(
+        run(&mut c, "GET r").await,
+        bulk("v"),
+        "a refused write changes nothing"
+    );
+    assert_eq!(run(&mut c, "GET n").await, bulk("1"));
+}
+
+#[tokio::test]
+async fn unknown_commands_and_arity() {
+    let mut c = conn();
+    let reply = run(&mut c, "FLUSHALL now").await;
+    assert_err(&reply, "ERR unknown command 'FLUSHALL'", &["'now'"]);
+    assert_err(
+        &run(&mut c, "GET").await,
+        "ERR wrong number of arguments for 'get'",
+        &[],
+    );
+    assert_err(&run(&mut c, "GET a b").await, "ERR wrong number", &[]);
+}
+
+#[tokio::test]
+async fn multi_exec_is_one_transaction() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "MULTI").await, Reply::Ok);
+    assert_eq!(run(&mut c, "SET a 1").await, Reply::Simple("QUEUED"));
+    assert_eq!(run(&mut c, "INCR n").await, Reply::Simple("QUEUED"));
+    assert_eq!(run(&mut c, "GET a").await, Reply::Simple("QUEUED"));
+    assert_eq!(run(&mut c, "PING").await, Reply::Simple("QUEUED"));
+    let want = vec![Reply::Ok, Reply::Int(1), bulk("1"), Reply::Simple("PONG")];
+    assert_eq!(run(&mut c, "EXEC").await, Reply::Array(want));
+    assert_eq!(run(&mut c, "MULTI").await, Reply::Ok);
+    assert_eq!(run(&mut c, "EXEC").await, Reply::Array(Vec::new()));
+}
+
+#[tokio::test]
+async fn multi_errors() {
+    let mut c = conn();
+    assert_err(&run(&mut c, "EXEC").await, "ERR EXEC without MULTI", &[]);
+    assert_err(
+        &run(&mut c, "DISCARD").await,
+        "ERR DISCARD without MULTI",
+        &[],
+    );
+    run(&mut c, "MULTI").await;
+    assert_err(
+        &run(&mut c, "MULTI").await,
+        "ERR MULTI calls can not be nested",
+        &[],
+    );
+    run(&mut c, "SET a 1").await;
+    assert_eq!(run(&mut c, "DISCARD").await, Reply::Ok);
+    assert_eq!(run(&mut c, "GET a").await, Reply::Nil);
+    run(&mut c, "MULTI").await;
+    run(&mut c, "SET a 1").await;
+    assert_err(&run(&mut c, "NOSUCH").await, "ERR unknown command", &[]);
+    assert_err(&run(&mut c, "EXEC").await, "EXECABORT", &[]);
+    assert_eq!(
+        run(&mut c, "GET a").await,
+        Reply::Nil,
+        "a discarded EXEC writes nothing"
+    );
+}
+
+#[tokio::test]
+async fn exec_answers_wrongtype_per_command() {
+    let mut c = conn();
+    run(&mut c, "SET r v").await;
+    run(&mut c, "MULTI").await;
+    run(&mut c, "INCR r").await;
+    run(&mut c, "SET j 1").await;
+    let got = run(&mut c, "EXEC").await;
+    let Reply::Array(items) = got else {
+        panic!("EXEC answers an array, got {got:?}");
+    };
+    assert_err(&items[0], "WRONGTYPE", &[]);
+    assert_eq!(items[1], Reply::Ok);
+    assert_eq!(run(&mut c, "GET j").await, bulk("1"));
+}
+
+#[tokio::test]
+async fn multi_queue_is_bounded() {
+    let mut c = conn();
+    run(&mut c, "MULTI").await;
+    for _ in 0..crate::limits::MULTI_QUEUE_MAX {
+        assert_eq!(run(&mut c, "INCR n").await, Reply::Simple("QUEUED"));
+    }
+    assert_err(&run(&mut c, "INCR n").await, "ERR", &["exceeds the limit"]);
+    assert_err(&run(&mut c, "EXEC").await, "EXECABORT", &[]);
+}
+
+#[tokio::test]
+async fn interactive_transactions() {
+    let cluster = MemoryCluster::new(options(1));
+    let mut c = Conn::new(shared(&cluster, 0, None), 1);
+    let mut other = Conn::new(shared(&cluster, 0, None), 2);
+    assert_eq!(run(&mut c, "TX.BEGIN").await, Reply::Ok);
+    assert_eq!(run(&mut c, "SET a 1").await, Reply::Ok);
+    assert_eq!(run(&mut c, "INCR n").await, Reply::Int(1));
+    assert_eq!(
+        run(&mut c, "GET a").await,
+        bulk("1"),
+        "a transaction reads its writes"
+    );
+    assert_eq!(
+        run(&mut other, "GET a").await,
+        Reply::Nil,
+        "not visible before commit"
+    );
+    assert_err(&run(&mut c, "TX.BEGIN").await, "ERR TX.BEGIN inside", &[]);
+    assert_err(&run(&mut c, "MULTI").await, "ERR MULTI is not allowed", &[]);
+    assert_eq!(run(&mut c, "TX.COMMIT").await, Reply::Ok);
+    assert_eq!(run(&mut other, "GET a").await, bulk("1"));
+    assert_eq!(run(&mut c, "TX.BEGIN STRONG").await, Reply::Ok);
+    run(&mut c, "SET a 2").await;
+    assert_eq!(run(&mut c, "TX.ABORT").await, Reply::Ok);
+    assert_eq!(
+        run(&mut other, "GET a").await,
+        bulk("1"),
+        "an aborted write is gone"
+    );
+    assert_err(
+        &run(&mut c, "TX.COMMIT").await,
+        "ERR TX.COMMIT without TX.BEGIN",
+        &[],
+    );
+    assert_err(&run(&mut c, "TX.BEGIN WEAK").await, "ERR syntax error", &[]);
+}
+
+#[tokio::test]
+async fn capability_errors_name_protocol_and_capability() {
+    let cluster = MemoryCluster::new(MemoryOptions {
+        protocol: "eventual".into(),
+        strong: false,
+        tokens: false,
+        ..MemoryOptions::default()
+    });
+    let mut c = Conn::new(shared(&cluster, 0, None), 1);
+    let reply = run(&mut c, "TX.BEGIN STRONG").await;
+    assert_err(&reply, "ERR", &["'eventual'", "strong transactions"]);
+    assert_eq!(
+        run(&mut c, "SET a 1").await,
+        Reply::Ok,
+        "not left in a transaction"
+    );
+    for cmd in ["CAUSAL.TOKEN", "CAUSAL.BARRIER", "CAUSAL.ATTACH 00"] {
+        assert_err(
+            &run(&mut c, cmd).await,
+            "ERR",
+            &["'eventual'", "causal tokens"],
+        );
+    }
+}
+
+#[tokio::test]
+async fn causal_token_carries_the_past_across_dcs() {
+    let cluster = MemoryCluster::new(options(2));
+    let mut dc1 = Conn::new(shared(&cluster, 0, None), 1);
+    let mut dc2 = Conn::new(shared(&cluster, 1, None), 2);
+    run(&mut dc1, "SET x 1").await;
+    let Reply::Bulk(token) = run(&mut dc1, "CAUSAL.TOKEN").await else {
+        panic!("CAUSAL.TOKEN answers a bulk string");
+    };
+    assert_eq!(
+        run(&mut dc2, "GET x").await,
+        Reply::Nil,
+        "not replicated yet"
+    );
+    let attach = format!("CAUSAL.ATTACH {}", String::from_utf8_lossy(&token));
+    assert_eq!(run(&mut dc2, &attach).await, Reply::Ok);
+    assert_eq!(
+        run(&mut dc2, "GET x").await,
+        bulk("1"),
+        "the token's past is visible"
+    );
+    assert_eq!(run(&mut dc2, "CAUSAL.BARRIER").await, Reply::Ok);
+    assert_err(
+        &run(&mut dc2, "CAUSAL.ATTACH xyz").await,
+        "ERR bad causal token",
+        &[],
+    );
+    assert_err(
+        &run(&mut dc2, "CAUSAL.ATTACH 00").await,
+        "ERR bad causal token",
+        &[],
+    );
+    run(&mut dc2, "MULTI").await;
+    assert_err(
+        &run(&mut dc2, "CAUSAL.TOKEN").await,
+        "ERR",
+        &["not allowed inside MULTI"],
+    );
+}
+
+#[tokio::test]
+async fn auth_protects_every_command() {
+    let cluster = MemoryCluster::new(options(1));
+    let mut c = Conn::new(shared(&cluster, 0, Some("secret")), 1);
+    assert_err(&run(&mut c, "GET a").await, "NOAUTH", &[]);
+    assert_err(&run(&mut c, "PING").await, "NOAUTH", &[]);
+    assert_err(&run(&mut c, "AUTH wrong").await, "WRONGPASS", &[]);
+    assert_err(&run(&mut c, "AUTH someone secret").await, "WRONGPASS", &[]);
+    assert_err(&run(&mut c, "HELLO 3").await, "NOAUTH", &[]);
+    assert_eq!(run(&mut c, "AUTH secret").await, Reply::Ok);
+    assert_eq!(run(&mut c, "GET a").await, Reply::Nil);
+    let mut h = Conn::new(shared(&cluster, 0, Some("secret")), 2);
+    assert!(matches!(
+        run(&mut h, "HELLO 3 AUTH default secret").await,
+        Reply::Map(_)
+    ));
+    assert_eq!(run(&mut h, "PING").await, Reply::Simple("PONG"));
+    let mut open = conn();
+    assert_err(
+        &run(&mut open, "AUTH x").await,
+        "ERR AUTH <password> called without",
+        &[],
+    );
+}
+
+#[tokio::test]
+async fn hello_switches_protocol() {
+    let mut c = conn();
+    assert_eq!(c.proto(), Proto::Resp2);
+    let Reply::Map(fields) = run(&mut c, "HELLO 3 SETNAME app").await else {
+        panic!("HELLO answers a map");
+    };
+    assert!(fields.contains(&(bulk("proto"), Reply::Int(3))));
+    assert!(fields.contains(&(bulk("causeway_protocol"), bulk("memory"))));
+    assert_eq!(c.proto(), Proto::Resp3);
+    assert_eq!(run(&mut c, "CLIENT GETNAME").await, bulk("app"));
+    assert_err(&run(&mut c, "HELLO 4").await, "NOPROTO", &[]);
+    assert_err(&run(&mut c, "HELLO x").await, "ERR Protocol version", &[]);
+    assert_err(&run(&mut c, "HELLO 2 BOGUS").await, "ERR syntax error", &[]);
+    run(&mut c, "HELLO 2").await;
+    assert_eq!(c.proto(), Proto::Resp2);
+}
+
+#[tokio::test]
+async fn client_select_quit() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "CLIENT ID").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "CLIENT GETNAME").await, Reply::Nil);
+    assert_eq!(run(&mut c, "CLIENT SETNAME me").await, Reply::Ok);
+    assert_eq!(run(&mut c, "CLIENT GETNAME").await, bulk("me"));
+    assert_err(
+        &run(&mut c, "CLIENT SETNAME a\nb").await,
+        "ERR Client names",
+        &[],
+    );
+    assert_eq!(
+        run(&mut c, "CLIENT SETINFO LIB-NAME redis-py").await,
+        Reply::Ok
+    );
+    assert_err(
+        &run(&mut c, "CLIENT KILL x").await,
+        "ERR unknown subcommand",
+        &[],
+    );
+    assert_eq!(run(&mut c, "SELECT 0").await, Reply::Ok);
+    assert_err(
+        &run(&mut c, "SELECT 1").await,
+        "ERR DB index is out of range",
+        &[],
+    );
+    let quit = run_outcome(&mut c, "QUIT").await;
+    assert_eq!(quit.reply, Reply::Ok);
+    assert!(quit.close);
+}
+
+#[tokio::test]
+async fn info_reports_protocol_dcs_and_lag() {
+    let cluster = MemoryCluster::new(options(3));
+    let mut c = Conn::new(shared(&cluster, 1, None), 1);
+    let Reply::Verbatim(text) = run(&mut c, "INFO").await else {
+        panic!("INFO answers text");
+    };
+    for line in [
+        "redis_version:",
+        "protocol:memory",
+        "dc:2",
+        "dcs:dc1,dc2,dc3",
+        "stable_vector_lag_ms:",
+    ] {
+        assert!(text.contains(line), "INFO lacks {line}: {text}");
+    }
+    let Reply::Verbatim(server) = run(&mut c, "INFO server").await else {
+        panic!("INFO answers text");
+    };
+    assert!(server.contains("redis_version") && !server.contains("protocol:"));
+}
+
+#[tokio::test]
+async fn command_introspection() {
+    let mut c = conn();
+    assert_eq!(
+        run(&mut c, "COMMAND COUNT").await,
+        Reply::Int(COMMANDS.len() as i64)
+    );
+    let Reply::Array(all) = run(&mut c, "COMMAND").await else {
+        panic!("COMMAND answers an array");
+    };
+    assert_eq!(all.len(), COMMANDS.len());
+    let Reply::Map(docs) = run(&mut c, "COMMAND DOCS get nosuch").await else {
+        panic!("COMMAND DOCS answers a map");
+    };
+    assert_eq!(docs.len(), 1);
+    assert_eq!(docs[0].0, bulk("get"));
+    let Reply::Array(info) = run(&mut c, "COMMAND INFO get nosuch").await else {
+        panic!("COMMAND INFO answers an array");
+    };
+    assert_eq!(info[1], Reply::NilArray);
+    let Reply::Map(config) = run(&mut c, "CONFIG GET save").await else {
+        panic!("CONFIG GET answers a map");
+    };
+    assert_eq!(config, vec![(bulk("save"), bulk(""))]);
+}
+
+#[tokio::test]
+async fn oversized_keys_and_values_are_refused() {
+    let mut c = conn();
+    let key = "k".repeat(causeway_core::limits::KEY_LEN_MAX + 1);
+    assert_err(
+        &run(&mut c, &format!("SET {key} v")).await,
+        "ERR key length",
+        &["limit"],
+    );
+    assert_err(
+        &run(&mut c, &format!("GET {key}")).await,
+        "ERR key length",
+        &[],
+    );
+    let value = "v".repeat(causeway_core::limits::VALUE_LEN_MAX + 1);
+    assert_err(
+        &run(&mut c, &format!("SET k {value}")).await,
+        "ERR value length",
+        &[],
+    );
+    let many = vec!["k"; causeway_core::limits::READ_KEYS_MAX + 1].join(" ");
+    assert_err(
+        &run(&mut c, &format!("MGET {many}")).await,
+        "ERR keys in one command",
+        &[],
+    );
+    assert_eq!(run(&mut c, "PING").await, Reply::Simple("PONG"));
+}
