@@ -132,7 +132,7 @@ impl Node {
 
     /// Appends updates shipped with a request; None (after answering) if the txn is gone.
     fn take_updates(&mut self, txn: TxnId, updates: Updates) -> Result<(), Error> {
-        let clock = self.time.last;
+        let clock = self.time.clock;
         let Some(t) = self.coord.txns.get_mut(&txn) else {
             return Err(Error::Aborted(
                 "unknown transaction (its coordinator restarted)".into(),
@@ -306,7 +306,7 @@ impl Node {
         }
         let topo = &self.topo;
         let groups = t.buffer.group_by(|k| topo.partition_of(k));
-        let deadline = self.time.last + PREPARE_TIMEOUT_NS;
+        let deadline = self.time.clock + PREPARE_TIMEOUT_NS;
         t.step = Step::Preparing {
             req,
             votes: groups.keys().map(|p| (*p, None)).collect(),
@@ -407,7 +407,7 @@ impl Node {
             participants: participants.clone().into_iter().collect(),
         };
         self.persist(ctx, record, then);
-        let since = self.time.last;
+        let since = self.time.clock;
         self.coord.decisions.insert(
             txn,
             Decision {
@@ -478,7 +478,7 @@ impl Node {
 
     /// Re-sends unacknowledged COMMITs, aborts txns whose votes do not come, drops idle ones.
     pub(super) fn coord_tick(&mut self, ctx: &mut Ctx<AnyMsg>) {
-        let clock = self.time.last;
+        let clock = self.time.clock;
         for (txn, d) in self.coord.decisions.iter_mut() {
             if d.durable && (d.since == 0 || clock.saturating_sub(d.since) >= INQUIRE_AFTER_NS) {
                 d.since = clock;

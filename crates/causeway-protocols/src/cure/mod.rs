@@ -92,6 +92,8 @@ mod record;
 mod repl;
 mod session;
 mod store;
+#[cfg(test)]
+mod tests;
 
 pub use msg::{Msg, ReplTxn, Stream};
 pub use node::Node;

@@ -20,10 +20,16 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Most measurement samples buffered between two `take_samples` calls.
 pub const SAMPLES_MAX: usize = 4096;
 
+/// Shortest timer the node asks for: a clock can stall (a reading behind the last one),
+/// and re-arming at nanosecond steps would spin.
+pub const TIMER_MIN_NS: Nanos = 50_000;
+
 /// The node's notion of time: its clock made strictly monotonic, and the durable lease.
 #[derive(Debug, Default)]
 pub struct Time {
-    /// Highest clock reading or issued timestamp.
+    /// Highest raw clock reading (drives periodic work and timers).
+    pub clock: u64,
+    /// Highest clock reading or issued timestamp: `Clock` of the paper.
     pub last: u64,
     /// Claims (`pvc[d]`) never exceed this durable lease.
     pub lease: u64,
@@ -32,6 +38,7 @@ pub struct Time {
 
 impl Time {
     pub fn read(&mut self, clock: Nanos) -> u64 {
+        self.clock = self.clock.max(clock);
         self.last = self.last.max(clock);
         self.last
     }
@@ -323,7 +330,8 @@ impl Node {
                     arrived,
                 } => {
                     let objects = self.parts[&pid].read(&svc, &keys);
-                    self.sample("read_wait_ns", clock.saturating_sub(arrived));
+                    let waited = self.time.clock.saturating_sub(arrived);
+                    self.sample("read_wait_ns", waited);
                     let m = Msg::ReadReply {
                         rid,
                         partition: pid,
@@ -374,7 +382,7 @@ impl Node {
         let p = Prepared {
             coord,
             prep_time,
-            since: self.time.last,
+            since: self.time.clock,
             ops: ops.clone(),
         };
         self.part(partition).prepared.insert(txn, p);
@@ -420,7 +428,7 @@ impl Node {
 
     /// Asks coordinators about txns prepared here for too long (or since a restart).
     fn inquire(&mut self, ctx: &mut Ctx<AnyMsg>) {
-        let clock = self.time.last;
+        let clock = self.time.clock;
         for (pid, part) in self.parts.iter_mut() {
             for (txn, p) in part.prepared.iter_mut() {
                 if p.since == 0 || clock.saturating_sub(p.since) >= INQUIRE_AFTER_NS {
@@ -458,7 +466,7 @@ impl Node {
                 svc,
                 keys,
             } => {
-                let arrived = self.time.last;
+                let arrived = self.time.clock;
                 let w = Waiting::Read {
                     coord: from_node,
                     rid,
@@ -513,7 +521,7 @@ impl Node {
     }
 
     fn periodic(&mut self, ctx: &mut Ctx<AnyMsg>) {
-        let clock = self.time.last;
+        let clock = self.time.clock;
         self.renew_lease(ctx);
         if clock >= self.next_repl {
             self.next_repl = clock + self.params.replication_interval_ns;
@@ -531,20 +539,21 @@ impl Node {
     /// Arms a timer for the next deadline (periodic work or a parked request's clock wait)
     /// unless one at or before it is armed already.
     fn arm(&mut self, ctx: &mut Ctx<AnyMsg>) {
-        let clock = self.time.last;
+        let (clock, last) = (self.time.clock, self.time.last);
         let d = self.d;
         let mut next = self.next_repl.min(self.next_stable);
         for part in self.parts.values() {
             for w in &part.waiting {
                 let s = w.svc_local(d);
-                if s >= clock {
-                    next = next.min(s + 1);
+                if s >= last {
+                    next = next.min(s + 1); // waiting for Clock > s
                 }
             }
         }
+        let next = next.max(clock + TIMER_MIN_NS);
         if self.armed.first().is_none_or(|first| next < *first) {
             self.armed.insert(next);
-            ctx.timer(next.saturating_sub(clock).max(1));
+            ctx.timer(next - clock);
         }
     }
 }

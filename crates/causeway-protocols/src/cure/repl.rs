@@ -87,7 +87,7 @@ impl Node {
     }
 
     fn replicate_to(&mut self, ctx: &mut Ctx<AnyMsg>, pid: PartitionId, s: u16, pvc_d: u64) {
-        let (d, clock) = (self.d as u16, self.time.last);
+        let (d, clock) = (self.d as u16, self.time.clock);
         let to = Addr::Node(self.topo.node_of(DcId(s), pid));
         let restarted = self.announce.remove(&(pid, s));
         let part = self.parts.get_mut(&pid).expect("hosted");
@@ -126,7 +126,7 @@ impl Node {
 
     /// Drops log entries every live sibling acknowledged (the origin itself excepted).
     fn gc_log(&mut self, pid: PartitionId) {
-        let clock = self.time.last;
+        let clock = self.time.clock;
         let part = self.parts.get_mut(&pid).expect("hosted");
         for (o, log) in part.log.iter_mut() {
             let bound = part
@@ -162,7 +162,7 @@ impl Node {
         stream: Option<Stream>,
     ) {
         let s = self.topo.dc_of(from).0;
-        let (d, clock) = (self.d, self.time.last);
+        let (d, clock) = (self.d, self.time.clock);
         let Some(part) = self.parts.get_mut(&pid) else {
             return;
         };
@@ -242,12 +242,14 @@ impl Node {
             ctx.send(Addr::Node(n), wrap(m));
         }
         self.update_gss(ctx);
+        // GSS lag: how far the oldest remote entry trails our clock (once all are known).
         let gss = &self.stable.gss;
-        let lag = (0..gss.dcs.len())
+        let remote: Vec<u64> = (0..gss.dcs.len())
             .filter(|k| *k != d)
-            .map(|k| clock.saturating_sub(gss.get(k)))
-            .max();
-        if let (Some(lag), true) = (lag, self.coord.ready) {
+            .map(|k| gss.get(k))
+            .collect();
+        if let Some(min) = remote.iter().copied().min().filter(|m| *m > 0) {
+            let lag = self.time.clock.saturating_sub(min);
             self.sample("gss_lag_ns", lag);
         }
         self.gc_store();
@@ -291,7 +293,7 @@ impl Node {
 
     /// Samples how long remote txns took to become visible here (clock vs ct[origin]).
     fn note_visible(&mut self) {
-        let (d, clock) = (self.d, self.time.last);
+        let (d, clock) = (self.d, self.time.clock);
         let gss = self.stable.gss.clone();
         let mut seen = Vec::new();
         for part in self.parts.values_mut() {

@@ -1,0 +1,572 @@
+//! Tests of the Cure machines: the waits of Alg. 1 and 2, prepare and commit times,
+//! recovery, and the paper's examples (photo and comment, OR-set add/remove) driven
+//! through a small in-test network with instant delivery and durable-at-once disks.
+
+use super::msg::Msg;
+use super::record::Record;
+use super::{Node, Session};
+use crate::{Msg as AnyMsg, NodeConfig, Params};
+use causeway_core::crdt::{ObjType, Update};
+use causeway_core::{
+    Addr, ClientSession, Ctx, DcId, Key, NodeId, ObjValue, OpId, Output, PartitionId, Request,
+    Response, ServerNode, SessionId, Topology, TxnId, TxnKind, Vc,
+};
+use std::collections::{BTreeMap, VecDeque};
+
+const T: u64 = 1_000_000_000;
+const MS: u64 = 1_000_000;
+
+fn config(topo: &Topology, node: u32, mutation: Option<&str>) -> NodeConfig {
+    let params = Params {
+        mutation: mutation.map(str::to_string),
+        ..Params::default()
+    };
+    NodeConfig {
+        node: NodeId(node),
+        topology: topo.clone(),
+        params,
+    }
+}
+
+/// A network that delivers every message at once (unless `hold` says to keep it), makes
+/// every record durable at once and ticks every node each simulated millisecond.
+struct Net {
+    topo: Topology,
+    nodes: Vec<Node>,
+    records: Vec<Vec<Vec<u8>>>,
+    sessions: BTreeMap<u64, Session>,
+    queue: VecDeque<(Addr, Addr, AnyMsg)>,
+    held: Vec<(Addr, Addr, AnyMsg)>,
+    hold: fn(&Topology, Addr, Addr, &Msg) -> bool,
+    clock: u64,
+    replies: BTreeMap<u64, VecDeque<Response>>,
+}
+
+fn no_hold(_: &Topology, _: Addr, _: Addr, _: &Msg) -> bool {
+    false
+}
+
+impl Net {
+    fn new(topo: Topology, mutation: Option<&str>) -> Net {
+        let n = topo.node_count();
+        let nodes = (0..n)
+            .map(|i| Node::recover(config(&topo, i, mutation), &[]).expect("node"))
+            .collect();
+        let mut net = Net {
+            records: vec![Vec::new(); n as usize],
+            topo,
+            nodes,
+            sessions: BTreeMap::new(),
+            queue: VecDeque::new(),
+            held: Vec::new(),
+            hold: no_hold,
+            clock: T,
+            replies: BTreeMap::new(),
+        };
+        for i in 0..n as usize {
+            net.node_call(i, |m, ctx| m.start(ctx));
+        }
+        net
+    }
+
+    fn session(&mut self, id: u64, dc: u16) {
+        let s = Session::new(
+            SessionId(id),
+            DcId(dc),
+            self.topo.clone(),
+            Params::default(),
+        );
+        self.sessions.insert(id, s);
+    }
+
+    fn node_call(&mut self, n: usize, f: impl FnOnce(&mut Node, &mut Ctx<AnyMsg>)) {
+        let mut ctx = Ctx::new(self.clock, self.clock);
+        f(&mut self.nodes[n], &mut ctx);
+        self.absorb(n, ctx.outputs);
+    }
+
+    /// Routes a node's outputs; every persist is durable at once.
+    fn absorb(&mut self, n: usize, outputs: Vec<Output<AnyMsg>>) {
+        let mut lsns = Vec::new();
+        for out in outputs {
+            match out {
+                Output::Send { to, msg } => self.post(Addr::Node(NodeId(n as u32)), to, msg),
+                Output::Persist { lsn, record } => {
+                    self.records[n].push(record);
+                    lsns.push(lsn);
+                }
+                Output::Timer { .. } => {}
+                Output::Reply(_) => panic!("nodes do not reply"),
+            }
+        }
+        for lsn in lsns {
+            let mut ctx = Ctx::new(self.clock, self.clock);
+            self.nodes[n].handle_persisted(&mut ctx, lsn);
+            self.absorb(n, ctx.outputs);
+        }
+    }
+
+    fn session_call(&mut self, s: u64, f: impl FnOnce(&mut Session, &mut Ctx<AnyMsg>)) {
+        let mut ctx = Ctx::new(self.clock, self.clock);
+        f(self.sessions.get_mut(&s).expect("session"), &mut ctx);
+        for out in ctx.outputs {
+            match out {
+                Output::Send { to, msg } => self.post(Addr::Client(SessionId(s)), to, msg),
+                Output::Reply(r) => self.replies.entry(s).or_default().push_back(r),
+                _ => {}
+            }
+        }
+    }
+
+    fn post(&mut self, from: Addr, to: Addr, msg: AnyMsg) {
+        let AnyMsg::Cure(m) = &msg else {
+            panic!("only cure messages here")
+        };
+        if (self.hold)(&self.topo, from, to, m) {
+            self.held.push((from, to, msg));
+        } else {
+            self.queue.push_back((from, to, msg));
+        }
+    }
+
+    fn deliver_all(&mut self) {
+        while let Some((from, to, msg)) = self.queue.pop_front() {
+            match to {
+                Addr::Node(n) => {
+                    self.node_call(n.0 as usize, |m, ctx| m.handle_message(ctx, from, msg))
+                }
+                Addr::Client(s) => {
+                    self.session_call(s.0, |m, ctx| m.handle_message(ctx, from, msg))
+                }
+            }
+        }
+    }
+
+    /// Advances `ms` milliseconds, ticking every node and delivering everything.
+    fn run(&mut self, ms: u64) {
+        for _ in 0..ms {
+            self.clock += MS;
+            for n in 0..self.nodes.len() {
+                self.node_call(n, |m, ctx| m.handle_timeout(ctx));
+            }
+            self.deliver_all();
+        }
+    }
+
+    fn release(&mut self) {
+        self.hold = no_hold;
+        for (from, to, msg) in std::mem::take(&mut self.held) {
+            self.queue.push_back((from, to, msg));
+        }
+    }
+
+    /// Submits a request and runs until it is answered (panics after 2 s).
+    fn request(&mut self, s: u64, req: Request) -> Response {
+        self.session_call(s, |m, ctx| m.submit(ctx, req));
+        for _ in 0..2000 {
+            self.deliver_all();
+            if let Some(r) = self.replies.get_mut(&s).and_then(VecDeque::pop_front) {
+                return r;
+            }
+            self.run(1);
+        }
+        panic!("session {s} got no answer");
+    }
+
+    fn txn(&mut self, s: u64, steps: Vec<Request>) -> Vec<Response> {
+        let mut out = vec![self.request(
+            s,
+            Request::Begin {
+                kind: TxnKind::Causal,
+            },
+        )];
+        for step in steps {
+            out.push(self.request(s, step));
+        }
+        out.push(self.request(s, Request::Commit));
+        out
+    }
+}
+
+fn key_pair_on_two_partitions(topo: &Topology) -> (Key, Key) {
+    let photo = Key::from("photo");
+    let p = topo.partition_of(&photo);
+    let comment = (0..100)
+        .map(|i| Key::new(format!("comment{i}")))
+        .find(|k| topo.partition_of(k) != p)
+        .expect("some key lands elsewhere");
+    (photo, comment)
+}
+
+fn read(net: &mut Net, s: u64, keys: &[(Key, ObjType)]) -> Vec<ObjValue> {
+    let resp = net.txn(
+        s,
+        vec![Request::Read {
+            keys: keys.to_vec(),
+        }],
+    );
+    match &resp[1] {
+        Response::Values(v) => v.iter().map(|r| r.value.clone()).collect(),
+        other => panic!("read answered {other:?}"),
+    }
+}
+
+fn assign(key: &Key, v: &str) -> Request {
+    Request::Update {
+        key: key.clone(),
+        update: Update::Assign(v.as_bytes().to_vec()),
+    }
+}
+
+/// The introduction of the Cure paper: Alice posts a photo, then a comment on it, at DC 0;
+/// Bob at DC 1 must never see the comment without the photo, even when the photo's
+/// partition replicates late.
+#[test]
+fn photo_then_comment_never_seen_out_of_order() {
+    let topo = Topology::full(2, 2, 4);
+    let mut net = Net::new(topo.clone(), None);
+    let (photo, comment) = key_pair_on_two_partitions(&topo);
+    net.session(1, 0);
+    net.session(2, 1);
+    net.run(20);
+    // Hold the photo partition's replication from DC 0 to DC 1.
+    net.hold = |topo, from, _to, m| {
+        let photo_p = topo.partition_of(&Key::from("photo"));
+        matches!((from, m), (Addr::Node(n), Msg::Repl { partition, .. })
+            if topo.dc_of(n) == DcId(0) && *partition == photo_p)
+    };
+    net.txn(1, vec![assign(&photo, "photo")]);
+    net.txn(1, vec![assign(&comment, "nice photo!")]);
+    let keys = [
+        (photo.clone(), ObjType::Lww),
+        (comment.clone(), ObjType::Lww),
+    ];
+    for _ in 0..30 {
+        net.run(10);
+        let v = read(&mut net, 2, &keys);
+        assert_eq!(
+            v[1],
+            ObjValue::Lww(None),
+            "comment visible before its photo: {v:?}"
+        );
+    }
+    net.release();
+    net.run(300);
+    let v = read(&mut net, 2, &keys);
+    assert_eq!(v[0], ObjValue::Lww(Some(b"photo".to_vec())));
+    assert_eq!(v[1], ObjValue::Lww(Some(b"nice photo!".to_vec())));
+}
+
+/// The OR-set example: both DCs hold {x}; DC 0 removes x while DC 1 concurrently adds x
+/// again. Add wins: both DCs converge to {x}; a later remove that saw both adds empties it.
+#[test]
+fn or_set_concurrent_add_and_remove_converge_add_wins() {
+    let topo = Topology::full(2, 1, 2);
+    let mut net = Net::new(topo, None);
+    let set = Key::from("set");
+    let x = b"x".to_vec();
+    net.session(1, 0);
+    net.session(2, 1);
+    net.run(20);
+    let add = |e: &Vec<u8>| Request::Update {
+        key: Key::from("set"),
+        update: Update::Add(e.clone()),
+    };
+    let remove = |e: &Vec<u8>| Request::Update {
+        key: Key::from("set"),
+        update: Update::Remove(e.clone()),
+    };
+    net.txn(1, vec![add(&x)]);
+    net.run(300);
+    let keys = [(set.clone(), ObjType::Set)];
+    assert_eq!(
+        read(&mut net, 2, &keys),
+        vec![ObjValue::Set(vec![x.clone()])]
+    );
+    // Concurrent: neither sees the other's txn before committing.
+    net.hold = |_, from, to, _| matches!((from, to), (Addr::Node(a), Addr::Node(b)) if a != b);
+    net.txn(
+        1,
+        vec![
+            Request::Read {
+                keys: keys.to_vec(),
+            },
+            remove(&x),
+        ],
+    );
+    net.txn(2, vec![add(&x)]);
+    net.release();
+    net.run(300);
+    assert_eq!(
+        read(&mut net, 1, &keys),
+        vec![ObjValue::Set(vec![x.clone()])]
+    );
+    assert_eq!(
+        read(&mut net, 2, &keys),
+        vec![ObjValue::Set(vec![x.clone()])]
+    );
+    net.txn(
+        1,
+        vec![
+            Request::Read {
+                keys: keys.to_vec(),
+            },
+            remove(&x),
+        ],
+    );
+    net.run(300);
+    assert_eq!(read(&mut net, 2, &keys), vec![ObjValue::Set(vec![])]);
+    assert_eq!(read(&mut net, 1, &keys), vec![ObjValue::Set(vec![])]);
+}
+
+/// START waits until the GSS covers the session's past (Alg. 1 l.2-3).
+#[test]
+fn start_waits_for_the_gss_to_cover_the_session_past() {
+    let topo = Topology::full(2, 1, 1);
+    let mut net = Net::new(topo, None);
+    net.session(1, 1);
+    net.run(20);
+    let mut past = Vc::zero(2);
+    past.set(0, net.clock + 100 * MS); // a DC 0 commit 100 ms in the future
+    let token = postcard::to_allocvec(&past).expect("encodes");
+    assert_eq!(
+        net.request(1, Request::Attach { token }),
+        Response::Attached
+    );
+    net.session_call(1, |s, ctx| {
+        s.submit(
+            ctx,
+            Request::Begin {
+                kind: TxnKind::Causal,
+            },
+        )
+    });
+    net.run(50);
+    assert!(
+        net.replies.get(&1).is_none_or(VecDeque::is_empty),
+        "started before the GSS covered cvc"
+    );
+    net.run(100);
+    let r = net.replies.get_mut(&1).and_then(VecDeque::pop_front);
+    assert!(matches!(r, Some(Response::Begun { .. })), "got {r:?}");
+}
+
+fn txn_id(seq: u64) -> TxnId {
+    TxnId {
+        session: SessionId(9),
+        seq,
+    }
+}
+
+/// One node of a one-DC, one-partition cluster, started with its lease durable.
+fn lone_node(mutation: Option<&str>, records: &[Vec<u8>], clock: u64) -> (Node, Vec<Vec<u8>>) {
+    let topo = Topology::full(1, 1, 1);
+    let mut node = Node::recover(config(&topo, 0, mutation), records).expect("node");
+    let mut ctx = Ctx::new(clock, clock);
+    node.start(&mut ctx);
+    let out = drain_persisting(&mut node, ctx, clock);
+    let recs = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Persist { record, .. } => Some(record.clone()),
+            _ => None,
+        })
+        .collect();
+    (node, recs)
+}
+
+/// Returns the outputs of `ctx`, acknowledging every persist at once (and what that sends).
+fn drain_persisting(node: &mut Node, ctx: Ctx<AnyMsg>, clock: u64) -> Vec<Output<AnyMsg>> {
+    let mut all = Vec::new();
+    let mut pending = ctx.outputs;
+    while !pending.is_empty() {
+        let lsns: Vec<u64> = pending
+            .iter()
+            .filter_map(|o| match o {
+                Output::Persist { lsn, .. } => Some(*lsn),
+                _ => None,
+            })
+            .collect();
+        all.extend(pending);
+        pending = Vec::new();
+        for lsn in lsns {
+            let mut c = Ctx::new(clock, clock);
+            node.handle_persisted(&mut c, lsn);
+            pending.extend(c.outputs);
+        }
+    }
+    all
+}
+
+fn call(node: &mut Node, clock: u64, msg: Msg) -> Vec<Output<AnyMsg>> {
+    let mut ctx = Ctx::new(clock, clock);
+    node.handle_message(&mut ctx, Addr::Node(NodeId(0)), AnyMsg::Cure(msg));
+    drain_persisting(node, ctx, clock)
+}
+
+fn tick(node: &mut Node, clock: u64) -> Vec<Output<AnyMsg>> {
+    let mut ctx = Ctx::new(clock, clock);
+    node.handle_timeout(&mut ctx);
+    drain_persisting(node, ctx, clock)
+}
+
+fn sent(outs: &[Output<AnyMsg>]) -> Vec<Msg> {
+    outs.iter()
+        .filter_map(|o| match o {
+            Output::Send {
+                msg: AnyMsg::Cure(m),
+                ..
+            } => Some(m.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn prepare_msg(seq: u64, svc_d: u64, key: &Key, value: &str) -> Msg {
+    let txn = txn_id(seq);
+    let update = Update::Assign(value.as_bytes().to_vec());
+    let updates = vec![(key.clone(), update, OpId { txn, index: 0 })];
+    Msg::Prepare {
+        txn,
+        partition: PartitionId(0),
+        svc: Vc {
+            dcs: vec![svc_d],
+            extra: vec![],
+        },
+        updates,
+    }
+}
+
+fn vote(outs: &[Output<AnyMsg>]) -> Option<u64> {
+    sent(outs).into_iter().find_map(|m| match m {
+        Msg::Prepared { result: Ok(t), .. } => Some(t),
+        _ => None,
+    })
+}
+
+/// PREPARE waits until the clock passes svc[d] and votes a time above it (Alg. 2 l.8-11).
+#[test]
+fn prepare_waits_for_the_clock_and_votes_above_the_snapshot() {
+    let (mut node, _) = lone_node(None, &[], T);
+    let outs = call(
+        &mut node,
+        T,
+        prepare_msg(1, T + 5 * MS, &Key::from("a"), "v"),
+    );
+    assert_eq!(vote(&outs), None, "voted before the clock passed svc[d]");
+    let outs = tick(&mut node, T + 6 * MS);
+    let t = vote(&outs).expect("votes once the clock passed svc[d]");
+    assert!(t > T + 5 * MS);
+}
+
+fn read_msg(svc_d: u64, key: &Key) -> Msg {
+    Msg::ReadKeys {
+        rid: 7,
+        partition: PartitionId(0),
+        svc: Vc {
+            dcs: vec![svc_d],
+            extra: vec![],
+        },
+        keys: vec![(key.clone(), ObjType::Lww)],
+    }
+}
+
+fn read_reply(outs: &[Output<AnyMsg>]) -> Option<ObjValue> {
+    sent(outs).into_iter().find_map(|m| match m {
+        Msg::ReadReply { objects, .. } => Some(objects[0].1.clone().expect("read ok").value()),
+        _ => None,
+    })
+}
+
+/// READ_KEY waits while a txn prepared at or below svc[d] may still commit there
+/// (Alg. 2 l.2); the `no-read-wait` mutation answers at once and misses the commit.
+#[test]
+fn read_waits_for_prepared_txns_below_its_snapshot() {
+    for (mutation, waits) in [(None, true), (Some("no-read-wait"), false)] {
+        let key = Key::from("a");
+        let (mut node, _) = lone_node(mutation, &[], T);
+        let t = vote(&call(&mut node, T + MS, prepare_msg(1, T, &key, "v"))).expect("vote");
+        let outs = call(&mut node, T + 2 * MS, read_msg(t + 10, &key));
+        assert_eq!(read_reply(&outs).is_none(), waits, "mutation {mutation:?}");
+        let ct = Vc {
+            dcs: vec![t],
+            extra: vec![],
+        };
+        let outs = call(
+            &mut node,
+            T + 3 * MS,
+            Msg::CommitTxn {
+                txn: txn_id(1),
+                partition: PartitionId(0),
+                ct,
+            },
+        );
+        if waits {
+            assert_eq!(read_reply(&outs), Some(ObjValue::Lww(Some(b"v".to_vec()))));
+        }
+    }
+}
+
+/// The commit time is the max of the prepare times and ct = svc with the local entry
+/// replaced (Alg. 1 l.31-33): checked on the persisted records of a two-partition txn.
+#[test]
+fn commit_time_is_the_max_prepare_time() {
+    let topo = Topology::full(1, 2, 2);
+    let mut net = Net::new(topo.clone(), None);
+    let (a, b) = key_pair_on_two_partitions(&topo);
+    net.session(1, 0);
+    net.run(20);
+    net.clock += 0; // both nodes share the clock; prepare times still differ (issue order)
+    let r = net.txn(1, vec![assign(&a, "1"), assign(&b, "2")]);
+    assert_eq!(r.last(), Some(&Response::Committed));
+    let recs: Vec<Record> = net
+        .records
+        .iter()
+        .flatten()
+        .map(|r| Record::decode(0, r).expect("decodes"))
+        .collect();
+    let preps: Vec<u64> = recs
+        .iter()
+        .filter_map(|r| match r {
+            Record::Prepare { prep_time, .. } => Some(*prep_time),
+            _ => None,
+        })
+        .collect();
+    let ct = recs
+        .iter()
+        .find_map(|r| match r {
+            Record::Decision { ct, .. } => Some(ct.clone()),
+            _ => None,
+        })
+        .expect("a decision");
+    assert_eq!(preps.len(), 2);
+    assert_eq!(ct.get(0), *preps.iter().max().expect("two"));
+    assert_eq!(net.sessions[&1].cvc(), &ct);
+}
+
+/// After a restart whose clock went back, the node never issues a timestamp at or below
+/// one it issued or claimed before the crash.
+#[test]
+fn recovery_never_reissues_a_timestamp() {
+    let key = Key::from("a");
+    let (mut node, mut records) = lone_node(None, &[], T);
+    let outs = call(&mut node, T + MS, prepare_msg(1, T, &key, "v"));
+    let first = vote(&outs).expect("vote");
+    records.extend(outs.iter().filter_map(|o| match o {
+        Output::Persist { record, .. } => Some(record.clone()),
+        _ => None,
+    }));
+    // Restart with a clock 500 ms behind: the lease and the prepare record set the floor.
+    let back = T - 500 * MS;
+    let (mut node, _) = lone_node(None, &records, back);
+    let recovered = &node.parts[&PartitionId(0)].prepared;
+    assert!(
+        recovered.contains_key(&txn_id(1)),
+        "the prepared txn survives the crash"
+    );
+    let second = vote(&call(&mut node, back + MS, prepare_msg(2, 0, &key, "w"))).expect("vote");
+    assert!(
+        second > first && second > T + super::LEASE_NS / 2,
+        "reissued {second} <= {first}"
+    );
+}
