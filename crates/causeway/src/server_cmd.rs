@@ -2,8 +2,15 @@
 //! SIGTERM, then shuts down cleanly (the log is synced, the counters are logged).
 //!
 //! Logs go to stderr, one line per event (`tracing` fmt), `--log debug` for more.
+//!
+//! When the node has a `resp_addr`, it also serves the Redis protocol there: the RESP
+//! front end (`causeway_resp::serve`) opens one gateway session per connection through
+//! [`RespFactory`], the adapter between `causeway_resp::SessionFactory` and the runtime's
+//! [`Gateway`].
 
-use causeway_runtime::{ClusterConfig, Server};
+use causeway_core::{Request, Response};
+use causeway_resp::{RespConfig, ServerInfo, SessionFactory, SessionHandle};
+use causeway_runtime::{ClusterConfig, Gateway, GatewaySession, Server};
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,9 +71,23 @@ pub fn run(args: ServerArgs) -> ExitCode {
         .build()
         .expect("build the tokio runtime");
     let result = runtime.block_on(async {
-        let server = Server::start(&config, &args.node).await?;
-        // RESP front end: started here once the causeway-resp crate joins the workspace
-        // (see docs/OPERATIONS.md, "RESP"): `server.gateway()` is the session factory.
+        let mut server = Server::start(&config, &args.node).await?;
+        if let Some(addr) = server.placement().spec.resp_addr {
+            let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                format!("cannot listen on {addr} (resp_addr): {e}; fix: free the port or change `resp_addr` in the cluster file")
+            })?;
+            let resp = RespConfig {
+                password: config.password.clone(),
+                ..RespConfig::default()
+            };
+            let factory = RespFactory(server.gateway());
+            server.attach_task(tokio::spawn(async move {
+                if let Err(e) = causeway_resp::serve(listener, factory, resp).await {
+                    tracing::error!("the RESP endpoint failed: {e}");
+                }
+            }));
+            tracing::info!(%addr, "serving RESP");
+        }
         server.run_until(shutdown_signal()).await
     });
     match result {
@@ -75,6 +96,37 @@ pub fn run(args: ServerArgs) -> ExitCode {
             tracing::error!(node = %args.node, "{e}");
             eprintln!("error: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// The RESP front end's session factory: one gateway session per RESP connection.
+pub struct RespFactory(pub Gateway);
+
+/// A gateway session as the RESP front end's session handle.
+pub struct RespSession(GatewaySession);
+
+impl SessionHandle for RespSession {
+    async fn call(&mut self, req: Request) -> Response {
+        self.0.call(req).await
+    }
+}
+
+impl SessionFactory for RespFactory {
+    type Handle = RespSession;
+
+    fn open(&self) -> RespSession {
+        RespSession(self.0.open_session())
+    }
+
+    fn info(&self) -> ServerInfo {
+        let info = self.0.info();
+        ServerInfo {
+            protocol: info.protocol.clone(),
+            dc: u32::from(info.dc.0) + 1,
+            dcs: info.dc_names.clone(),
+            stable_vector_lag_ms: None,
+            gauges: vec![("sessions".to_string(), self.0.live_sessions() as f64)],
         }
     }
 }

@@ -163,7 +163,7 @@ fn print_addresses(config: &ClusterConfig, data: &Path) {
         if let Some(addr) = node.client_addr {
             let resp = node
                 .resp_addr
-                .map(|a| format!(", RESP at {a} (when built in)"))
+                .map(|a| format!(", RESP at {a}"))
                 .unwrap_or_default();
             println!("  {}: clients at {addr}{resp}", node.dc);
         }
