@@ -313,6 +313,10 @@ impl ClusterConfig {
                 }
             }
         }
+        self.validate_dc_sizes()
+    }
+
+    fn validate_dc_sizes(&self) -> Result<(), String> {
         let per_dc = self.nodes_per_dc();
         for dc in &self.dcs {
             let count = self.nodes.iter().filter(|n| &n.dc == dc).count();

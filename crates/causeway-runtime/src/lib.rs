@@ -49,29 +49,7 @@ impl Server {
     /// Recovers node `node_name` of `config` from its directory and starts it.
     pub async fn start(config: &ClusterConfig, node_name: &str) -> Result<Server, String> {
         let placement = config.placement(node_name)?;
-        let dir = config.node_dir(&placement.spec);
-        let began = Instant::now();
-        let recovered = storage::recover(&dir)?;
-        let node_config = NodeConfig {
-            node: placement.id,
-            topology: config.topology(),
-            params: config.params(),
-        };
-        let machine = new_node(&config.protocol, node_config, &recovered.records).map_err(|e| {
-            format!(
-                "node {node_name} cannot recover from {}: {e}",
-                dir.display()
-            )
-        })?;
-        tracing::info!(
-            node = node_name,
-            epoch = recovered.epoch,
-            records = recovered.records.len(),
-            last_lsn = recovered.last_lsn,
-            elapsed_ms = began.elapsed().as_millis() as u64,
-            dir = %dir.display(),
-            "recovered"
-        );
+        let (recovered, machine) = recover_machine(config, &placement)?;
         let me = Identity {
             cluster: config.cluster.clone(),
             protocol: config.protocol.clone(),
@@ -94,28 +72,15 @@ impl Server {
         let (stop_tx, stop_rx) = watch::channel(false);
         let links = spawn_links(config, &placement, &me);
         let mut background = vec![tokio::spawn(Inbound::new(me.clone(), net_tx).serve(peers))];
-        let gateway = Gateway::new(
-            GatewayInfo {
-                cluster: config.cluster.clone(),
-                protocol: config.protocol.clone(),
-                node_name: node_name.to_string(),
-                dc: placement.dc,
-                dc_names: config.dcs.clone(),
-                password: config.password.clone(),
-            },
-            placement.id,
-            recovered.epoch,
-            control_tx,
-            config.limits.sessions_max,
-        );
+        let gateway = new_gateway(config, &placement, recovered.epoch, control_tx);
         if let Some(addr) = placement.spec.client_addr {
             let listener = bind(addr, "client_addr").await?;
-            let serve = gateway::serve_clients(
+            let max = config.limits.client_connections_max;
+            background.push(tokio::spawn(gateway::serve_clients(
                 listener,
                 gateway.clone(),
-                config.limits.client_connections_max,
-            );
-            background.push(tokio::spawn(serve));
+                max,
+            )));
         }
         let setup = NodeSetup {
             id: placement.id,
@@ -187,6 +152,57 @@ impl Server {
         tracing::info!(node = %name, "stopped");
         result.map_err(|e| format!("node task failed: {e}"))?
     }
+}
+
+/// Reads the node's log and rebuilds its machine from every durable record.
+fn recover_machine(
+    config: &ClusterConfig,
+    placement: &Placement,
+) -> Result<(storage::Recovered, causeway_protocols::BoxedNode), String> {
+    let name = &placement.spec.name;
+    let dir = config.node_dir(&placement.spec);
+    let began = Instant::now();
+    let recovered = storage::recover(&dir)?;
+    let node_config = NodeConfig {
+        node: placement.id,
+        topology: config.topology(),
+        params: config.params(),
+    };
+    let machine = new_node(&config.protocol, node_config, &recovered.records)
+        .map_err(|e| format!("node {name} cannot recover from {}: {e}", dir.display()))?;
+    tracing::info!(
+        node = %name,
+        epoch = recovered.epoch,
+        records = recovered.records.len(),
+        last_lsn = recovered.last_lsn,
+        elapsed_ms = began.elapsed().as_millis() as u64,
+        dir = %dir.display(),
+        "recovered"
+    );
+    Ok((recovered, machine))
+}
+
+fn new_gateway(
+    config: &ClusterConfig,
+    placement: &Placement,
+    epoch: u64,
+    control: mpsc::UnboundedSender<node::Control>,
+) -> Gateway {
+    let info = GatewayInfo {
+        cluster: config.cluster.clone(),
+        protocol: config.protocol.clone(),
+        node_name: placement.spec.name.clone(),
+        dc: placement.dc,
+        dc_names: config.dcs.clone(),
+        password: config.password.clone(),
+    };
+    Gateway::new(
+        info,
+        placement.id,
+        epoch,
+        control,
+        config.limits.sessions_max,
+    )
 }
 
 fn spawn_links(

@@ -426,3 +426,105 @@ impl Inbound {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::SessionId;
+    use causeway_protocols::eventual;
+
+    fn identity(node: u32) -> Identity {
+        Identity {
+            cluster: "t".into(),
+            protocol: "eventual".into(),
+            node: NodeId(node),
+            name: format!("n{node}"),
+            epoch: 1,
+            node_count: 2,
+        }
+    }
+
+    fn msg(i: u64) -> (Addr, Addr, Msg) {
+        let m = Msg::Eventual(eventual::Msg::Read {
+            req: i,
+            keys: Vec::new(),
+        });
+        (Addr::Client(SessionId(i)), Addr::Node(NodeId(0)), m)
+    }
+
+    /// A TCP relay whose connections the test can cut.
+    async fn relay(to: SocketAddr) -> (SocketAddr, Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let conns = Arc::new(Mutex::new(Vec::new()));
+        let list = conns.clone();
+        tokio::spawn(async move {
+            while let Ok((mut a, _)) = listener.accept().await {
+                let mut b = TcpStream::connect(to).await.unwrap();
+                let task = tokio::spawn(async move {
+                    let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+                });
+                list.lock().unwrap().push(task);
+            }
+        });
+        (addr, conns)
+    }
+
+    async fn expect(inbox: &mut mpsc::Receiver<NetMsg>, range: std::ops::RangeInclusive<u64>) {
+        for i in range {
+            let m = tokio::time::timeout(Duration::from_secs(10), inbox.recv()).await;
+            let m = m.expect("delivered in time").expect("inbox open");
+            assert_eq!(
+                m.from,
+                Addr::Client(SessionId(i)),
+                "FIFO without loss or duplicates"
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_link_stays_fifo_without_loss_or_duplicates_across_a_cut_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let inbound_addr = listener.local_addr().unwrap();
+        let (tx, mut inbox) = mpsc::channel(1024);
+        tokio::spawn(Inbound::new(identity(0), tx).serve(listener));
+        let (relay_addr, conns) = relay(inbound_addr).await;
+        let link = spawn_link(
+            identity(1),
+            NodeId(0),
+            relay_addr,
+            Duration::from_millis(1),
+            1024,
+        );
+        for i in 1..=200 {
+            let (from, to, m) = msg(i);
+            link.push(from, to, m);
+        }
+        expect(&mut inbox, 1..=200).await;
+        for task in conns.lock().unwrap().drain(..) {
+            task.abort();
+        }
+        for i in 201..=400 {
+            let (from, to, m) = msg(i);
+            link.push(from, to, m);
+        }
+        expect(&mut inbox, 201..=400).await;
+        assert!(inbox.try_recv().is_err(), "no duplicates after the resend");
+    }
+
+    #[tokio::test]
+    async fn a_peer_of_another_protocol_is_refused() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, _inbox) = mpsc::channel(16);
+        tokio::spawn(Inbound::new(identity(0), tx).serve(listener));
+        let mut other = identity(1);
+        other.protocol = "cure".into();
+        match dial(&other, NodeId(0), addr).await {
+            Err(DialError::Refused(reason)) => {
+                assert!(reason.contains("protocol 'cure'"), "{reason}")
+            }
+            _ => panic!("a protocol mismatch must be refused"),
+        }
+    }
+}
