@@ -193,14 +193,14 @@ impl<F: SessionFactory> Conn<F> {
             return reply;
         }
         if matches!(self.mode, Mode::Interactive) {
-            self.in_open_txn(&cmd).await
+            self.in_open_txn(cmd).await
         } else {
-            self.standalone(&cmd).await
+            self.standalone(cmd).await
         }
     }
 
     /// Runs a command as its own transaction.
-    async fn standalone(&mut self, cmd: &DataCmd) -> Reply {
+    async fn standalone(&mut self, cmd: DataCmd) -> Reply {
         let mut tx = Tx::begin(&mut self.handle, Scope::Command);
         let result = match cmd.run(&mut tx).await {
             Ok(reply) => tx.commit().await.map(|()| reply),
@@ -217,7 +217,7 @@ impl<F: SessionFactory> Conn<F> {
 
     /// Runs a command inside the interactive transaction; leaves interactive mode if the
     /// session ended the transaction.
-    async fn in_open_txn(&mut self, cmd: &DataCmd) -> Reply {
+    async fn in_open_txn(&mut self, cmd: DataCmd) -> Reply {
         let mut tx = Tx::join(&mut self.handle);
         let result = match cmd.run(&mut tx).await {
             Ok(reply) => tx.flush().await.map(|()| reply),
@@ -281,7 +281,7 @@ impl<F: SessionFactory> Conn<F> {
         }
         let mut tx = Tx::begin(&mut self.handle, Scope::Group);
         let mut replies = Vec::with_capacity(queue.len());
-        for cmd in &queue {
+        for cmd in queue {
             match cmd.run(&mut tx).await {
                 Ok(reply) => replies.push(reply),
                 Err(e @ Error::WrongType { .. }) if tx.is_open() => replies.push(error_reply(&e)),

@@ -133,33 +133,33 @@ impl DataCmd {
 
     /// Runs the command in `tx` and builds its reply (a standalone command's final read
     /// carries the commit in the same batch, see [`Tx::read_then`]).
-    pub async fn run<H: SessionHandle>(&self, tx: &mut Tx<'_, H>) -> Result<Reply, Error> {
+    pub async fn run<H: SessionHandle>(self, tx: &mut Tx<'_, H>) -> Result<Reply, Error> {
         match self {
-            DataCmd::Get(k) => get(tx, k).await,
+            DataCmd::Get(k) => get(tx, &k).await,
             DataCmd::Set {
                 key,
                 value,
                 cond,
                 get,
-            } => set(tx, key, value, *cond, *get).await,
-            DataCmd::Del(ks) => del(tx, ks).await,
-            DataCmd::Exists(ks) => exists(tx, ks).await,
-            DataCmd::Type(k) => type_of(tx, k).await,
-            DataCmd::MGet(ks) => mget(tx, ks).await,
+            } => set(tx, key, value, cond, get).await,
+            DataCmd::Del(ks) => del(tx, &ks).await,
+            DataCmd::Exists(ks) => exists(tx, &ks).await,
+            DataCmd::Type(k) => type_of(tx, &k).await,
+            DataCmd::MGet(ks) => mget(tx, &ks).await,
             DataCmd::MSet(pairs) => {
                 for (k, v) in pairs {
-                    tx.update(k.clone(), Update::Assign(v.clone()));
+                    tx.update(k, Update::Assign(v));
                 }
                 Ok(Reply::Ok)
             }
-            DataCmd::IncrBy(k, by) => incr_by(tx, k, *by).await,
-            DataCmd::SAdd(k, elems) => sadd(tx, k, elems).await,
-            DataCmd::SRem(k, elems) => srem(tx, k, elems).await,
+            DataCmd::IncrBy(k, by) => incr_by(tx, k, by).await,
+            DataCmd::SAdd(k, elems) => sadd(tx, k, &elems).await,
+            DataCmd::SRem(k, elems) => srem(tx, &k, &elems).await,
             DataCmd::SMembers(_) | DataCmd::SIsMember(..) | DataCmd::SCard(_) => {
-                set_read(tx, self).await
+                set_read(tx, &self).await
             }
             DataCmd::Ping(None) => Ok(Reply::Simple("PONG")),
-            DataCmd::Ping(Some(msg)) | DataCmd::Echo(msg) => Ok(Reply::Bulk(msg.clone())),
+            DataCmd::Ping(Some(msg)) | DataCmd::Echo(msg) => Ok(Reply::Bulk(msg)),
         }
     }
 
@@ -289,14 +289,14 @@ async fn get<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key) -> Result<Reply, Err
 
 async fn set<H: SessionHandle>(
     tx: &mut Tx<'_, H>,
-    k: &Key,
-    value: &Value,
+    k: Key,
+    value: Value,
     cond: SetCond,
     get: bool,
 ) -> Result<Reply, Error> {
-    let assign = Update::Assign(value.clone());
+    let assign = Update::Assign(value);
     if cond == SetCond::Always && !get {
-        tx.update(k.clone(), assign);
+        tx.update(k, assign);
         return Ok(Reply::Ok);
     }
     let old = match tx.read(vec![(k.clone(), ObjType::Lww)]).await {
@@ -313,7 +313,7 @@ async fn set<H: SessionHandle>(
         SetCond::Xx => old.is_some(),
     };
     if write {
-        tx.update(k.clone(), assign);
+        tx.update(k, assign);
     }
     Ok(match (get, write) {
         (true, _) => old.map_or(Reply::Nil, |v| Reply::Bulk(Bytes::from(v))),
@@ -401,13 +401,13 @@ fn counter_of(values: &mut Vec<causeway_core::ReadValue>) -> i64 {
 }
 
 /// `INCRBY` and friends: refuses to overflow the value this transaction reads.
-async fn incr_by<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key, by: i64) -> Result<Reply, Error> {
+async fn incr_by<H: SessionHandle>(tx: &mut Tx<'_, H>, k: Key, by: i64) -> Result<Reply, Error> {
     let mut values = tx.read(vec![(k.clone(), ObjType::Counter)]).await?;
     let current = counter_of(&mut values);
     let Some(next) = current.checked_add(by) else {
         return Ok(Reply::err("increment or decrement would overflow"));
     };
-    tx.update(k.clone(), Update::Increment(by));
+    tx.update(k, Update::Increment(by));
     Ok(Reply::Int(next))
 }
 
@@ -422,7 +422,7 @@ fn set_members(values: &mut Vec<causeway_core::ReadValue>) -> BTreeSet<Value> {
 /// answers how many were not members in this transaction's view.
 async fn sadd<H: SessionHandle>(
     tx: &mut Tx<'_, H>,
-    k: &Key,
+    k: Key,
     elems: &[Value],
 ) -> Result<Reply, Error> {
     let adds = elems
@@ -432,9 +432,7 @@ async fn sadd<H: SessionHandle>(
             update: Update::Add(e.clone()),
         })
         .collect();
-    let mut values = tx
-        .read_then(vec![(k.clone(), ObjType::Set)], adds, true)
-        .await?;
+    let mut values = tx.read_then(vec![(k, ObjType::Set)], adds, true).await?;
     let members = set_members(&mut values);
     let distinct: BTreeSet<&Value> = elems.iter().collect();
     Ok(Reply::Int(

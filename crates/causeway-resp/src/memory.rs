@@ -271,6 +271,20 @@ impl SessionHandle for MemorySession {
     fn call(&mut self, req: Request) -> impl Future<Output = Response> + Send {
         std::future::ready(self.handle(req))
     }
+
+    /// The whole batch at once: no await between requests.
+    fn call_batch(&mut self, reqs: Vec<Request>) -> impl Future<Output = Vec<Response>> + Send {
+        let mut out = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            let resp = self.handle(req);
+            let stop = matches!(resp, Response::Error(_) | Response::Aborted { .. });
+            out.push(resp);
+            if stop {
+                break;
+            }
+        }
+        std::future::ready(out)
+    }
 }
 
 impl MemorySession {
@@ -376,7 +390,9 @@ impl MemorySession {
             let ops = prepare_all(&mut dc.objects, &txn, stamp);
             dc.applied[self.dc] = seq;
             let origin = self.dc;
-            c.append(Entry { origin, seq, ops });
+            if c.dcs.len() > 1 {
+                c.append(Entry { origin, seq, ops });
+            }
         }
         merge(&mut self.past, &c.dcs[self.dc].applied);
         Ok(Response::Committed)
@@ -460,6 +476,13 @@ fn read_one(
             });
         }
     }
+    if let Some(obj) = stored.filter(|_| txn.updates.iter().all(|(k, _)| k != key)) {
+        return Ok(ReadValue {
+            key: key.clone(),
+            value: obj.value(),
+            observed: obj.observed(),
+        });
+    }
     let mut obj = stored.cloned().unwrap_or_else(|| Object::new(ty));
     for (index, (k, update)) in txn.updates.iter().enumerate() {
         if k != key {
@@ -503,9 +526,10 @@ fn check_types(objects: &BTreeMap<Key, Object>, updates: &[(Key, Update)]) -> Re
 fn prepare_all(objects: &mut BTreeMap<Key, Object>, txn: &MemTxn, stamp: ArbTs) -> Vec<(Key, Op)> {
     let mut ops = Vec::with_capacity(txn.updates.len());
     for (index, (key, update)) in txn.updates.iter().enumerate() {
-        let obj = objects
-            .entry(key.clone())
-            .or_insert_with(|| Object::new(update.obj_type()));
+        if !objects.contains_key(key) {
+            objects.insert(key.clone(), Object::new(update.obj_type()));
+        }
+        let obj = objects.get_mut(key).expect("inserted above");
         let id = OpId {
             txn: txn.id,
             index: index as u32,

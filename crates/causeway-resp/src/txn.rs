@@ -37,9 +37,13 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         Tx {
             handle,
             scope,
-            pending: vec![Request::Begin {
-                kind: TxnKind::Causal,
-            }],
+            pending: {
+                let mut batch = Vec::with_capacity(BATCH_CAPACITY);
+                batch.push(Request::Begin {
+                    kind: TxnKind::Causal,
+                });
+                batch
+            },
             open: false,
             committed: false,
         }
@@ -163,16 +167,17 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
 
     /// Runs one batch; returns the values of its read, if it had one.
     async fn run(&mut self, batch: Vec<Request>) -> Result<Option<Vec<ReadValue>>, Error> {
-        let kinds: Vec<Kind> = batch.iter().map(Kind::of).collect();
+        let shape = Shape::of(&batch);
+        let sent = batch.len();
         let responses = self.handle.call_batch(batch).await;
         let answered = responses.len();
         let mut values = None;
-        for (kind, resp) in kinds.iter().zip(responses) {
-            if let Some(v) = self.absorb(*kind, resp)? {
+        for (i, resp) in responses.into_iter().enumerate() {
+            if let Some(v) = self.absorb(shape.kind(i), resp)? {
                 values = Some(v);
             }
         }
-        if answered < kinds.len() {
+        if answered < sent {
             return Err(Error::InvalidState(
                 "the session stopped answering a batch".into(),
             ));
@@ -214,6 +219,9 @@ fn take_value(values: &mut Vec<ReadValue>) -> ObjValue {
     values.pop().map(|v| v.value).unwrap_or(ObjValue::Lww(None))
 }
 
+/// Requests a batch has room for before it grows: `Begin`, an update, a read, `Commit`.
+const BATCH_CAPACITY: usize = 4;
+
 /// What a batched request was, to check its answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -221,17 +229,46 @@ enum Kind {
     Read,
     Update,
     Commit,
-    Other,
 }
 
-impl Kind {
-    fn of(req: &Request) -> Kind {
-        match req {
-            Request::Begin { .. } => Kind::Begin,
-            Request::Read { .. } => Kind::Read,
-            Request::Update { .. } => Kind::Update,
-            Request::Commit => Kind::Commit,
-            _ => Kind::Other,
+/// Where a batch has its `Begin`, its read and its `Commit` (every other request a
+/// [`Tx`] sends is an update), found without allocating.
+struct Shape {
+    begin: Option<usize>,
+    read: Option<usize>,
+    commit: Option<usize>,
+}
+
+impl Shape {
+    fn of(batch: &[Request]) -> Shape {
+        let at = |pred: fn(&Request) -> bool| batch.iter().position(pred);
+        let shape = Shape {
+            begin: at(|r| matches!(r, Request::Begin { .. })),
+            read: at(|r| matches!(r, Request::Read { .. })),
+            commit: at(|r| matches!(r, Request::Commit)),
+        };
+        let special = [shape.begin, shape.read, shape.commit]
+            .iter()
+            .flatten()
+            .count();
+        let updates = batch
+            .iter()
+            .filter(|r| matches!(r, Request::Update { .. }))
+            .count();
+        assert_eq!(
+            special + updates,
+            batch.len(),
+            "a Tx batch holds one read at most"
+        );
+        shape
+    }
+
+    fn kind(&self, i: usize) -> Kind {
+        match Some(i) {
+            at if at == self.begin => Kind::Begin,
+            at if at == self.read => Kind::Read,
+            at if at == self.commit => Kind::Commit,
+            _ => Kind::Update,
         }
     }
 }

@@ -39,7 +39,7 @@ struct Args {
     /// Require AUTH with this password.
     #[arg(long)]
     password: Option<String>,
-    /// Tokio worker threads (0: one per core).
+    /// Tokio worker threads (0: one per core; 1: a single-threaded runtime, as Redis).
     #[arg(long, default_value_t = 0)]
     threads: usize,
 }
@@ -50,10 +50,15 @@ fn main() -> std::io::Result<()> {
         args.dcs >= 1 && args.dcs <= DCS_MAX,
         "--dcs must be in 1..={DCS_MAX}"
     );
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if args.threads > 0 {
-        builder.worker_threads(args.threads);
-    }
+    let mut builder = match args.threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        0 => tokio::runtime::Builder::new_multi_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+    };
     builder.enable_all().build()?.block_on(run(args))
 }
 
