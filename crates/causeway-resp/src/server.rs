@@ -187,3 +187,103 @@ async fn run_buffered<F: SessionFactory>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{MemoryCluster, MemoryOptions};
+
+    /// Most time a test waits for the server, in milliseconds.
+    const WAIT_MS_MAX: u64 = 5_000;
+
+    async fn start(
+        config: RespConfig,
+    ) -> (
+        std::net::SocketAddr,
+        tokio::task::JoinHandle<io::Result<()>>,
+    ) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let factory = MemoryCluster::new(MemoryOptions::default()).factory(0);
+        (addr, tokio::spawn(serve(listener, factory, config)))
+    }
+
+    /// Sends `input` and reads until `want` bytes arrived or the connection closed.
+    async fn exchange(stream: &mut TcpStream, input: &[u8], want: usize) -> String {
+        stream.write_all(input).await.expect("write");
+        let mut out = Vec::new();
+        let wait = Duration::from_millis(WAIT_MS_MAX);
+        while out.len() < want {
+            let mut buf = [0u8; 256];
+            match tokio::time::timeout(wait, stream.read(&mut buf))
+                .await
+                .expect("answer in time")
+            {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[tokio::test]
+    async fn shutdown_stops_accepting_and_closes_connections() {
+        let (tx, rx) = watch::channel(false);
+        let config = RespConfig {
+            shutdown: Some(rx),
+            ..RespConfig::default()
+        };
+        let (addr, server) = start(config).await;
+        let mut conn = TcpStream::connect(addr).await.expect("connect");
+        assert_eq!(
+            exchange(&mut conn, b"*1\r\n$4\r\nPING\r\n", 7).await,
+            "+PONG\r\n"
+        );
+        tx.send(true).expect("signal");
+        let wait = Duration::from_millis(WAIT_MS_MAX);
+        let result = tokio::time::timeout(wait, server)
+            .await
+            .expect("serve returns");
+        assert!(result.expect("no panic").is_ok());
+        assert_eq!(
+            exchange(&mut conn, b"*1\r\n$4\r\nPING\r\n", 1).await,
+            "",
+            "closed"
+        );
+        assert!(
+            TcpStream::connect(addr).await.is_err(),
+            "no longer accepting"
+        );
+    }
+
+    #[tokio::test]
+    async fn connections_beyond_the_limit_are_told_and_closed() {
+        let config = RespConfig {
+            connections_max: 1,
+            ..RespConfig::default()
+        };
+        let (addr, server) = start(config).await;
+        let mut first = TcpStream::connect(addr).await.expect("connect");
+        assert_eq!(
+            exchange(&mut first, b"*1\r\n$4\r\nPING\r\n", 7).await,
+            "+PONG\r\n"
+        );
+        let mut second = TcpStream::connect(addr).await.expect("connect");
+        let refused = exchange(&mut second, b"", 64).await;
+        assert_eq!(refused, "-ERR max number of clients reached\r\n");
+        assert_eq!(
+            exchange(&mut first, b"*2\r\n$4\r\nECHO\r\n$1\r\nx\r\n", 7).await,
+            "$1\r\nx\r\n"
+        );
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn quit_answers_then_closes() {
+        let (addr, server) = start(RespConfig::default()).await;
+        let mut conn = TcpStream::connect(addr).await.expect("connect");
+        let answer = exchange(&mut conn, b"*1\r\n$4\r\nQUIT\r\n*1\r\n$4\r\nPING\r\n", 64).await;
+        assert_eq!(answer, "+OK\r\n", "nothing after QUIT is answered");
+        server.abort();
+    }
+}
