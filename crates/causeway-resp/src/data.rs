@@ -411,11 +411,29 @@ async fn incr_by<H: SessionHandle>(tx: &mut Tx<'_, H>, k: Key, by: i64) -> Resul
     Ok(Reply::Int(next))
 }
 
-fn set_members(values: &mut Vec<causeway_core::ReadValue>) -> BTreeSet<Value> {
-    match values.pop().map(|v| v.value) {
-        Some(ObjValue::Set(elems)) => elems.into_iter().collect(),
-        _ => BTreeSet::new(),
+/// The members a set read shows, sorted and distinct (for [`has`]).
+fn set_members(values: &mut Vec<causeway_core::ReadValue>) -> Vec<Value> {
+    let mut members = match values.pop().map(|v| v.value) {
+        Some(ObjValue::Set(elems)) => elems,
+        _ => Vec::new(),
+    };
+    if !members.windows(2).all(|w| w[0] < w[1]) {
+        members.sort();
+        members.dedup();
     }
+    members
+}
+
+fn has(members: &[Value], elem: &Value) -> bool {
+    members.binary_search(elem).is_ok()
+}
+
+/// The distinct values among `elems`.
+fn distinct(elems: &[Value]) -> Vec<&Value> {
+    let mut out: Vec<&Value> = elems.iter().collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// `SADD`: adds every element (add-wins: re-adding protects it from concurrent removes);
@@ -434,10 +452,8 @@ async fn sadd<H: SessionHandle>(
         .collect();
     let mut values = tx.read_then(vec![(k, ObjType::Set)], adds, true).await?;
     let members = set_members(&mut values);
-    let distinct: BTreeSet<&Value> = elems.iter().collect();
-    Ok(Reply::Int(
-        distinct.iter().filter(|e| !members.contains(**e)).count() as i64,
-    ))
+    let added = distinct(elems).into_iter().filter(|e| !has(&members, e));
+    Ok(Reply::Int(added.count() as i64))
 }
 
 /// `SREM`: removes the elements this transaction sees; answers how many there were.
@@ -448,11 +464,12 @@ async fn srem<H: SessionHandle>(
 ) -> Result<Reply, Error> {
     let mut values = tx.read(vec![(k.clone(), ObjType::Set)]).await?;
     let members = set_members(&mut values);
-    let distinct: BTreeSet<&Value> = elems.iter().filter(|e| members.contains(*e)).collect();
-    for e in &distinct {
-        tx.update(k.clone(), Update::Remove((*e).clone()));
+    let mut removed = 0;
+    for e in distinct(elems).into_iter().filter(|e| has(&members, e)) {
+        tx.update(k.clone(), Update::Remove(e.clone()));
+        removed += 1;
     }
-    Ok(Reply::Int(distinct.len() as i64))
+    Ok(Reply::Int(removed))
 }
 
 /// `SMEMBERS`, `SISMEMBER`, `SCARD`.
@@ -465,7 +482,7 @@ async fn set_read<H: SessionHandle>(tx: &mut Tx<'_, H>, cmd: &DataCmd) -> Result
         .await?;
     let members = set_members(&mut values);
     Ok(match cmd {
-        DataCmd::SIsMember(_, e) => Reply::Int(i64::from(members.contains(e))),
+        DataCmd::SIsMember(_, e) => Reply::Int(i64::from(has(&members, e))),
         DataCmd::SCard(_) => Reply::Int(members.len() as i64),
         _ => Reply::Set(
             members

@@ -387,10 +387,12 @@ impl MemorySession {
         check_types(&dc.objects, &txn.updates)?;
         if !txn.updates.is_empty() {
             let seq = dc.applied[self.dc] + 1;
-            let ops = prepare_all(&mut dc.objects, &txn, stamp);
+            let replicas = c.dcs.len();
+            let dc = &mut c.dcs[self.dc];
+            let ops = prepare_all(&mut dc.objects, &txn, stamp, replicas > 1);
             dc.applied[self.dc] = seq;
             let origin = self.dc;
-            if c.dcs.len() > 1 {
+            if replicas > 1 {
                 c.append(Entry { origin, seq, ops });
             }
         }
@@ -523,7 +525,13 @@ fn check_types(objects: &BTreeMap<Key, Object>, updates: &[(Key, Update)]) -> Re
 
 /// Prepares and applies the (type-checked) updates at the origin DC; returns the ops.
 /// `stamp` is the transaction's position in the cluster log, which grows along causality.
-fn prepare_all(objects: &mut BTreeMap<Key, Object>, txn: &MemTxn, stamp: ArbTs) -> Vec<(Key, Op)> {
+/// With `log` false (one DC: nobody replicates them) the ops are applied, not returned.
+fn prepare_all(
+    objects: &mut BTreeMap<Key, Object>,
+    txn: &MemTxn,
+    stamp: ArbTs,
+    log: bool,
+) -> Vec<(Key, Op)> {
     let mut ops = Vec::with_capacity(txn.updates.len());
     for (index, (key, update)) in txn.updates.iter().enumerate() {
         if !objects.contains_key(key) {
@@ -534,25 +542,29 @@ fn prepare_all(objects: &mut BTreeMap<Key, Object>, txn: &MemTxn, stamp: ArbTs) 
             txn: txn.id,
             index: index as u32,
         };
-        if let Update::Add(elem) = update {
-            if let Some(dominated) = dominated_tags(obj, elem, id) {
-                obj.apply_effect(&dominated);
-                ops.push((key.clone(), dominated));
-            }
-        }
+        let dominated = match update {
+            Update::Add(elem) => dominated_tags(obj, elem, id),
+            _ => None,
+        };
         let effect = obj.prepare(update).expect("types checked before");
         let op = Op {
             id,
             ts: stamp,
             effect,
         };
-        obj.apply_effect(&op);
-        ops.push((key.clone(), op));
+        // The add goes first so that the element's entry survives the removal of its old
+        // tags (same state either way; this order does not rebuild the entry).
+        for op in std::iter::once(op).chain(dominated) {
+            obj.apply_effect(&op);
+            if log {
+                ops.push((key.clone(), op));
+            }
+        }
     }
     ops
 }
 
-/// Before adding `elem` again, the removal of the tags it already has (the new add
+/// When `elem` is added again, the removal of the tags it already has (the new add
 /// dominates them). The removal shares the add's id: a removal creates no tag, and the
 /// backend applies effects without deduplicating ids.
 fn dominated_tags(obj: &Object, elem: &causeway_core::Value, id: OpId) -> Option<Op> {
