@@ -101,11 +101,10 @@ impl Node {
         }
         let d = self.d;
         let gss = self.stable.gss.clone();
-        let skip_wait = self.mutation.no_start_wait;
         let covered = |cvc: &Vc| (0..gss.dcs.len()).all(|k| k == d || cvc.get(k) <= gss.get(k));
         let (go, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.coord.starts)
             .into_iter()
-            .partition(|(_, _, cvc)| skip_wait || covered(cvc));
+            .partition(|(_, _, cvc)| covered(cvc));
         self.coord.starts = wait;
         let clock = self.time.last;
         for (txn, client, cvc) in go {

