@@ -518,3 +518,34 @@ async fn oversized_keys_and_values_are_refused() {
     );
     assert_eq!(run(&mut c, "PING").await, Reply::Simple("PONG"));
 }
+
+#[tokio::test]
+async fn a_re_add_wins_over_a_concurrent_remove_across_dcs() {
+    let cluster = MemoryCluster::new(options(2));
+    let mut dc1 = Conn::new(shared(&cluster, 0, None), 1);
+    let mut dc2 = Conn::new(shared(&cluster, 1, None), 2);
+    run(&mut dc1, "SADD s a b").await;
+    cluster.replicate();
+    assert_eq!(run(&mut dc2, "SREM s a b").await, Reply::Int(2));
+    assert_eq!(
+        run(&mut dc1, "SADD s a").await,
+        Reply::Int(0),
+        "dc1 still sees a"
+    );
+    cluster.replicate();
+    for c in [&mut dc1, &mut dc2] {
+        assert_eq!(run(c, "SISMEMBER s a").await, Reply::Int(1), "the add wins");
+        assert_eq!(
+            run(c, "SISMEMBER s b").await,
+            Reply::Int(0),
+            "the remove of b stands"
+        );
+    }
+    assert_eq!(run(&mut dc2, "SREM s a").await, Reply::Int(1));
+    cluster.replicate();
+    assert_eq!(
+        run(&mut dc1, "SCARD s").await,
+        Reply::Int(0),
+        "a remove that saw the add"
+    );
+}

@@ -19,6 +19,8 @@ const WAIT_MS_MAX: u64 = 10_000;
 struct Server {
     child: Child,
     ports: Vec<u16>,
+    /// The server's stdout, kept open so that it never writes to a closed pipe.
+    _stdout: std::io::Lines<BufReader<std::process::ChildStdout>>,
 }
 
 impl Server {
@@ -39,7 +41,11 @@ impl Server {
                 port.parse().expect("a port number")
             })
             .collect();
-        Server { child, ports }
+        Server {
+            child,
+            ports,
+            _stdout: lines,
+        }
     }
 
     fn port(&self, dc: usize) -> u16 {
