@@ -549,3 +549,17 @@ async fn a_re_add_wins_over_a_concurrent_remove_across_dcs() {
         "a remove that saw the add"
     );
 }
+
+#[tokio::test]
+async fn type_names_every_kind_of_key() {
+    let mut c = conn();
+    run(&mut c, "SET r v").await;
+    run(&mut c, "INCR n").await;
+    run(&mut c, "SADD s a").await;
+    assert_eq!(run(&mut c, "TYPE r").await, Reply::Simple("string"));
+    assert_eq!(run(&mut c, "TYPE n").await, Reply::Simple("string"));
+    assert_eq!(run(&mut c, "TYPE s").await, Reply::Simple("set"));
+    assert_eq!(run(&mut c, "TYPE missing").await, Reply::Simple("none"));
+    run(&mut c, "DEL r").await;
+    assert_eq!(run(&mut c, "TYPE r").await, Reply::Simple("none"));
+}
