@@ -77,7 +77,11 @@ pub struct Conn<F: SessionFactory> {
 pub fn error_reply(e: &Error) -> Reply {
     match e {
         Error::WrongType { .. } => Reply::Error(e.to_string()),
-        Error::Aborted(_) => Reply::Error(format!("TXABORTED {e}")),
+        Error::Aborted(why) => {
+            // Hosts often pass on an abort's own text, which already says what it is.
+            let why = why.strip_prefix("transaction aborted: ").unwrap_or(why);
+            Reply::Error(format!("TXABORTED transaction aborted: {why}"))
+        }
         Error::Unavailable(_) => Reply::Error(format!("TRYAGAIN {e}")),
         _ => Reply::err(e.to_string()),
     }

@@ -563,3 +563,13 @@ async fn type_names_every_kind_of_key() {
     run(&mut c, "DEL r").await;
     assert_eq!(run(&mut c, "TYPE r").await, Reply::Simple("none"));
 }
+
+#[test]
+fn abort_errors_say_so_once() {
+    let e = causeway_core::Error::Aborted("transaction aborted: prepare timed out".into());
+    let want = "TXABORTED transaction aborted: prepare timed out";
+    assert_eq!(crate::conn::error_reply(&e), Reply::Error(want.into()));
+    let plain = causeway_core::Error::Aborted("conflict".into());
+    let want = "TXABORTED transaction aborted: conflict";
+    assert_eq!(crate::conn::error_reply(&plain), Reply::Error(want.into()));
+}
