@@ -1,6 +1,7 @@
 //! The `causeway` binary: one CLI for the simulator (`sim`), the checker (`check`) and the
 //! cluster commands. Each subcommand lives in its own module; this file only parses.
 
+mod bench_cmd;
 mod check_cmd;
 mod cli_cmd;
 mod server_cmd;
@@ -25,6 +26,8 @@ struct Cli {
 enum Command {
     /// Run protocols in the deterministic simulator across seeds and check every history.
     Sim(sim_cmd::SimArgs),
+    /// Compare protocols side by side in the simulator (ratios against the first).
+    Bench(bench_cmd::BenchArgs),
     /// Check a saved history (JSON lines) against a guarantee.
     Check(check_cmd::CheckArgs),
     /// Run one node of a cluster (`--config FILE --node NAME`).
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Sim(args) => sim_cmd::run(args),
+        Command::Bench(args) => bench_cmd::run(args),
         Command::Check(args) => check_cmd::run(args),
         Command::Server(args) => server_cmd::run(args),
         Command::Up(args) => up_cmd::run(args),

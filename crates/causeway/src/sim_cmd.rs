@@ -18,28 +18,8 @@ pub struct SimArgs {
     /// A deliberately broken variant of the protocol (see `--mutation list`).
     #[arg(long)]
     mutation: Option<String>,
-    #[arg(long, default_value_t = 3)]
-    dcs: u16,
-    #[arg(long, default_value_t = 2)]
-    nodes_per_dc: u32,
-    #[arg(long, default_value_t = 4)]
-    partitions: u32,
-    #[arg(long, default_value_t = 4)]
-    clients_per_dc: u32,
-    #[arg(long, default_value_t = 50)]
-    keys: u32,
-    #[arg(long, default_value_t = 0.8)]
-    zipf: f64,
-    #[arg(long, default_value_t = 0.5)]
-    read_ratio: f64,
-    #[arg(long, default_value_t = 4)]
-    txn_ops: u32,
-    /// Object type on keys: lww, counter, set, mvreg or mixed.
-    #[arg(long, default_value = "mixed")]
-    objects: String,
-    /// Length of the fault phase in virtual milliseconds.
-    #[arg(long, default_value_t = 3000)]
-    duration_ms: u64,
+    #[command(flatten)]
+    pub(crate) workload: WorkloadArgs,
     /// Faults: none, partitions, crashes, skew, slow, dc-failure or all.
     #[arg(long, default_value = "none")]
     faults: String,
@@ -54,7 +34,34 @@ pub struct SimArgs {
     trace_hash: bool,
 }
 
-fn parse_seeds(text: &str) -> Result<(u64, u64), String> {
+/// Topology and workload options shared by `sim` and `bench`.
+#[derive(Args, Clone)]
+pub struct WorkloadArgs {
+    #[arg(long, default_value_t = 3)]
+    pub dcs: u16,
+    #[arg(long, default_value_t = 2)]
+    pub nodes_per_dc: u32,
+    #[arg(long, default_value_t = 4)]
+    pub partitions: u32,
+    #[arg(long, default_value_t = 4)]
+    pub clients_per_dc: u32,
+    #[arg(long, default_value_t = 50)]
+    pub keys: u32,
+    #[arg(long, default_value_t = 0.8)]
+    pub zipf: f64,
+    #[arg(long, default_value_t = 0.5)]
+    pub read_ratio: f64,
+    #[arg(long, default_value_t = 4)]
+    pub txn_ops: u32,
+    /// Object type on keys: lww, counter, set, mvreg or mixed.
+    #[arg(long, default_value = "mixed")]
+    pub objects: String,
+    /// Length of the fault phase in virtual milliseconds.
+    #[arg(long, default_value_t = 3000)]
+    pub duration_ms: u64,
+}
+
+pub(crate) fn parse_seeds(text: &str) -> Result<(u64, u64), String> {
     let bad = || format!("--seeds must be A..B or N, not '{text}'");
     let (a, b) = match text.split_once("..") {
         Some((a, b)) => (
@@ -72,9 +79,14 @@ fn parse_seeds(text: &str) -> Result<(u64, u64), String> {
     Ok((a, b))
 }
 
-fn config(args: &SimArgs) -> Result<SimConfig, String> {
-    let mut c = SimConfig {
-        protocol: args.protocol.clone(),
+/// The simulator configuration of `protocol` under the workload options.
+pub(crate) fn workload_config(
+    protocol: &str,
+    args: &WorkloadArgs,
+    faults: FaultSel,
+) -> Result<SimConfig, String> {
+    let c = SimConfig {
+        protocol: protocol.to_string(),
         dcs: args.dcs,
         nodes_per_dc: args.nodes_per_dc,
         partitions: args.partitions,
@@ -85,15 +97,22 @@ fn config(args: &SimArgs) -> Result<SimConfig, String> {
         txn_ops: args.txn_ops,
         objects: ObjectMix::parse(&args.objects)?,
         duration_ms: args.duration_ms,
-        faults: FaultSel::parse(&args.faults)?,
+        faults,
         ..SimConfig::default()
     };
+    c.validate()?;
+    Ok(c)
+}
+
+fn config(args: &SimArgs) -> Result<SimConfig, String> {
+    let faults = FaultSel::parse(&args.faults)?;
+    let mut c = workload_config(&args.protocol, &args.workload, faults)?;
     c.params.mutation = args.mutation.clone();
     c.validate()?;
     Ok(c)
 }
 
-fn progress(total: u64) -> ProgressBar {
+pub(crate) fn progress(total: u64) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -222,7 +241,7 @@ fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
     }
 }
 
-fn fail(message: &str) -> ExitCode {
+pub(crate) fn fail(message: &str) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::from(2)
 }

@@ -1,0 +1,165 @@
+//! `causeway bench`: protocols side by side in one run of the simulator, on the same
+//! topology, workload and seeds, with every ratio taken against the first protocol (the
+//! eventual baseline by default). Throughput is committed transactions per second of
+//! virtual time from closed-loop clients, so it moves with latency, as in the papers'
+//! closed-loop experiments. Every run's history still goes through the checker: a
+//! protocol that violates its guarantee is reported, not measured.
+
+use crate::sim_cmd::{fail, parse_seeds, progress, workload_config, WorkloadArgs};
+use causeway_sim::{run as run_seed, FaultSel, SimResult, Summary};
+use clap::Args;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+/// Most protocols one bench compares.
+const BENCH_PROTOCOLS_MAX: usize = 16;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Protocols to compare, comma-separated; ratios are against the first.
+    #[arg(long, default_value = "eventual,cure")]
+    protocols: String,
+    /// Seeds to run per protocol, as A..B or N; the figures pool all of them.
+    #[arg(long, default_value = "1..3")]
+    seeds: String,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    /// Write the per-protocol figures to FILE as JSON.
+    #[arg(long)]
+    json: Option<String>,
+}
+
+/// One protocol's pooled figures.
+#[derive(Debug, Serialize)]
+struct Row {
+    protocol: String,
+    committed: usize,
+    aborted: usize,
+    throughput_txn_per_s: f64,
+    latency: Summary,
+    samples: BTreeMap<String, Summary>,
+    violations: usize,
+}
+
+fn pool(protocol: &str, results: &[SimResult], duration_ms: u64) -> Row {
+    let committed: usize = results.iter().map(|r| r.committed).sum();
+    let seconds = duration_ms as f64 / 1e3 * results.len() as f64;
+    let weighted = |f: fn(&Summary) -> f64| {
+        let n: usize = results.iter().map(|r| r.txn_latency.count).sum();
+        let total: f64 = results
+            .iter()
+            .map(|r| f(&r.txn_latency) * r.txn_latency.count as f64)
+            .sum();
+        if n == 0 {
+            0.0
+        } else {
+            total / n as f64
+        }
+    };
+    let latency = Summary {
+        count: results.iter().map(|r| r.txn_latency.count).sum(),
+        mean_ms: weighted(|s| s.mean_ms),
+        p50_ms: weighted(|s| s.p50_ms),
+        p99_ms: weighted(|s| s.p99_ms),
+        max_ms: results
+            .iter()
+            .map(|r| r.txn_latency.max_ms)
+            .fold(0.0, f64::max),
+    };
+    Row {
+        protocol: protocol.to_string(),
+        committed,
+        aborted: results.iter().map(|r| r.aborted).sum(),
+        throughput_txn_per_s: committed as f64 / seconds.max(1e-9),
+        latency,
+        samples: results
+            .last()
+            .map(|r| r.samples.clone())
+            .unwrap_or_default(),
+        violations: results.iter().filter(|r| r.violation.is_some()).count(),
+    }
+}
+
+fn run_protocol(protocol: &str, args: &BenchArgs, seeds: (u64, u64)) -> Result<Row, String> {
+    let base = workload_config(protocol, &args.workload, FaultSel::None)?;
+    let bar = progress(seeds.1 - seeds.0 + 1);
+    bar.set_message(protocol.to_string());
+    let mut results = Vec::new();
+    for seed in seeds.0..=seeds.1 {
+        let mut cfg = base.clone();
+        cfg.seed = seed;
+        let mut r = run_seed(&cfg)?;
+        r.history = Default::default();
+        bar.inc(1);
+        results.push(r);
+    }
+    bar.finish_and_clear();
+    Ok(pool(protocol, &results, args.workload.duration_ms))
+}
+
+fn print_table(rows: &[Row]) {
+    let base = &rows[0];
+    println!(
+        "{:<10} {:>10} {:>12} {:>9} {:>9} {:>9} {:>10} {:>10}",
+        "protocol", "committed", "txn/s", "mean_ms", "p99_ms", "tput_x", "latency_x", "violations"
+    );
+    for r in rows {
+        println!(
+            "{:<10} {:>10} {:>12.1} {:>9.2} {:>9.2} {:>9.3} {:>10.3} {:>10}",
+            r.protocol,
+            r.committed,
+            r.throughput_txn_per_s,
+            r.latency.mean_ms,
+            r.latency.p99_ms,
+            r.throughput_txn_per_s / base.throughput_txn_per_s.max(1e-9),
+            r.latency.mean_ms / base.latency.mean_ms.max(1e-9),
+            r.violations
+        );
+    }
+    for r in rows.iter().filter(|r| !r.samples.is_empty()) {
+        for (name, s) in &r.samples {
+            let name = name.trim_end_matches("_ns");
+            println!(
+                "{} {name}: mean {:.2} ms, p50 {:.2} ms, p99 {:.2} ms (n={})",
+                r.protocol, s.mean_ms, s.p50_ms, s.p99_ms, s.count
+            );
+        }
+    }
+}
+
+pub fn run(args: BenchArgs) -> ExitCode {
+    let protocols: Vec<&str> = args.protocols.split(',').map(str::trim).collect();
+    if protocols.is_empty() || protocols.len() > BENCH_PROTOCOLS_MAX {
+        return fail(&format!(
+            "--protocols takes 1 to {BENCH_PROTOCOLS_MAX} names, got {}",
+            protocols.len()
+        ));
+    }
+    let seeds = match parse_seeds(&args.seeds) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let mut rows = Vec::new();
+    for p in &protocols {
+        match run_protocol(p, &args, seeds) {
+            Ok(row) => rows.push(row),
+            Err(e) => return fail(&e),
+        }
+    }
+    print_table(&rows);
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&rows).expect("rows encode");
+        if let Err(e) = std::fs::write(path, text) {
+            return fail(&format!("cannot write --json {path}: {e}"));
+        }
+    }
+    if rows
+        .iter()
+        .any(|r| r.violations > 0 && r.protocol != "eventual")
+    {
+        eprintln!("error: a protocol violated its guarantee: its figures are not a measurement");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
