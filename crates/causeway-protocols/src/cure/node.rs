@@ -24,6 +24,14 @@ pub const SAMPLES_MAX: usize = 4096;
 /// and re-arming at nanosecond steps would spin.
 pub const TIMER_MIN_NS: Nanos = 50_000;
 
+/// A deadline overdue by this much is taken as having lost its timer. The node cannot
+/// tell which request a firing answers: a stalled clock makes timers fire early (in clock
+/// terms), and a driver may serve requests that fall due at the same instant with one
+/// firing. So `armed` may hold a deadline no timer is in flight for; forgetting it once
+/// it is long overdue makes `arm` request a fresh one. (Drift alone makes a timer late
+/// by far less.)
+pub const TIMER_LOST_NS: Nanos = 1_000_000;
+
 /// The node's notion of time: its clock made strictly monotonic, and the durable lease.
 #[derive(Debug, Default)]
 pub struct Time {
@@ -542,6 +550,7 @@ impl Node {
     /// unless one at or before it is armed already.
     fn arm(&mut self, ctx: &mut Ctx<AnyMsg>) {
         let (clock, last) = (self.time.clock, self.time.last);
+        self.armed = self.armed.split_off(&clock.saturating_sub(TIMER_LOST_NS));
         let d = self.d;
         let mut next = self.next_repl.min(self.next_stable);
         for part in self.parts.values() {
@@ -575,6 +584,9 @@ impl ServerNode for Node {
         };
         self.time.read(ctx.clock);
         self.dispatch(ctx, from, msg);
+        if self.time.clock >= self.next_repl.min(self.next_stable) {
+            self.periodic(ctx); // overdue: do not wait for a timer to catch up
+        }
         self.arm(ctx);
     }
 
