@@ -4,9 +4,11 @@
 //!
 //! # The protocol (paper §III)
 //!
-//! - A session holds `cvc`. `Begin` sends `Start{cvc}` to its coordinator, node
-//!   `session % nodes_per_dc` of its DC. The TC waits until `cvc[k] <= GSS[k]` for every
-//!   remote DC `k` and takes `svc = GSS`, `svc[d] = max(cvc[d], Clock)` (Alg. 1 l.1-6).
+//! - A session holds `cvc`. `Begin` sends `Start{cvc}` to the txn's coordinator, chosen
+//!   round-robin per txn among the DC's nodes (node `(session + seq) % nodes_per_dc` of the
+//!   DC), so consecutive txns of a session usually have different TCs. The TC waits until
+//!   `cvc[k] <= GSS[k]` for every remote DC `k` and takes `svc = GSS`,
+//!   `svc[d] = max(cvc[d], Clock)` (Alg. 1 l.1-6).
 //! - Updates are buffered by the session (it assigns the op ids, so it can answer
 //!   `Response::Updated` at once) and shipped to the TC with the next read or the commit;
 //!   the TC keeps the write set (Alg. 1 l.8-14) and overlays it on what it reads (l.20-21).
@@ -27,6 +29,15 @@
 //!   min of its partitions' `pvc` to every other node of its DC; `GSS[k]` is the min over
 //!   the nodes. All-to-all rather than the paper's tree (§III-C): a DC has few nodes, and one
 //!   round instead of a tree's two (up, down) halves the staleness of the GSS.
+//!
+//! # Code layout
+//!
+//! `node.rs`: the node's state, time and lease, recovery, dispatch, the partition side of
+//! reads and 2PC, timers and persist-before-release. `coord.rs`: the TC (Alg. 1).
+//! `part.rs`: one partition replica (`pvc`, prepared txns, parked requests, replication
+//! log). `store.rs`: the multi-version store and its GC. `repl.rs`: replication, catch-up
+//! and relaying, and the GSS / GC exchange inside the DC (`Stable`). `session.rs`: the
+//! client. `msg.rs`, `record.rs`: messages and persisted records.
 //!
 //! # Decisions where the paper is silent
 //!
@@ -78,6 +89,12 @@
 //!   longer holds back the replication log's GC, so memory stays flat; should it come back,
 //!   it is served only if no txn it lacks was collected (it would need a state transfer,
 //!   which is not implemented). Its own updates may stay invisible; the others go on.
+//! - **Timers.** The node cannot tell which timer request a firing answers: a clock that
+//!   stalls (in the simulator: a negative clock offset applied after boot) makes timers fire early in clock terms, and a driver may serve requests that fall due
+//!   at the same instant with one firing. So the node keeps the deadlines it asked for as
+//!   a hint, forgets one that is long overdue (`node::TIMER_LOST_NS`) so a fresh timer is
+//!   requested, and runs overdue periodic work on any message rather than only on a timer.
+//!   Otherwise a lost timer silently ends the node's periodic work (GSS, replication).
 //! - Cure needs full replication: a topology with a smaller replication factor is refused.
 //! - Tokens are the postcard-encoded `cvc`; `Attach` joins one into `cvc`. Barriers and
 //!   strong transactions are unsupported.
