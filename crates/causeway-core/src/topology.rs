@@ -4,6 +4,20 @@
 //! `d * nodes_per_dc .. (d + 1) * nodes_per_dc`.
 
 use crate::ids::{DcId, Key, NodeId, PartitionId};
+
+/// Round-trip times in ms between N. Virginia, Oregon, Ireland, Mumbai, Sydney (PaRiS
+/// Fig. 1, reordered so the first three are the paper's 3-DC setup). Row = from, col = to.
+/// The default WAN of the simulator and of the runtime's emulated links, halved one way.
+pub const PARIS_RTT_MS: [[f64; 5]; 5] = [
+    [0.0, 88.28, 80.4, 190.13, 207.98],
+    [85.72, 0.0, 144.52, 238.11, 157.13],
+    [76.47, 139.32, 0.0, 137.53, 279.75],
+    [190.42, 253.07, 132.74, 0.0, 268.66],
+    [224.0, 148.69, 291.34, 307.53, 0.0],
+];
+
+/// Names of the DCs in [`PARIS_RTT_MS`] order.
+pub const DC_NAMES: [&str; 5] = ["nvirginia", "oregon", "ireland", "mumbai", "sydney"];
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

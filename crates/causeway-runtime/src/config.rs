@@ -25,16 +25,7 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// Round-trip times between the five DCs of the PaRiS paper's Fig. 1 (N. Virginia, Oregon,
-/// Ireland, Mumbai, Sydney), in milliseconds; a copy of `causeway_sim::config::PARIS_RTT_MS`
-/// (the runtime does not depend on the simulator).
-pub const PARIS_RTT_MS: [[f64; 5]; 5] = [
-    [0.0, 88.28, 80.4, 190.13, 207.98],
-    [85.72, 0.0, 144.52, 238.11, 157.13],
-    [76.47, 139.32, 0.0, 137.53, 279.75],
-    [190.42, 253.07, 132.74, 0.0, 268.66],
-    [224.0, 148.69, 291.34, 307.53, 0.0],
-];
+pub use causeway_core::topology::PARIS_RTT_MS;
 
 /// Round-trip time between DCs beyond the fifth when the file gives no matrix.
 pub const DEFAULT_FAR_RTT_MS: f64 = 200.0;

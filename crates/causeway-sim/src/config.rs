@@ -56,18 +56,7 @@ impl FaultSel {
     }
 }
 
-/// Round-trip times in ms between N. Virginia, Oregon, Ireland, Mumbai, Sydney (PaRiS
-/// Fig. 1, reordered so the first three are the paper's 3-DC setup). Row = from, col = to.
-pub const PARIS_RTT_MS: [[f64; 5]; 5] = [
-    [0.0, 88.28, 80.4, 190.13, 207.98],
-    [85.72, 0.0, 144.52, 238.11, 157.13],
-    [76.47, 139.32, 0.0, 137.53, 279.75],
-    [190.42, 253.07, 132.74, 0.0, 268.66],
-    [224.0, 148.69, 291.34, 307.53, 0.0],
-];
-
-/// Names of the DCs in [`PARIS_RTT_MS`] order.
-pub const DC_NAMES: [&str; 5] = ["nvirginia", "oregon", "ireland", "mumbai", "sydney"];
+pub use causeway_core::topology::{DC_NAMES, PARIS_RTT_MS};
 
 /// Object types the workload puts on keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
