@@ -10,7 +10,7 @@
 //! plus one (so nodes route replies to the host), bits 47..28 the node's boot epoch
 //! (persisted, bumped at every boot), bits 27..0 a counter.
 
-use crate::node::Control;
+use crate::node::{Control, SharedGauges};
 use crate::peer;
 use causeway_client::wire::{self, ClientFrame, ServerFrame, Welcome, CLIENT_WIRE_VERSION};
 use causeway_core::{DcId, Error, NodeId, Request, Response, SessionId};
@@ -22,6 +22,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::Framed;
 
+/// Most requests one [`GatewaySession::call_batch`] hands the node task at once; longer
+/// batches go in chunks of this size (still stopping at the first error or abort).
+pub const BATCH_REQUESTS_MAX: usize = 256;
 /// Sessions one boot of a node can open (28 bits of counter).
 pub const SESSIONS_PER_BOOT_MAX: u64 = (1 << 28) - 1;
 /// How long a new client connection may take to say Hello.
@@ -45,6 +48,7 @@ struct Inner {
     next: AtomicU64,
     live: Arc<AtomicUsize>,
     sessions_max: usize,
+    gauges: SharedGauges,
 }
 
 /// Opens client sessions on this node. Cheap to clone.
@@ -60,6 +64,7 @@ impl Gateway {
         epoch: u64,
         control: mpsc::UnboundedSender<Control>,
         sessions_max: usize,
+        gauges: SharedGauges,
     ) -> Gateway {
         assert!(epoch < 1 << 20, "boot epoch fits 20 bits");
         assert!(node.0 < (1 << 16) - 1, "node id fits 16 bits");
@@ -72,12 +77,19 @@ impl Gateway {
                 next: AtomicU64::new(1),
                 live: Arc::new(AtomicUsize::new(0)),
                 sessions_max,
+                gauges,
             }),
         }
     }
 
     pub fn info(&self) -> &GatewayInfo {
         &self.inner.info
+    }
+
+    /// The node's latest gauges (`name`, value), refreshed by the node task about twice a
+    /// second; `gss_lag_ms` is how far the DC's stable vector trails the node's clock.
+    pub fn gauges(&self) -> Vec<(String, f64)> {
+        self.inner.gauges.lock().expect("gauges lock").clone()
     }
 
     /// Sessions open now.
@@ -133,25 +145,58 @@ impl GatewaySession {
 
     /// Runs one request on the session and returns its answer.
     pub async fn call(&mut self, request: Request) -> Response {
+        let mut answers = self.submit(vec![request]).await;
+        answers.pop().unwrap_or_else(|| {
+            Response::Error(Error::Unavailable("the node gave no answer".into()))
+        })
+    }
+
+    /// Runs `requests` in order and answers each, stopping after the first
+    /// `Response::Error` or `Response::Aborted` (then the last answer). The node task runs
+    /// up to [`BATCH_REQUESTS_MAX`] of them per round trip.
+    pub async fn call_batch(&mut self, requests: Vec<Request>) -> Vec<Response> {
+        let mut out = Vec::with_capacity(requests.len());
+        let mut rest = requests.into_iter().peekable();
+        while rest.peek().is_some() {
+            let chunk: Vec<Request> = rest.by_ref().take(BATCH_REQUESTS_MAX).collect();
+            let len = chunk.len();
+            let answers = self.submit(chunk).await;
+            let stopped = answers.len() < len || answers.last().is_some_and(stops);
+            out.extend(answers);
+            if stopped {
+                break;
+            }
+        }
+        out
+    }
+
+    /// One round trip to the node task for at most [`BATCH_REQUESTS_MAX`] requests.
+    async fn submit(&mut self, requests: Vec<Request>) -> Vec<Response> {
+        debug_assert!(requests.len() <= BATCH_REQUESTS_MAX);
         if let Some(why) = &self.refusal {
-            return Response::Error(Error::Unavailable(why.clone()));
+            return vec![Response::Error(Error::Unavailable(why.clone()))];
         }
         let (tx, rx) = oneshot::channel();
         let submit = Control::Submit {
             session: self.id,
-            request,
+            requests,
             reply: tx,
         };
         self.used = true;
         if self.control.send(submit).is_err() {
-            return Response::Error(Error::Unavailable("the node is shutting down".into()));
+            let why = "the node is shutting down".to_string();
+            return vec![Response::Error(Error::Unavailable(why))];
         }
         rx.await.unwrap_or_else(|_| {
-            Response::Error(Error::Unavailable(
-                "the node stopped before answering".into(),
-            ))
+            let why = "the node stopped before answering".to_string();
+            vec![Response::Error(Error::Unavailable(why))]
         })
     }
+}
+
+/// Whether a batch stops after this answer.
+pub fn stops(response: &Response) -> bool {
+    matches!(response, Response::Error(_) | Response::Aborted { .. })
 }
 
 impl Drop for GatewaySession {

@@ -72,7 +72,8 @@ impl Server {
         let (stop_tx, stop_rx) = watch::channel(false);
         let links = spawn_links(config, &placement, &me);
         let mut background = vec![tokio::spawn(Inbound::new(me.clone(), net_tx).serve(peers))];
-        let gateway = new_gateway(config, &placement, recovered.epoch, control_tx);
+        let gauges = node::SharedGauges::default();
+        let gateway = new_gateway(config, &placement, recovered.epoch, control_tx, &gauges);
         if let Some(addr) = placement.spec.client_addr {
             let listener = bind(addr, "client_addr").await?;
             let max = config.limits.client_connections_max;
@@ -95,7 +96,8 @@ impl Server {
             disk: disk_rx,
             stop: stop_rx,
         };
-        let task = tokio::spawn(NodeTask::new(setup, machine, links, persist_tx).run(inputs));
+        let task =
+            tokio::spawn(NodeTask::new(setup, machine, links, persist_tx, gauges).run(inputs));
         tracing::info!(
             node = node_name,
             id = placement.id.0,
@@ -187,6 +189,7 @@ fn new_gateway(
     placement: &Placement,
     epoch: u64,
     control: mpsc::UnboundedSender<node::Control>,
+    gauges: &node::SharedGauges,
 ) -> Gateway {
     let info = GatewayInfo {
         cluster: config.cluster.clone(),
@@ -202,6 +205,7 @@ fn new_gateway(
         epoch,
         control,
         config.limits.sessions_max,
+        gauges.clone(),
     )
 }
 

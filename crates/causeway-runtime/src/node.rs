@@ -4,10 +4,21 @@
 //! replies). Nothing else touches the machines, so they need no locks.
 //!
 //! Time: `Ctx::now` and `Ctx::clock` are the system clock in nanoseconds since the Unix
-//! epoch, made monotonic per process. Timers are relative; a requested delay is rounded
-//! up to a tick of at least 1 ms (1/64 of the delay for long ones) so that equal wake-ups
-//! coalesce, and at most `TIMERS_MAX` stay armed.
+//! epoch, made monotonic per process. Timers are relative; a delay of at least
+//! `TIMER_COARSE_NS` is rounded up to a tick of 1/64 of it so that equal wake-ups coalesce,
+//! shorter ones are kept exact, and at most `TIMERS_MAX` stay armed. tokio's timer wheel
+//! has a 1 ms resolution, so a deadline less than `TIMER_SPIN_NS` away is waited for by
+//! yielding to the scheduler (other inputs still run) instead of sleeping: a prepare that
+//! waits 50 µs for `Clock > svc[d]` is served after about that long, not after 1-2 ms.
+//!
+//! Batches: a `Control::Submit` carries up to `BATCH_REQUESTS_MAX` requests of one
+//! session; the task submits the next one as soon as the session answers the previous
+//! one, stops after the first `Error` or `Aborted`, and answers the whole batch at once.
+//!
+//! Gauges: every `GAUGES_INTERVAL` the task publishes the node machine's `gauges()` and
+//! the latest `gss_lag_ns` sample (as `gss_lag_ms`) to the gateway, for RESP `INFO`.
 
+use crate::gateway::{stops, BATCH_REQUESTS_MAX};
 use crate::storage::{DiskEvent, PersistReq};
 use crate::transport::{Link, NetMsg};
 use causeway_core::{
@@ -15,21 +26,32 @@ use causeway_core::{
 };
 use causeway_protocols::{new_session, BoxedNode, BoxedSession, Msg, Params};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 /// Most timer deadlines armed at once on one node (node and hosted sessions together).
 pub const TIMERS_MAX: usize = 1 << 20;
+/// Shortest delay rounded to a coarse tick; shorter timers are exact.
+const TIMER_COARSE_NS: Nanos = 64_000_000;
+/// A deadline closer than this is awaited by yielding rather than sleeping (short, so the
+/// spin costs little CPU; a farther one sleeps and may fire up to 1 ms late).
+const TIMER_SPIN_NS: u64 = 250_000;
+/// A timer firing this late is logged (the process did not get the CPU in time).
+const TIMER_LATE_WARN: Duration = Duration::from_millis(100);
+/// How often the node publishes its gauges to the gateway.
+const GAUGES_INTERVAL: Duration = Duration::from_millis(500);
 /// Most messages a machine may send to its own process while handling one input.
 pub const LOCAL_QUEUE_MAX: usize = 1 << 20;
 
 /// A request from the gateway to the node task.
 pub enum Control {
+    /// Run these requests (at most `BATCH_REQUESTS_MAX`) back to back; answer once.
     Submit {
         session: SessionId,
-        request: Request,
-        reply: oneshot::Sender<Response>,
+        requests: Vec<Request>,
+        reply: oneshot::Sender<Vec<Response>>,
     },
     Close {
         session: SessionId,
@@ -45,8 +67,18 @@ enum Target {
 
 struct Hosted {
     machine: BoxedSession,
-    waiting: Option<oneshot::Sender<Response>>,
+    running: Option<Batch>,
 }
+
+/// A batch of requests running on one session.
+struct Batch {
+    pending: VecDeque<Request>,
+    answers: Vec<Response>,
+    reply: oneshot::Sender<Vec<Response>>,
+}
+
+/// The gauges the node task publishes for the gateway (`name`, value).
+pub type SharedGauges = Arc<Mutex<Vec<(String, f64)>>>;
 
 /// What the node task needs to know about its place in the cluster.
 pub struct NodeSetup {
@@ -80,6 +112,9 @@ pub struct NodeTask {
     base: Instant,
     last_clock: Nanos,
     persist: mpsc::Sender<PersistReq>,
+    gauges: SharedGauges,
+    gss_lag_ns: Option<u64>,
+    gauges_at: Instant,
 }
 
 /// The channels the node task reads.
@@ -96,6 +131,7 @@ impl NodeTask {
         node: BoxedNode,
         links: HashMap<NodeId, Link>,
         persist: mpsc::Sender<PersistReq>,
+        gauges: SharedGauges,
     ) -> NodeTask {
         NodeTask {
             setup,
@@ -107,6 +143,9 @@ impl NodeTask {
             base: Instant::now(),
             last_clock: 0,
             persist,
+            gauges,
+            gss_lag_ns: None,
+            gauges_at: Instant::now(),
         }
     }
 
@@ -115,8 +154,20 @@ impl NodeTask {
         let mut ctx = self.ctx();
         self.node.start(&mut ctx);
         self.node_outputs(ctx).await;
+        let sleep = tokio::time::sleep_until(self.base);
+        tokio::pin!(sleep);
+        let mut armed_at: Option<Instant> = None;
         loop {
             let deadline = self.timers.first().map(|(t, _)| *t);
+            if deadline != armed_at {
+                if let Some(at) = deadline {
+                    sleep.as_mut().reset(at);
+                }
+                armed_at = deadline;
+            }
+            let near = deadline.is_some_and(|at| {
+                at.saturating_duration_since(Instant::now()) < Duration::from_nanos(TIMER_SPIN_NS)
+            });
             tokio::select! {
                 biased;
                 _ = inputs.stop.changed() => return Ok(()),
@@ -125,14 +176,37 @@ impl NodeTask {
                     Some(DiskEvent::Failed(e)) => return Err(e),
                     None => return Err("the storage thread stopped".into()),
                 },
-                _ = tokio::time::sleep_until(deadline.unwrap_or(self.base)), if deadline.is_some() => {
-                    self.fire_timers().await;
-                }
+                _ = &mut sleep, if deadline.is_some() && !near => self.fire_timers().await,
+                _ = tokio::task::yield_now(), if near => self.fire_timers().await,
                 Some(c) = inputs.control.recv() => self.control(c).await,
                 Some(m) = inputs.net.recv() => self.deliver(m).await,
             }
             self.drain_local().await;
+            self.collect_samples();
         }
+    }
+
+    /// Keeps the latest GSS lag sample and publishes the gauges every `GAUGES_INTERVAL`.
+    fn collect_samples(&mut self) {
+        for (name, value) in self.node.take_samples() {
+            if name == "gss_lag_ns" {
+                self.gss_lag_ns = Some(value);
+            }
+        }
+        if self.gauges_at.elapsed() < GAUGES_INTERVAL {
+            return;
+        }
+        self.gauges_at = Instant::now();
+        let mut out: Vec<(String, f64)> = self
+            .node
+            .gauges(self.last_clock)
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .collect();
+        if let Some(lag) = self.gss_lag_ns {
+            out.push(("gss_lag_ms".to_string(), lag as f64 / 1e6));
+        }
+        *self.gauges.lock().expect("gauges lock") = out;
     }
 
     fn ctx(&mut self) -> Ctx<Msg> {
@@ -150,6 +224,13 @@ impl NodeTask {
 
     async fn fire_timers(&mut self) {
         let now = Instant::now();
+        if let Some((first, _)) = self.timers.first() {
+            let late = now.saturating_duration_since(*first);
+            if late >= TIMER_LATE_WARN {
+                let ms = late.as_millis() as u64;
+                tracing::warn!(ms, "a timer fired late: the node task was starved of CPU");
+            }
+        }
         let mut due = BTreeSet::new();
         while let Some(first) = self.timers.first().copied() {
             if first.0 > now {
@@ -168,7 +249,7 @@ impl NodeTask {
                 Target::Session(s) => {
                     if let Some(h) = self.sessions.get_mut(&s) {
                         h.machine.handle_timeout(&mut ctx);
-                        self.session_outputs(s, ctx);
+                        self.session_ran(s, ctx);
                     }
                 }
             }
@@ -179,42 +260,76 @@ impl NodeTask {
         match control {
             Control::Submit {
                 session,
-                request,
+                requests,
                 reply,
-            } => self.submit(session, request, reply),
+            } => self.submit(session, requests, reply),
             Control::Close { session } => {
                 self.sessions.remove(&session);
             }
         }
     }
 
-    fn submit(&mut self, session: SessionId, request: Request, reply: oneshot::Sender<Response>) {
-        if !self.sessions.contains_key(&session) {
-            let s = &self.setup;
-            match new_session(&s.protocol, session, s.dc, &s.topology, &s.params) {
-                Ok(machine) => {
-                    let hosted = Hosted {
-                        machine,
-                        waiting: None,
-                    };
-                    self.sessions.insert(session, hosted);
-                }
-                Err(e) => {
-                    let _ = reply.send(Response::Error(Error::Unavailable(e)));
-                    return;
-                }
-            }
-        }
-        let mut ctx = self.ctx();
-        let hosted = self.sessions.get_mut(&session).expect("inserted above");
-        if hosted.waiting.is_some() {
-            let why = "a request is already running on this session".to_string();
-            let _ = reply.send(Response::Error(Error::InvalidState(why)));
+    fn submit(
+        &mut self,
+        session: SessionId,
+        requests: Vec<Request>,
+        reply: oneshot::Sender<Vec<Response>>,
+    ) {
+        let answer = |e: Error| vec![Response::Error(e)];
+        if requests.is_empty() || requests.len() > BATCH_REQUESTS_MAX {
+            let why = format!("a batch holds 1 to {BATCH_REQUESTS_MAX} requests");
+            let _ = reply.send(answer(Error::InvalidState(why)));
             return;
         }
-        hosted.waiting = Some(reply);
-        hosted.machine.submit(&mut ctx, request);
-        self.session_outputs(session, ctx);
+        if let Err(e) = self.host(session) {
+            let _ = reply.send(answer(Error::Unavailable(e)));
+            return;
+        }
+        let hosted = self.sessions.get_mut(&session).expect("hosted above");
+        if hosted.running.is_some() {
+            let why = "a request is already running on this session".to_string();
+            let _ = reply.send(answer(Error::InvalidState(why)));
+            return;
+        }
+        hosted.running = Some(Batch {
+            answers: Vec::with_capacity(requests.len()),
+            pending: requests.into(),
+            reply,
+        });
+        self.next_request(session);
+    }
+
+    /// Creates the session's machine on its first request.
+    fn host(&mut self, session: SessionId) -> Result<(), String> {
+        if self.sessions.contains_key(&session) {
+            return Ok(());
+        }
+        let s = &self.setup;
+        let machine = new_session(&s.protocol, session, s.dc, &s.topology, &s.params)?;
+        let hosted = Hosted {
+            machine,
+            running: None,
+        };
+        self.sessions.insert(session, hosted);
+        Ok(())
+    }
+
+    /// Submits the session's next batched request, and the next after it for as long as
+    /// the session answers at once (buffered updates do).
+    fn next_request(&mut self, session: SessionId) {
+        loop {
+            let mut ctx = self.ctx();
+            let Some(hosted) = self.sessions.get_mut(&session) else {
+                return;
+            };
+            let Some(request) = hosted.running.as_mut().and_then(|b| b.pending.pop_front()) else {
+                return;
+            };
+            hosted.machine.submit(&mut ctx, request);
+            if !self.session_outputs(session, ctx) {
+                return;
+            }
+        }
     }
 
     async fn deliver(&mut self, m: NetMsg) {
@@ -228,7 +343,7 @@ impl NodeTask {
             Addr::Client(s) => {
                 if let Some(h) = self.sessions.get_mut(&s) {
                     h.machine.handle_message(&mut ctx, m.from, m.msg);
-                    self.session_outputs(s, ctx);
+                    self.session_ran(s, ctx);
                 }
             }
         }
@@ -258,32 +373,52 @@ impl NodeTask {
         }
     }
 
-    fn session_outputs(&mut self, session: SessionId, mut ctx: Ctx<Msg>) {
+    /// Executes a session's outputs after a message or timer; a reply may let its batch
+    /// go on.
+    fn session_ran(&mut self, session: SessionId, ctx: Ctx<Msg>) {
+        if self.session_outputs(session, ctx) {
+            self.next_request(session);
+        }
+    }
+
+    /// Executes a session's outputs; true when it answered and its batch goes on.
+    fn session_outputs(&mut self, session: SessionId, mut ctx: Ctx<Msg>) -> bool {
         let from = Addr::Client(session);
+        let mut go_on = false;
         for out in ctx.drain() {
             match out {
                 Output::Send { to, msg } => self.route(from, to, msg),
                 Output::Timer { after } => self.arm(Target::Session(session), after),
-                Output::Reply(resp) => {
-                    let waiting = self
-                        .sessions
-                        .get_mut(&session)
-                        .and_then(|h| h.waiting.take());
-                    match waiting {
-                        Some(tx) => {
-                            let _ = tx.send(resp);
-                        }
-                        None => tracing::warn!(
-                            session = session.0,
-                            "a session replied with no request running"
-                        ),
-                    }
-                }
+                Output::Reply(resp) => go_on = self.answered(session, resp),
                 Output::Persist { .. } => {
                     tracing::error!("a client session asked to persist; ignored")
                 }
             }
         }
+        go_on
+    }
+
+    /// Records a session's answer; replies to the gateway once the batch is done. True
+    /// when more requests of the batch are waiting.
+    fn answered(&mut self, session: SessionId, resp: Response) -> bool {
+        let Some(hosted) = self.sessions.get_mut(&session) else {
+            return false;
+        };
+        let Some(batch) = hosted.running.as_mut() else {
+            tracing::warn!(
+                session = session.0,
+                "a session replied with no request running"
+            );
+            return false;
+        };
+        let stop = stops(&resp);
+        batch.answers.push(resp);
+        if !stop && !batch.pending.is_empty() {
+            return true;
+        }
+        let batch = hosted.running.take().expect("checked above");
+        let _ = batch.reply.send(batch.answers);
+        false
     }
 
     fn route(&mut self, from: Addr, to: Addr, msg: Msg) {
@@ -308,7 +443,11 @@ impl NodeTask {
     }
 
     fn arm(&mut self, target: Target, after: Nanos) {
-        let tick_ns = (after / 64).max(1_000_000);
+        let tick_ns = if after >= TIMER_COARSE_NS {
+            after / 64
+        } else {
+            1
+        };
         let at_ns = (self.base.elapsed().as_nanos() as u64 + after).div_ceil(tick_ns) * tick_ns;
         if self.timers.len() >= TIMERS_MAX {
             tracing::error!("{TIMERS_MAX} timers armed: dropping a timer request");

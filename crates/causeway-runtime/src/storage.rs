@@ -15,6 +15,8 @@ use tokio::sync::mpsc;
 
 /// How often the storage thread logs its group-commit counters.
 const STATS_INTERVAL: Duration = Duration::from_secs(10);
+/// A batch whose append and sync take longer than this is logged as a warning.
+const SLOW_SYNC: Duration = Duration::from_millis(200);
 /// The session-id epoch is kept below this (20 bits, see `gateway`).
 pub const EPOCH_MAX: u64 = (1 << 20) - 1;
 
@@ -73,6 +75,10 @@ pub fn recover(dir: &Path) -> Result<Recovered, String> {
 pub struct GroupCommitStats {
     pub log: LogStats,
     pub batch_records_max: u64,
+    /// The longest append-and-sync of one batch, in ms.
+    pub sync_ms_max: u64,
+    /// Batches whose append and sync took longer than `SLOW_SYNC`.
+    pub slow_syncs: u64,
 }
 
 /// Runs the storage thread until the node task drops its sender; returns the counters.
@@ -90,7 +96,10 @@ pub fn spawn(
             while let Some(first) = rx.blocking_recv() {
                 let batch = take_batch(first, &mut rx);
                 stats.batch_records_max = stats.batch_records_max.max(batch.len() as u64);
-                match write_batch(log.as_mut(), &batch) {
+                let began = Instant::now();
+                let written = write_batch(log.as_mut(), &batch);
+                note_sync(&name, &mut stats, began.elapsed(), batch.len());
+                match written {
                     Ok(()) => {
                         let lsns = batch.iter().map(|r| r.lsn).collect();
                         let _ = events.send(DiskEvent::Persisted(lsns));
@@ -113,6 +122,21 @@ pub fn spawn(
         .expect("spawn the storage thread")
 }
 
+/// Counts a batch's write time, warning about slow ones (a slow disk delays every vote
+/// and commit behind it).
+fn note_sync(name: &str, stats: &mut GroupCommitStats, took: Duration, records: usize) {
+    stats.sync_ms_max = stats.sync_ms_max.max(took.as_millis() as u64);
+    if took >= SLOW_SYNC {
+        stats.slow_syncs += 1;
+        tracing::warn!(
+            node = %name,
+            ms = took.as_millis() as u64,
+            records,
+            "slow disk: appending and syncing one batch took this long"
+        );
+    }
+}
+
 /// Logs the group-commit counters.
 pub fn report(name: &str, stats: &GroupCommitStats) {
     tracing::info!(
@@ -121,6 +145,8 @@ pub fn report(name: &str, stats: &GroupCommitStats) {
         syncs = stats.log.syncs,
         records_per_sync = format!("{:.1}", stats.log.records_per_sync()),
         batch_records_max = stats.batch_records_max,
+        sync_ms_max = stats.sync_ms_max,
+        slow_syncs = stats.slow_syncs,
         "group commit"
     );
 }

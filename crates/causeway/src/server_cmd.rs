@@ -6,7 +6,9 @@
 //! When the node has a `resp_addr`, it also serves the Redis protocol there: the RESP
 //! front end (`causeway_resp::serve`) opens one gateway session per connection through
 //! [`RespFactory`], the adapter between `causeway_resp::SessionFactory` and the runtime's
-//! [`Gateway`].
+//! [`Gateway`]. A standalone command's `Begin`, operations and `Commit` reach the node task
+//! as one batch (`call_batch`), and `INFO` shows the node's gauges (`gss_lag_ms` as
+//! `stable_vector_lag_ms`).
 
 use causeway_core::{Request, Response};
 use causeway_resp::{RespConfig, ServerInfo, SessionFactory, SessionHandle};
@@ -110,6 +112,11 @@ impl SessionHandle for RespSession {
     async fn call(&mut self, req: Request) -> Response {
         self.0.call(req).await
     }
+
+    /// One round trip to the node task for the whole batch (see `GatewaySession`).
+    async fn call_batch(&mut self, reqs: Vec<Request>) -> Vec<Response> {
+        self.0.call_batch(reqs).await
+    }
 }
 
 impl SessionFactory for RespFactory {
@@ -121,12 +128,15 @@ impl SessionFactory for RespFactory {
 
     fn info(&self) -> ServerInfo {
         let info = self.0.info();
+        let mut gauges = self.0.gauges();
+        let lag = gauges.iter().find(|(n, _)| n == "gss_lag_ms").map(|g| g.1);
+        gauges.push(("sessions".to_string(), self.0.live_sessions() as f64));
         ServerInfo {
             protocol: info.protocol.clone(),
             dc: u32::from(info.dc.0) + 1,
             dcs: info.dc_names.clone(),
-            stable_vector_lag_ms: None,
-            gauges: vec![("sessions".to_string(), self.0.live_sessions() as f64)],
+            stable_vector_lag_ms: lag,
+            gauges,
         }
     }
 }
