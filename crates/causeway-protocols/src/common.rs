@@ -70,6 +70,12 @@ impl TxnBuffer {
     }
 }
 
+/// The error for a request that is not valid inside (or outside) a transaction.
+pub fn invalid_in_state(request: &causeway_core::Request, in_txn: bool) -> Error {
+    let place = if in_txn { "inside" } else { "outside" };
+    Error::InvalidState(format!("{request:?} {place} a transaction"))
+}
+
 pub fn limit(what: &str, max: usize) -> Error {
     Error::LimitExceeded {
         what: what.to_string(),

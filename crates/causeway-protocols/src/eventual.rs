@@ -4,7 +4,9 @@
 //! partitions' current state and writes are applied partition by partition, so nothing is
 //! atomic or causal. It exists to be fast and to prove that the checker can fail.
 
-use crate::common::{check_read, effect_type, read_value, typed, PersistQueue, TxnBuffer};
+use crate::common::{
+    check_read, effect_type, invalid_in_state, read_value, typed, PersistQueue, TxnBuffer,
+};
 use crate::{Msg as AnyMsg, NodeConfig, Params};
 use causeway_core::crdt::{ArbTs, ObjType, Object, Op, Update};
 use causeway_core::{
@@ -400,10 +402,7 @@ impl ClientSession for Session {
                     capability,
                 }));
             }
-            other => ctx.reply(Response::Error(Error::InvalidState(format!(
-                "{other:?} {} a transaction",
-                if in_txn { "inside" } else { "outside" }
-            )))),
+            other => ctx.reply(Response::Error(invalid_in_state(&other, in_txn))),
         }
     }
 

@@ -5,7 +5,7 @@
 
 use super::msg::Msg;
 use super::wrap;
-use crate::common::{check_read, TxnBuffer};
+use crate::common::{check_read, invalid_in_state, TxnBuffer};
 use crate::{Msg as AnyMsg, Params};
 use causeway_core::crdt::ObjType;
 use causeway_core::{
@@ -240,10 +240,7 @@ impl ClientSession for Session {
             }
             Request::Attach { token } if !in_txn => self.attach(ctx, &token),
             Request::Barrier => ctx.reply(Response::Error(unsupported("barriers"))),
-            other => ctx.reply(Response::Error(Error::InvalidState(format!(
-                "{other:?} {} a transaction",
-                if in_txn { "inside" } else { "outside" }
-            )))),
+            other => ctx.reply(Response::Error(invalid_in_state(&other, in_txn))),
         }
     }
 
