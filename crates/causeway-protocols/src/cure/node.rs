@@ -306,6 +306,12 @@ impl Node {
 
     /// Serves every parked request whose wait condition now holds.
     pub(super) fn serve_waiting(&mut self, ctx: &mut Ctx<AnyMsg>) {
+        fn reads_snapshot(updates: &super::msg::Updates) -> bool {
+            use causeway_core::crdt::Update;
+            updates
+                .iter()
+                .any(|(_, u, _)| matches!(u, Update::Remove(_) | Update::MvAssign(_)))
+        }
         let (d, clock, lease) = (self.d, self.time.last, self.time.lease);
         let m = self.mutation;
         let mut ready = Vec::new();
@@ -321,9 +327,12 @@ impl Node {
                     match w {
                         // Cure Alg. 2 l.2: wait until pvc[d] >= svc[d].
                         Waiting::Read { .. } => m.no_read_wait || pvc_d >= s,
-                        // Cure Alg. 2 l.8: wait until Clock > svc[d]; and the snapshot the
-                        // effects are computed against must be stable too.
-                        Waiting::Prepare { .. } => clock > s && pvc_d >= s,
+                        // Cure Alg. 2 l.8: wait until Clock > svc[d]. Effects generated
+                        // from the observed state (a set remove, an mvreg assignment) need
+                        // the snapshot stable too, like a read; the others do not wait.
+                        Waiting::Prepare { updates, .. } => {
+                            clock > s && (pvc_d >= s || !reads_snapshot(updates))
+                        }
                     }
                 });
             part.waiting = stay;
