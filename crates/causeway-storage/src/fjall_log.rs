@@ -5,17 +5,47 @@
 //! `manual_journal_persist(true)`: appends go to a write batch in memory, and `sync`
 //! commits that batch to the journal and calls `persist(PersistMode::SyncData)` once:
 //! that one fdatasync is the group commit for every record of the batch.
+//!
+//! Keyspace `snapshot` holds the snapshot and the truncation point; every call that
+//! changes them fsyncs before it returns:
+//! - `upto` (8 bytes, big-endian) and `data` (the bytes), written in one atomic batch so
+//!   that a crash keeps the old pair or the new one. This keyspace separates large values
+//!   into blob files, so compactions do not rewrite a big snapshot;
+//! - `floor` (8 bytes, big-endian): every record below it was deleted. Reads and later
+//!   truncations start there and so skip the tombstones truncation left behind.
+//!
+//! Truncation deletes records in batches of [`TRUNCATE_CHUNK`] keys (bounded memory) in
+//! lsn order, each batch also moving `floor` past what it deleted, then fsyncs once. The
+//! journal keeps batches in order, so a crash midway deletes a prefix of the covered
+//! records and leaves `floor` consistent with it.
+//!
+//! The last lsn on open is the largest of the last record's and the snapshot's `upto`:
+//! truncation never deletes above `upto`, so that is the last lsn before the crash or
+//! close (minus records never synced).
 
-use crate::{check_meta, check_order, Log, LogStats, Result, StorageError};
+use crate::{
+    check_meta, check_order, check_snapshot, check_truncate, Log, LogStats, Result, StorageError,
+};
 use causeway_core::Lsn;
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, PersistMode};
 use std::path::{Path, PathBuf};
+
+/// Most record deletions one truncation batch holds, to bound its memory.
+const TRUNCATE_CHUNK: usize = 64 * 1024;
+const UPTO_KEY: &str = "upto";
+const DATA_KEY: &str = "data";
+const FLOOR_KEY: &str = "floor";
 
 pub struct FjallLog {
     path: PathBuf,
     db: Database,
     log: Keyspace,
     meta: Keyspace,
+    snap: Keyspace,
+    /// The durable snapshot's `upto`, cached so that checks need no read.
+    snap_upto: Option<Lsn>,
+    /// Every record below this lsn was deleted by truncation.
+    floor: Lsn,
     pending: Vec<(Lsn, Vec<u8>)>,
     last: Lsn,
     stats: LogStats,
@@ -31,33 +61,21 @@ impl FjallLog {
     pub fn open(path: impl AsRef<Path>) -> Result<FjallLog> {
         let path = path.as_ref().to_path_buf();
         std::fs::create_dir_all(&path).map_err(|e| err(&path, "cannot create directory", e))?;
-        let db = Database::builder(&path)
-            .manual_journal_persist(true)
-            .worker_threads(1)
-            .cache_size(8 << 20)
-            .open()
-            .map_err(|e| {
-                err(
-                    &path,
-                    "cannot open the database (is another node using it?)",
-                    e,
-                )
-            })?;
-        let log = db
-            .keyspace("log", KeyspaceCreateOptions::default)
-            .map_err(|e| err(&path, "cannot open keyspace 'log'", e))?;
-        let meta = db
-            .keyspace("meta", KeyspaceCreateOptions::default)
-            .map_err(|e| err(&path, "cannot open keyspace 'meta'", e))?;
-        let last = match log.last_key_value() {
-            Some(guard) => decode_lsn(&path, &guard.key().map_err(|e| err(&path, "read", e))?)?,
-            None => 0,
-        };
+        let db = open_db(&path)?;
+        let log = open_keyspace(&db, &path, "log", KeyspaceCreateOptions::default)?;
+        let meta = open_keyspace(&db, &path, "meta", KeyspaceCreateOptions::default)?;
+        let snap = open_keyspace(&db, &path, "snapshot", snapshot_options)?;
+        let snap_upto = get_lsn(&snap, &path, UPTO_KEY)?;
+        let floor = get_lsn(&snap, &path, FLOOR_KEY)?.unwrap_or(0);
+        let last = last_record(&log, &path)?.max(snap_upto.unwrap_or(0));
         Ok(FjallLog {
             path,
             db,
             log,
             meta,
+            snap,
+            snap_upto,
+            floor,
             pending: Vec::new(),
             last,
             stats: LogStats::default(),
@@ -67,6 +85,53 @@ impl FjallLog {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+fn open_db(path: &Path) -> Result<Database> {
+    Database::builder(path)
+        .manual_journal_persist(true)
+        .worker_threads(1)
+        .cache_size(8 << 20)
+        .open()
+        .map_err(|e| {
+            err(
+                path,
+                "cannot open the database (is another node using it?)",
+                e,
+            )
+        })
+}
+
+fn open_keyspace(
+    db: &Database,
+    path: &Path,
+    name: &str,
+    options: impl FnOnce() -> KeyspaceCreateOptions,
+) -> Result<Keyspace> {
+    db.keyspace(name, options)
+        .map_err(|e| err(path, &format!("cannot open keyspace '{name}'"), e))
+}
+
+/// The snapshot keyspace stores big values apart (key-value separation), so that
+/// compactions move a pointer, not up to [`crate::SNAPSHOT_LEN_MAX`] bytes.
+fn snapshot_options() -> KeyspaceCreateOptions {
+    KeyspaceCreateOptions::default().with_kv_separation(Some(KvSeparationOptions::default()))
+}
+
+/// The lsn of the last durable record, 0 when there is none.
+fn last_record(log: &Keyspace, path: &Path) -> Result<Lsn> {
+    match log.last_key_value() {
+        Some(guard) => decode_lsn(path, &guard.key().map_err(|e| err(path, "read", e))?),
+        None => Ok(0),
+    }
+}
+
+/// Reads an lsn value (8 bytes, big-endian) of the snapshot keyspace.
+fn get_lsn(snap: &Keyspace, path: &Path, key: &str) -> Result<Option<Lsn>> {
+    let value = snap
+        .get(key)
+        .map_err(|e| err(path, &format!("cannot read snapshot key '{key}'"), e))?;
+    value.map(|v| decode_lsn(path, &v)).transpose()
 }
 
 fn decode_lsn(path: &Path, key: &[u8]) -> Result<Lsn> {
@@ -113,7 +178,7 @@ impl Log for FjallLog {
 
     fn read_all(&self) -> Result<Vec<(Lsn, Vec<u8>)>> {
         let mut out = Vec::new();
-        for guard in self.log.iter() {
+        for guard in self.log.range(self.floor.to_be_bytes()..) {
             let (k, v) = guard
                 .into_inner()
                 .map_err(|e| err(&self.path, "cannot read the log", e))?;
@@ -146,5 +211,80 @@ impl Log for FjallLog {
 
     fn stats(&self) -> LogStats {
         self.stats
+    }
+
+    fn put_snapshot(&mut self, upto: Lsn, snapshot: &[u8]) -> Result<()> {
+        check_snapshot(self.snap_upto, self.last, upto, snapshot.len())?;
+        let mut batch = self.db.batch();
+        batch.insert(&self.snap, UPTO_KEY, upto.to_be_bytes());
+        batch.insert(&self.snap, DATA_KEY, snapshot);
+        batch
+            .commit()
+            .map_err(|e| err(&self.path, "cannot write the snapshot", e))?;
+        self.persist("cannot fsync the snapshot")?;
+        self.snap_upto = Some(upto);
+        Ok(())
+    }
+
+    fn snapshot(&self) -> Result<Option<(Lsn, Vec<u8>)>> {
+        let Some(upto) = get_lsn(&self.snap, &self.path, UPTO_KEY)? else {
+            return Ok(None);
+        };
+        let data = self
+            .snap
+            .get(DATA_KEY)
+            .map_err(|e| err(&self.path, "cannot read the snapshot", e))?
+            .ok_or_else(|| err(&self.path, "corrupt snapshot", "'upto' without 'data'"))?;
+        Ok(Some((upto, data.to_vec())))
+    }
+
+    fn truncate_before(&mut self, lsn: Lsn) -> Result<()> {
+        check_truncate(self.snap_upto, lsn)?;
+        self.pending.retain(|(l, _)| *l >= lsn);
+        if lsn <= self.floor {
+            return Ok(());
+        }
+        while !self.delete_chunk(lsn)? {}
+        self.persist("cannot fsync the truncation")
+    }
+}
+
+impl FjallLog {
+    /// Deletes up to [`TRUNCATE_CHUNK`] of the lowest records below `end`; once none
+    /// remain, moves `floor` to `end` in the same batch and returns true.
+    fn delete_chunk(&mut self, end: Lsn) -> Result<bool> {
+        let keys = self.keys_between(self.floor, end)?;
+        let done = keys.len() < TRUNCATE_CHUNK;
+        let next = if done { end } else { keys[keys.len() - 1] + 1 };
+        let mut batch = self.db.batch();
+        for lsn in keys {
+            batch.remove(&self.log, lsn.to_be_bytes());
+        }
+        batch.insert(&self.snap, FLOOR_KEY, next.to_be_bytes());
+        batch
+            .commit()
+            .map_err(|e| err(&self.path, "cannot write the truncation", e))?;
+        self.floor = next;
+        Ok(done)
+    }
+
+    /// The lsns of at most [`TRUNCATE_CHUNK`] records in `[start, end)`, in order.
+    fn keys_between(&self, start: Lsn, end: Lsn) -> Result<Vec<Lsn>> {
+        let range = self.log.range(start.to_be_bytes()..end.to_be_bytes());
+        range
+            .take(TRUNCATE_CHUNK)
+            .map(|guard| {
+                let key = guard
+                    .key()
+                    .map_err(|e| err(&self.path, "cannot read the log", e))?;
+                decode_lsn(&self.path, &key)
+            })
+            .collect()
+    }
+
+    fn persist(&self, what: &str) -> Result<()> {
+        self.db
+            .persist(PersistMode::SyncData)
+            .map_err(|e| err(&self.path, what, e))
     }
 }

@@ -1,7 +1,9 @@
 //! [`MemLog`]: an in-memory log for tests. `crash()` drops what was appended but not
-//! synced, as a killed process would.
+//! synced, as a killed process would, and keeps the rest: synced records, metadata, the
+//! snapshot and truncations, which are durable as soon as their call returns (the crash
+//! semantics of the crate docs).
 
-use crate::{check_meta, check_order, Log, LogStats, Result};
+use crate::{check_meta, check_order, check_snapshot, check_truncate, Log, LogStats, Result};
 use causeway_core::Lsn;
 use std::collections::BTreeMap;
 
@@ -10,6 +12,7 @@ pub struct MemLog {
     durable: BTreeMap<Lsn, Vec<u8>>,
     pending: Vec<(Lsn, Vec<u8>)>,
     meta: BTreeMap<String, Vec<u8>>,
+    snapshot: Option<(Lsn, Vec<u8>)>,
     last: Lsn,
     stats: LogStats,
 }
@@ -19,10 +22,17 @@ impl MemLog {
         MemLog::default()
     }
 
-    /// Loses every record not yet synced, as a crash would.
+    /// Loses every record not yet synced, as a crash would. The last lsn falls back to
+    /// what a reopened [`crate::FjallLog`] reports: the largest of the durable records'
+    /// and the snapshot's `upto` (which outlives truncated records).
     pub fn crash(&mut self) {
         self.pending.clear();
-        self.last = self.durable.keys().next_back().copied().unwrap_or(0);
+        let durable = self.durable.keys().next_back().copied().unwrap_or(0);
+        self.last = durable.max(self.snapshot_upto().unwrap_or(0));
+    }
+
+    fn snapshot_upto(&self) -> Option<Lsn> {
+        self.snapshot.as_ref().map(|(upto, _)| *upto)
     }
 }
 
@@ -71,5 +81,22 @@ impl Log for MemLog {
 
     fn stats(&self) -> LogStats {
         self.stats
+    }
+
+    fn put_snapshot(&mut self, upto: Lsn, snapshot: &[u8]) -> Result<()> {
+        check_snapshot(self.snapshot_upto(), self.last, upto, snapshot.len())?;
+        self.snapshot = Some((upto, snapshot.to_vec()));
+        Ok(())
+    }
+
+    fn snapshot(&self) -> Result<Option<(Lsn, Vec<u8>)>> {
+        Ok(self.snapshot.clone())
+    }
+
+    fn truncate_before(&mut self, lsn: Lsn) -> Result<()> {
+        check_truncate(self.snapshot_upto(), lsn)?;
+        self.durable = self.durable.split_off(&lsn);
+        self.pending.retain(|(l, _)| *l >= lsn);
+        Ok(())
     }
 }

@@ -1,7 +1,7 @@
 //! Both logs keep records in lsn order across reopen, refuse out-of-order lsns, and lose
 //! only what was never synced.
 
-use causeway_storage::{meta_u64, FjallLog, Log, MemLog};
+use causeway_storage::{meta_u64, FjallLog, Log, MemLog, BATCH_RECORDS_MAX, SNAPSHOT_LEN_MAX};
 use std::path::PathBuf;
 
 fn scratch(name: &str) -> PathBuf {
@@ -70,5 +70,213 @@ fn fjall_log_refuses_a_second_opener() {
         Err(e) => assert!(e.to_string().contains(&dir.display().to_string()), "{e}"),
     }
     drop(_first);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// Snapshots and truncation: the generic bodies below run on both logs, so that `MemLog`
+// (which the runtime's tests use) keeps the exact semantics of `FjallLog`.
+
+/// Appends `lsns` with a record naming each, then syncs.
+fn append_synced(log: &mut dyn Log, lsns: std::ops::RangeInclusive<u64>) {
+    for lsn in lsns {
+        log.append(lsn, format!("record {lsn}").as_bytes()).unwrap();
+    }
+    log.sync().unwrap();
+}
+
+fn lsns(log: &dyn Log) -> Vec<u64> {
+    log.read_all()
+        .unwrap()
+        .iter()
+        .map(|(lsn, _)| *lsn)
+        .collect()
+}
+
+fn refusal(result: causeway_storage::Result<()>, words: &str) {
+    match result {
+        Ok(()) => panic!("accepted; expected a refusal mentioning '{words}'"),
+        Err(e) => assert!(e.to_string().contains(words), "{e}"),
+    }
+}
+
+fn snapshot_round_trip_replacement_and_refusals(log: &mut dyn Log) {
+    assert_eq!(log.snapshot().unwrap(), None);
+    append_synced(log, 1..=10);
+    log.put_snapshot(5, b"state at 5").unwrap();
+    assert_eq!(log.snapshot().unwrap(), Some((5, b"state at 5".to_vec())));
+    log.put_snapshot(8, b"state at 8").unwrap();
+    assert_eq!(log.snapshot().unwrap(), Some((8, b"state at 8".to_vec())));
+    log.put_snapshot(8, b"").unwrap();
+    assert_eq!(log.snapshot().unwrap(), Some((8, Vec::new())));
+    refusal(log.put_snapshot(7, b"older"), "newer one up to lsn 8");
+    refusal(log.put_snapshot(11, b"future"), "never appended");
+    // Zeroed pages are mapped lazily: this costs no real memory.
+    let huge = vec![0u8; SNAPSHOT_LEN_MAX + 1];
+    refusal(log.put_snapshot(9, &huge), "exceeds the limit");
+    assert_eq!(log.snapshot().unwrap(), Some((8, Vec::new())));
+    assert_eq!(
+        lsns(log),
+        (1..=10).collect::<Vec<_>>(),
+        "a snapshot truncates nothing"
+    );
+}
+
+fn truncation_keeps_the_rest_and_the_last_lsn(log: &mut dyn Log) {
+    append_synced(log, 1..=20);
+    refusal(log.truncate_before(2), "no snapshot");
+    log.truncate_before(1).unwrap();
+    log.put_snapshot(10, b"s10").unwrap();
+    refusal(log.truncate_before(12), "snapshot up to lsn 10");
+    assert_eq!(lsns(log).len(), 20, "a refused truncation deleted records");
+    log.truncate_before(11).unwrap();
+    assert_eq!(lsns(log), (11..=20).collect::<Vec<_>>());
+    assert_eq!(log.read_all().unwrap()[0].1, b"record 11");
+    assert_eq!(log.last_lsn(), 20);
+    log.truncate_before(5).unwrap();
+    assert_eq!(
+        lsns(log),
+        (11..=20).collect::<Vec<_>>(),
+        "an older truncation is a no-op"
+    );
+    refusal(log.append(20, b"again"), "increase strictly");
+    append_synced(log, 21..=22);
+    assert_eq!(lsns(log), (11..=22).collect::<Vec<_>>());
+    assert_eq!(log.snapshot().unwrap(), Some((10, b"s10".to_vec())));
+}
+
+fn truncating_everything_keeps_lsns_increasing(log: &mut dyn Log) {
+    append_synced(log, 1..=5);
+    log.append(6, b"buffered 6").unwrap();
+    log.put_snapshot(6, b"s6").unwrap();
+    log.truncate_before(7).unwrap();
+    log.sync().unwrap();
+    assert!(
+        lsns(log).is_empty(),
+        "a buffered record below the truncation came back"
+    );
+    assert_eq!(log.last_lsn(), 6);
+    refusal(log.append(6, b"again"), "increase strictly");
+    append_synced(log, 7..=7);
+    assert_eq!(lsns(log), vec![7]);
+}
+
+#[test]
+fn mem_log_snapshots() {
+    snapshot_round_trip_replacement_and_refusals(&mut MemLog::new());
+}
+
+#[test]
+fn mem_log_truncation() {
+    truncation_keeps_the_rest_and_the_last_lsn(&mut MemLog::new());
+    truncating_everything_keeps_lsns_increasing(&mut MemLog::new());
+}
+
+#[test]
+fn fjall_log_snapshots() {
+    let dir = scratch("snapshots");
+    snapshot_round_trip_replacement_and_refusals(&mut FjallLog::open(&dir).unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn fjall_log_truncation() {
+    let dir = scratch("truncation");
+    truncation_keeps_the_rest_and_the_last_lsn(&mut FjallLog::open(&dir).unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+    truncating_everything_keeps_lsns_increasing(&mut FjallLog::open(&dir).unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn mem_log_crash_after_truncation_keeps_snapshot_and_remaining_records() {
+    let mut log = MemLog::new();
+    append_synced(&mut log, 1..=20);
+    log.put_snapshot(10, b"s10").unwrap();
+    log.truncate_before(11).unwrap();
+    log.append(21, b"unsynced").unwrap();
+    log.crash();
+    assert_eq!(log.snapshot().unwrap(), Some((10, b"s10".to_vec())));
+    assert_eq!(lsns(&log), (11..=20).collect::<Vec<_>>());
+    assert_eq!(log.last_lsn(), 20);
+    log.append(21, b"after crash").unwrap();
+}
+
+#[test]
+fn mem_log_crash_keeps_a_snapshot_of_lost_records_as_the_last_lsn() {
+    let mut log = MemLog::new();
+    append_synced(&mut log, 1..=5);
+    log.append(6, b"unsynced 6").unwrap();
+    log.append(7, b"unsynced 7").unwrap();
+    log.put_snapshot(6, b"s6").unwrap();
+    log.truncate_before(7).unwrap();
+    log.crash();
+    assert!(lsns(&log).is_empty());
+    assert_eq!(log.snapshot().unwrap(), Some((6, b"s6".to_vec())));
+    assert_eq!(
+        log.last_lsn(),
+        6,
+        "the snapshot stands for the lost record 6"
+    );
+    refusal(log.append(6, b"again"), "increase strictly");
+    log.append(7, b"after crash").unwrap();
+}
+
+#[test]
+fn fjall_log_reopen_after_truncation_keeps_last_lsn_and_snapshot() {
+    let dir = scratch("truncate-reopen");
+    let big: Vec<u8> = (0..2 << 20).map(|i: u32| i as u8).collect();
+    {
+        let mut log = FjallLog::open(&dir).unwrap();
+        append_synced(&mut log, 1..=300);
+        log.put_snapshot(100, b"small").unwrap();
+        log.put_snapshot(260, &big).unwrap();
+        log.truncate_before(261).unwrap();
+        log.append(301, b"never synced").unwrap();
+    }
+    let mut log = FjallLog::open(&dir).unwrap();
+    assert_eq!(log.last_lsn(), 300);
+    assert_eq!(lsns(&log), (261..=300).collect::<Vec<_>>());
+    assert_eq!(log.snapshot().unwrap(), Some((260, big)));
+    log.put_snapshot(300, b"everything").unwrap();
+    log.truncate_before(301).unwrap();
+    drop(log);
+    let mut log = FjallLog::open(&dir).unwrap();
+    assert!(lsns(&log).is_empty());
+    assert_eq!(
+        log.last_lsn(),
+        300,
+        "lsns must not restart after truncating everything"
+    );
+    assert_eq!(log.snapshot().unwrap(), Some((300, b"everything".to_vec())));
+    refusal(log.append(300, b"again"), "increase strictly");
+    append_synced(&mut log, 301..=302);
+    drop(log);
+    let log = FjallLog::open(&dir).unwrap();
+    assert_eq!(lsns(&log), vec![301, 302]);
+    assert_eq!(log.last_lsn(), 302);
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn fjall_log_truncates_more_records_than_one_deletion_batch() {
+    let dir = scratch("truncate-many");
+    let total = 3 * 64 * 1024 / 2; // 1.5 deletion batches of the implementation
+    {
+        let mut log = FjallLog::open(&dir).unwrap();
+        for start in (1..=total).step_by(BATCH_RECORDS_MAX) {
+            append_synced(
+                &mut log,
+                start..=(start + BATCH_RECORDS_MAX as u64 - 1).min(total),
+            );
+        }
+        log.put_snapshot(total - 1, b"s").unwrap();
+        log.truncate_before(total).unwrap();
+        assert_eq!(lsns(&log), vec![total]);
+    }
+    let log = FjallLog::open(&dir).unwrap();
+    assert_eq!(lsns(&log), vec![total]);
+    assert_eq!(log.last_lsn(), total);
+    drop(log);
     let _ = std::fs::remove_dir_all(&dir);
 }
