@@ -19,5 +19,5 @@ pub use clock::{Hlc, Nanos, Vc};
 pub use crdt::{ArbTs, Effect, ObjType, Object, Op, Update};
 pub use error::Error;
 pub use ids::{Addr, DcId, Key, NodeId, OpId, PartitionId, SessionId, TxnId, Value};
-pub use sansio::{ClientSession, Ctx, Lsn, Output, ServerNode};
+pub use sansio::{ClientSession, Ctx, Lsn, Output, ServerNode, TrueTime};
 pub use topology::Topology;

@@ -2,14 +2,27 @@
 //! deterministic state machines driven by the simulator or by the tokio runtime alike.
 //!
 //! Inputs are method calls carrying a [`Ctx`] with the true time `now` (for the driver's
-//! bookkeeping only) and the node's physical clock reading `clock` (what the protocol may
-//! use). Outputs are pushed into the context and drained by the driver: messages, durable
-//! writes, timer requests and, for client sessions, replies to the application.
+//! bookkeeping only, typed [`TrueTime`] so a protocol cannot mix it up with its clock) and
+//! the node's physical clock reading `clock` (what the protocol may use). Outputs are
+//! pushed into the context and drained by the driver: messages, durable writes and, for
+//! client sessions, replies to the application.
+//!
+//! Timers are deadlines, as in quinn-proto: after every input the driver asks the machine
+//! for [`ServerNode::poll_timeout`], its next deadline in the machine's own clock, and
+//! calls `handle_timeout` once the machine's clock has reached it. A machine keeps its
+//! deadlines in a table keyed by purpose (`causeway_protocols::kit::timers`), so a timer is
+//! cancelled by removing its entry and no timer request can be lost: the driver always
+//! holds exactly one wake-up per machine, the earliest deadline. After `handle_timeout`
+//! the next deadline must lie in the future (drivers check it: a machine that leaves a due
+//! deadline behind would be woken forever).
 //!
 //! Persist before you release: a machine that must not release a message or reply before
 //! a record is durable emits [`Output::Persist`] and holds the dependent outputs until the
 //! driver calls `handle_persisted(lsn)`; the driver calls it only once the record (and all
 //! records with smaller lsn from the same machine) are on stable storage.
+//!
+//! Invariants: every machine answers `check_invariants`, which the simulator calls after
+//! every input of every run; a broken invariant fails the run with its seed.
 
 use crate::api::{Request, Response};
 use crate::clock::Nanos;
@@ -18,6 +31,12 @@ use crate::ids::Addr;
 /// Log sequence number of a persisted record, increasing per machine.
 pub type Lsn = u64;
 
+/// True time (simulated, or the runtime's monotonic time): the driver's time, which a
+/// protocol must not read. Protocol time is the clock reading `Ctx::clock` (plain
+/// [`Nanos`], skewed and drifting in the simulator).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TrueTime(pub Nanos);
+
 /// Something a machine asks its driver to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Output<M> {
@@ -25,24 +44,34 @@ pub enum Output<M> {
     Send { to: Addr, msg: M },
     /// Write `record` durably, then call `handle_persisted(lsn)`.
     Persist { lsn: Lsn, record: Vec<u8> },
-    /// Call `handle_timeout` after `after` nanoseconds of true time (at the latest).
-    Timer { after: Nanos },
     /// A client session's answer to its application's current request.
     Reply(Response),
+}
+
+impl<M> Output<M> {
+    /// The same output with its message converted (a protocol's own message type into the
+    /// registry's wire enum, for instance).
+    pub fn map<N>(self, f: impl FnOnce(M) -> N) -> Output<N> {
+        match self {
+            Output::Send { to, msg } => Output::Send { to, msg: f(msg) },
+            Output::Persist { lsn, record } => Output::Persist { lsn, record },
+            Output::Reply(r) => Output::Reply(r),
+        }
+    }
 }
 
 /// The context of one call into a machine: the time and the output buffer.
 #[derive(Debug)]
 pub struct Ctx<M> {
-    /// True time (simulated or monotonic); drivers use it, protocols should not.
-    pub now: Nanos,
+    /// True time (simulated or monotonic); drivers use it, protocols must not.
+    pub now: TrueTime,
     /// The machine's physical clock reading (skewed and drifting in the simulator).
     pub clock: Nanos,
     pub outputs: Vec<Output<M>>,
 }
 
 impl<M> Ctx<M> {
-    pub fn new(now: Nanos, clock: Nanos) -> Ctx<M> {
+    pub fn new(now: TrueTime, clock: Nanos) -> Ctx<M> {
         Ctx {
             now,
             clock,
@@ -58,10 +87,6 @@ impl<M> Ctx<M> {
         self.outputs.push(Output::Persist { lsn, record });
     }
 
-    pub fn timer(&mut self, after: Nanos) {
-        self.outputs.push(Output::Timer { after });
-    }
-
     pub fn reply(&mut self, response: Response) {
         self.outputs.push(Output::Reply(response));
     }
@@ -74,11 +99,19 @@ impl<M> Ctx<M> {
 /// A server node: hosts partitions and coordinates transactions.
 pub trait ServerNode {
     type Msg;
-    /// Called once after construction or recovery: arm periodic timers here.
+    /// Called once after construction or recovery: set up periodic deadlines here.
     fn start(&mut self, ctx: &mut Ctx<Self::Msg>);
     fn handle_message(&mut self, ctx: &mut Ctx<Self::Msg>, from: Addr, msg: Self::Msg);
+    /// Called once the clock reached [`ServerNode::poll_timeout`]; runs every due timer.
     fn handle_timeout(&mut self, ctx: &mut Ctx<Self::Msg>);
     fn handle_persisted(&mut self, ctx: &mut Ctx<Self::Msg>, lsn: Lsn);
+    /// The next deadline, in this machine's clock (`Ctx::clock`), if any.
+    fn poll_timeout(&self) -> Option<Nanos>;
+    /// The machine's invariants (e.g. `gss <= min pvc`); the simulator calls this after
+    /// every input. An `Err` names the broken invariant and the values that break it.
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
+    }
     /// Short human-readable gauges for reports (`name`, value), e.g. stable-vector lag.
     fn gauges(&self, _clock: Nanos) -> Vec<(&'static str, f64)> {
         Vec::new()
@@ -97,5 +130,11 @@ pub trait ClientSession {
     type Msg;
     fn submit(&mut self, ctx: &mut Ctx<Self::Msg>, request: Request);
     fn handle_message(&mut self, ctx: &mut Ctx<Self::Msg>, from: Addr, msg: Self::Msg);
+    /// Called once the clock reached [`ClientSession::poll_timeout`].
     fn handle_timeout(&mut self, ctx: &mut Ctx<Self::Msg>);
+    /// The next deadline (the running request's timeout), in the session's clock.
+    fn poll_timeout(&self) -> Option<Nanos>;
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
+    }
 }

@@ -2,21 +2,58 @@
 //! once; last writer wins by (origin clock, origin DC); updates replicated asynchronously
 //! to every other DC. A transaction is only a group of operations: reads go to the
 //! partitions' current state and writes are applied partition by partition, so nothing is
-//! atomic or causal. It exists to be fast and to prove that the checker can fail.
+//! atomic across partitions or causal. It exists to be fast and to prove that the checker
+//! can fail. Inside one partition a transaction's writes apply all or none: every effect
+//! is prepared (type checks included) before any is applied.
 
-use crate::common::{
-    check_read, effect_type, invalid_in_state, read_value, typed, PersistQueue, TxnBuffer,
-};
-use crate::{Msg as AnyMsg, NodeConfig, Params};
+use crate::kit::durability::Durability;
+use crate::kit::session::{ClientProtocol, Session, SessionCore};
+use crate::kit::txn::{effect_type, read_value, typed};
+use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
 use causeway_core::crdt::{ArbTs, ObjType, Object, Op, Update};
 use causeway_core::{
-    Addr, ClientSession, Ctx, DcId, Error, Key, Lsn, NodeId, OpId, Request, Response, ServerNode,
-    SessionId, Topology, TxnId, TxnKind,
+    Addr, Ctx, DcId, Error, Key, Lsn, Nanos, NodeId, OpId, Response, ServerNode, SessionId,
+    Topology, TxnKind,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub const MUTATIONS: &[&str] = &[];
+/// The `eventual` protocol (registry entry).
+pub struct Eventual;
+
+/// `[protocol.eventual]`: nothing to set yet.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {}
+
+impl Protocol for Eventual {
+    const NAME: &'static str = "eventual";
+    const GUARANTEE: Guarantee = Guarantee::Convergence;
+    const MUTATIONS: &'static [&'static str] = &[];
+    const REQUIREMENTS: Requirements = Requirements {
+        full_replication: true,
+        failed_dc_writes_may_vanish: true,
+    };
+    type Msg = Msg;
+    type Config = Config;
+    type Node = Node;
+    type Session = Session<Client>;
+
+    fn recover(config: &NodeConfig, _: &Config, records: &[Vec<u8>]) -> Result<Node, String> {
+        Node::recover(config.clone(), records)
+    }
+
+    fn session(
+        id: SessionId,
+        dc: DcId,
+        topology: &Topology,
+        params: &Params,
+        _: &Config,
+    ) -> Session<Client> {
+        let core = SessionCore::new(Self::NAME, id, dc, topology.clone(), params.clone());
+        Session::new(core, Client::default())
+    }
+}
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
@@ -41,16 +78,12 @@ pub enum Msg {
     },
 }
 
-fn wrap(m: Msg) -> AnyMsg {
-    AnyMsg::Eventual(m)
-}
-
 /// A server node: the current object of every key of its partitions.
 pub struct Node {
     config: NodeConfig,
     dc: DcId,
     store: BTreeMap<Key, Object>,
-    queue: PersistQueue,
+    durability: Durability<Msg, ()>,
 }
 
 impl Node {
@@ -61,14 +94,13 @@ impl Node {
             config,
             dc,
             store: BTreeMap::new(),
-            queue: PersistQueue::starting_after(0),
+            durability: Durability::starting_after(records.len() as Lsn),
         };
         for (i, record) in records.iter().enumerate() {
             let ops: Vec<(Key, Op)> = postcard::from_bytes(record)
                 .map_err(|e| format!("eventual: record {i} is corrupt: {e}"))?;
             node.apply_all(&ops);
         }
-        node.queue = PersistQueue::starting_after(records.len() as Lsn);
         Ok(node)
     }
 
@@ -90,11 +122,34 @@ impl Node {
             .collect()
     }
 
-    /// Applies a client's writes with LWW stamp (clock, DC), persists, then acks the
-    /// client and replicates to the other DCs.
+    /// Every update's effect, prepared against the current objects plus the earlier
+    /// updates of this batch; nothing is applied, so an error leaves the store untouched.
+    fn prepare_all(
+        &self,
+        ts: ArbTs,
+        updates: Vec<(Key, Update, OpId)>,
+    ) -> Result<Vec<(Key, Op)>, Error> {
+        let mut scratch: BTreeMap<Key, Object> = BTreeMap::new();
+        let mut ops = Vec::with_capacity(updates.len());
+        for (key, update, id) in updates {
+            if !scratch.contains_key(&key) {
+                let obj = typed(self.store.get(&key), update.obj_type())?;
+                scratch.insert(key.clone(), obj);
+            }
+            let obj = scratch.get_mut(&key).expect("inserted above");
+            let effect = obj.prepare(&update)?;
+            let op = Op { id, ts, effect };
+            obj.apply(&op);
+            ops.push((key, op));
+        }
+        Ok(ops)
+    }
+
+    /// Applies a client's writes with LWW stamp (clock, DC), all or none; persists, then
+    /// acks the client and replicates to the other DCs.
     fn write(
         &mut self,
-        ctx: &mut Ctx<AnyMsg>,
+        ctx: &mut Ctx<Msg>,
         from: Addr,
         req: u64,
         updates: Vec<(Key, Update, OpId)>,
@@ -103,94 +158,85 @@ impl Node {
             primary: ctx.clock,
             secondary: u64::from(self.dc.0),
         };
-        let mut ops = Vec::with_capacity(updates.len());
-        for (key, update, id) in updates {
-            let obj = match typed(self.store.get(&key), update.obj_type()) {
-                Ok(o) => o,
-                Err(e) => {
-                    return ctx.send(
-                        from,
-                        wrap(Msg::WriteReply {
-                            req,
-                            result: Err(e),
-                        }),
-                    )
-                }
-            };
-            let effect = match obj.prepare(&update) {
-                Ok(e) => e,
-                Err(e) => {
-                    return ctx.send(
-                        from,
-                        wrap(Msg::WriteReply {
-                            req,
-                            result: Err(e),
-                        }),
-                    )
-                }
-            };
-            let op = Op { id, ts, effect };
-            self.apply_all(std::slice::from_ref(&(key.clone(), op.clone())));
-            ops.push((key, op));
-        }
+        let ops = match self.prepare_all(ts, updates) {
+            Ok(ops) => ops,
+            Err(e) => {
+                return ctx.send(
+                    from,
+                    Msg::WriteReply {
+                        req,
+                        result: Err(e),
+                    },
+                )
+            }
+        };
+        self.apply_all(&ops);
         let mut then = vec![(
             from,
-            wrap(Msg::WriteReply {
+            Msg::WriteReply {
                 req,
                 result: Ok(()),
-            }),
+            },
         )];
         for dc in self.config.topology.all_dcs().filter(|d| *d != self.dc) {
-            let sibling = self.sibling(dc);
-            then.push((
-                Addr::Node(sibling),
-                wrap(Msg::Replicate { ops: ops.clone() }),
-            ));
+            let sibling = Addr::Node(self.sibling(dc));
+            then.push((sibling, Msg::Replicate { ops: ops.clone() }));
         }
         let record = postcard::to_allocvec(&ops).expect("ops encode");
-        self.queue.persist(ctx, record, then);
+        self.durability.persist(ctx, record, then);
     }
 
     fn sibling(&self, dc: DcId) -> NodeId {
         let index = self.config.node.0 % self.config.topology.nodes_per_dc;
         NodeId(u32::from(dc.0) * self.config.topology.nodes_per_dc + index)
     }
+
+    /// The stored object of `key` (for tests).
+    pub fn object(&self, key: &Key) -> Option<&Object> {
+        self.store.get(key)
+    }
 }
 
 impl ServerNode for Node {
-    type Msg = AnyMsg;
+    type Msg = Msg;
 
-    fn start(&mut self, _ctx: &mut Ctx<AnyMsg>) {}
+    fn start(&mut self, _ctx: &mut Ctx<Msg>) {}
 
-    fn handle_message(&mut self, ctx: &mut Ctx<AnyMsg>, from: Addr, msg: AnyMsg) {
-        let AnyMsg::Eventual(msg) = msg else {
-            return; // another protocol's message: not ours to answer
-        };
+    fn handle_message(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         match msg {
             Msg::Read { req, keys } => {
                 let objects = self.read(keys);
-                ctx.send(from, wrap(Msg::ReadReply { req, objects }));
+                ctx.send(from, Msg::ReadReply { req, objects });
             }
             Msg::Write { req, updates } => self.write(ctx, from, req, updates),
             Msg::Replicate { ops } => {
                 self.apply_all(&ops);
                 let record = postcard::to_allocvec(&ops).expect("ops encode");
-                self.queue.persist(ctx, record, Vec::new());
+                self.durability.persist(ctx, record, Vec::new());
             }
             Msg::ReadReply { .. } | Msg::WriteReply { .. } => {}
         }
     }
 
-    fn handle_timeout(&mut self, _ctx: &mut Ctx<AnyMsg>) {}
+    fn handle_timeout(&mut self, _ctx: &mut Ctx<Msg>) {}
 
-    fn handle_persisted(&mut self, ctx: &mut Ctx<AnyMsg>, lsn: Lsn) {
-        self.queue.persisted(ctx, lsn);
+    fn handle_persisted(&mut self, ctx: &mut Ctx<Msg>, lsn: Lsn) {
+        self.durability.persisted(ctx, lsn);
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None // nothing periodic: replication is pushed with each write
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.durability.check_invariants()
     }
 }
 
-/// What the session is waiting for.
-#[derive(Debug)]
-enum Pending {
+/// What the client side is waiting for.
+#[derive(Debug, Default)]
+pub enum Pending {
+    #[default]
     None,
     Read {
         keys: Vec<Key>,
@@ -203,225 +249,185 @@ enum Pending {
     },
 }
 
-/// A client session: buffers writes, reads partition by partition, writes at commit.
-pub struct Session {
-    id: SessionId,
-    dc: DcId,
-    topology: Topology,
-    params: Params,
-    seq: u64,
-    txn: Option<TxnBuffer>,
-    req: u64,
+/// The client side: buffers writes, reads partition by partition, writes at commit.
+#[derive(Debug, Default)]
+pub struct Client {
     pending: Pending,
-    deadline: u64,
 }
 
-impl Session {
-    pub fn new(id: SessionId, dc: DcId, topology: Topology, params: Params) -> Session {
-        Session {
-            id,
-            dc,
-            topology,
-            params,
-            seq: 0,
-            txn: None,
-            req: 0,
-            pending: Pending::None,
-            deadline: 0,
-        }
-    }
+fn node_for(core: &SessionCore, key: &Key) -> NodeId {
+    let topo = &core.topology;
+    topo.node_of(core.dc, topo.partition_of(key))
+}
 
-    fn node_for(&self, key: &Key) -> NodeId {
-        self.topology
-            .node_of(self.dc, self.topology.partition_of(key))
-    }
-
-    fn arm(&mut self, ctx: &mut Ctx<AnyMsg>) {
-        self.req += 1;
-        self.deadline = ctx.clock + self.params.request_timeout_ns;
-        ctx.timer(self.params.request_timeout_ns);
-    }
-
-    fn begin(&mut self, ctx: &mut Ctx<AnyMsg>, kind: TxnKind) {
-        if kind == TxnKind::Strong {
-            let capability = "strong transactions".to_string();
-            return ctx.reply(Response::Error(Error::Unsupported {
-                protocol: "eventual".into(),
-                capability,
-            }));
-        }
-        self.seq += 1;
-        let txn = TxnId {
-            session: self.id,
-            seq: self.seq,
-        };
-        self.txn = Some(TxnBuffer::new(txn, kind));
-        ctx.reply(Response::Begun { txn });
-    }
-
-    fn read(&mut self, ctx: &mut Ctx<AnyMsg>, keys: Vec<(Key, ObjType)>) {
-        if let Err(e) = check_read(&keys) {
-            return ctx.reply(Response::Error(e));
-        }
-        let mut groups: BTreeMap<NodeId, Vec<(Key, ObjType)>> = BTreeMap::new();
-        for (k, t) in &keys {
-            groups
-                .entry(self.node_for(k))
-                .or_default()
-                .push((k.clone(), *t));
-        }
-        self.arm(ctx);
-        let order = keys.into_iter().map(|(k, _)| k).collect();
-        self.pending = Pending::Read {
-            keys: order,
-            missing: groups.len(),
-            got: BTreeMap::new(),
-        };
-        for (node, keys) in groups {
-            ctx.send(
-                Addr::Node(node),
-                wrap(Msg::Read {
-                    req: self.req,
-                    keys,
-                }),
-            );
-        }
-        if groups_empty(&self.pending) {
-            self.finish_read(ctx);
-        }
-    }
-
-    fn finish_read(&mut self, ctx: &mut Ctx<AnyMsg>) {
-        let Pending::Read { keys, got, .. } = std::mem::replace(&mut self.pending, Pending::None)
-        else {
+impl Client {
+    fn finish_read(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
+        let Pending::Read { keys, got, .. } = std::mem::take(&mut self.pending) else {
             return;
         };
-        let buffer = self.txn.as_ref().expect("read inside a transaction");
         let mut values = Vec::with_capacity(keys.len());
         for key in keys {
             let obj = got.get(&key).cloned().expect("every key answered");
-            match obj.and_then(|o| read_value(buffer, &key, o)) {
+            match obj.and_then(|o| read_value(core.buffer(), &key, o)) {
                 Ok(v) => values.push(v),
-                Err(e) => return ctx.reply(Response::Error(e)),
+                Err(e) => return core.answer(ctx, Response::Error(e)),
             }
         }
-        ctx.reply(Response::Values(values));
+        core.answer(ctx, Response::Values(values));
     }
 
-    fn commit(&mut self, ctx: &mut Ctx<AnyMsg>) {
-        let buffer = self.txn.as_ref().expect("commit inside a transaction");
-        let groups = buffer.group_by(|k| {
-            self.topology
-                .node_of(self.dc, self.topology.partition_of(k))
-        });
-        if groups.is_empty() {
-            self.txn = None;
-            return ctx.reply(Response::Committed);
+    fn on_write_reply(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, r: Result<(), Error>) {
+        let Pending::Commit { missing, error } = &mut self.pending else {
+            return;
+        };
+        if let Err(e) = r {
+            error.get_or_insert(e);
         }
-        self.arm(ctx);
+        *missing -= 1;
+        if *missing > 0 {
+            return;
+        }
+        let error = error.take();
+        self.pending = Pending::None;
+        core.txn = None;
+        core.answer(ctx, error.map_or(Response::Committed, Response::Error));
+    }
+}
+
+impl ClientProtocol for Client {
+    type Msg = Msg;
+
+    fn begin(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, kind: TxnKind) {
+        if kind == TxnKind::Strong {
+            let e = core.unsupported("strong transactions");
+            return core.answer(ctx, Response::Error(e));
+        }
+        let txn = core.open_txn(kind);
+        core.answer(ctx, Response::Begun { txn });
+    }
+
+    fn read(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, keys: Vec<(Key, ObjType)>) {
+        let mut groups: BTreeMap<NodeId, Vec<(Key, ObjType)>> = BTreeMap::new();
+        for (k, t) in &keys {
+            groups
+                .entry(node_for(core, k))
+                .or_default()
+                .push((k.clone(), *t));
+        }
+        let req = core.start_request(ctx);
+        self.pending = Pending::Read {
+            keys: keys.into_iter().map(|(k, _)| k).collect(),
+            missing: groups.len(),
+            got: BTreeMap::new(),
+        };
+        if groups.is_empty() {
+            return self.finish_read(core, ctx);
+        }
+        for (node, keys) in groups {
+            ctx.send(Addr::Node(node), Msg::Read { req, keys });
+        }
+    }
+
+    fn commit(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
+        let groups = core.buffer().group_by(|k| node_for(core, k));
+        if groups.is_empty() {
+            core.txn = None;
+            return core.answer(ctx, Response::Committed);
+        }
+        let req = core.start_request(ctx);
         self.pending = Pending::Commit {
             missing: groups.len(),
             error: None,
         };
         for (node, updates) in groups {
-            ctx.send(
-                Addr::Node(node),
-                wrap(Msg::Write {
-                    req: self.req,
-                    updates,
-                }),
-            );
+            ctx.send(Addr::Node(node), Msg::Write { req, updates });
         }
     }
 
-    fn on_reply(&mut self, ctx: &mut Ctx<AnyMsg>, msg: Msg) {
-        match (msg, &mut self.pending) {
-            (Msg::ReadReply { req, objects }, Pending::Read { missing, got, .. })
-                if req == self.req =>
-            {
+    fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, _from: Addr, msg: Msg) {
+        match msg {
+            Msg::ReadReply { req, objects } if core.is_current(req) => {
+                let Pending::Read { missing, got, .. } = &mut self.pending else {
+                    return;
+                };
                 got.extend(objects);
                 *missing -= 1;
                 if *missing == 0 {
-                    self.finish_read(ctx);
+                    self.finish_read(core, ctx);
                 }
             }
-            (Msg::WriteReply { req, result }, Pending::Commit { missing, error })
-                if req == self.req =>
-            {
-                if let Err(e) = result {
-                    error.get_or_insert(e);
-                }
-                *missing -= 1;
-                if *missing == 0 {
-                    let error = error.take();
-                    self.pending = Pending::None;
-                    self.txn = None;
-                    ctx.reply(match error {
-                        Some(e) => Response::Error(e),
-                        None => Response::Committed,
-                    });
-                }
+            Msg::WriteReply { req, result } if core.is_current(req) => {
+                self.on_write_reply(core, ctx, result)
             }
             _ => {} // stale reply of a request that timed out
         }
     }
-}
 
-fn groups_empty(pending: &Pending) -> bool {
-    matches!(pending, Pending::Read { missing: 0, .. })
-}
-
-impl ClientSession for Session {
-    type Msg = AnyMsg;
-
-    fn submit(&mut self, ctx: &mut Ctx<AnyMsg>, request: Request) {
-        if !matches!(self.pending, Pending::None) {
-            return ctx.reply(Response::Error(Error::InvalidState(
-                "a request is already running".into(),
-            )));
-        }
-        let in_txn = self.txn.is_some();
-        match request {
-            Request::Begin { kind } if !in_txn => self.begin(ctx, kind),
-            Request::Read { keys } if in_txn => self.read(ctx, keys),
-            Request::Update { key, update } if in_txn => {
-                let pushed = self.txn.as_mut().expect("in txn").push(key, update);
-                ctx.reply(pushed.map_or_else(Response::Error, |op| Response::Updated { op }));
-            }
-            Request::Commit if in_txn => self.commit(ctx),
-            Request::Abort if in_txn => {
-                self.txn = None;
-                ctx.reply(Response::Aborted {
-                    reason: "aborted by the client".into(),
-                });
-            }
-            Request::Token | Request::Attach { .. } | Request::Barrier => {
-                let capability = "causal tokens and barriers".to_string();
-                ctx.reply(Response::Error(Error::Unsupported {
-                    protocol: "eventual".into(),
-                    capability,
-                }));
-            }
-            other => ctx.reply(Response::Error(invalid_in_state(&other, in_txn))),
-        }
-    }
-
-    fn handle_message(&mut self, ctx: &mut Ctx<AnyMsg>, _from: Addr, msg: AnyMsg) {
-        let AnyMsg::Eventual(msg) = msg else {
-            return; // another protocol's message
-        };
-        self.on_reply(ctx, msg);
-    }
-
-    fn handle_timeout(&mut self, ctx: &mut Ctx<AnyMsg>) {
-        if matches!(self.pending, Pending::None) || ctx.clock < self.deadline {
-            return;
-        }
+    fn on_timeout(&mut self, _core: &mut SessionCore) {
         self.pending = Pending::None;
-        self.txn = None;
-        self.req += 1; // late replies are now stale
-        ctx.reply(Response::Error(Error::Unavailable(
-            "request timed out".into(),
-        )));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::{Output, TrueTime, TxnId};
+
+    fn node() -> Node {
+        let topo = Topology::full(1, 1, 1);
+        let config = NodeConfig::new(NodeId(0), topo, Params::default());
+        Node::recover(config, &[]).expect("node")
+    }
+
+    fn op(index: u32) -> OpId {
+        let txn = TxnId {
+            session: SessionId(1),
+            seq: 1,
+        };
+        OpId { txn, index }
+    }
+
+    /// A transaction whose second update hits a key of another type writes nothing: not
+    /// the first update either, in memory or on disk, and nothing is replicated.
+    #[test]
+    fn a_wrongtype_update_leaves_the_whole_transaction_unapplied() {
+        let mut n = node();
+        let mut ctx = Ctx::new(TrueTime(1), 1);
+        let client = Addr::Client(SessionId(1));
+        let set = Msg::Write {
+            req: 1,
+            updates: vec![(Key::from("s"), Update::Add("x".into()), op(0))],
+        };
+        n.handle_message(&mut ctx, client, set);
+        let mut ctx = Ctx::new(TrueTime(2), 2);
+        let mixed = Msg::Write {
+            req: 2,
+            updates: vec![
+                (Key::from("a"), Update::Assign("1".into()), op(1)),
+                (Key::from("s"), Update::Assign("2".into()), op(2)),
+            ],
+        };
+        n.handle_message(&mut ctx, client, mixed);
+        assert!(
+            n.object(&Key::from("a")).is_none(),
+            "first update not applied"
+        );
+        assert!(!ctx
+            .outputs
+            .iter()
+            .any(|o| matches!(o, Output::Persist { .. })));
+        let replied = ctx.outputs.iter().any(|o| {
+            matches!(
+                o,
+                Output::Send {
+                    msg: Msg::WriteReply {
+                        req: 2,
+                        result: Err(Error::WrongType { .. })
+                    },
+                    ..
+                }
+            )
+        });
+        assert!(replied, "the client hears WRONGTYPE: {:?}", ctx.outputs);
     }
 }

@@ -1,25 +1,32 @@
 //! Causeway protocols (layer 2): every protocol as sans-IO state machines, a server node
-//! and a client session per protocol, behind one message type and one factory so that the
-//! simulator and the runtime can run any of them by name.
+//! and a client session per protocol, and the registry that lets the simulator and the
+//! runtime run any of them by name.
+//!
+//! A protocol is a type implementing [`Protocol`]: its name, guarantee, mutations, its own
+//! message type, its own config section (`[protocol.NAME]` in the cluster file, typed,
+//! with defaults), its topology requirements, and its node and session constructors
+//! (recovery included). The one [`registry!`] line per protocol at the bottom of this file
+//! generates the wire enum [`Msg`], [`PROTOCOLS`], the factories and the mutation lookup.
+//! Drivers hold machines as [`BoxedNode`] / [`BoxedSession`], which speak [`Msg`]; a
+//! message of another protocol is a [`WrongProtocol`] error the driver sees.
+//!
+//! [`kit`] holds the pieces protocols share.
 
-pub mod common;
 pub mod cure;
 pub mod eventual;
+pub mod kit;
+#[macro_use]
+pub mod registry;
 
-use causeway_core::{ClientSession, DcId, NodeId, ServerNode, SessionId, Topology};
+pub use registry::{
+    AnyNode, AnySession, BoxedNode, BoxedSession, Guarantee, Protocol, Requirements, WrongProtocol,
+};
+
+use causeway_core::{NodeId, Topology};
 use serde::{Deserialize, Serialize};
 
-/// Every message any protocol sends, node to node or client to node.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum Msg {
-    Eventual(eventual::Msg),
-    Cure(cure::Msg),
-}
-
-/// Protocol names this build can run.
-pub const PROTOCOLS: &[&str] = &["eventual", "cure"];
-
-/// Timing knobs shared by the protocols (all in nanoseconds of the node's clock).
+/// Timing knobs every protocol shares (all in nanoseconds of the node's clock).
+/// Protocol-specific settings live in the protocol's own config section.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Params {
     /// How often partitions replicate to or heartbeat their siblings in other DCs.
@@ -49,74 +56,23 @@ pub struct NodeConfig {
     pub node: NodeId,
     pub topology: Topology,
     pub params: Params,
+    /// The protocol's own config section (`[protocol.NAME]`); `Null` means defaults.
+    pub section: serde_json::Value,
 }
 
-pub type BoxedNode = Box<dyn ServerNode<Msg = Msg> + Send>;
-pub type BoxedSession = Box<dyn ClientSession<Msg = Msg> + Send>;
-
-/// Mutations (broken variants) each protocol knows.
-pub fn mutations(protocol: &str) -> &'static [&'static str] {
-    match protocol {
-        "eventual" => eventual::MUTATIONS,
-        "cure" => cure::MUTATIONS,
-        _ => &[],
-    }
-}
-
-fn check_protocol(protocol: &str, params: &Params) -> Result<(), String> {
-    if !PROTOCOLS.contains(&protocol) {
-        return Err(format!(
-            "unknown protocol '{protocol}'; known: {}",
-            PROTOCOLS.join(", ")
-        ));
-    }
-    if let Some(m) = &params.mutation {
-        if !mutations(protocol).contains(&m.as_str()) {
-            return Err(format!(
-                "protocol '{protocol}' has no mutation '{m}'; known: {}",
-                mutations(protocol).join(", ")
-            ));
+impl NodeConfig {
+    /// A node config with default protocol settings.
+    pub fn new(node: NodeId, topology: Topology, params: Params) -> NodeConfig {
+        NodeConfig {
+            node,
+            topology,
+            params,
+            section: serde_json::Value::Null,
         }
     }
-    Ok(())
 }
 
-/// Builds a server node, recovering it from its persisted records (oldest first).
-pub fn new_node(
-    protocol: &str,
-    config: NodeConfig,
-    records: &[Vec<u8>],
-) -> Result<BoxedNode, String> {
-    check_protocol(protocol, &config.params)?;
-    match protocol {
-        "eventual" => Ok(Box::new(eventual::Node::recover(config, records)?)),
-        "cure" => Ok(Box::new(cure::Node::recover(config, records)?)),
-        _ => unreachable!("checked above"),
-    }
-}
-
-/// Builds a client session of `protocol` living in `dc`.
-pub fn new_session(
-    protocol: &str,
-    session: SessionId,
-    dc: DcId,
-    topology: &Topology,
-    params: &Params,
-) -> Result<BoxedSession, String> {
-    check_protocol(protocol, params)?;
-    match protocol {
-        "eventual" => Ok(Box::new(eventual::Session::new(
-            session,
-            dc,
-            topology.clone(),
-            params.clone(),
-        ))),
-        "cure" => Ok(Box::new(cure::Session::new(
-            session,
-            dc,
-            topology.clone(),
-            params.clone(),
-        ))),
-        _ => unreachable!("checked above"),
-    }
+registry! {
+    Eventual => eventual::Eventual,
+    Cure => cure::Cure,
 }

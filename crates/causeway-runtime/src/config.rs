@@ -121,6 +121,12 @@ pub struct ClusterConfig {
     pub limits: Limits,
     #[serde(default)]
     pub timing: Timing,
+    /// Protocol sections: `[protocols.NAME]` holds protocol NAME's own settings (each
+    /// field with a default; see the protocol's `Config`). Not `[protocol.NAME]`: the
+    /// `protocol = "NAME"` key already names the protocol, and TOML cannot hold a string
+    /// and a table under one key.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub protocols: std::collections::BTreeMap<String, toml::Table>,
     pub nodes: Vec<NodeSpec>,
 }
 
@@ -183,6 +189,7 @@ impl ClusterConfig {
                 &fix,
             ));
         }
+        self.validate_sections()?;
         let t = &self.timing;
         for (name, v) in [
             ("timing.replication_interval_ms", t.replication_interval_ms),
@@ -362,6 +369,35 @@ impl ClusterConfig {
         Topology::full(self.dcs.len() as u16, self.nodes_per_dc(), partitions)
     }
 
+    /// Every `[protocols.NAME]` names a known protocol, and the running one's parses.
+    fn validate_sections(&self) -> Result<(), String> {
+        for name in self.protocols.keys() {
+            let Ok(entry) = causeway_protocols::entry(name) else {
+                let fix = format!("use one of: {}", PROTOCOLS.join(", "));
+                return Err(field(
+                    &format!("protocols.{name}"),
+                    "unknown protocol",
+                    &fix,
+                ));
+            };
+            if name == &self.protocol {
+                let fix = "see the protocol's settings in docs/OPERATIONS.md";
+                entry
+                    .check_section(&self.section())
+                    .map_err(|e| field(&format!("protocols.{name}"), e, fix))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The running protocol's section, as the protocols take it (`Null`: defaults).
+    pub fn section(&self) -> serde_json::Value {
+        match self.protocols.get(&self.protocol) {
+            Some(table) => serde_json::to_value(table).expect("a TOML table converts"),
+            None => serde_json::Value::Null,
+        }
+    }
+
     /// The protocol parameters.
     pub fn params(&self) -> Params {
         let ns = |ms: f64| (ms * 1e6) as u64;
@@ -482,6 +518,7 @@ pub fn local_cluster(
         password: None,
         limits: Limits::default(),
         timing: Timing::default(),
+        protocols: Default::default(),
         nodes,
     };
     config.validate()?;

@@ -89,6 +89,7 @@ impl Server {
             protocol: config.protocol.clone(),
             topology: config.topology(),
             params: config.params(),
+            section: config.section(),
         };
         let inputs = Inputs {
             net: net_rx,
@@ -169,6 +170,7 @@ fn recover_machine(
         node: placement.id,
         topology: config.topology(),
         params: config.params(),
+        section: config.section(),
     };
     let machine = new_node(&config.protocol, node_config, &recovered.records)
         .map_err(|e| format!("node {name} cannot recover from {}: {e}", dir.display()))?;

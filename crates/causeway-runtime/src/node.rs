@@ -3,10 +3,13 @@
 //! timer expiries, durable lsns) and executes their outputs (sends, persists, timers,
 //! replies). Nothing else touches the machines, so they need no locks.
 //!
-//! Time: `Ctx::now` and `Ctx::clock` are the system clock in nanoseconds since the Unix
-//! epoch, made monotonic per process. Timers are relative; a delay of at least
-//! `TIMER_COARSE_NS` is rounded up to a tick of 1/64 of it so that equal wake-ups coalesce,
-//! shorter ones are kept exact, and at most `TIMERS_MAX` stay armed. tokio's timer wheel
+//! Time: `Ctx::clock` is the system clock in nanoseconds since the Unix epoch, made
+//! monotonic per process; `Ctx::now` is the task's monotonic time. Timers are deadlines:
+//! after every call into a machine the task asks it for `poll_timeout` and keeps exactly
+//! one wake-up per machine (node or hosted session) at that clock reading, so a request
+//! answered before its timeout leaves no timer behind; at most `TIMERS_MAX` are armed.
+//! A wake-up that finds the node's clock still short of its deadline (the system clock
+//! was set back) re-arms for the rest. tokio's timer wheel
 //! has a 1 ms resolution, so a deadline less than `TIMER_SPIN_NS` away is waited for by
 //! yielding to the scheduler (other inputs still run) instead of sleeping: a prepare that
 //! waits 50 µs for `Clock > svc[d]` is served after about that long, not after 1-2 ms.
@@ -22,7 +25,7 @@ use crate::gateway::{stops, BATCH_REQUESTS_MAX};
 use crate::storage::{DiskEvent, PersistReq};
 use crate::transport::{Link, NetMsg};
 use causeway_core::{
-    Addr, Ctx, DcId, Error, Nanos, NodeId, Output, Request, Response, SessionId, Topology,
+    Addr, Ctx, DcId, Error, Nanos, NodeId, Output, Request, Response, SessionId, Topology, TrueTime,
 };
 use causeway_protocols::{new_session, BoxedNode, BoxedSession, Msg, Params};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -33,8 +36,6 @@ use tokio::time::Instant;
 
 /// Most timer deadlines armed at once on one node (node and hosted sessions together).
 pub const TIMERS_MAX: usize = 1 << 20;
-/// Shortest delay rounded to a coarse tick; shorter timers are exact.
-const TIMER_COARSE_NS: Nanos = 64_000_000;
 /// A deadline closer than this is awaited by yielding rather than sleeping (short, so the
 /// spin costs little CPU; a farther one sleeps and may fire up to 1 ms late).
 const TIMER_SPIN_NS: u64 = 250_000;
@@ -59,7 +60,7 @@ pub enum Control {
 }
 
 /// Who a timer wakes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Target {
     Node,
     Session(SessionId),
@@ -87,6 +88,8 @@ pub struct NodeSetup {
     pub protocol: String,
     pub topology: Topology,
     pub params: Params,
+    /// The protocol's config section (`[protocols.NAME]`).
+    pub section: serde_json::Value,
 }
 
 /// Which node hosts a session: the id's top 16 bits hold the node id plus one.
@@ -108,7 +111,9 @@ pub struct NodeTask {
     sessions: BTreeMap<SessionId, Hosted>,
     links: HashMap<NodeId, Link>,
     local: VecDeque<NetMsg>,
+    /// One wake-up per machine with a deadline: ordered by time, and by machine.
     timers: BTreeSet<(Instant, Target)>,
+    deadlines: HashMap<Target, Instant>,
     base: Instant,
     last_clock: Nanos,
     persist: mpsc::Sender<PersistReq>,
@@ -140,6 +145,7 @@ impl NodeTask {
             links,
             local: VecDeque::new(),
             timers: BTreeSet::new(),
+            deadlines: HashMap::new(),
             base: Instant::now(),
             last_clock: 0,
             persist,
@@ -211,7 +217,8 @@ impl NodeTask {
 
     fn ctx(&mut self) -> Ctx<Msg> {
         self.last_clock = self.last_clock.max(system_ns());
-        Ctx::new(self.last_clock, self.last_clock)
+        let now = TrueTime(self.base.elapsed().as_nanos() as Nanos);
+        Ctx::new(now, self.last_clock)
     }
 
     async fn persisted(&mut self, lsns: Vec<u64>) {
@@ -237,13 +244,17 @@ impl NodeTask {
                 break;
             }
             self.timers.pop_first();
+            self.deadlines.remove(&first.1);
             due.insert(first.1);
         }
         for target in due {
             let mut ctx = self.ctx();
             match target {
                 Target::Node => {
-                    self.node.handle_timeout(&mut ctx);
+                    // A clock set back may wake us early: rearm for the rest.
+                    if self.node.poll_timeout().is_some_and(|d| d <= ctx.clock) {
+                        self.node.handle_timeout(&mut ctx);
+                    }
                     self.node_outputs(ctx).await;
                 }
                 Target::Session(s) => {
@@ -265,6 +276,7 @@ impl NodeTask {
             } => self.submit(session, requests, reply),
             Control::Close { session } => {
                 self.sessions.remove(&session);
+                self.rearm(Target::Session(session), None, self.last_clock);
             }
         }
     }
@@ -305,7 +317,8 @@ impl NodeTask {
             return Ok(());
         }
         let s = &self.setup;
-        let machine = new_session(&s.protocol, session, s.dc, &s.topology, &s.params)?;
+        let (topo, params, section) = (&s.topology, &s.params, &s.section);
+        let machine = new_session(&s.protocol, session, s.dc, topo, params, section)?;
         let hosted = Hosted {
             machine,
             running: None,
@@ -336,13 +349,17 @@ impl NodeTask {
         let mut ctx = self.ctx();
         match m.to {
             Addr::Node(n) if n == self.setup.id => {
-                self.node.handle_message(&mut ctx, m.from, m.msg);
+                if let Err(e) = self.node.handle_message(&mut ctx, m.from, m.msg) {
+                    tracing::error!(from = ?m.from, "dropping a message: {e}");
+                }
                 self.node_outputs(ctx).await;
             }
             Addr::Node(n) => tracing::warn!(to = n.0, "dropping a message meant for another node"),
             Addr::Client(s) => {
                 if let Some(h) = self.sessions.get_mut(&s) {
-                    h.machine.handle_message(&mut ctx, m.from, m.msg);
+                    if let Err(e) = h.machine.handle_message(&mut ctx, m.from, m.msg) {
+                        tracing::error!(session = s.0, "dropping a message: {e}");
+                    }
                     self.session_ran(s, ctx);
                 }
             }
@@ -356,6 +373,8 @@ impl NodeTask {
     }
 
     async fn node_outputs(&mut self, mut ctx: Ctx<Msg>) {
+        let deadline = self.node.poll_timeout();
+        self.rearm(Target::Node, deadline, ctx.clock);
         let from = Addr::Node(self.setup.id);
         for out in ctx.drain() {
             match out {
@@ -365,7 +384,6 @@ impl NodeTask {
                         tracing::error!("the storage thread is gone; a record was not persisted");
                     }
                 }
-                Output::Timer { after } => self.arm(Target::Node, after),
                 Output::Reply(_) => {
                     tracing::error!("the node machine emitted a client reply; ignored")
                 }
@@ -383,12 +401,16 @@ impl NodeTask {
 
     /// Executes a session's outputs; true when it answered and its batch goes on.
     fn session_outputs(&mut self, session: SessionId, mut ctx: Ctx<Msg>) -> bool {
+        let deadline = self
+            .sessions
+            .get(&session)
+            .and_then(|h| h.machine.poll_timeout());
+        self.rearm(Target::Session(session), deadline, ctx.clock);
         let from = Addr::Client(session);
         let mut go_on = false;
         for out in ctx.drain() {
             match out {
                 Output::Send { to, msg } => self.route(from, to, msg),
-                Output::Timer { after } => self.arm(Target::Session(session), after),
                 Output::Reply(resp) => go_on = self.answered(session, resp),
                 Output::Persist { .. } => {
                     tracing::error!("a client session asked to persist; ignored")
@@ -442,19 +464,25 @@ impl NodeTask {
         }
     }
 
-    fn arm(&mut self, target: Target, after: Nanos) {
-        let tick_ns = if after >= TIMER_COARSE_NS {
-            after / 64
-        } else {
-            1
-        };
-        let at_ns = (self.base.elapsed().as_nanos() as u64 + after).div_ceil(tick_ns) * tick_ns;
+    /// Keeps one wake-up for `target` at its machine's `deadline` (a clock reading,
+    /// converted with the reading `clock` taken for the call that produced it).
+    fn rearm(&mut self, target: Target, deadline: Option<Nanos>, clock: Nanos) {
+        let at = deadline.map(|d| Instant::now() + Duration::from_nanos(d.saturating_sub(clock)));
+        let old = self.deadlines.get(&target).copied();
+        if old == at {
+            return;
+        }
+        if let Some(old) = old {
+            self.timers.remove(&(old, target));
+            self.deadlines.remove(&target);
+        }
+        let Some(at) = at else { return };
         if self.timers.len() >= TIMERS_MAX {
             tracing::error!("{TIMERS_MAX} timers armed: dropping a timer request");
             return;
         }
-        self.timers
-            .insert((self.base + Duration::from_nanos(at_ns), target));
+        self.timers.insert((at, target));
+        self.deadlines.insert(target, at);
     }
 }
 

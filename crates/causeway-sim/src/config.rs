@@ -2,7 +2,7 @@
 //! that reproduces the default topology of the docs (3 DCs: N. Virginia, Oregon, Ireland).
 
 use causeway_core::clock::Nanos;
-use causeway_protocols::Params;
+use causeway_protocols::{Guarantee, Params};
 use serde::Serialize;
 
 /// Fault kinds the simulator can inject.
@@ -109,6 +109,13 @@ pub struct SimConfig {
     /// Jitter as a fraction of the link latency.
     pub jitter: f64,
     pub params: Params,
+    /// The protocol's config section (`[protocol.NAME]`); `Null` means its defaults.
+    pub section: serde_json::Value,
+    /// Check against this guarantee instead of the protocol's own (a stronger one shows
+    /// a baseline violates it: `eventual` against TCC).
+    pub guarantee: Option<Guarantee>,
+    /// Call every machine's `check_invariants` after every input (on by default).
+    pub check_invariants: bool,
     /// Record a trace hash (cheap) — always on; kept as a knob for very long runs.
     pub trace: bool,
 }
@@ -135,6 +142,9 @@ impl Default for SimConfig {
             inter_dc_one_way_ms: None,
             jitter: 0.1,
             params: Params::default(),
+            section: serde_json::Value::Null,
+            guarantee: None,
+            check_invariants: true,
             trace: true,
         }
     }

@@ -12,7 +12,8 @@ pub mod world;
 
 pub use config::{FaultKind, FaultSel, ObjectMix, SimConfig};
 
-use causeway_check::{check, Guarantee, History};
+use causeway_check::{check, History};
+use causeway_protocols::Guarantee;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -68,6 +69,14 @@ pub struct SimResult {
     pub history: History,
 }
 
+/// The checker's form of a protocol's guarantee.
+fn checker_guarantee(g: Guarantee) -> causeway_check::Guarantee {
+    match g {
+        Guarantee::Convergence => causeway_check::Guarantee::Convergence,
+        Guarantee::Tcc => causeway_check::Guarantee::Tcc,
+    }
+}
+
 /// The history with the final reads that must agree: all of them, unless a DC failed, in
 /// which case keys it wrote are left out (its updates may stay invisible, Cure §IV-A).
 fn comparable(history: &History, failed_dc: Option<u16>) -> History {
@@ -80,17 +89,26 @@ fn comparable(history: &History, failed_dc: Option<u16>) -> History {
 
 /// Runs one seed and checks its history.
 pub fn run(config: &SimConfig) -> Result<SimResult, String> {
+    let entry = causeway_protocols::entry(&config.protocol)?;
+    let guarantee = config.guarantee.unwrap_or(entry.guarantee());
     let mut world = world::World::new(config.clone())?;
     world.run();
     let history = std::mem::take(&mut world.history);
-    let mut violation = world.metrics.liveness.first().cloned();
+    // Writes of a failed DC are exempt only where the protocol says they may vanish.
+    let exempt = world
+        .failed_dc
+        .filter(|_| entry.requirements().failed_dc_writes_may_vanish);
+    let mut violation = world.metrics.invariants.first().cloned();
     if violation.is_none() {
-        violation = check(&comparable(&history, world.failed_dc), Guarantee::Tcc)
+        violation = world.metrics.liveness.first().cloned();
+    }
+    if violation.is_none() {
+        violation = check(&comparable(&history, exempt), checker_guarantee(guarantee))
             .err()
             .map(|v| format!("safety: {v}"));
     }
     if violation.is_none() {
-        violation = liveness::check_final_state(&history, world.failed_dc).err();
+        violation = liveness::check_final_state(&history, exempt).err();
     }
     let count = |o: causeway_check::Outcome| history.txns.iter().filter(|t| t.outcome == o).count();
     Ok(SimResult {

@@ -14,11 +14,11 @@ use crate::workload::{Step, Workload};
 use causeway_check::{FinalRead, HOp, History, Outcome, TxnRecord};
 use causeway_core::clock::Nanos;
 use causeway_core::{
-    Addr, Ctx, DcId, Lsn, NodeId, Output, Request, Response, SessionId, Topology, TxnKind,
+    Addr, Ctx, DcId, Lsn, NodeId, Output, Request, Response, SessionId, Topology, TrueTime, TxnKind,
 };
 use causeway_protocols::{new_node, new_session, BoxedNode, BoxedSession, Msg, NodeConfig};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 /// Virtual time starts at 1 s so that negative clock offsets stay positive.
 pub const T0: Nanos = 1_000_000_000;
@@ -29,6 +29,11 @@ const DRAIN_MAX_NS: Nanos = 60_000_000_000;
 const FINAL_READ_CHUNK: usize = 64;
 /// Most samples kept per measurement name (later ones are dropped).
 pub const SAMPLES_PER_NAME_MAX: usize = 200_000;
+/// Most invariant violations recorded per run (the first one fails the run).
+const INVARIANT_REPORTS_MAX: usize = 8;
+/// A machine that leaves a due deadline behind after `handle_timeout` is woken again only
+/// this much later (and the run fails): waking it at once would loop forever.
+const DUE_DEADLINE_RETRY_NS: Nanos = 1_000_000;
 
 #[derive(Debug)]
 pub(crate) enum Ev {
@@ -74,7 +79,8 @@ pub(crate) struct NodeSlot {
     pub last_clock: Nanos,
     pub slow_until: Nanos,
     pub slow_extra_ns: Nanos,
-    pub timers: BTreeSet<Nanos>,
+    /// True time of the one wake-up scheduled for the machine's next deadline.
+    pub timer_at: Option<Nanos>,
     pub failed: bool,
 }
 
@@ -98,7 +104,7 @@ pub(crate) struct ClientSlot {
     final_reader: bool,
     done: bool,
     stopped: bool,
-    timers: BTreeSet<Nanos>,
+    timer_at: Option<Nanos>,
 }
 
 /// Counters and samples gathered during a run.
@@ -111,6 +117,9 @@ pub struct Metrics {
     /// Samples the nodes report (`ServerNode::take_samples`), per name.
     pub samples: BTreeMap<String, Vec<u64>>,
     pub liveness: Vec<String>,
+    /// Broken machine invariants and driver errors (a message of the wrong protocol, a
+    /// deadline left due), each with the node and virtual time.
+    pub invariants: Vec<String>,
 }
 
 pub struct World {
@@ -184,6 +193,7 @@ impl World {
             node: NodeId(node as u32),
             topology: self.topology.clone(),
             params: self.config.params.clone(),
+            section: self.config.section.clone(),
         }
     }
 
@@ -203,7 +213,7 @@ impl World {
                 last_clock: 0,
                 slow_until: 0,
                 slow_extra_ns: 0,
-                timers: BTreeSet::new(),
+                timer_at: None,
                 failed: false,
             });
         }
@@ -216,7 +226,8 @@ impl World {
     fn add_client(&mut self, dc: u16, final_reader: bool) -> Result<usize, String> {
         let id = SessionId(self.clients.len() as u64 + 1);
         let cfg = &self.config;
-        let session = new_session(&cfg.protocol, id, DcId(dc), &self.topology, &cfg.params)?;
+        let (topo, params, section) = (&self.topology, &cfg.params, &cfg.section);
+        let session = new_session(&cfg.protocol, id, DcId(dc), topo, params, section)?;
         self.clients.push(ClientSlot {
             session,
             id,
@@ -228,7 +239,7 @@ impl World {
             final_reader,
             done: false,
             stopped: false,
-            timers: BTreeSet::new(),
+            timer_at: None,
         });
         Ok(self.clients.len() - 1)
     }
@@ -301,16 +312,10 @@ impl World {
                 node,
                 incarnation,
                 at,
-            } => {
-                if self.nodes[node].incarnation == incarnation
-                    && self.nodes[node].timers.remove(&at)
-                {
-                    self.hash(node as u64);
-                    self.with_node(node, |m, ctx| m.handle_timeout(ctx));
-                }
-            }
+            } => self.node_timer(node, incarnation, at),
             Ev::ClientTimer { client, at } => {
-                if self.clients[client].timers.remove(&at) {
+                if self.clients[client].timer_at == Some(at) {
+                    self.clients[client].timer_at = None;
                     self.with_client(client, |s, ctx| s.handle_timeout(ctx));
                 }
             }
@@ -328,13 +333,32 @@ impl World {
         }
     }
 
+    /// Node `n`'s clock formula at true time `t`: offset and drift, before monotonicity.
+    fn drifted(&self, n: usize, t: Nanos) -> i128 {
+        let slot = &self.nodes[n];
+        i128::from(t)
+            + i128::from(slot.offset_ns)
+            + i128::from(t) * i128::from(slot.drift_ppm) / 1_000_000
+    }
+
+    /// The first true time (not before now) at which node `n`'s clock reads `clock`:
+    /// the clock formula inverted, so a stalled clock (set back) is waited out in one
+    /// wake-up rather than polled.
+    fn true_time_at(&self, n: usize, clock: Nanos) -> Nanos {
+        let slot = &self.nodes[n];
+        let rate = 1_000_000 + i128::from(slot.drift_ppm);
+        let target = i128::from(clock) - i128::from(slot.offset_ns);
+        let mut t = ((target * 1_000_000 + rate - 1) / rate).max(i128::from(self.now)) as Nanos;
+        while self.drifted(n, t) < i128::from(clock) {
+            t += 1; // integer rounding in the formula: at most a step or two
+        }
+        t
+    }
+
     /// The physical clock reading of node `n` now: offset and drift, never going back.
     fn clock_of(&mut self, n: usize) -> Nanos {
+        let reading = self.drifted(n, self.now).max(0) as Nanos;
         let slot = &mut self.nodes[n];
-        let drifted = i128::from(self.now)
-            + i128::from(slot.offset_ns)
-            + i128::from(self.now) * i128::from(slot.drift_ppm) / 1_000_000;
-        let reading = drifted.max(0) as Nanos;
         slot.last_clock = slot.last_clock.max(reading);
         slot.last_clock
     }
@@ -344,8 +368,14 @@ impl World {
         let Some(mut machine) = self.nodes[n].machine.take() else {
             return;
         };
-        let mut ctx = Ctx::new(self.now, clock);
+        let mut ctx = Ctx::new(TrueTime(self.now), clock);
         f(&mut machine, &mut ctx);
+        if self.config.check_invariants {
+            if let Err(e) = machine.check_invariants() {
+                self.invariant_broken(format!("node {n}: {e}"));
+            }
+        }
+        let deadline = machine.poll_timeout();
         for (name, value) in machine.take_samples() {
             let kept = self.metrics.samples.entry(name.to_string()).or_default();
             if kept.len() < SAMPLES_PER_NAME_MAX {
@@ -355,6 +385,77 @@ impl World {
         self.nodes[n].machine = Some(machine);
         for out in ctx.outputs {
             self.node_output(n, out);
+        }
+        self.arm_node(n, clock, deadline);
+    }
+
+    /// Keeps one wake-up for node `n` at the true time its clock reaches `deadline`.
+    fn arm_node(&mut self, n: usize, clock: Nanos, deadline: Option<Nanos>) {
+        let slot = &self.nodes[n];
+        if slot.machine.is_none() {
+            return;
+        }
+        let Some(deadline) = deadline else {
+            self.nodes[n].timer_at = None;
+            return;
+        };
+        let at = if deadline <= clock {
+            self.now
+        } else {
+            self.true_time_at(n, deadline)
+        };
+        // Only an earlier wake-up is scheduled; one that comes too early (the deadline
+        // moved later) finds the clock short of it and re-arms.
+        if slot.timer_at.is_some_and(|t| t <= at) {
+            return;
+        }
+        let incarnation = slot.incarnation;
+        self.nodes[n].timer_at = Some(at);
+        let ev = Ev::NodeTimer {
+            node: n,
+            incarnation,
+            at,
+        };
+        self.schedule(at, ev);
+    }
+
+    /// A node's wake-up: runs `handle_timeout` if its clock reached the deadline (drift
+    /// or a clock set back may make it early: then it waits for the rest).
+    fn node_timer(&mut self, n: usize, incarnation: u32, at: Nanos) {
+        let slot = &self.nodes[n];
+        if slot.incarnation != incarnation || slot.timer_at != Some(at) {
+            return; // superseded by a later deadline, or the incarnation died
+        }
+        let Some(deadline) = slot.machine.as_ref().and_then(|m| m.poll_timeout()) else {
+            return;
+        };
+        self.nodes[n].timer_at = None;
+        let clock = self.clock_of(n);
+        if clock < deadline {
+            return self.arm_node(n, clock, Some(deadline));
+        }
+        self.hash(n as u64);
+        self.with_node(n, |m, ctx| m.handle_timeout(ctx));
+        let next = self.nodes[n]
+            .machine
+            .as_ref()
+            .and_then(|m| m.poll_timeout());
+        if next.is_some_and(|d| d <= clock) {
+            self.invariant_broken(format!(
+                "node {n}: deadline {next:?} still due after handle_timeout at clock {clock}"
+            ));
+            self.nodes[n].timer_at = None;
+            self.arm_node(n, clock, Some(clock + DUE_DEADLINE_RETRY_NS));
+        }
+    }
+
+    /// Records a broken invariant (the run fails with it).
+    pub(crate) fn invariant_broken(&mut self, what: String) {
+        if self.metrics.invariants.len() < INVARIANT_REPORTS_MAX {
+            let at_ms = (self.now - T0) as f64 / 1e6;
+            self.metrics
+                .invariants
+                .push(format!("invariant at {at_ms:.3} ms: {what}"));
         }
     }
 
@@ -376,21 +477,6 @@ impl World {
                         lsn,
                     },
                 );
-            }
-            Output::Timer { after } => {
-                let at = self.now + after.max(1);
-                let slot = &mut self.nodes[n];
-                if slot.timers.insert(at) {
-                    let incarnation = slot.incarnation;
-                    self.schedule(
-                        at,
-                        Ev::NodeTimer {
-                            node: n,
-                            incarnation,
-                            at,
-                        },
-                    );
-                }
             }
             Output::Reply(_) => panic!("node {n} emitted a client reply: only sessions reply"),
         }
@@ -486,11 +572,19 @@ impl World {
                     return; // the connection to that incarnation is gone
                 }
                 self.hash(n as u64);
-                self.with_node(n, |m, ctx| m.handle_message(ctx, from, msg));
+                let mut wrong = None;
+                self.with_node(n, |m, ctx| wrong = m.handle_message(ctx, from, msg).err());
+                if let Some(e) = wrong {
+                    self.invariant_broken(format!("node {n}: {e}"));
+                }
             }
             Addr::Client(s) => {
                 let c = (s.0 - 1) as usize;
-                self.with_client(c, |sess, ctx| sess.handle_message(ctx, from, msg));
+                let mut wrong = None;
+                self.with_client(c, |s, ctx| wrong = s.handle_message(ctx, from, msg).err());
+                if let Some(e) = wrong {
+                    self.invariant_broken(format!("client {c}: {e}"));
+                }
             }
         }
     }
@@ -503,7 +597,7 @@ impl World {
         }
         slot.machine = None;
         slot.unsynced.clear();
-        slot.timers.clear();
+        slot.timer_at = None;
         slot.incarnation += 1;
     }
 
@@ -618,17 +712,27 @@ impl World {
     // ---- clients ----
 
     fn with_client(&mut self, c: usize, f: impl FnOnce(&mut BoxedSession, &mut Ctx<Msg>)) {
-        let mut ctx = Ctx::new(self.now, self.now);
+        let mut ctx = Ctx::new(TrueTime(self.now), self.now);
         f(&mut self.clients[c].session, &mut ctx);
+        if self.config.check_invariants {
+            if let Err(e) = self.clients[c].session.check_invariants() {
+                self.invariant_broken(format!("client {c}: {e}"));
+            }
+        }
+        // Sessions read true time as their clock: the deadline is a true time.
+        let at = self.clients[c]
+            .session
+            .poll_timeout()
+            .map(|d| d.max(self.now));
+        if at != self.clients[c].timer_at {
+            self.clients[c].timer_at = at;
+            if let Some(at) = at {
+                self.schedule(at, Ev::ClientTimer { client: c, at });
+            }
+        }
         for out in ctx.outputs {
             match out {
                 Output::Send { to, msg } => self.send(Addr::Client(self.clients[c].id), to, msg),
-                Output::Timer { after } => {
-                    let at = self.now + after.max(1);
-                    if self.clients[c].timers.insert(at) {
-                        self.schedule(at, Ev::ClientTimer { client: c, at });
-                    }
-                }
                 Output::Reply(resp) => self.on_reply(c, resp),
                 Output::Persist { .. } => panic!("a client session asked to persist"),
             }

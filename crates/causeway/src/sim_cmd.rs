@@ -32,6 +32,14 @@ pub struct SimArgs {
     /// Print the trace hash of each seed (same seed, same hash).
     #[arg(long)]
     trace_hash: bool,
+    /// Check against this guarantee (convergence, tcc) instead of the protocol's own;
+    /// `--protocol eventual --guarantee tcc` shows the baseline violating TCC.
+    #[arg(long)]
+    guarantee: Option<String>,
+    /// Skip the machines' invariant checks after every input (on by default), e.g. to
+    /// see whether the history checker alone catches a mutation.
+    #[arg(long)]
+    no_invariants: bool,
 }
 
 /// Topology and workload options shared by `sim` and `bench`.
@@ -108,6 +116,12 @@ fn config(args: &SimArgs) -> Result<SimConfig, String> {
     let faults = FaultSel::parse(&args.faults)?;
     let mut c = workload_config(&args.protocol, &args.workload, faults)?;
     c.params.mutation = args.mutation.clone();
+    c.guarantee = args
+        .guarantee
+        .as_deref()
+        .map(causeway_protocols::Guarantee::parse)
+        .transpose()?;
+    c.check_invariants = !args.no_invariants;
     c.validate()?;
     Ok(c)
 }
@@ -179,14 +193,23 @@ fn report_seed(args: &SimArgs, bar: &ProgressBar, r: &SimResult) {
         bar.suspend(|| {
             println!("seed={} FAILED: {v}", r.seed);
             println!(
-                "  replay: causeway sim --protocol {} --seeds {} --faults {}{}",
+                "  replay: causeway sim --protocol {} --seeds {} --faults {}{}{}{}",
                 r.protocol,
                 r.seed,
                 args.faults,
                 args.mutation
                     .as_ref()
                     .map(|m| format!(" --mutation {m}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                args.guarantee
+                    .as_ref()
+                    .map(|g| format!(" --guarantee {g}"))
+                    .unwrap_or_default(),
+                if args.no_invariants {
+                    " --no-invariants"
+                } else {
+                    ""
+                }
             );
             for f in &r.faults {
                 println!("  fault: {f}");

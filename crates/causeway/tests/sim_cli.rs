@@ -26,6 +26,8 @@ fn eventual_violations_exit_1_and_the_saved_history_fails_check_too() {
         "sim",
         "--protocol",
         "eventual",
+        "--guarantee",
+        "tcc",
         "--seeds",
         "3",
         "--duration-ms",

@@ -5,9 +5,7 @@
 use super::msg::{Msg, Updates};
 use super::node::{Deferred, Node};
 use super::record::Record;
-use super::{wrap, INQUIRE_AFTER_NS, PREPARE_TIMEOUT_NS, TXN_IDLE_NS};
-use crate::common::{check_read, limit, read_value, TxnBuffer};
-use crate::Msg as AnyMsg;
+use crate::kit::txn::{check_read, limit, read_value, TxnBuffer};
 use causeway_core::crdt::ObjType;
 use causeway_core::limits::{COORD_TXNS_MAX, TXN_UPDATES_MAX};
 use causeway_core::{Addr, Ctx, Error, Key, NodeId, Object, PartitionId, TxnId, TxnKind, Vc};
@@ -79,13 +77,13 @@ impl Coord {
         }
     }
 
-    fn reply(ctx: &mut Ctx<AnyMsg>, to: Addr, m: Msg) {
-        ctx.send(to, wrap(m));
+    fn reply(ctx: &mut Ctx<Msg>, to: Addr, m: Msg) {
+        ctx.send(to, m);
     }
 }
 
 impl Node {
-    pub(super) fn on_start(&mut self, ctx: &mut Ctx<AnyMsg>, from: Addr, txn: TxnId, cvc: Vc) {
+    pub(super) fn on_start(&mut self, ctx: &mut Ctx<Msg>, from: Addr, txn: TxnId, cvc: Vc) {
         if self.coord.txns.len() + self.coord.starts.len() >= COORD_TXNS_MAX {
             let result = Err(limit("transactions per coordinator", COORD_TXNS_MAX));
             return Coord::reply(ctx, from, Msg::Started { txn, result });
@@ -95,7 +93,7 @@ impl Node {
     }
 
     /// Starts every txn whose session's past the GSS covers (Alg. 1 l.2-6).
-    pub(super) fn try_starts(&mut self, ctx: &mut Ctx<AnyMsg>) {
+    pub(super) fn try_starts(&mut self, ctx: &mut Ctx<Msg>) {
         if !self.coord.ready || self.coord.starts.is_empty() {
             return;
         }
@@ -147,7 +145,7 @@ impl Node {
 
     pub(super) fn on_read(
         &mut self,
-        ctx: &mut Ctx<AnyMsg>,
+        ctx: &mut Ctx<Msg>,
         from: Addr,
         txn: TxnId,
         req: u64,
@@ -200,14 +198,14 @@ impl Node {
                 svc: svc.clone(),
                 keys,
             }; // Alg. 1 l.19
-            ctx.send(to, wrap(m));
+            ctx.send(to, m);
         }
         self.finish_read(ctx, txn);
     }
 
     pub(super) fn on_read_reply(
         &mut self,
-        ctx: &mut Ctx<AnyMsg>,
+        ctx: &mut Ctx<Msg>,
         rid: u64,
         _partition: PartitionId,
         objects: Vec<(Key, Result<Object, Error>)>,
@@ -228,7 +226,7 @@ impl Node {
 
     /// Answers the session once every partition replied, overlaying the write set
     /// (Alg. 1 l.20-21).
-    fn finish_read(&mut self, ctx: &mut Ctx<AnyMsg>, txn: TxnId) {
+    fn finish_read(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId) {
         let Some(t) = self.coord.txns.get_mut(&txn) else {
             return;
         };
@@ -267,7 +265,7 @@ impl Node {
 
     pub(super) fn on_commit(
         &mut self,
-        ctx: &mut Ctx<AnyMsg>,
+        ctx: &mut Ctx<Msg>,
         from: Addr,
         txn: TxnId,
         req: u64,
@@ -305,7 +303,7 @@ impl Node {
         }
         let topo = &self.topo;
         let groups = t.buffer.group_by(|k| topo.partition_of(k));
-        let deadline = self.time.clock + PREPARE_TIMEOUT_NS;
+        let deadline = self.time.clock + self.cfg.prepare_timeout_ns;
         t.step = Step::Preparing {
             req,
             votes: groups.keys().map(|p| (*p, None)).collect(),
@@ -319,7 +317,7 @@ impl Node {
                 svc: t.svc.clone(),
                 updates,
             }; // Alg. 1 l.29
-            ctx.send(to, wrap(m));
+            ctx.send(to, m);
         }
     }
 
@@ -333,7 +331,7 @@ impl Node {
 
     pub(super) fn on_prepared(
         &mut self,
-        ctx: &mut Ctx<AnyMsg>,
+        ctx: &mut Ctx<Msg>,
         txn: TxnId,
         partition: PartitionId,
         result: Result<u64, Error>,
@@ -345,7 +343,7 @@ impl Node {
         else {
             // A vote for a txn we no longer run (aborted, or we restarted): release it.
             let to = Addr::Node(self.topo.node_of(DcIdOf::dc(self.d), partition));
-            return ctx.send(to, wrap(Msg::AbortTxn { txn, partition }));
+            return ctx.send(to, Msg::AbortTxn { txn, partition });
         };
         match result {
             Err(e) => self.abort_txn(ctx, txn, &e.to_string()),
@@ -360,7 +358,7 @@ impl Node {
 
     /// Commit time and commit vector (Alg. 1 l.31-36); the decision is persisted before
     /// COMMIT and the answer to the session leave.
-    fn decide(&mut self, ctx: &mut Ctx<AnyMsg>, txn: TxnId) {
+    fn decide(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId) {
         let t = self.coord.txns.remove(&txn).expect("deciding a live txn");
         let Step::Preparing { req, votes, .. } = t.step else {
             unreachable!("decide is called in the prepare step")
@@ -379,26 +377,26 @@ impl Node {
             .keys()
             .map(|p| (*p, self.topo.node_of(dc, *p)))
             .collect();
-        let mut then: Vec<(Addr, AnyMsg)> = participants
+        let mut then: Vec<(Addr, Msg)> = participants
             .iter()
             .map(|(p, n)| {
                 (
                     Addr::Node(*n),
-                    wrap(Msg::CommitTxn {
+                    Msg::CommitTxn {
                         txn,
                         partition: *p,
                         ct: ct.clone(),
-                    }),
+                    },
                 )
             })
             .collect();
         then.push((
             t.client,
-            wrap(Msg::CommitResult {
+            Msg::CommitResult {
                 txn,
                 req,
                 result: Ok(ct.clone()),
-            }),
+            },
         ));
         let record = Record::Decision {
             txn,
@@ -416,10 +414,10 @@ impl Node {
                 since,
             },
         );
-        self.after_durable(ctx, Deferred::Decision(txn));
+        self.after_durable(Deferred::Decision(txn));
     }
 
-    fn abort_txn(&mut self, ctx: &mut Ctx<AnyMsg>, txn: TxnId, why: &str) {
+    fn abort_txn(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, why: &str) {
         let Some(t) = self.coord.txns.remove(&txn) else {
             return;
         };
@@ -427,19 +425,14 @@ impl Node {
         if let Step::Preparing { req, votes, .. } = t.step {
             for p in votes.keys() {
                 let to = Addr::Node(self.topo.node_of(dc, *p));
-                ctx.send(to, wrap(Msg::AbortTxn { txn, partition: *p }));
+                ctx.send(to, Msg::AbortTxn { txn, partition: *p });
             }
             let result = Err(Error::Aborted(why.to_string()));
             Coord::reply(ctx, t.client, Msg::CommitResult { txn, req, result });
         }
     }
 
-    pub(super) fn on_commit_ack(
-        &mut self,
-        ctx: &mut Ctx<AnyMsg>,
-        txn: TxnId,
-        partition: PartitionId,
-    ) {
+    pub(super) fn on_commit_ack(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, partition: PartitionId) {
         let Some(d) = self.coord.decisions.get_mut(&txn) else {
             return;
         };
@@ -454,7 +447,7 @@ impl Node {
     /// still running, else abort (presumed abort: decisions are durable before use).
     pub(super) fn on_inquire(
         &mut self,
-        ctx: &mut Ctx<AnyMsg>,
+        ctx: &mut Ctx<Msg>,
         from: Addr,
         txn: TxnId,
         partition: PartitionId,
@@ -463,23 +456,25 @@ impl Node {
             if d.durable {
                 ctx.send(
                     from,
-                    wrap(Msg::CommitTxn {
+                    Msg::CommitTxn {
                         txn,
                         partition,
                         ct: d.ct.clone(),
-                    }),
+                    },
                 );
             }
         } else if !self.coord.txns.contains_key(&txn) {
-            ctx.send(from, wrap(Msg::AbortTxn { txn, partition }));
+            ctx.send(from, Msg::AbortTxn { txn, partition });
         }
     }
 
     /// Re-sends unacknowledged COMMITs, aborts txns whose votes do not come, drops idle ones.
-    pub(super) fn coord_tick(&mut self, ctx: &mut Ctx<AnyMsg>) {
+    pub(super) fn coord_tick(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
         for (txn, d) in self.coord.decisions.iter_mut() {
-            if d.durable && (d.since == 0 || clock.saturating_sub(d.since) >= INQUIRE_AFTER_NS) {
+            if d.durable
+                && (d.since == 0 || clock.saturating_sub(d.since) >= self.cfg.inquire_after_ns)
+            {
                 d.since = clock;
                 for (p, n) in &d.participants {
                     let m = Msg::CommitTxn {
@@ -487,7 +482,7 @@ impl Node {
                         partition: *p,
                         ct: d.ct.clone(),
                     };
-                    ctx.send(Addr::Node(*n), wrap(m));
+                    ctx.send(Addr::Node(*n), m);
                 }
             }
         }
@@ -497,7 +492,7 @@ impl Node {
             .iter()
             .filter(|(_, t)| match t.step {
                 Step::Preparing { deadline, .. } => clock > deadline,
-                _ => clock.saturating_sub(t.last_active) > TXN_IDLE_NS,
+                _ => clock.saturating_sub(t.last_active) > self.cfg.txn_idle_ns,
             })
             .map(|(id, _)| *id)
             .collect();

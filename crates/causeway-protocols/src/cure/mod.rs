@@ -35,7 +35,7 @@
 //! `node.rs`: the node's state, time and lease, recovery, dispatch, the partition side of
 //! reads and 2PC, timers and persist-before-release. `coord.rs`: the TC (Alg. 1).
 //! `part.rs`: one partition replica (`pvc`, prepared txns, parked requests, replication
-//! log). `store.rs`: the multi-version store and its GC. `repl.rs`: replication, catch-up
+//! log) over the kit's multi-version store (`kit::mvstore`). `repl.rs`: replication, catch-up
 //! and relaying, and the GSS / GC exchange inside the DC (`Stable`). `session.rs`: the
 //! client. `msg.rs`, `record.rs`: messages and persisted records.
 //!
@@ -89,13 +89,11 @@
 //!   longer holds back the replication log's GC, so memory stays flat; should it come back,
 //!   it is served only if no txn it lacks was collected (it would need a state transfer,
 //!   which is not implemented). Its own updates may stay invisible; the others go on.
-//! - **Timers.** The node cannot tell which timer request a firing answers: a clock that
-//!   stalls (in the simulator: a negative clock offset applied after boot) makes timers fire early in clock terms, and a driver may serve requests that fall due
-//!   at the same instant with one firing. So the node keeps the deadlines it asked for as
-//!   a hint, forgets one that is long overdue (`node::TIMER_LOST_NS`) so a fresh timer is
-//!   requested, and runs overdue periodic work on any message rather than only on a timer.
-//!   Otherwise a lost timer silently ends the node's periodic work (GSS, replication).
+//! - **Timers.** Deadlines in the node's clock, in a timer table keyed by purpose
+//!   (`kit::timers`): replication, stabilization, and the earliest clock wait of a parked
+//!   PREPARE (`Clock > svc[d]`). The driver wakes the node at the earliest one.
 //! - Cure needs full replication: a topology with a smaller replication factor is refused.
+//! - The tunables below are the `[protocol.cure]` config section ([`Config`]).
 //! - Tokens are the postcard-encoded `cvc`; `Attach` joins one into `cvc`. Barriers and
 //!   strong transactions are unsupported.
 //!
@@ -108,15 +106,82 @@ mod part;
 mod record;
 mod repl;
 mod session;
-mod store;
 #[cfg(test)]
 mod tests;
 
 pub use msg::{Msg, ReplTxn, Stream};
 pub use node::Node;
-pub use session::Session;
+pub use session::Client;
 
+use crate::kit::session::{Session, SessionCore};
+use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
 use causeway_core::clock::Nanos;
+use causeway_core::{DcId, SessionId, Topology};
+use serde::{Deserialize, Serialize};
+
+/// The `cure` protocol (registry entry).
+pub struct Cure;
+
+impl Protocol for Cure {
+    const NAME: &'static str = "cure";
+    const GUARANTEE: Guarantee = Guarantee::Tcc;
+    const MUTATIONS: &'static [&'static str] = MUTATIONS;
+    const REQUIREMENTS: Requirements = Requirements {
+        full_replication: true,
+        failed_dc_writes_may_vanish: true, // Cure §IV-A
+    };
+    type Msg = Msg;
+    type Config = Config;
+    type Node = Node;
+    type Session = Session<Client>;
+
+    fn recover(config: &NodeConfig, section: &Config, records: &[Vec<u8>]) -> Result<Node, String> {
+        Node::recover(config.clone(), section.clone(), records)
+    }
+
+    fn session(
+        id: SessionId,
+        dc: DcId,
+        topology: &Topology,
+        params: &Params,
+        _: &Config,
+    ) -> Session<Client> {
+        let core = SessionCore::new(Self::NAME, id, dc, topology.clone(), params.clone());
+        Session::new(core, Client::new(topology))
+    }
+}
+
+/// `[protocol.cure]`: Cure's tunables, in nanoseconds of the node's clock. Every field
+/// defaults to the constant of the same name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// How far ahead of the clock the persisted lease on claimed timestamps reaches.
+    pub lease_ns: Nanos,
+    /// When a participant inquires about, and a coordinator re-sends, an old decision.
+    pub inquire_after_ns: Nanos,
+    /// A coordinator aborts a txn whose votes do not all arrive within this time.
+    pub prepare_timeout_ns: Nanos,
+    /// A coordinator drops an open txn idle this long.
+    pub txn_idle_ns: Nanos,
+    /// How long a sibling's acknowledgement may lag before we re-send or relay.
+    pub lag_grace_ns: Nanos,
+    /// A sibling silent this long is presumed failed for log GC.
+    pub silent_sibling_ns: Nanos,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            lease_ns: LEASE_NS,
+            inquire_after_ns: INQUIRE_AFTER_NS,
+            prepare_timeout_ns: PREPARE_TIMEOUT_NS,
+            txn_idle_ns: TXN_IDLE_NS,
+            lag_grace_ns: LAG_GRACE_NS,
+            silent_sibling_ns: SILENT_SIBLING_NS,
+        }
+    }
+}
 
 /// Deliberately broken variants, for showing that the simulator and checker catch them.
 /// (A `no-start-wait` variant is not listed: a session's coordinators share the DC's GSS
@@ -161,8 +226,4 @@ impl Mutation {
         }
         Ok(m)
     }
-}
-
-fn wrap(m: Msg) -> crate::Msg {
-    crate::Msg::Cure(m)
 }

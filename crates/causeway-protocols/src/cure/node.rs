@@ -8,9 +8,10 @@ use super::msg::Msg;
 use super::part::{Part, Prepared, Waiting};
 use super::record::Record;
 use super::repl::Stable;
-use super::{wrap, Mutation, INQUIRE_AFTER_NS, LEASE_NS};
-use crate::common::PersistQueue;
-use crate::{Msg as AnyMsg, NodeConfig, Params};
+use super::{Config, Mutation};
+use crate::kit::durability::Durability;
+use crate::kit::timers::Timers;
+use crate::{NodeConfig, Params};
 use causeway_core::limits::WAITING_REQUESTS_MAX;
 use causeway_core::{
     Addr, Ctx, DcId, Error, Lsn, Nanos, NodeId, PartitionId, ServerNode, Topology, TxnId, Vc,
@@ -20,43 +21,18 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Most measurement samples buffered between two `take_samples` calls.
 pub const SAMPLES_MAX: usize = 4096;
 
-/// Shortest timer the node asks for: a clock can stall (a reading behind the last one),
-/// and re-arming at nanosecond steps would spin.
-pub const TIMER_MIN_NS: Nanos = 50_000;
-
-/// A deadline overdue by this much is taken as having lost its timer. The node cannot
-/// tell which request a firing answers: a stalled clock makes timers fire early (in clock
-/// terms), and a driver may serve requests that fall due at the same instant with one
-/// firing. So `armed` may hold a deadline no timer is in flight for; forgetting it once
-/// it is long overdue makes `arm` request a fresh one. (Drift alone makes a timer late
-/// by far less.)
-pub const TIMER_LOST_NS: Nanos = 1_000_000;
-
-/// The node's notion of time: its clock made strictly monotonic, and the durable lease.
-#[derive(Debug, Default)]
-pub struct Time {
-    /// Highest raw clock reading (drives periodic work and timers).
-    pub clock: u64,
-    /// Highest clock reading or issued timestamp: `Clock` of the paper.
-    pub last: u64,
-    /// Claims (`pvc[d]`) never exceed this durable lease.
-    pub lease: u64,
-    pub lease_pending: bool,
+/// What the node's timers are for (its timer table's keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Timer {
+    /// Ship committed txns or a heartbeat to the siblings (Alg. 2 l.18-37).
+    Replicate,
+    /// Exchange the GSS, inquire about old prepares, expire coordinator txns.
+    Stabilize,
+    /// The earliest clock wait of a parked PREPARE (`Clock > svc[d]`, Alg. 2 l.8).
+    ClockWait,
 }
 
-impl Time {
-    pub fn read(&mut self, clock: Nanos) -> u64 {
-        self.clock = self.clock.max(clock);
-        self.last = self.last.max(clock);
-        self.last
-    }
-
-    /// A fresh timestamp above every reading and claim so far.
-    pub fn issue(&mut self, clock: Nanos) -> u64 {
-        self.last = self.last.max(clock) + 1;
-        self.last
-    }
-}
+pub use crate::kit::clock::Time;
 
 /// Something to do once every record up to an lsn is durable.
 #[derive(Debug)]
@@ -68,12 +44,12 @@ pub enum Deferred {
         upto: u64,
     },
     Decision(TxnId),
-    Send(Addr, AnyMsg),
 }
 
 pub struct Node {
     pub(super) topo: Topology,
     pub(super) params: Params,
+    pub(super) cfg: Config,
     pub(super) me: NodeId,
     pub(super) d: usize,
     pub(super) mutation: Mutation,
@@ -81,13 +57,8 @@ pub struct Node {
     pub(super) parts: BTreeMap<PartitionId, Part>,
     pub(super) coord: Coord,
     pub(super) stable: Stable,
-    queue: PersistQueue,
-    last_lsn: Lsn,
-    durable_lsn: Lsn,
-    deferred: BTreeMap<Lsn, Vec<Deferred>>,
-    armed: BTreeSet<u64>,
-    pub(super) next_repl: u64,
-    pub(super) next_stable: u64,
+    pub(super) durability: Durability<Msg, Deferred>,
+    timers: Timers<Timer>,
     /// (partition, sibling DC) still to be told that we restarted.
     pub(super) announce: BTreeSet<(PartitionId, u16)>,
     samples: Vec<(&'static str, u64)>,
@@ -95,7 +66,7 @@ pub struct Node {
 
 impl Node {
     /// Builds a node and replays its records (oldest first).
-    pub fn recover(config: NodeConfig, records: &[Vec<u8>]) -> Result<Node, String> {
+    pub fn recover(config: NodeConfig, cfg: Config, records: &[Vec<u8>]) -> Result<Node, String> {
         let topo = config.topology.clone();
         if topo.replication_factor != topo.dcs {
             return Err("cure needs full replication (replication factor = dcs)".into());
@@ -116,13 +87,9 @@ impl Node {
             parts,
             coord: Coord::default(),
             stable: Stable::new(dcs),
-            queue: PersistQueue::starting_after(records.len() as Lsn),
-            last_lsn: records.len() as Lsn,
-            durable_lsn: records.len() as Lsn,
-            deferred: BTreeMap::new(),
-            armed: BTreeSet::new(),
-            next_repl: 0,
-            next_stable: 0,
+            durability: Durability::starting_after(records.len() as Lsn),
+            timers: Timers::default(),
+            cfg,
             announce: BTreeSet::new(),
             samples: Vec::new(),
             params: config.params,
@@ -146,10 +113,7 @@ impl Node {
     fn replay(&mut self, record: Record) {
         let d = self.d;
         match record {
-            Record::Lease { until } => {
-                self.time.lease = self.time.lease.max(until);
-                self.time.last = self.time.last.max(until);
-            }
+            Record::Lease { until } => self.time.recovered(until),
             Record::Prepare {
                 partition,
                 txn,
@@ -217,30 +181,24 @@ impl Node {
     /// Persists `record`, then sends `then` (persist before release).
     pub(super) fn persist(
         &mut self,
-        ctx: &mut Ctx<AnyMsg>,
+        ctx: &mut Ctx<Msg>,
         record: Record,
-        then: Vec<(Addr, AnyMsg)>,
+        then: Vec<(Addr, Msg)>,
     ) -> Lsn {
-        let lsn = self.queue.persist(ctx, record.encode(), then);
-        assert!(lsn > self.last_lsn, "lsns grow");
-        self.last_lsn = lsn;
-        lsn
+        self.durability.persist(ctx, record.encode(), then)
     }
 
     /// Runs `action` once everything persisted so far is durable.
-    pub(super) fn after_durable(&mut self, ctx: &mut Ctx<AnyMsg>, action: Deferred) {
-        if self.durable_lsn >= self.last_lsn {
-            self.run_deferred(ctx, action);
-        } else {
-            self.deferred.entry(self.last_lsn).or_default().push(action);
+    pub(super) fn after_durable(&mut self, action: Deferred) {
+        if let Some(now) = self.durability.after_durable(action) {
+            self.run_deferred(now);
         }
     }
 
-    fn run_deferred(&mut self, ctx: &mut Ctx<AnyMsg>, action: Deferred) {
+    fn run_deferred(&mut self, action: Deferred) {
         match action {
             Deferred::Lease(until) => {
-                self.time.lease = self.time.lease.max(until);
-                self.time.lease_pending = false;
+                self.time.lease_durable(until);
             }
             Deferred::Remote {
                 partition,
@@ -252,25 +210,69 @@ impl Node {
                 part.pvc.set(o, part.pvc.get(o).max(upto));
             }
             Deferred::Decision(txn) => self.coord.decision_durable(txn),
-            Deferred::Send(to, msg) => ctx.send(to, msg),
         }
     }
 
     /// Renews the lease on claimable timestamps before the clock reaches it.
-    fn renew_lease(&mut self, ctx: &mut Ctx<AnyMsg>) {
-        if self.time.lease_pending || self.time.last + LEASE_NS / 2 < self.time.lease {
+    fn renew_lease(&mut self, ctx: &mut Ctx<Msg>) {
+        let Some(until) = self.time.lease_to_renew(self.cfg.lease_ns) else {
             return;
-        }
-        let until = self.time.last + LEASE_NS;
-        self.time.lease_pending = true;
+        };
         self.persist(ctx, Record::Lease { until }, Vec::new());
-        self.after_durable(ctx, Deferred::Lease(until));
+        self.after_durable(Deferred::Lease(until));
+    }
+
+    // ---- invariants ----
+
+    /// The clock never runs behind a reading, and no claim (`pvc[d]`) passes the lease.
+    pub(super) fn check_clock_invariants(&self) -> Result<(), String> {
+        if self.time.clock > self.time.last {
+            return Err(format!(
+                "clock {} above Clock {}",
+                self.time.clock, self.time.last
+            ));
+        }
+        for (pid, part) in &self.parts {
+            let claim = part.pvc.get(self.d);
+            if claim > self.time.lease.max(self.time.last) {
+                return Err(format!("{pid:?}: pvc[d] = {claim} above the lease"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Per partition: `pvc[d]` below every prepared txn's time (Alg. 2 l.20) and the GSS
+    /// at or below `pvc` on every remote entry (Alg. 2 l.43-46: the GSS is a minimum).
+    pub(super) fn check_partition_invariants(&self) -> Result<(), String> {
+        let d = self.d;
+        for (pid, part) in &self.parts {
+            let pvc_d = part.pvc.get(d);
+            if let Some((txn, p)) = part.prepared.iter().min_by_key(|(_, p)| p.prep_time) {
+                if pvc_d >= p.prep_time {
+                    return Err(format!(
+                        "{pid:?}: pvc[d] = {pvc_d} >= prepare time {} of {txn:?}",
+                        p.prep_time
+                    ));
+                }
+            }
+            let gss = &self.stable.gss;
+            for k in (0..gss.dcs.len()).filter(|k| *k != d) {
+                if gss.get(k) > part.pvc.get(k) {
+                    return Err(format!(
+                        "{pid:?}: gss[{k}] = {} above pvc[{k}] = {}",
+                        gss.get(k),
+                        part.pvc.get(k)
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     // ---- partition side: reads and 2PC participant ----
 
     /// Parks a READ_KEY or PREPARE until its snapshot is stable here (Alg. 2 l.2, l.8).
-    fn park(&mut self, ctx: &mut Ctx<AnyMsg>, partition: PartitionId, w: Waiting) {
+    fn park(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, w: Waiting) {
         let total: usize = self.parts.values().map(|p| p.waiting.len()).sum();
         if total >= WAITING_REQUESTS_MAX || !self.parts.contains_key(&partition) {
             let e = Error::Unavailable("partition overloaded or not hosted here".into());
@@ -280,7 +282,7 @@ impl Node {
         self.serve_waiting(ctx);
     }
 
-    fn refuse(&mut self, ctx: &mut Ctx<AnyMsg>, partition: PartitionId, w: Waiting, e: Error) {
+    fn refuse(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, w: Waiting, e: Error) {
         match w {
             Waiting::Read {
                 coord, rid, keys, ..
@@ -291,7 +293,7 @@ impl Node {
                     partition,
                     objects,
                 };
-                ctx.send(Addr::Node(coord), wrap(m));
+                ctx.send(Addr::Node(coord), m);
             }
             Waiting::Prepare { coord, txn, .. } => {
                 let m = Msg::Prepared {
@@ -299,13 +301,13 @@ impl Node {
                     partition,
                     result: Err(e),
                 };
-                ctx.send(Addr::Node(coord), wrap(m));
+                ctx.send(Addr::Node(coord), m);
             }
         }
     }
 
     /// Serves every parked request whose wait condition now holds.
-    pub(super) fn serve_waiting(&mut self, ctx: &mut Ctx<AnyMsg>) {
+    pub(super) fn serve_waiting(&mut self, ctx: &mut Ctx<Msg>) {
         fn reads_snapshot(updates: &super::msg::Updates) -> bool {
             use causeway_core::crdt::Update;
             updates
@@ -355,7 +357,7 @@ impl Node {
                         partition: pid,
                         objects,
                     };
-                    ctx.send(Addr::Node(coord), wrap(m));
+                    ctx.send(Addr::Node(coord), m);
                 }
                 Waiting::Prepare {
                     coord,
@@ -371,7 +373,7 @@ impl Node {
     /// every claim, the record persisted before the vote leaves.
     fn prepare(
         &mut self,
-        ctx: &mut Ctx<AnyMsg>,
+        ctx: &mut Ctx<Msg>,
         partition: PartitionId,
         coord: NodeId,
         txn: TxnId,
@@ -389,7 +391,7 @@ impl Node {
                     partition,
                     result: Err(e),
                 };
-                return ctx.send(Addr::Node(coord), wrap(m));
+                return ctx.send(Addr::Node(coord), m);
             }
         };
         let prep_time = self.time.issue(ctx.clock); // Alg. 2 l.9
@@ -417,19 +419,19 @@ impl Node {
             partition,
             result: Ok(prep_time),
         };
-        self.persist(ctx, record, vec![(Addr::Node(coord), wrap(vote))]);
+        self.persist(ctx, record, vec![(Addr::Node(coord), vote)]);
     }
 
     /// COMMIT (Cure Alg. 2 l.13-16); the ack leaves once the commit is durable.
     fn commit_txn(
         &mut self,
-        ctx: &mut Ctx<AnyMsg>,
+        ctx: &mut Ctx<Msg>,
         from: Addr,
         txn: TxnId,
         partition: PartitionId,
         ct: Vc,
     ) {
-        let ack = wrap(Msg::CommitAck { txn, partition });
+        let ack = Msg::CommitAck { txn, partition };
         let d = self.d;
         let broken = self.mutation.commit_time_min;
         if self.part(partition).commit(d, txn, &ct, broken) {
@@ -441,22 +443,22 @@ impl Node {
             self.serve_waiting(ctx);
         } else {
             // Committed before (maybe not durable yet): ack once it is.
-            self.after_durable(ctx, Deferred::Send(from, ack));
+            self.durability.send_after_durable(ctx, from, ack);
         }
     }
 
     /// Asks coordinators about txns prepared here for too long (or since a restart).
-    fn inquire(&mut self, ctx: &mut Ctx<AnyMsg>) {
+    fn inquire(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
         for (pid, part) in self.parts.iter_mut() {
             for (txn, p) in part.prepared.iter_mut() {
-                if p.since == 0 || clock.saturating_sub(p.since) >= INQUIRE_AFTER_NS {
+                if p.since == 0 || clock.saturating_sub(p.since) >= self.cfg.inquire_after_ns {
                     p.since = clock;
                     let m = Msg::Inquire {
                         txn: *txn,
                         partition: *pid,
                     };
-                    ctx.send(Addr::Node(p.coord), wrap(m));
+                    ctx.send(Addr::Node(p.coord), m);
                 }
             }
         }
@@ -464,7 +466,7 @@ impl Node {
 
     // ---- dispatch and timers ----
 
-    fn dispatch(&mut self, ctx: &mut Ctx<AnyMsg>, from: Addr, msg: Msg) {
+    fn dispatch(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         let from_node = match from {
             Addr::Node(n) => n,
             Addr::Client(_) => self.me,
@@ -539,90 +541,87 @@ impl Node {
         }
     }
 
-    fn periodic(&mut self, ctx: &mut Ctx<AnyMsg>) {
+    /// Runs the timers that are due (the driver calls this once the earliest is).
+    fn run_timers(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
-        self.renew_lease(ctx);
-        if clock >= self.next_repl {
-            self.next_repl = clock + self.params.replication_interval_ns;
-            self.replicate(ctx);
-        }
-        if clock >= self.next_stable {
-            self.next_stable = clock + self.params.stabilization_interval_ns;
-            self.stabilize(ctx);
-            self.inquire(ctx);
-            self.coord_tick(ctx);
+        for timer in self.timers.take_due(clock) {
+            match timer {
+                Timer::Replicate => {
+                    let every = self.params.replication_interval_ns;
+                    self.timers.set(Timer::Replicate, clock + every);
+                    self.replicate(ctx);
+                }
+                Timer::Stabilize => {
+                    let every = self.params.stabilization_interval_ns;
+                    self.timers.set(Timer::Stabilize, clock + every);
+                    self.renew_lease(ctx);
+                    self.stabilize(ctx);
+                    self.inquire(ctx);
+                    self.coord_tick(ctx);
+                }
+                Timer::ClockWait => {}
+            }
         }
         self.serve_waiting(ctx);
     }
 
-    /// Arms a timer for the next deadline (periodic work or a parked request's clock wait)
-    /// unless one at or before it is armed already.
-    fn arm(&mut self, ctx: &mut Ctx<AnyMsg>) {
-        let (clock, last) = (self.time.clock, self.time.last);
-        self.armed = self.armed.split_off(&clock.saturating_sub(TIMER_LOST_NS));
-        let d = self.d;
-        let mut next = self.next_repl.min(self.next_stable);
-        for part in self.parts.values() {
-            for w in &part.waiting {
-                let s = w.svc_local(d);
-                if s >= last {
-                    next = next.min(s + 1); // waiting for Clock > s
-                }
-            }
-        }
-        let next = next.max(clock + TIMER_MIN_NS);
-        if self.armed.first().is_none_or(|first| next < *first) {
-            self.armed.insert(next);
-            ctx.timer(next - clock);
+    /// Sets the clock-wait timer to the earliest `svc[d] + 1` a parked PREPARE waits for
+    /// (`Clock > svc[d]`), or cancels it.
+    fn set_clock_wait(&mut self) {
+        let (d, last) = (self.d, self.time.last);
+        let waits = self.parts.values().flat_map(|p| p.waiting.iter());
+        let next = waits
+            .filter(|w| matches!(w, Waiting::Prepare { .. }))
+            .map(|w| w.svc_local(d))
+            .filter(|s| *s >= last)
+            .min();
+        match next {
+            Some(s) => self.timers.set(Timer::ClockWait, s + 1),
+            None => self.timers.cancel(Timer::ClockWait),
         }
     }
 }
 
 impl ServerNode for Node {
-    type Msg = AnyMsg;
+    type Msg = Msg;
 
-    fn start(&mut self, ctx: &mut Ctx<AnyMsg>) {
-        self.time.read(ctx.clock);
-        self.periodic(ctx);
-        self.arm(ctx);
+    fn start(&mut self, ctx: &mut Ctx<Msg>) {
+        let clock = self.time.read(ctx.clock);
+        self.timers.set(Timer::Replicate, clock);
+        self.timers.set(Timer::Stabilize, clock);
+        self.run_timers(ctx);
+        self.set_clock_wait();
     }
 
-    fn handle_message(&mut self, ctx: &mut Ctx<AnyMsg>, from: Addr, msg: AnyMsg) {
-        let AnyMsg::Cure(msg) = msg else {
-            return; // another protocol's message: not ours to answer
-        };
+    fn handle_message(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         self.time.read(ctx.clock);
         self.dispatch(ctx, from, msg);
-        if self.time.clock >= self.next_repl.min(self.next_stable) {
-            self.periodic(ctx); // overdue: do not wait for a timer to catch up
-        }
-        self.arm(ctx);
+        self.set_clock_wait();
     }
 
-    fn handle_timeout(&mut self, ctx: &mut Ctx<AnyMsg>) {
+    fn handle_timeout(&mut self, ctx: &mut Ctx<Msg>) {
         self.time.read(ctx.clock);
-        // Forget every deadline that is due; if none is (a stalled clock can reorder
-        // timers), the smallest. Each firing forgets at least one entry, so `armed` never
-        // holds more entries than timers in flight and the node is never left without one.
-        let later = self.armed.split_off(&(self.time.clock + 1));
-        if std::mem::replace(&mut self.armed, later).is_empty() {
-            self.armed.pop_first();
-        }
-        self.periodic(ctx);
-        self.arm(ctx);
+        self.run_timers(ctx);
+        self.set_clock_wait();
     }
 
-    fn handle_persisted(&mut self, ctx: &mut Ctx<AnyMsg>, lsn: Lsn) {
+    fn handle_persisted(&mut self, ctx: &mut Ctx<Msg>, lsn: Lsn) {
         self.time.read(ctx.clock);
-        self.durable_lsn = self.durable_lsn.max(lsn);
-        self.queue.persisted(ctx, lsn);
-        let later = self.deferred.split_off(&(lsn + 1));
-        let ready = std::mem::replace(&mut self.deferred, later);
-        for action in ready.into_values().flatten() {
-            self.run_deferred(ctx, action);
+        for action in self.durability.persisted(ctx, lsn) {
+            self.run_deferred(action);
         }
         self.serve_waiting(ctx);
-        self.arm(ctx);
+        self.set_clock_wait();
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.timers.next()
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.durability.check_invariants()?;
+        self.check_clock_invariants()?;
+        self.check_partition_invariants()
     }
 
     fn gauges(&self, _clock: Nanos) -> Vec<(&'static str, f64)> {

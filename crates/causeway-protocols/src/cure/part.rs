@@ -3,7 +3,7 @@
 //! log, what each sibling acknowledged). The node drives it; time comes in as arguments.
 
 use super::msg::{ReplTxn, Updates};
-use super::store::Store;
+use crate::kit::mvstore::Store;
 use causeway_core::crdt::{ArbTs, Effect, ObjType, Op};
 use causeway_core::{Error, Key, NodeId, OpId, TxnId, Vc};
 use std::collections::BTreeMap;
@@ -59,7 +59,7 @@ pub struct Sibling {
 /// One partition of this node.
 #[derive(Debug)]
 pub struct Part {
-    pub store: Store,
+    pub store: Store<Vc>,
     pub prepared: BTreeMap<TxnId, Prepared>,
     pub waiting: Vec<Waiting>,
     /// Remote entries: every txn of that origin with `ct <= pvc[k]` is durable here.

@@ -5,8 +5,6 @@
 use super::msg::{Msg, ReplTxn, Stream};
 use super::node::{Deferred, Node};
 use super::record::Record;
-use super::{wrap, LAG_GRACE_NS, SILENT_SIBLING_NS};
-use crate::Msg as AnyMsg;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, SessionId, TxnId, Vc};
 use std::collections::{BTreeMap, BTreeSet};
@@ -71,7 +69,7 @@ fn stream_of(
 
 impl Node {
     /// Every replication interval, per partition and sibling (Alg. 2 l.18-37).
-    pub(super) fn replicate(&mut self, ctx: &mut Ctx<AnyMsg>) {
+    pub(super) fn replicate(&mut self, ctx: &mut Ctx<Msg>) {
         let pids: Vec<PartitionId> = self.parts.keys().copied().collect();
         for pid in pids {
             let (d, clock, lease) = (self.d, self.time.last, self.time.lease);
@@ -86,12 +84,12 @@ impl Node {
         }
     }
 
-    fn replicate_to(&mut self, ctx: &mut Ctx<AnyMsg>, pid: PartitionId, s: u16, pvc_d: u64) {
+    fn replicate_to(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, s: u16, pvc_d: u64) {
         let (d, clock) = (self.d as u16, self.time.clock);
         let to = Addr::Node(self.topo.node_of(DcId(s), pid));
         let restarted = self.announce.remove(&(pid, s));
         let part = self.parts.get_mut(&pid).expect("hosted");
-        let relays = lagging(part, d, s, clock);
+        let relays = lagging(part, d, s, clock, self.cfg.lag_grace_ns);
         let sib = part.sibs.get_mut(&s).expect("sibling");
         let own = match sib.sent_upto {
             // Alg. 2 l.23-31: committed txns with ct[d] <= pvc[d] in commit-time order,
@@ -120,7 +118,7 @@ impl Node {
             });
         }
         for m in msgs {
-            ctx.send(to, wrap(m));
+            ctx.send(to, m);
         }
     }
 
@@ -135,7 +133,7 @@ impl Node {
                 .filter(|(s, sib)| {
                     **s != *o
                         && !(sib.last_heard > 0
-                            && clock.saturating_sub(sib.last_heard) > SILENT_SIBLING_NS)
+                            && clock.saturating_sub(sib.last_heard) > self.cfg.silent_sibling_ns)
                 })
                 .map(|(_, sib)| {
                     if sib.last_heard == 0 {
@@ -154,7 +152,7 @@ impl Node {
 
     pub(super) fn on_repl(
         &mut self,
-        ctx: &mut Ctx<AnyMsg>,
+        ctx: &mut Ctx<Msg>,
         from: NodeId,
         pid: PartitionId,
         restarted: bool,
@@ -183,7 +181,7 @@ impl Node {
 
     /// Takes a stream piece if it continues what we have (no gaps); duplicates are dropped,
     /// new txns persisted, and `pvc[origin]` advances once they are durable.
-    fn accept(&mut self, ctx: &mut Ctx<AnyMsg>, pid: PartitionId, st: Stream) {
+    fn accept(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, st: Stream) {
         let o = usize::from(st.origin);
         let part = self.parts.get_mut(&pid).expect("hosted");
         if o == self.d || st.from > part.have[o] || st.upto <= part.have[o] {
@@ -205,19 +203,16 @@ impl Node {
             txns: new,
         };
         self.persist(ctx, record, Vec::new());
-        self.after_durable(
-            ctx,
-            Deferred::Remote {
-                partition: pid,
-                origin: st.origin,
-                upto: st.upto,
-            },
-        );
+        self.after_durable(Deferred::Remote {
+            partition: pid,
+            origin: st.origin,
+            upto: st.upto,
+        });
     }
 
     /// Every stabilization interval: tell the DC's other nodes our min `pvc` (UPDATE_GSS,
     /// Alg. 2 l.41) and our oldest snapshot; fold versions below the DC's oldest one.
-    pub(super) fn stabilize(&mut self, ctx: &mut Ctx<AnyMsg>) {
+    pub(super) fn stabilize(&mut self, ctx: &mut Ctx<Msg>) {
         let (d, clock, lease) = (self.d, self.time.last, self.time.lease);
         let ignore = self.mutation.pvc_ignores_prepared;
         let mut pvc: Option<Vc> = None;
@@ -239,7 +234,7 @@ impl Node {
                 gss: self.stable.gss.clone(),
                 oldest: oldest.clone(),
             };
-            ctx.send(Addr::Node(n), wrap(m));
+            ctx.send(Addr::Node(n), m);
         }
         self.update_gss(ctx);
         // GSS lag: how far the oldest remote entry trails our clock (once all are known).
@@ -257,7 +252,7 @@ impl Node {
 
     pub(super) fn on_stable(
         &mut self,
-        ctx: &mut Ctx<AnyMsg>,
+        ctx: &mut Ctx<Msg>,
         from: NodeId,
         pvc: Option<Vc>,
         gss: Vc,
@@ -270,7 +265,7 @@ impl Node {
     }
 
     /// GSS = entry-wise min of every node's reported pvc (Alg. 2 l.43-46), monotonic.
-    fn update_gss(&mut self, ctx: &mut Ctx<AnyMsg>) {
+    fn update_gss(&mut self, ctx: &mut Ctx<Msg>) {
         let nodes = self.dc_nodes();
         if nodes.iter().all(|n| self.stable.heard.contains(n)) {
             self.coord.ready = true;
@@ -339,14 +334,20 @@ impl Node {
 /// Origins a sibling lags on for longer than the grace period while it keeps talking:
 /// for our own origin we rewind our stream to its ack; for a third DC we relay from our
 /// log. Returns the relays to send as (origin, from).
-fn lagging(part: &mut super::part::Part, d: u16, s: u16, clock: u64) -> Vec<(u16, u64)> {
+fn lagging(
+    part: &mut super::part::Part,
+    d: u16,
+    s: u16,
+    clock: u64,
+    grace: u64,
+) -> Vec<(u16, u64)> {
     let mut relays = Vec::new();
     let pvc = part.pvc.clone();
     let sib = part.sibs.get_mut(&s).expect("sibling");
     if sib.last_heard == 0 {
         return relays;
     }
-    let talking = clock.saturating_sub(sib.last_heard) < LAG_GRACE_NS;
+    let talking = clock.saturating_sub(sib.last_heard) < grace;
     for o in (0..pvc.dcs.len() as u16).filter(|o| *o != s) {
         let ack = sib.acks.get(usize::from(o));
         let level = if o == d {
@@ -361,7 +362,7 @@ fn lagging(part: &mut super::part::Part, d: u16, s: u16, clock: u64) -> Vec<(u16
             Some((_, target)) if ack >= target => {
                 sib.probes.remove(&o);
             }
-            Some((since, _)) if talking && clock.saturating_sub(since) > LAG_GRACE_NS => {
+            Some((since, _)) if talking && clock.saturating_sub(since) > grace => {
                 sib.probes.remove(&o);
                 if o == d {
                     sib.sent_upto = Some(ack);

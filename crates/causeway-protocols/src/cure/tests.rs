@@ -4,12 +4,14 @@
 
 use super::msg::Msg;
 use super::record::Record;
-use super::{Node, Session};
-use crate::{Msg as AnyMsg, NodeConfig, Params};
+use super::Node;
+use super::{Client, Config, Cure};
+use crate::kit::session::Session;
+use crate::{NodeConfig, Params, Protocol};
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, ClientSession, Ctx, DcId, Key, NodeId, ObjValue, OpId, Output, PartitionId, Request,
-    Response, ServerNode, SessionId, Topology, TxnId, TxnKind, Vc,
+    Response, ServerNode, SessionId, Topology, TrueTime, TxnId, TxnKind, Vc,
 };
 use std::collections::{BTreeMap, VecDeque};
 
@@ -21,11 +23,7 @@ fn config(topo: &Topology, node: u32, mutation: Option<&str>) -> NodeConfig {
         mutation: mutation.map(str::to_string),
         ..Params::default()
     };
-    NodeConfig {
-        node: NodeId(node),
-        topology: topo.clone(),
-        params,
-    }
+    NodeConfig::new(NodeId(node), topo.clone(), params)
 }
 
 /// A network that delivers every message at once (unless `hold` says to keep it), makes
@@ -34,9 +32,9 @@ struct Net {
     topo: Topology,
     nodes: Vec<Node>,
     records: Vec<Vec<Vec<u8>>>,
-    sessions: BTreeMap<u64, Session>,
-    queue: VecDeque<(Addr, Addr, AnyMsg)>,
-    held: Vec<(Addr, Addr, AnyMsg)>,
+    sessions: BTreeMap<u64, Session<Client>>,
+    queue: VecDeque<(Addr, Addr, Msg)>,
+    held: Vec<(Addr, Addr, Msg)>,
     hold: fn(&Topology, Addr, Addr, &Msg) -> bool,
     clock: u64,
     replies: BTreeMap<u64, VecDeque<Response>>,
@@ -50,7 +48,9 @@ impl Net {
     fn new(topo: Topology, mutation: Option<&str>) -> Net {
         let n = topo.node_count();
         let nodes = (0..n)
-            .map(|i| Node::recover(config(&topo, i, mutation), &[]).expect("node"))
+            .map(|i| {
+                Node::recover(config(&topo, i, mutation), Config::default(), &[]).expect("node")
+            })
             .collect();
         let mut net = Net {
             records: vec![Vec::new(); n as usize],
@@ -70,23 +70,24 @@ impl Net {
     }
 
     fn session(&mut self, id: u64, dc: u16) {
-        let s = Session::new(
+        let s = Cure::session(
             SessionId(id),
             DcId(dc),
-            self.topo.clone(),
-            Params::default(),
+            &self.topo,
+            &Params::default(),
+            &Config::default(),
         );
         self.sessions.insert(id, s);
     }
 
-    fn node_call(&mut self, n: usize, f: impl FnOnce(&mut Node, &mut Ctx<AnyMsg>)) {
-        let mut ctx = Ctx::new(self.clock, self.clock);
+    fn node_call(&mut self, n: usize, f: impl FnOnce(&mut Node, &mut Ctx<Msg>)) {
+        let mut ctx = Ctx::new(TrueTime(self.clock), self.clock);
         f(&mut self.nodes[n], &mut ctx);
         self.absorb(n, ctx.outputs);
     }
 
     /// Routes a node's outputs; every persist is durable at once.
-    fn absorb(&mut self, n: usize, outputs: Vec<Output<AnyMsg>>) {
+    fn absorb(&mut self, n: usize, outputs: Vec<Output<Msg>>) {
         let mut lsns = Vec::new();
         for out in outputs {
             match out {
@@ -95,19 +96,18 @@ impl Net {
                     self.records[n].push(record);
                     lsns.push(lsn);
                 }
-                Output::Timer { .. } => {}
                 Output::Reply(_) => panic!("nodes do not reply"),
             }
         }
         for lsn in lsns {
-            let mut ctx = Ctx::new(self.clock, self.clock);
+            let mut ctx = Ctx::new(TrueTime(self.clock), self.clock);
             self.nodes[n].handle_persisted(&mut ctx, lsn);
             self.absorb(n, ctx.outputs);
         }
     }
 
-    fn session_call(&mut self, s: u64, f: impl FnOnce(&mut Session, &mut Ctx<AnyMsg>)) {
-        let mut ctx = Ctx::new(self.clock, self.clock);
+    fn session_call(&mut self, s: u64, f: impl FnOnce(&mut Session<Client>, &mut Ctx<Msg>)) {
+        let mut ctx = Ctx::new(TrueTime(self.clock), self.clock);
         f(self.sessions.get_mut(&s).expect("session"), &mut ctx);
         for out in ctx.outputs {
             match out {
@@ -118,11 +118,8 @@ impl Net {
         }
     }
 
-    fn post(&mut self, from: Addr, to: Addr, msg: AnyMsg) {
-        let AnyMsg::Cure(m) = &msg else {
-            panic!("only cure messages here")
-        };
-        if (self.hold)(&self.topo, from, to, m) {
+    fn post(&mut self, from: Addr, to: Addr, msg: Msg) {
+        if (self.hold)(&self.topo, from, to, &msg) {
             self.held.push((from, to, msg));
         } else {
             self.queue.push_back((from, to, msg));
@@ -361,8 +358,9 @@ fn txn_id(seq: u64) -> TxnId {
 /// One node of a one-DC, one-partition cluster, started with its lease durable.
 fn lone_node(mutation: Option<&str>, records: &[Vec<u8>], clock: u64) -> (Node, Vec<Vec<u8>>) {
     let topo = Topology::full(1, 1, 1);
-    let mut node = Node::recover(config(&topo, 0, mutation), records).expect("node");
-    let mut ctx = Ctx::new(clock, clock);
+    let mut node =
+        Node::recover(config(&topo, 0, mutation), Config::default(), records).expect("node");
+    let mut ctx = Ctx::new(TrueTime(clock), clock);
     node.start(&mut ctx);
     let out = drain_persisting(&mut node, ctx, clock);
     let recs = out
@@ -376,7 +374,7 @@ fn lone_node(mutation: Option<&str>, records: &[Vec<u8>], clock: u64) -> (Node, 
 }
 
 /// Returns the outputs of `ctx`, acknowledging every persist at once (and what that sends).
-fn drain_persisting(node: &mut Node, ctx: Ctx<AnyMsg>, clock: u64) -> Vec<Output<AnyMsg>> {
+fn drain_persisting(node: &mut Node, ctx: Ctx<Msg>, clock: u64) -> Vec<Output<Msg>> {
     let mut all = Vec::new();
     let mut pending = ctx.outputs;
     while !pending.is_empty() {
@@ -390,7 +388,7 @@ fn drain_persisting(node: &mut Node, ctx: Ctx<AnyMsg>, clock: u64) -> Vec<Output
         all.extend(pending);
         pending = Vec::new();
         for lsn in lsns {
-            let mut c = Ctx::new(clock, clock);
+            let mut c = Ctx::new(TrueTime(clock), clock);
             node.handle_persisted(&mut c, lsn);
             pending.extend(c.outputs);
         }
@@ -398,25 +396,22 @@ fn drain_persisting(node: &mut Node, ctx: Ctx<AnyMsg>, clock: u64) -> Vec<Output
     all
 }
 
-fn call(node: &mut Node, clock: u64, msg: Msg) -> Vec<Output<AnyMsg>> {
-    let mut ctx = Ctx::new(clock, clock);
-    node.handle_message(&mut ctx, Addr::Node(NodeId(0)), AnyMsg::Cure(msg));
+fn call(node: &mut Node, clock: u64, msg: Msg) -> Vec<Output<Msg>> {
+    let mut ctx = Ctx::new(TrueTime(clock), clock);
+    node.handle_message(&mut ctx, Addr::Node(NodeId(0)), msg);
     drain_persisting(node, ctx, clock)
 }
 
-fn tick(node: &mut Node, clock: u64) -> Vec<Output<AnyMsg>> {
-    let mut ctx = Ctx::new(clock, clock);
+fn tick(node: &mut Node, clock: u64) -> Vec<Output<Msg>> {
+    let mut ctx = Ctx::new(TrueTime(clock), clock);
     node.handle_timeout(&mut ctx);
     drain_persisting(node, ctx, clock)
 }
 
-fn sent(outs: &[Output<AnyMsg>]) -> Vec<Msg> {
+fn sent(outs: &[Output<Msg>]) -> Vec<Msg> {
     outs.iter()
         .filter_map(|o| match o {
-            Output::Send {
-                msg: AnyMsg::Cure(m),
-                ..
-            } => Some(m.clone()),
+            Output::Send { msg: m, .. } => Some(m.clone()),
             _ => None,
         })
         .collect()
@@ -437,7 +432,7 @@ fn prepare_msg(seq: u64, svc_d: u64, key: &Key, value: &str) -> Msg {
     }
 }
 
-fn vote(outs: &[Output<AnyMsg>]) -> Option<u64> {
+fn vote(outs: &[Output<Msg>]) -> Option<u64> {
     sent(outs).into_iter().find_map(|m| match m {
         Msg::Prepared { result: Ok(t), .. } => Some(t),
         _ => None,
@@ -471,7 +466,7 @@ fn read_msg(svc_d: u64, key: &Key) -> Msg {
     }
 }
 
-fn read_reply(outs: &[Output<AnyMsg>]) -> Option<ObjValue> {
+fn read_reply(outs: &[Output<Msg>]) -> Option<ObjValue> {
     sent(outs).into_iter().find_map(|m| match m {
         Msg::ReadReply { objects, .. } => Some(objects[0].1.clone().expect("read ok").value()),
         _ => None,
@@ -541,7 +536,7 @@ fn commit_time_is_the_max_prepare_time() {
         .expect("a decision");
     assert_eq!(preps.len(), 2);
     assert_eq!(ct.get(0), *preps.iter().max().expect("two"));
-    assert_eq!(net.sessions[&1].cvc(), &ct);
+    assert_eq!(net.sessions[&1].client.cvc(), &ct);
 }
 
 /// After a restart whose clock went back, the node never issues a timestamp at or below

@@ -80,6 +80,7 @@ impl Cluster {
                 request_timeout_ms: 3000.0,
                 ..Timing::default()
             },
+            protocols: Default::default(),
             nodes,
         };
         config.validate().expect("a valid test cluster");

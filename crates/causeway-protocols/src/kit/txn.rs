@@ -1,11 +1,10 @@
-//! Pieces every protocol shares: the client-side transaction buffer with input limits,
-//! the overlay of a transaction's own writes on what it reads, and the queue that holds
-//! outputs until the record they depend on is durable (persist before you release).
+//! The transaction buffer every protocol's session and coordinator keep, with the input
+//! limits (key and value length, updates per transaction, keys per read), the overlay of a
+//! transaction's own writes on what it reads, and the typed-object helpers.
 
-use crate::Msg;
 use causeway_core::crdt::{ArbTs, Effect, ObjType, Object, Op, Update};
 use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
-use causeway_core::{Addr, Ctx, Error, Key, Lsn, OpId, ReadValue, TxnId, TxnKind};
+use causeway_core::{Error, Key, OpId, ReadValue, TxnId, TxnKind};
 use std::collections::BTreeMap;
 
 /// The updates a session has buffered in its open transaction, in program order.
@@ -137,46 +136,5 @@ pub fn typed(stored: Option<&Object>, obj_type: ObjType) -> Result<Object, Error
         }),
         Some(o) => Ok(o.clone()),
         None => Ok(Object::new(obj_type)),
-    }
-}
-
-/// Messages held until the record they depend on is durable.
-#[derive(Debug, Default)]
-pub struct PersistQueue {
-    next_lsn: Lsn,
-    held: BTreeMap<Lsn, Vec<(Addr, Msg)>>,
-}
-
-impl PersistQueue {
-    /// Continues numbering after `last_lsn` (from recovery).
-    pub fn starting_after(last_lsn: Lsn) -> PersistQueue {
-        PersistQueue {
-            next_lsn: last_lsn + 1,
-            held: BTreeMap::new(),
-        }
-    }
-
-    /// Emits `record` for persistence; `then` is sent once it is durable.
-    pub fn persist(&mut self, ctx: &mut Ctx<Msg>, record: Vec<u8>, then: Vec<(Addr, Msg)>) -> Lsn {
-        let lsn = self.next_lsn;
-        self.next_lsn += 1;
-        ctx.persist(lsn, record);
-        self.held.insert(lsn, then);
-        lsn
-    }
-
-    /// Releases everything held on records up to `lsn` (records become durable in order).
-    pub fn persisted(&mut self, ctx: &mut Ctx<Msg>, lsn: Lsn) {
-        let later = self.held.split_off(&(lsn + 1));
-        let ready = std::mem::replace(&mut self.held, later);
-        for (_, msgs) in ready {
-            for (to, msg) in msgs {
-                ctx.send(to, msg);
-            }
-        }
-    }
-
-    pub fn held_count(&self) -> usize {
-        self.held.len()
     }
 }

@@ -1,0 +1,19 @@
+//! The protocol kit: the pieces more than one protocol needs, each owning its state with
+//! its own unit tests. A new protocol is a module that composes these (see "Adding a
+//! protocol" in docs/ARCHITECTURE.md).
+//!
+//! - [`timers`]: the timer table behind `poll_timeout` (deadlines keyed by purpose).
+//! - [`session`]: the session core (gating, ids, deadlines, stale replies, the txn buffer,
+//!   "unsupported" errors) and the `ClientProtocol` a protocol's client side implements.
+//! - [`txn`]: the transaction buffer, input limits, the write-set overlay, typed objects.
+//! - [`clock`]: the monotonic clock, fresh timestamps and the durable lease on claims.
+//! - [`durability`]: lsns and what waits for them (persist before release).
+//! - [`mvstore`]: the multi-version store with checkpoint GC, generic over the snapshot
+//!   timestamp (vector or scalar).
+
+pub mod clock;
+pub mod durability;
+pub mod mvstore;
+pub mod session;
+pub mod timers;
+pub mod txn;

@@ -1,0 +1,224 @@
+//! The session core every protocol's client shares: one request at a time (gating), txn
+//! ids, the running request's id and deadline (answered requests leave no timer behind;
+//! replies to an older request are stale), the buffer of the open transaction with its
+//! input limits, and the "unsupported" and "invalid state" errors. A protocol supplies only
+//! its client side as a [`ClientProtocol`]; [`Session`] turns it into a `ClientSession`.
+
+use super::txn::{check_read, invalid_in_state, TxnBuffer};
+use crate::Params;
+use causeway_core::crdt::ObjType;
+use causeway_core::{
+    Addr, ClientSession, Ctx, DcId, Error, Key, Nanos, Request, Response, SessionId, Topology,
+    TxnId, TxnKind,
+};
+
+/// What every session holds, whatever its protocol.
+#[derive(Debug)]
+pub struct SessionCore {
+    pub id: SessionId,
+    pub dc: DcId,
+    pub topology: Topology,
+    pub params: Params,
+    protocol: &'static str,
+    seq: u64,
+    /// The open transaction's buffered updates (None outside a transaction).
+    pub txn: Option<TxnBuffer>,
+    /// Id of the running request, or of the last one.
+    req: u64,
+    /// The running request's deadline; None when no request runs.
+    deadline: Option<Nanos>,
+}
+
+impl SessionCore {
+    pub fn new(
+        protocol: &'static str,
+        id: SessionId,
+        dc: DcId,
+        topology: Topology,
+        params: Params,
+    ) -> SessionCore {
+        SessionCore {
+            id,
+            dc,
+            topology,
+            params,
+            protocol,
+            seq: 0,
+            txn: None,
+            req: 0,
+            deadline: None,
+        }
+    }
+
+    /// Whether a request is waiting for an answer from the nodes.
+    pub fn running(&self) -> bool {
+        self.deadline.is_some()
+    }
+
+    /// Starts waiting for the nodes: a fresh request id and the request's deadline.
+    pub fn start_request(&mut self, ctx: &Ctx<impl Sized>) -> u64 {
+        assert!(!self.running(), "one request at a time");
+        self.req += 1;
+        self.deadline = Some(ctx.clock + self.params.request_timeout_ns);
+        self.req
+    }
+
+    /// Whether a reply carrying request id `req` answers the running request.
+    pub fn is_current(&self, req: u64) -> bool {
+        self.running() && req == self.req
+    }
+
+    /// The running request's id.
+    pub fn req(&self) -> u64 {
+        self.req
+    }
+
+    /// Answers the application; the running request (and its timer) ends.
+    pub fn answer<M>(&mut self, ctx: &mut Ctx<M>, response: Response) {
+        self.deadline = None;
+        ctx.reply(response);
+    }
+
+    /// Opens a transaction with a fresh id.
+    pub fn open_txn(&mut self, kind: TxnKind) -> TxnId {
+        self.seq += 1;
+        let txn = TxnId {
+            session: self.id,
+            seq: self.seq,
+        };
+        self.txn = Some(TxnBuffer::new(txn, kind));
+        txn
+    }
+
+    /// The open transaction's buffer; callers only ask inside a transaction.
+    pub fn buffer(&self) -> &TxnBuffer {
+        self.txn.as_ref().expect("a transaction is open")
+    }
+
+    pub fn txn_id(&self) -> TxnId {
+        self.buffer().txn
+    }
+
+    /// The error for a capability this protocol lacks, naming both.
+    pub fn unsupported(&self, capability: &str) -> Error {
+        Error::Unsupported {
+            protocol: self.protocol.into(),
+            capability: capability.into(),
+        }
+    }
+}
+
+/// A protocol's client side. The core has checked the request's state (inside or outside
+/// a transaction) and its limits before any of these is called; each must answer the
+/// application at once (`core.answer`) or start a request (`core.start_request`) and
+/// answer once the nodes replied.
+pub trait ClientProtocol {
+    type Msg;
+    /// Opens a transaction (`core.open_txn`) or refuses `kind`.
+    fn begin(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Self::Msg>, kind: TxnKind);
+    fn read(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Self::Msg>, keys: Vec<(Key, ObjType)>);
+    /// Commits the open transaction; the protocol clears `core.txn` when it ends.
+    fn commit(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Self::Msg>);
+    /// Aborts the open transaction (the core clears it and answers afterwards).
+    fn abort(&mut self, _core: &mut SessionCore, _ctx: &mut Ctx<Self::Msg>) {}
+    fn token(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Self::Msg>) {
+        let e = core.unsupported("causal tokens");
+        core.answer(ctx, Response::Error(e));
+    }
+    fn attach(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Self::Msg>, _token: Vec<u8>) {
+        let e = core.unsupported("causal tokens");
+        core.answer(ctx, Response::Error(e));
+    }
+    fn barrier(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Self::Msg>) {
+        let e = core.unsupported("barriers");
+        core.answer(ctx, Response::Error(e));
+    }
+    /// A message from a node; stale ones (`!core.is_current(req)`) are ignored.
+    fn on_message(
+        &mut self,
+        core: &mut SessionCore,
+        ctx: &mut Ctx<Self::Msg>,
+        from: Addr,
+        msg: Self::Msg,
+    );
+    /// The running request timed out: forget what it was waiting for.
+    fn on_timeout(&mut self, _core: &mut SessionCore) {}
+    fn check_invariants(&self, _core: &SessionCore) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// A `ClientSession` made of the core and a protocol's client side.
+pub struct Session<C> {
+    pub core: SessionCore,
+    pub client: C,
+}
+
+impl<C: ClientProtocol> Session<C> {
+    pub fn new(core: SessionCore, client: C) -> Session<C> {
+        Session { core, client }
+    }
+
+    fn update(&mut self, ctx: &mut Ctx<C::Msg>, key: Key, update: causeway_core::Update) {
+        let buffer = self.core.txn.as_mut().expect("inside a transaction");
+        let pushed = buffer.push(key, update);
+        let response = pushed.map_or_else(Response::Error, |op| Response::Updated { op });
+        self.core.answer(ctx, response);
+    }
+
+    fn abort(&mut self, ctx: &mut Ctx<C::Msg>) {
+        self.client.abort(&mut self.core, ctx);
+        self.core.txn = None;
+        let reason = "aborted by the client".to_string();
+        self.core.answer(ctx, Response::Aborted { reason });
+    }
+}
+
+impl<C: ClientProtocol> ClientSession for Session<C> {
+    type Msg = C::Msg;
+
+    fn submit(&mut self, ctx: &mut Ctx<C::Msg>, request: Request) {
+        if self.core.running() {
+            let e = Error::InvalidState("a request is already running".into());
+            return ctx.reply(Response::Error(e));
+        }
+        let (core, client) = (&mut self.core, &mut self.client);
+        let in_txn = core.txn.is_some();
+        match request {
+            Request::Begin { kind } if !in_txn => client.begin(core, ctx, kind),
+            Request::Read { keys } if in_txn => match check_read(&keys) {
+                Ok(()) => client.read(core, ctx, keys),
+                Err(e) => core.answer(ctx, Response::Error(e)),
+            },
+            Request::Update { key, update } if in_txn => self.update(ctx, key, update),
+            Request::Commit if in_txn => client.commit(core, ctx),
+            Request::Abort if in_txn => self.abort(ctx),
+            Request::Token if !in_txn => client.token(core, ctx),
+            Request::Attach { token } if !in_txn => client.attach(core, ctx, token),
+            Request::Barrier if !in_txn => client.barrier(core, ctx),
+            other => core.answer(ctx, Response::Error(invalid_in_state(&other, in_txn))),
+        }
+    }
+
+    fn handle_message(&mut self, ctx: &mut Ctx<C::Msg>, from: Addr, msg: C::Msg) {
+        self.client.on_message(&mut self.core, ctx, from, msg);
+    }
+
+    fn handle_timeout(&mut self, ctx: &mut Ctx<C::Msg>) {
+        if self.core.deadline.is_none_or(|d| ctx.clock < d) {
+            return;
+        }
+        self.client.on_timeout(&mut self.core);
+        self.core.txn = None;
+        let e = Error::Unavailable("request timed out".into());
+        self.core.answer(ctx, Response::Error(e));
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.core.deadline
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.client.check_invariants(&self.core)
+    }
+}

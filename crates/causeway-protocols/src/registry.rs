@@ -1,0 +1,412 @@
+//! The protocol registry: the [`Protocol`] trait every protocol implements, the adapters
+//! that let drivers hold any protocol's machines behind one wire type, and the
+//! [`registry!`] macro that generates, from one line per protocol, the wire enum, the list
+//! of names, the factories and the lookups.
+
+use crate::{NodeConfig, Params};
+use causeway_core::{
+    Addr, ClientSession, Ctx, DcId, Lsn, Nanos, Request, ServerNode, SessionId, Topology,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt;
+
+/// The consistency guarantee a protocol promises, which the simulator checks its runs
+/// against (a stronger one can be asked for, to show a baseline violates it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Guarantee {
+    /// Replicas converge once updates stop; nothing else.
+    Convergence,
+    /// Transactional causal consistency (which includes convergence).
+    Tcc,
+}
+
+impl Guarantee {
+    pub fn name(self) -> &'static str {
+        match self {
+            Guarantee::Convergence => "convergence",
+            Guarantee::Tcc => "tcc",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Guarantee, String> {
+        match s {
+            "convergence" => Ok(Guarantee::Convergence),
+            "tcc" => Ok(Guarantee::Tcc),
+            _ => Err(format!("unknown guarantee '{s}'; known: convergence, tcc")),
+        }
+    }
+}
+
+/// What a protocol needs of the cluster, and what it promises when a DC fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requirements {
+    /// Every DC must replicate every partition.
+    pub full_replication: bool,
+    /// Writes that originated in a DC that then failed may never become visible elsewhere
+    /// (Cure §IV-A); the simulator's liveness checks leave such keys out.
+    pub failed_dc_writes_may_vanish: bool,
+}
+
+/// A protocol: one module and one `registry!` line.
+pub trait Protocol: 'static {
+    const NAME: &'static str;
+    const GUARANTEE: Guarantee;
+    /// Deliberately broken variants, which the simulator and checker must catch.
+    const MUTATIONS: &'static [&'static str];
+    const REQUIREMENTS: Requirements;
+    /// The protocol's own messages (node to node and session to node).
+    type Msg: Clone + fmt::Debug + Serialize + DeserializeOwned + Send + 'static;
+    /// The protocol's config section (`[protocol.NAME]`), every field with a default.
+    type Config: Clone + fmt::Debug + Default + Serialize + DeserializeOwned + Send + 'static;
+    type Node: ServerNode<Msg = Self::Msg> + Send + 'static;
+    type Session: ClientSession<Msg = Self::Msg> + Send + 'static;
+
+    /// Builds a node and replays its persisted records (oldest first).
+    fn recover(
+        config: &NodeConfig,
+        section: &Self::Config,
+        records: &[Vec<u8>],
+    ) -> Result<Self::Node, String>;
+
+    /// Builds a client session living in `dc`.
+    fn session(
+        id: SessionId,
+        dc: DcId,
+        topology: &Topology,
+        params: &Params,
+        section: &Self::Config,
+    ) -> Self::Session;
+}
+
+/// A message handed to a machine of another protocol (a misconfigured peer, say).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WrongProtocol {
+    pub expected: &'static str,
+    pub got: &'static str,
+}
+
+impl fmt::Display for WrongProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a {} message reached a {} machine",
+            self.got, self.expected
+        )
+    }
+}
+
+impl std::error::Error for WrongProtocol {}
+
+/// A server node of any protocol, speaking the wire enum.
+pub trait AnyNode: Send {
+    fn protocol(&self) -> &'static str;
+    fn start(&mut self, ctx: &mut Ctx<crate::Msg>);
+    fn handle_message(
+        &mut self,
+        ctx: &mut Ctx<crate::Msg>,
+        from: Addr,
+        msg: crate::Msg,
+    ) -> Result<(), WrongProtocol>;
+    fn handle_timeout(&mut self, ctx: &mut Ctx<crate::Msg>);
+    fn handle_persisted(&mut self, ctx: &mut Ctx<crate::Msg>, lsn: Lsn);
+    fn poll_timeout(&self) -> Option<Nanos>;
+    fn check_invariants(&self) -> Result<(), String>;
+    fn gauges(&self, clock: Nanos) -> Vec<(&'static str, f64)>;
+    fn take_samples(&mut self) -> Vec<(&'static str, u64)>;
+}
+
+/// A client session of any protocol, speaking the wire enum.
+pub trait AnySession: Send {
+    fn protocol(&self) -> &'static str;
+    fn submit(&mut self, ctx: &mut Ctx<crate::Msg>, request: Request);
+    fn handle_message(
+        &mut self,
+        ctx: &mut Ctx<crate::Msg>,
+        from: Addr,
+        msg: crate::Msg,
+    ) -> Result<(), WrongProtocol>;
+    fn handle_timeout(&mut self, ctx: &mut Ctx<crate::Msg>);
+    fn poll_timeout(&self) -> Option<Nanos>;
+    fn check_invariants(&self) -> Result<(), String>;
+}
+
+pub type BoxedNode = Box<dyn AnyNode>;
+pub type BoxedSession = Box<dyn AnySession>;
+
+/// The wire enum carries protocol `P`'s messages (generated by `registry!`).
+pub trait Carries<P: Protocol>: Sized {
+    fn wrap(msg: P::Msg) -> Self;
+    fn unwrap(self) -> Result<P::Msg, WrongProtocol>;
+}
+
+/// Runs `f` on a context of the protocol's own message type and moves its outputs, wrapped,
+/// into the driver's context.
+fn with_own_ctx<P: Protocol, R>(
+    ctx: &mut Ctx<crate::Msg>,
+    f: impl FnOnce(&mut Ctx<P::Msg>) -> R,
+) -> R
+where
+    crate::Msg: Carries<P>,
+{
+    let mut own = Ctx::new(ctx.now, ctx.clock);
+    let r = f(&mut own);
+    let outputs = own.outputs.into_iter().map(|o| o.map(crate::Msg::wrap));
+    ctx.outputs.extend(outputs);
+    r
+}
+
+/// Adapts a protocol's node to [`AnyNode`].
+pub struct NodeOf<P: Protocol>(pub P::Node);
+
+impl<P: Protocol> AnyNode for NodeOf<P>
+where
+    crate::Msg: Carries<P>,
+{
+    fn protocol(&self) -> &'static str {
+        P::NAME
+    }
+    fn start(&mut self, ctx: &mut Ctx<crate::Msg>) {
+        with_own_ctx::<P, _>(ctx, |c| self.0.start(c))
+    }
+    fn handle_message(
+        &mut self,
+        ctx: &mut Ctx<crate::Msg>,
+        from: Addr,
+        msg: crate::Msg,
+    ) -> Result<(), WrongProtocol> {
+        let msg = msg.unwrap()?;
+        with_own_ctx::<P, _>(ctx, |c| self.0.handle_message(c, from, msg));
+        Ok(())
+    }
+    fn handle_timeout(&mut self, ctx: &mut Ctx<crate::Msg>) {
+        with_own_ctx::<P, _>(ctx, |c| self.0.handle_timeout(c))
+    }
+    fn handle_persisted(&mut self, ctx: &mut Ctx<crate::Msg>, lsn: Lsn) {
+        with_own_ctx::<P, _>(ctx, |c| self.0.handle_persisted(c, lsn))
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.0.poll_timeout()
+    }
+    fn check_invariants(&self) -> Result<(), String> {
+        self.0.check_invariants()
+    }
+    fn gauges(&self, clock: Nanos) -> Vec<(&'static str, f64)> {
+        self.0.gauges(clock)
+    }
+    fn take_samples(&mut self) -> Vec<(&'static str, u64)> {
+        self.0.take_samples()
+    }
+}
+
+/// Adapts a protocol's session to [`AnySession`].
+pub struct SessionOf<P: Protocol>(pub P::Session);
+
+impl<P: Protocol> AnySession for SessionOf<P>
+where
+    crate::Msg: Carries<P>,
+{
+    fn protocol(&self) -> &'static str {
+        P::NAME
+    }
+    fn submit(&mut self, ctx: &mut Ctx<crate::Msg>, request: Request) {
+        with_own_ctx::<P, _>(ctx, |c| self.0.submit(c, request))
+    }
+    fn handle_message(
+        &mut self,
+        ctx: &mut Ctx<crate::Msg>,
+        from: Addr,
+        msg: crate::Msg,
+    ) -> Result<(), WrongProtocol> {
+        let msg = msg.unwrap()?;
+        with_own_ctx::<P, _>(ctx, |c| self.0.handle_message(c, from, msg));
+        Ok(())
+    }
+    fn handle_timeout(&mut self, ctx: &mut Ctx<crate::Msg>) {
+        with_own_ctx::<P, _>(ctx, |c| self.0.handle_timeout(c))
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.0.poll_timeout()
+    }
+    fn check_invariants(&self) -> Result<(), String> {
+        self.0.check_invariants()
+    }
+}
+
+/// One registered protocol, object-safe, for lookups by name.
+pub trait Entry: Sync {
+    fn name(&self) -> &'static str;
+    fn guarantee(&self) -> Guarantee;
+    fn mutations(&self) -> &'static [&'static str];
+    fn requirements(&self) -> Requirements;
+    /// Checks a config section (unknown fields and bad values are errors naming them).
+    fn check_section(&self, section: &serde_json::Value) -> Result<(), String>;
+    fn new_node(&self, config: &NodeConfig, records: &[Vec<u8>]) -> Result<BoxedNode, String>;
+    fn new_session(
+        &self,
+        id: SessionId,
+        dc: DcId,
+        topology: &Topology,
+        params: &Params,
+        section: &serde_json::Value,
+    ) -> Result<BoxedSession, String>;
+}
+
+/// The registry entry of protocol `P`.
+pub struct EntryOf<P>(pub std::marker::PhantomData<fn() -> P>);
+
+fn section_of<P: Protocol>(section: &serde_json::Value) -> Result<P::Config, String> {
+    if section.is_null() {
+        return Ok(P::Config::default());
+    }
+    serde_json::from_value(section.clone()).map_err(|e| format!("[protocol.{}]: {e}", P::NAME))
+}
+
+fn check_topology<P: Protocol>(topology: &Topology) -> Result<(), String> {
+    if P::REQUIREMENTS.full_replication && topology.replication_factor != topology.dcs {
+        return Err(format!(
+            "{} needs full replication (replication factor = dcs = {}), got {}",
+            P::NAME,
+            topology.dcs,
+            topology.replication_factor
+        ));
+    }
+    Ok(())
+}
+
+impl<P: Protocol> Entry for EntryOf<P>
+where
+    crate::Msg: Carries<P>,
+{
+    fn name(&self) -> &'static str {
+        P::NAME
+    }
+    fn guarantee(&self) -> Guarantee {
+        P::GUARANTEE
+    }
+    fn mutations(&self) -> &'static [&'static str] {
+        P::MUTATIONS
+    }
+    fn requirements(&self) -> Requirements {
+        P::REQUIREMENTS
+    }
+    fn check_section(&self, section: &serde_json::Value) -> Result<(), String> {
+        section_of::<P>(section).map(|_| ())
+    }
+    fn new_node(&self, config: &NodeConfig, records: &[Vec<u8>]) -> Result<BoxedNode, String> {
+        check_topology::<P>(&config.topology)?;
+        check_mutation(P::NAME, P::MUTATIONS, &config.params)?;
+        let section = section_of::<P>(&config.section)?;
+        Ok(Box::new(NodeOf::<P>(P::recover(
+            config, &section, records,
+        )?)))
+    }
+    fn new_session(
+        &self,
+        id: SessionId,
+        dc: DcId,
+        topology: &Topology,
+        params: &Params,
+        section: &serde_json::Value,
+    ) -> Result<BoxedSession, String> {
+        check_topology::<P>(topology)?;
+        check_mutation(P::NAME, P::MUTATIONS, params)?;
+        let section = section_of::<P>(section)?;
+        let session = P::session(id, dc, topology, params, &section);
+        Ok(Box::new(SessionOf::<P>(session)))
+    }
+}
+
+fn check_mutation(name: &str, known: &[&str], params: &Params) -> Result<(), String> {
+    match &params.mutation {
+        Some(m) if !known.contains(&m.as_str()) => Err(format!(
+            "protocol '{name}' has no mutation '{m}'; known: {}",
+            known.join(", ")
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Registers the protocols: `registry! { Variant => module::ProtocolType, ... }`, one line
+/// each. Generates the wire enum `Msg`, `PROTOCOLS`, `entry`, `mutations`, `new_node`,
+/// `new_session`.
+#[macro_export]
+macro_rules! registry {
+    ($($variant:ident => $proto:ty),+ $(,)?) => {
+        /// Every message any protocol sends, node to node or client to node.
+        #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+        pub enum Msg {
+            $($variant(<$proto as $crate::Protocol>::Msg)),+
+        }
+
+        impl Msg {
+            /// The protocol this message belongs to.
+            pub fn protocol(&self) -> &'static str {
+                match self {
+                    $(Msg::$variant(_) => <$proto as $crate::Protocol>::NAME),+
+                }
+            }
+        }
+
+        $(
+            impl $crate::registry::Carries<$proto> for Msg {
+                fn wrap(msg: <$proto as $crate::Protocol>::Msg) -> Msg {
+                    Msg::$variant(msg)
+                }
+                #[allow(irrefutable_let_patterns, unreachable_patterns)]
+                fn unwrap(self) -> Result<<$proto as $crate::Protocol>::Msg, $crate::WrongProtocol> {
+                    let got = self.protocol();
+                    match self {
+                        Msg::$variant(m) => Ok(m),
+                        _ => Err($crate::WrongProtocol {
+                            expected: <$proto as $crate::Protocol>::NAME,
+                            got,
+                        }),
+                    }
+                }
+            }
+        )+
+
+        /// Protocol names this build can run.
+        pub const PROTOCOLS: &[&str] = &[$(<$proto as $crate::Protocol>::NAME),+];
+
+        static ENTRIES: &[&dyn $crate::registry::Entry] = &[
+            $(&$crate::registry::EntryOf::<$proto>(std::marker::PhantomData)),+
+        ];
+
+        /// The registered protocol called `name`, or an error listing the known ones.
+        pub fn entry(name: &str) -> Result<&'static dyn $crate::registry::Entry, String> {
+            ENTRIES.iter().copied().find(|e| e.name() == name).ok_or_else(|| {
+                format!("unknown protocol '{name}'; known: {}", PROTOCOLS.join(", "))
+            })
+        }
+
+        /// Mutations (broken variants) of `protocol` (none for an unknown one).
+        pub fn mutations(protocol: &str) -> &'static [&'static str] {
+            entry(protocol).map_or(&[], |e| e.mutations())
+        }
+
+        /// Builds a server node, recovering it from its persisted records (oldest first).
+        pub fn new_node(
+            protocol: &str,
+            config: $crate::NodeConfig,
+            records: &[Vec<u8>],
+        ) -> Result<$crate::BoxedNode, String> {
+            entry(protocol)?.new_node(&config, records)
+        }
+
+        /// Builds a client session of `protocol` living in `dc`; `section` is the
+        /// protocol's config section (`Null` for defaults).
+        pub fn new_session(
+            protocol: &str,
+            session: causeway_core::SessionId,
+            dc: causeway_core::DcId,
+            topology: &causeway_core::Topology,
+            params: &$crate::Params,
+            section: &serde_json::Value,
+        ) -> Result<$crate::BoxedSession, String> {
+            entry(protocol)?.new_session(session, dc, topology, params, section)
+        }
+    };
+}

@@ -1,0 +1,147 @@
+//! The registry: one line per protocol gives the wire enum, the factories, the mutation
+//! lookup and typed config sections; a message of another protocol is an error the driver
+//! sees; an answered request leaves no timer behind.
+
+use causeway_core::crdt::{ObjType, Update};
+use causeway_core::{
+    Addr, Ctx, DcId, Key, NodeId, Request, Response, SessionId, Topology, TrueTime, TxnKind,
+};
+use causeway_protocols::{
+    entry, eventual, mutations, new_node, new_session, Msg, NodeConfig, Params, PROTOCOLS,
+};
+use serde_json::json;
+
+fn topo() -> Topology {
+    Topology::full(2, 1, 1)
+}
+
+#[test]
+fn every_protocol_is_listed_once_with_its_mutations() {
+    assert_eq!(PROTOCOLS, &["eventual", "cure"]);
+    assert!(mutations("cure").contains(&"no-read-wait"));
+    assert!(mutations("eventual").is_empty());
+    let e = entry("nope").err().expect("unknown protocol");
+    assert!(e.contains("known: eventual, cure"), "{e}");
+}
+
+#[test]
+fn a_message_of_another_protocol_is_an_error() {
+    let config = NodeConfig::new(NodeId(0), topo(), Params::default());
+    let mut node = new_node("cure", config, &[]).expect("node");
+    let mut ctx = Ctx::new(TrueTime(1), 1);
+    let foreign = Msg::Eventual(eventual::Msg::Replicate { ops: Vec::new() });
+    let err = node
+        .handle_message(&mut ctx, Addr::Node(NodeId(1)), foreign)
+        .expect_err("a foreign message is refused");
+    assert_eq!((err.expected, err.got), ("cure", "eventual"));
+}
+
+#[test]
+fn config_sections_are_typed_with_defaults() {
+    let cure = entry("cure").expect("cure");
+    cure.check_section(&serde_json::Value::Null)
+        .expect("defaults");
+    cure.check_section(&json!({"lease_ns": 5}))
+        .expect("a known field");
+    let e = cure
+        .check_section(&json!({"lease_sec": 5}))
+        .expect_err("unknown field");
+    assert!(
+        e.contains("lease_sec") && e.contains("protocol.cure"),
+        "{e}"
+    );
+    let e = cure
+        .check_section(&json!({"lease_ns": "x"}))
+        .expect_err("bad type");
+    assert!(e.contains("protocol.cure"), "{e}");
+}
+
+#[test]
+fn topology_requirements_are_enforced() {
+    let mut t = topo();
+    t.replication_factor = 1;
+    let config = NodeConfig::new(NodeId(0), t, Params::default());
+    let e = new_node("cure", config, &[]).err().expect("refused");
+    assert!(e.contains("full replication"), "{e}");
+}
+
+#[test]
+fn an_answered_request_leaves_no_timer_behind() {
+    let null = serde_json::Value::Null;
+    let params = Params::default();
+    let mut s =
+        new_session("eventual", SessionId(1), DcId(0), &topo(), &params, &null).expect("session");
+    let mut ctx = Ctx::new(TrueTime(10), 10);
+    s.submit(
+        &mut ctx,
+        Request::Begin {
+            kind: TxnKind::Causal,
+        },
+    );
+    assert_eq!(s.poll_timeout(), None, "begin is answered at once");
+    let keys = vec![(Key::from("k"), ObjType::Lww)];
+    s.submit(&mut ctx, Request::Read { keys });
+    let deadline = s.poll_timeout().expect("a running read has a deadline");
+    assert_eq!(deadline, 10 + params.request_timeout_ns);
+    let reply = Msg::Eventual(eventual::Msg::ReadReply {
+        req: 1,
+        objects: vec![(Key::from("k"), Ok(causeway_core::Object::new(ObjType::Lww)))],
+    });
+    s.handle_message(&mut ctx, Addr::Node(NodeId(0)), reply)
+        .expect("ours");
+    assert!(matches!(
+        ctx.outputs.last(),
+        Some(causeway_core::Output::Reply(Response::Values(_)))
+    ));
+    assert_eq!(s.poll_timeout(), None, "the answered read's timer is gone");
+    let update = Request::Update {
+        key: Key::from("k"),
+        update: Update::Assign("v".into()),
+    };
+    s.submit(&mut ctx, update);
+    assert_eq!(s.poll_timeout(), None);
+}
+
+#[test]
+fn a_request_that_times_out_is_answered_and_its_late_reply_ignored() {
+    let null = serde_json::Value::Null;
+    let params = Params::default();
+    let mut s =
+        new_session("eventual", SessionId(1), DcId(0), &topo(), &params, &null).expect("session");
+    let mut ctx = Ctx::new(TrueTime(0), 0);
+    s.submit(
+        &mut ctx,
+        Request::Begin {
+            kind: TxnKind::Causal,
+        },
+    );
+    s.submit(
+        &mut ctx,
+        Request::Read {
+            keys: vec![(Key::from("k"), ObjType::Lww)],
+        },
+    );
+    let deadline = s.poll_timeout().expect("deadline");
+    let mut ctx = Ctx::new(TrueTime(deadline), deadline);
+    s.handle_timeout(&mut ctx);
+    let timed_out = ctx.outputs.iter().any(|o| {
+        matches!(
+            o,
+            causeway_core::Output::Reply(Response::Error(causeway_core::Error::Unavailable(_)))
+        )
+    });
+    assert!(timed_out, "{:?}", ctx.outputs);
+    assert_eq!(s.poll_timeout(), None);
+    let late = Msg::Eventual(eventual::Msg::ReadReply {
+        req: 1,
+        objects: Vec::new(),
+    });
+    let mut ctx = Ctx::new(TrueTime(deadline + 1), deadline + 1);
+    s.handle_message(&mut ctx, Addr::Node(NodeId(0)), late)
+        .expect("ours");
+    assert!(
+        ctx.outputs.is_empty(),
+        "a stale reply is dropped: {:?}",
+        ctx.outputs
+    );
+}
