@@ -5,6 +5,7 @@
 use super::msg::{Msg, Updates};
 use super::node::{Deferred, Node};
 use super::record::Record;
+use crate::kit::twopc::{Answer, Decisions, Votes};
 use crate::kit::txn::{check_read, limit, read_value, TxnBuffer};
 use causeway_core::crdt::ObjType;
 use causeway_core::limits::{COORD_TXNS_MAX, TXN_UPDATES_MAX};
@@ -24,8 +25,8 @@ enum Step {
     },
     Preparing {
         req: u64,
-        votes: BTreeMap<PartitionId, Option<u64>>,
-        deadline: u64,
+        /// Prepare times voted so far (`kit::twopc`), with the abort deadline.
+        votes: Votes<u64>,
     },
 }
 
@@ -38,43 +39,25 @@ pub struct Txn {
     last_active: u64,
 }
 
-/// A commit decision not yet acknowledged by every participant.
-#[derive(Debug)]
-pub struct Decision {
-    ct: Vc,
-    participants: BTreeMap<PartitionId, NodeId>,
-    durable: bool,
-    since: u64,
-}
-
 #[derive(Debug, Default)]
 pub struct Coord {
     pub txns: BTreeMap<TxnId, Txn>,
     /// START requests waiting for the GSS (Alg. 1 l.2-3): (txn, session, cvc).
     starts: Vec<(TxnId, Addr, Vc)>,
-    pub decisions: BTreeMap<TxnId, Decision>,
+    /// Commit decisions until every participant acknowledged (commit vector each).
+    pub decisions: Decisions<Vc>,
     reads: BTreeMap<u64, TxnId>,
     next_rid: u64,
-    /// Whether every node of the DC has reported since we started (the GSS is known).
-    pub ready: bool,
 }
 
 impl Coord {
     pub fn recovered_decision(&mut self, txn: TxnId, ct: Vc, parts: Vec<(PartitionId, NodeId)>) {
-        let participants = parts.into_iter().collect();
-        let d = Decision {
-            ct,
-            participants,
-            durable: true,
-            since: 0,
-        };
-        self.decisions.insert(txn, d);
+        self.decisions
+            .recovered(txn, ct, parts.into_iter().collect());
     }
 
     pub fn decision_durable(&mut self, txn: TxnId) {
-        if let Some(d) = self.decisions.get_mut(&txn) {
-            d.durable = true;
-        }
+        self.decisions.durable(txn);
     }
 
     fn reply(ctx: &mut Ctx<Msg>, to: Addr, m: Msg) {
@@ -94,11 +77,11 @@ impl Node {
 
     /// Starts every txn whose session's past the GSS covers (Alg. 1 l.2-6).
     pub(super) fn try_starts(&mut self, ctx: &mut Ctx<Msg>) {
-        if !self.coord.ready || self.coord.starts.is_empty() {
+        if !self.gss.complete() || self.coord.starts.is_empty() {
             return;
         }
         let d = self.d;
-        let gss = self.stable.gss.clone();
+        let gss = self.gss.stable().clone();
         let covered = |cvc: &Vc| (0..gss.dcs.len()).all(|k| k == d || cvc.get(k) <= gss.get(k));
         let (go, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.coord.starts)
             .into_iter()
@@ -306,8 +289,7 @@ impl Node {
         let deadline = self.time.clock + self.cfg.prepare_timeout_ns;
         t.step = Step::Preparing {
             req,
-            votes: groups.keys().map(|p| (*p, None)).collect(),
-            deadline,
+            votes: Votes::new(groups.keys().copied(), deadline),
         };
         for (partition, updates) in groups {
             let to = Addr::Node(topo.node_of(dc, partition));
@@ -348,8 +330,7 @@ impl Node {
         match result {
             Err(e) => self.abort_txn(ctx, txn, &e.to_string()),
             Ok(t) => {
-                votes.insert(partition, Some(t));
-                if votes.values().all(Option::is_some) {
+                if votes.record(partition, t) {
                     self.decide(ctx, txn);
                 }
             }
@@ -363,7 +344,7 @@ impl Node {
         let Step::Preparing { req, votes, .. } = t.step else {
             unreachable!("decide is called in the prepare step")
         };
-        let times = votes.values().map(|v| v.expect("all voted"));
+        let times = votes.all().expect("all voted").into_iter();
         let commit_time = if self.mutation.commit_time_min {
             times.min()
         } else {
@@ -374,8 +355,8 @@ impl Node {
         ct.set(self.d, commit_time); // Alg. 1 l.32-33
         let dc = DcIdOf::dc(self.d);
         let participants: BTreeMap<PartitionId, NodeId> = votes
-            .keys()
-            .map(|p| (*p, self.topo.node_of(dc, *p)))
+            .participants()
+            .map(|p| (p, self.topo.node_of(dc, p)))
             .collect();
         let mut then: Vec<(Addr, Msg)> = participants
             .iter()
@@ -404,16 +385,8 @@ impl Node {
             participants: participants.clone().into_iter().collect(),
         };
         self.persist(ctx, record, then);
-        let since = self.time.clock;
-        self.coord.decisions.insert(
-            txn,
-            Decision {
-                ct,
-                participants,
-                durable: false,
-                since,
-            },
-        );
+        let clock = self.time.clock;
+        self.coord.decisions.decide(txn, ct, participants, clock);
         self.after_durable(Deferred::Decision(txn));
     }
 
@@ -423,9 +396,9 @@ impl Node {
         };
         let dc = DcIdOf::dc(self.d);
         if let Step::Preparing { req, votes, .. } = t.step {
-            for p in votes.keys() {
-                let to = Addr::Node(self.topo.node_of(dc, *p));
-                ctx.send(to, Msg::AbortTxn { txn, partition: *p });
+            for p in votes.participants() {
+                let to = Addr::Node(self.topo.node_of(dc, p));
+                ctx.send(to, Msg::AbortTxn { txn, partition: p });
             }
             let result = Err(Error::Aborted(why.to_string()));
             Coord::reply(ctx, t.client, Msg::CommitResult { txn, req, result });
@@ -433,12 +406,7 @@ impl Node {
     }
 
     pub(super) fn on_commit_ack(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, partition: PartitionId) {
-        let Some(d) = self.coord.decisions.get_mut(&txn) else {
-            return;
-        };
-        d.participants.remove(&partition);
-        if d.participants.is_empty() {
-            self.coord.decisions.remove(&txn);
+        if self.coord.decisions.ack(txn, partition) {
             self.persist(ctx, Record::Ended { txns: vec![txn] }, Vec::new());
         }
     }
@@ -452,46 +420,27 @@ impl Node {
         txn: TxnId,
         partition: PartitionId,
     ) {
-        if let Some(d) = self.coord.decisions.get(&txn) {
-            if d.durable {
-                ctx.send(
-                    from,
-                    Msg::CommitTxn {
-                        txn,
-                        partition,
-                        ct: d.ct.clone(),
-                    },
-                );
-            }
-        } else if !self.coord.txns.contains_key(&txn) {
-            ctx.send(from, Msg::AbortTxn { txn, partition });
+        let running = self.coord.txns.contains_key(&txn);
+        match self.coord.decisions.answer(txn, running) {
+            Answer::Commit(ct) => ctx.send(from, Msg::CommitTxn { txn, partition, ct }),
+            Answer::Wait => {}
+            Answer::Abort => ctx.send(from, Msg::AbortTxn { txn, partition }),
         }
     }
 
     /// Re-sends unacknowledged COMMITs, aborts txns whose votes do not come, drops idle ones.
     pub(super) fn coord_tick(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
-        for (txn, d) in self.coord.decisions.iter_mut() {
-            if d.durable
-                && (d.since == 0 || clock.saturating_sub(d.since) >= self.cfg.inquire_after_ns)
-            {
-                d.since = clock;
-                for (p, n) in &d.participants {
-                    let m = Msg::CommitTxn {
-                        txn: *txn,
-                        partition: *p,
-                        ct: d.ct.clone(),
-                    };
-                    ctx.send(Addr::Node(*n), m);
-                }
-            }
+        let every = self.cfg.inquire_after_ns;
+        for (txn, partition, node, ct) in self.coord.decisions.resends(clock, every) {
+            ctx.send(Addr::Node(node), Msg::CommitTxn { txn, partition, ct });
         }
         let expired: Vec<TxnId> = self
             .coord
             .txns
             .iter()
             .filter(|(_, t)| match t.step {
-                Step::Preparing { deadline, .. } => clock > deadline,
+                Step::Preparing { ref votes, .. } => votes.expired(clock),
                 _ => clock.saturating_sub(t.last_active) > self.cfg.txn_idle_ns,
             })
             .map(|(id, _)| *id)
@@ -505,7 +454,7 @@ impl Node {
     /// The oldest snapshot this coordinator may still use: its open txns' and a lower
     /// bound on future ones (GSS, with the clock as local entry).
     pub(super) fn oldest_snapshot(&self) -> Vc {
-        let mut oldest = self.stable.gss.clone();
+        let mut oldest = self.gss.stable().clone();
         oldest.set(self.d, self.time.last);
         for t in self.coord.txns.values() {
             oldest.meet(&t.svc);

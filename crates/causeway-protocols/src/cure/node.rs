@@ -7,10 +7,11 @@ use super::coord::Coord;
 use super::msg::Msg;
 use super::part::{Part, Prepared, Waiting};
 use super::record::Record;
-use super::repl::Stable;
 use super::{Config, Mutation};
 use crate::kit::durability::Durability;
+use crate::kit::gossip::Gossip;
 use crate::kit::timers::Timers;
+use crate::kit::twopc::Retry;
 use crate::{NodeConfig, Params};
 use causeway_core::limits::WAITING_REQUESTS_MAX;
 use causeway_core::{
@@ -56,7 +57,10 @@ pub struct Node {
     pub(super) time: Time,
     pub(super) parts: BTreeMap<PartitionId, Part>,
     pub(super) coord: Coord,
-    pub(super) stable: Stable,
+    /// The GSS: gossip of the partitions' min `pvc` inside the DC.
+    pub(super) gss: Gossip<Vc>,
+    /// The DC's oldest snapshot in use (for GC): gossip of each node's oldest.
+    pub(super) oldest: Gossip<Vc>,
     pub(super) durability: Durability<Msg, Deferred>,
     timers: Timers<Timer>,
     /// (partition, sibling DC) still to be told that we restarted.
@@ -74,6 +78,7 @@ impl Node {
         let mutation = Mutation::parse(config.params.mutation.as_deref())?;
         let d = usize::from(topo.dc_of(config.node).0);
         let dcs = usize::from(topo.dcs);
+        let dc_nodes: Vec<NodeId> = topo.nodes_in_dc(DcId(d as u16)).collect();
         let parts = topo
             .partitions_of(config.node)
             .into_iter()
@@ -86,7 +91,8 @@ impl Node {
             time: Time::default(),
             parts,
             coord: Coord::default(),
-            stable: Stable::new(dcs),
+            gss: Gossip::new(dc_nodes.clone(), Vc::zero(dcs)),
+            oldest: Gossip::new(dc_nodes, Vc::zero(dcs)),
             durability: Durability::starting_after(records.len() as Lsn),
             timers: Timers::default(),
             cfg,
@@ -126,7 +132,7 @@ impl Node {
                 let p = Prepared {
                     coord,
                     prep_time,
-                    since: 0, // inquire at once after a restart
+                    inquiry: Retry::default(), // inquire at once after a restart
                     ops,
                 };
                 self.part(partition).prepared.insert(txn, p);
@@ -156,7 +162,7 @@ impl Node {
             } => self.coord.recovered_decision(txn, ct, participants),
             Record::Ended { txns } => {
                 for t in txns {
-                    self.coord.decisions.remove(&t);
+                    self.coord.decisions.forget(t);
                 }
             }
         }
@@ -255,7 +261,7 @@ impl Node {
                     ));
                 }
             }
-            let gss = &self.stable.gss;
+            let gss = self.gss.stable();
             for k in (0..gss.dcs.len()).filter(|k| *k != d) {
                 if gss.get(k) > part.pvc.get(k) {
                     return Err(format!(
@@ -402,7 +408,7 @@ impl Node {
         let p = Prepared {
             coord,
             prep_time,
-            since: self.time.clock,
+            inquiry: Retry::sent_at(self.time.clock),
             ops: ops.clone(),
         };
         self.part(partition).prepared.insert(txn, p);
@@ -452,8 +458,7 @@ impl Node {
         let clock = self.time.clock;
         for (pid, part) in self.parts.iter_mut() {
             for (txn, p) in part.prepared.iter_mut() {
-                if p.since == 0 || clock.saturating_sub(p.since) >= self.cfg.inquire_after_ns {
-                    p.since = clock;
+                if p.inquiry.due(clock, self.cfg.inquire_after_ns) {
                     let m = Msg::Inquire {
                         txn: *txn,
                         partition: *pid,
@@ -620,6 +625,7 @@ impl ServerNode for Node {
 
     fn check_invariants(&self) -> Result<(), String> {
         self.durability.check_invariants()?;
+        self.coord.decisions.check_invariants()?;
         self.check_clock_invariants()?;
         self.check_partition_invariants()
     }

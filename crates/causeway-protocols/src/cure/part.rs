@@ -4,6 +4,7 @@
 
 use super::msg::{ReplTxn, Updates};
 use crate::kit::mvstore::Store;
+use crate::kit::twopc::Retry;
 use causeway_core::crdt::{ArbTs, Effect, ObjType, Op};
 use causeway_core::{Error, Key, NodeId, OpId, TxnId, Vc};
 use std::collections::BTreeMap;
@@ -13,8 +14,8 @@ use std::collections::BTreeMap;
 pub struct Prepared {
     pub coord: NodeId,
     pub prep_time: u64,
-    /// Clock reading when prepared (or recovered), for inquiries.
-    pub since: u64,
+    /// Paces inquiries to the coordinator (due at once after a restart).
+    pub inquiry: Retry,
     pub ops: Vec<(Key, OpId, Effect)>,
 }
 

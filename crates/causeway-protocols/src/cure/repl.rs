@@ -7,32 +7,12 @@ use super::node::{Deferred, Node};
 use super::record::Record;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, SessionId, TxnId, Vc};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 const TXN_MIN: TxnId = TxnId {
     session: SessionId(0),
     seq: 0,
 };
-
-/// What the nodes of this DC reported, and the GSS computed from it.
-#[derive(Debug)]
-pub struct Stable {
-    /// Per node: the min `pvc` of its partitions (`None` if it hosts none), and the
-    /// oldest snapshot it may still serve.
-    pub reported: BTreeMap<NodeId, (Option<Vc>, Vc)>,
-    pub gss: Vc,
-    pub heard: BTreeSet<NodeId>,
-}
-
-impl Stable {
-    pub fn new(dcs: usize) -> Stable {
-        Stable {
-            reported: BTreeMap::new(),
-            gss: Vc::zero(dcs),
-            heard: BTreeSet::new(),
-        }
-    }
-}
 
 /// The txns of `log` with `from < ct[origin] <= upto`, at most about
 /// `REPLICATION_BATCH_MAX` (cut between two commit times), and the `upto` they complete.
@@ -224,21 +204,19 @@ impl Node {
             }
         }
         let oldest = self.oldest_snapshot();
-        self.stable
-            .reported
-            .insert(self.me, (pvc.clone(), oldest.clone()));
-        self.stable.heard.insert(self.me);
+        self.gss.report(self.me, pvc.clone());
+        self.oldest.report(self.me, Some(oldest.clone()));
         for n in self.dc_nodes().into_iter().filter(|n| *n != self.me) {
             let m = Msg::Stable {
                 pvc: pvc.clone(),
-                gss: self.stable.gss.clone(),
+                gss: self.gss.stable().clone(),
                 oldest: oldest.clone(),
             };
             ctx.send(Addr::Node(n), m);
         }
-        self.update_gss(ctx);
+        self.after_gossip(ctx);
         // GSS lag: how far the oldest remote entry trails our clock (once all are known).
-        let gss = &self.stable.gss;
+        let gss = self.gss.stable();
         let remote: Vec<u64> = (0..gss.dcs.len())
             .filter(|k| *k != d)
             .map(|k| gss.get(k))
@@ -258,30 +236,16 @@ impl Node {
         gss: Vc,
         oldest: Vc,
     ) {
-        self.stable.reported.insert(from, (pvc, oldest));
-        self.stable.heard.insert(from);
-        self.stable.gss.join(&gss); // its GSS is a DC-wide claim too
-        self.update_gss(ctx);
+        self.gss.report(from, pvc);
+        self.oldest.report(from, Some(oldest));
+        self.gss.adopt(&gss); // its GSS is a DC-wide claim too
+        self.after_gossip(ctx);
     }
 
-    /// GSS = entry-wise min of every node's reported pvc (Alg. 2 l.43-46), monotonic.
-    fn update_gss(&mut self, ctx: &mut Ctx<Msg>) {
-        let nodes = self.dc_nodes();
-        if nodes.iter().all(|n| self.stable.heard.contains(n)) {
-            self.coord.ready = true;
-            let mut min: Option<Vc> = None;
-            for (p, _) in self.stable.reported.values() {
-                if let Some(p) = p {
-                    match &mut min {
-                        Some(m) => m.meet(p),
-                        None => min = Some(p.clone()),
-                    }
-                }
-            }
-            if let Some(m) = min {
-                self.stable.gss.join(&m);
-            }
-        }
+    /// The GSS (the entry-wise min of every node's reported pvc, Alg. 2 l.43-46, kept
+    /// monotonic by `kit::gossip`) may have advanced: remote txns may be visible now and
+    /// START requests may go on.
+    fn after_gossip(&mut self, ctx: &mut Ctx<Msg>) {
         self.note_visible();
         self.try_starts(ctx);
     }
@@ -289,7 +253,7 @@ impl Node {
     /// Samples how long remote txns took to become visible here (clock vs ct[origin]).
     fn note_visible(&mut self) {
         let (d, clock) = (self.d, self.time.clock);
-        let gss = self.stable.gss.clone();
+        let gss = self.gss.stable().clone();
         let mut seen = Vec::new();
         for part in self.parts.values_mut() {
             part.unseen.retain(|(o, ct)| {
@@ -306,24 +270,16 @@ impl Node {
     }
 
     fn gc_store(&mut self) {
-        let nodes = self.dc_nodes();
-        if !nodes.iter().all(|n| self.stable.reported.contains_key(n)) {
+        // The DC's oldest snapshot in use: the meet of every node's report.
+        let Some(point) = self.oldest.meet_of_reports() else {
             return;
-        }
-        let mut point: Option<Vc> = None;
-        for (_, oldest) in self.stable.reported.values() {
-            match &mut point {
-                Some(p) => p.meet(oldest),
-                None => point = Some(oldest.clone()),
-            }
-        }
-        let point = point.expect("at least this node reported");
+        };
         // Forced folds (past VERSIONS_PER_KEY_MAX) stay below what every partition of the
         // DC has (the GSS): above it a failed DC's txns may never become visible, and a
         // checkpoint there would make every later snapshot "too old".
         let d = self.d;
         for part in self.parts.values_mut() {
-            let mut durable = self.stable.gss.clone();
+            let mut durable = self.gss.stable().clone();
             durable.set(d, part.pvc.get(d));
             durable.meet(&part.pvc);
             part.store.gc(&point, &durable);

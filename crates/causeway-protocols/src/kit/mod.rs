@@ -5,15 +5,22 @@
 //! - [`timers`]: the timer table behind `poll_timeout` (deadlines keyed by purpose).
 //! - [`session`]: the session core (gating, ids, deadlines, stale replies, the txn buffer,
 //!   "unsupported" errors) and the `ClientProtocol` a protocol's client side implements.
+//! - [`twopc`]: 2PC with presumed abort: votes, durable decisions until acknowledged,
+//!   inquiry answers, re-send pacing.
 //! - [`txn`]: the transaction buffer, input limits, the write-set overlay, typed objects.
 //! - [`clock`]: the monotonic clock, fresh timestamps and the durable lease on claims.
 //! - [`durability`]: lsns and what waits for them (persist before release).
+//! - [`lattice`]: the lattice trait (vector clocks, scalars) stabilization and snapshots use.
+//! - [`gossip`]: stabilization by gossip of a lattice value in a group (GSS, UST...).
 //! - [`mvstore`]: the multi-version store with checkpoint GC, generic over the snapshot
 //!   timestamp (vector or scalar).
 
 pub mod clock;
 pub mod durability;
+pub mod gossip;
+pub mod lattice;
 pub mod mvstore;
 pub mod session;
 pub mod timers;
+pub mod twopc;
 pub mod txn;

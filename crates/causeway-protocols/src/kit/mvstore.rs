@@ -4,37 +4,21 @@
 //! checkpoint and every version whose commit timestamp is `<=` the snapshot; GC folds old
 //! versions into the checkpoint so memory stays flat.
 
+use crate::kit::lattice::Lattice;
+use crate::kit::txn::effect_type;
 use causeway_core::crdt::{ObjType, Object, Op};
 use causeway_core::limits::VERSIONS_PER_KEY_MAX;
 use causeway_core::{Error, Key, TxnId, Vc};
 use std::collections::BTreeMap;
-use std::fmt::Debug;
-
-use crate::kit::txn::effect_type;
 
 /// A snapshot / commit timestamp: a lattice with a causal apply order.
-pub trait SnapshotTs: Clone + Debug + Default {
-    /// `self` is in the past of (or equal to) `other`.
-    fn le(&self, other: &Self) -> bool;
-    /// Least upper bound, in place.
-    fn join(&mut self, other: &Self);
-    /// Greatest lower bound, in place.
-    fn meet(&mut self, other: &Self);
+pub trait SnapshotTs: Lattice {
     /// A key that grows strictly along causality (`a < b` implies a smaller key), so
     /// sorting by it applies effects in a causal order.
     fn order(&self) -> (u64, u64);
 }
 
 impl SnapshotTs for Vc {
-    fn le(&self, other: &Vc) -> bool {
-        Vc::le(self, other)
-    }
-    fn join(&mut self, other: &Vc) {
-        Vc::join(self, other)
-    }
-    fn meet(&mut self, other: &Vc) {
-        Vc::meet(self, other)
-    }
     /// `(max entry, sum)`: `ct1 < ct2` entry-wise implies a smaller sum.
     fn order(&self) -> (u64, u64) {
         (self.max_entry(), self.sum())
@@ -42,15 +26,6 @@ impl SnapshotTs for Vc {
 }
 
 impl SnapshotTs for u64 {
-    fn le(&self, other: &u64) -> bool {
-        self <= other
-    }
-    fn join(&mut self, other: &u64) {
-        *self = (*self).max(*other);
-    }
-    fn meet(&mut self, other: &u64) {
-        *self = (*self).min(*other);
-    }
     fn order(&self) -> (u64, u64) {
         (*self, 0)
     }
