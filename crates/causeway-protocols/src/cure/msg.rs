@@ -17,12 +17,16 @@ pub struct ReplTxn {
 /// A contiguous piece of one origin DC's replication stream for one partition: every
 /// txn of `origin` with `from < ct[origin] <= upto` that the receiver may lack. Empty
 /// `txns` is a heartbeat (Alg. 2 l.25).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stream {
-    pub origin: u16,
-    pub from: u64,
-    pub upto: u64,
-    pub txns: Vec<ReplTxn>,
+pub type Stream = crate::kit::repl::Stream<ReplTxn>;
+
+impl crate::kit::repl::Replicated for ReplTxn {
+    fn id(&self) -> TxnId {
+        self.txn
+    }
+    /// The commit vector's entry of its origin DC (Alg. 2 l.27: streams in `ct[d]` order).
+    fn time_at(&self, origin: causeway_core::DcId) -> u64 {
+        self.ct.get(usize::from(origin.0))
+    }
 }
 
 /// Updates as the session buffered them, with the op ids it assigned.

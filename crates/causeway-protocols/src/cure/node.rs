@@ -41,7 +41,7 @@ pub enum Deferred {
     Lease(u64),
     Remote {
         partition: PartitionId,
-        origin: u16,
+        origin: DcId,
         upto: u64,
     },
     Decision(TxnId),
@@ -64,7 +64,7 @@ pub struct Node {
     pub(super) durability: Durability<Msg, Deferred>,
     timers: Timers<Timer>,
     /// (partition, sibling DC) still to be told that we restarted.
-    pub(super) announce: BTreeSet<(PartitionId, u16)>,
+    pub(super) announce: BTreeSet<(PartitionId, DcId)>,
     samples: Vec<(&'static str, u64)>,
 }
 
@@ -110,7 +110,7 @@ impl Node {
             node.announce = node
                 .parts
                 .iter()
-                .flat_map(|(p, part)| part.sibs.keys().map(move |s| (*p, *s)))
+                .flat_map(|(p, part)| part.sibs.ids().into_iter().map(move |s| (*p, s)))
                 .collect();
         }
         Ok(node)
@@ -151,8 +151,8 @@ impl Node {
                 for t in txns {
                     part.add_committed(origin, t);
                 }
-                let o = usize::from(origin);
-                part.have[o] = part.have[o].max(upto);
+                part.received.recovered(origin, upto);
+                let o = usize::from(origin.0);
                 part.pvc.set(o, part.pvc.get(o).max(upto));
             }
             Record::Decision {
@@ -212,7 +212,7 @@ impl Node {
                 upto,
             } => {
                 let part = self.part(partition);
-                let o = usize::from(origin);
+                let o = usize::from(origin.0);
                 part.pvc.set(o, part.pvc.get(o).max(upto));
             }
             Deferred::Decision(txn) => self.coord.decision_durable(txn),
@@ -632,12 +632,7 @@ impl ServerNode for Node {
 
     fn gauges(&self, _clock: Nanos) -> Vec<(&'static str, f64)> {
         let versions: usize = self.parts.values().map(|p| p.store.versions()).sum();
-        let log: usize = self
-            .parts
-            .values()
-            .flat_map(|p| p.log.values())
-            .map(|l| l.len())
-            .sum();
+        let log: usize = self.parts.values().map(|p| p.log.len()).sum();
         vec![
             ("store_versions", versions as f64),
             ("repl_log_txns", log as f64),

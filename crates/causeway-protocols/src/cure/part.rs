@@ -4,9 +4,10 @@
 
 use super::msg::{ReplTxn, Updates};
 use crate::kit::mvstore::Store;
+use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::twopc::Retry;
 use causeway_core::crdt::{ArbTs, Effect, ObjType, Op};
-use causeway_core::{Error, Key, NodeId, OpId, TxnId, Vc};
+use causeway_core::{DcId, Error, Key, NodeId, OpId, TxnId, Vc};
 use std::collections::BTreeMap;
 
 /// A txn prepared here (Alg. 2 l.9-10), with the effects it computed at its snapshot.
@@ -45,18 +46,6 @@ impl Waiting {
     }
 }
 
-/// What one sibling (same partition, other DC) told us and what we sent it.
-#[derive(Clone, Debug, Default)]
-pub struct Sibling {
-    /// Its `pvc`: every txn of origin `k` with `ct[k] <= acks[k]` is durable there.
-    pub acks: Vc,
-    /// Our own stream to it is complete up to here; `None` until it first talks to us.
-    pub sent_upto: Option<u64>,
-    /// Per origin: (clock when the lag was noticed, the level it must reach).
-    pub probes: BTreeMap<u16, (u64, u64)>,
-    pub last_heard: u64,
-}
-
 /// One partition of this node.
 #[derive(Debug)]
 pub struct Part {
@@ -67,13 +56,13 @@ pub struct Part {
     /// The local entry is the last value computed by [`Part::pvc_local`].
     pub pvc: Vc,
     /// Per origin: the stream accepted so far (durable or being persisted).
-    pub have: Vec<u64>,
-    /// Per origin: committed txns by `(ct[origin], txn)`, kept until every live sibling
+    pub received: Received,
+    /// Committed txns per origin by `(ct[origin], txn)`, kept until every live sibling
     /// acknowledged them (own ones to stream, others' to relay).
-    pub log: BTreeMap<u16, BTreeMap<(u64, TxnId), ReplTxn>>,
-    pub sibs: BTreeMap<u16, Sibling>,
+    pub log: ReplLog<ReplTxn>,
+    pub sibs: Siblings,
     /// Commit vectors of remote txns received but not yet covered by the GSS.
-    pub unseen: Vec<(u16, Vc)>,
+    pub unseen: Vec<(DcId, Vc)>,
 }
 
 /// Most remote txns tracked for the visibility-latency measurement.
@@ -81,18 +70,16 @@ pub const UNSEEN_MAX: usize = 4096;
 
 impl Part {
     pub fn new(dcs: usize, d: usize) -> Part {
-        let sibs = (0..dcs)
-            .filter(|k| *k != d)
-            .map(|k| (k as u16, Sibling::default()))
-            .collect();
+        let me = DcId(d as u16);
+        let all = (0..dcs as u16).map(DcId);
         Part {
             store: Store::default(),
             prepared: BTreeMap::new(),
             waiting: Vec::new(),
             pvc: Vc::zero(dcs),
-            have: vec![0; dcs],
-            log: BTreeMap::new(),
-            sibs,
+            received: Received::new(me, dcs),
+            log: ReplLog::default(),
+            sibs: Siblings::new(me, all),
             unseen: Vec::new(),
         }
     }
@@ -164,7 +151,7 @@ impl Part {
             .map(|(k, id, effect)| (k, Op { id, ts, effect }))
             .collect();
         self.add_committed(
-            d as u16,
+            DcId(d as u16),
             ReplTxn {
                 txn,
                 ct: ct.clone(),
@@ -175,9 +162,8 @@ impl Part {
     }
 
     /// Adds a committed txn of `origin` to the store and the replication log.
-    pub fn add_committed(&mut self, origin: u16, t: ReplTxn) {
+    pub fn add_committed(&mut self, origin: DcId, t: ReplTxn) {
         self.store.insert(t.txn, &t.ct, &t.ops);
-        let at = t.ct.get(usize::from(origin));
-        self.log.entry(origin).or_default().insert((at, t.txn), t);
+        self.log.add(origin, t);
     }
 }

@@ -28,7 +28,7 @@ pub enum Record {
     /// Txns received from a sibling, and the stream claim they complete.
     Remote {
         partition: PartitionId,
-        origin: u16,
+        origin: causeway_core::DcId,
         upto: u64,
         txns: Vec<ReplTxn>,
     },

@@ -1,51 +1,13 @@
 //! Replication between sibling partitions of different DCs (Cure Alg. 2 l.18-37) with
-//! acknowledgement-driven catch-up and relaying, and the GSS / GC exchange between the
-//! nodes of a DC (Alg. 2 l.39-46, §III-D).
+//! acknowledgement-driven catch-up and relaying (the streams, log and sibling bookkeeping
+//! are `kit::repl`), and the GSS / GC exchange between the nodes of a DC (Alg. 2 l.39-46,
+//! §III-D; the gossip is `kit::gossip`).
 
-use super::msg::{Msg, ReplTxn, Stream};
+use super::msg::{Msg, Stream};
 use super::node::{Deferred, Node};
 use super::record::Record;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
-use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, SessionId, TxnId, Vc};
-use std::collections::BTreeMap;
-
-const TXN_MIN: TxnId = TxnId {
-    session: SessionId(0),
-    seq: 0,
-};
-
-/// The txns of `log` with `from < ct[origin] <= upto`, at most about
-/// `REPLICATION_BATCH_MAX` (cut between two commit times), and the `upto` they complete.
-fn stream_of(
-    log: Option<&BTreeMap<(u64, TxnId), ReplTxn>>,
-    origin: u16,
-    from: u64,
-    upto: u64,
-) -> Stream {
-    let mut txns: Vec<ReplTxn> = log
-        .map(|l| {
-            l.range((from + 1, TXN_MIN)..)
-                .take_while(|((t, _), _)| *t <= upto)
-                .map(|(_, t)| t.clone())
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut upto = upto;
-    if txns.len() > REPLICATION_BATCH_MAX {
-        let o = usize::from(origin);
-        let cut = txns[REPLICATION_BATCH_MAX].ct.get(o);
-        if cut - 1 > from {
-            upto = cut - 1;
-            txns.retain(|t| t.ct.get(o) <= upto);
-        }
-    }
-    Stream {
-        origin,
-        from,
-        upto,
-        txns,
-    }
-}
+use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};
 
 impl Node {
     /// Every replication interval, per partition and sibling (Alg. 2 l.18-37).
@@ -56,30 +18,26 @@ impl Node {
             let ignore = self.mutation.pvc_ignores_prepared;
             let part = self.parts.get_mut(&pid).expect("hosted");
             let pvc_d = part.pvc_local(d, clock, lease, ignore); // Alg. 2 l.19-21
-            let sibs: Vec<u16> = part.sibs.keys().copied().collect();
-            for s in sibs {
+            for s in part.sibs.ids() {
                 self.replicate_to(ctx, pid, s, pvc_d);
             }
             self.gc_log(pid);
         }
     }
 
-    fn replicate_to(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, s: u16, pvc_d: u64) {
-        let (d, clock) = (self.d as u16, self.time.clock);
-        let to = Addr::Node(self.topo.node_of(DcId(s), pid));
+    /// Our stream (or a heartbeat) to sibling `s`, plus any catch-up it needs
+    /// (`kit::repl`): every message carries our `pvc` as acknowledgement.
+    fn replicate_to(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, s: DcId, pvc_d: u64) {
+        let (clock, grace) = (self.time.clock, self.cfg.lag_grace_ns);
+        let to = Addr::Node(self.topo.node_of(s, pid));
         let restarted = self.announce.remove(&(pid, s));
         let part = self.parts.get_mut(&pid).expect("hosted");
-        let relays = lagging(part, d, s, clock, self.cfg.lag_grace_ns);
-        let sib = part.sibs.get_mut(&s).expect("sibling");
-        let own = match sib.sent_upto {
-            // Alg. 2 l.23-31: committed txns with ct[d] <= pvc[d] in commit-time order,
-            // or a heartbeat (l.25) when there are none.
-            Some(u) if pvc_d > u => Some(stream_of(part.log.get(&d), d, u, pvc_d)),
-            _ => None,
-        };
-        if let Some(st) = &own {
-            sib.sent_upto = Some(st.upto);
-        }
+        let relays = part.sibs.lagging(s, &part.pvc, clock, grace);
+        // Alg. 2 l.23-31: committed txns with ct[d] <= pvc[d] in commit-time order, or a
+        // heartbeat (l.25) when there are none.
+        let own = part
+            .sibs
+            .own_stream(s, &part.log, pvc_d, REPLICATION_BATCH_MAX);
         let acks = part.pvc.clone();
         let mut msgs = vec![Msg::Repl {
             partition: pid,
@@ -88,8 +46,8 @@ impl Node {
             stream: own,
         }];
         for (o, from) in relays {
-            let upto = part.pvc.get(usize::from(o));
-            let st = stream_of(part.log.get(&o), o, from, upto);
+            let upto = part.pvc.get(usize::from(o.0));
+            let st = part.log.stream(o, from, upto, REPLICATION_BATCH_MAX);
             msgs.push(Msg::Repl {
                 partition: pid,
                 restarted: false,
@@ -104,30 +62,10 @@ impl Node {
 
     /// Drops log entries every live sibling acknowledged (the origin itself excepted).
     fn gc_log(&mut self, pid: PartitionId) {
-        let clock = self.time.clock;
+        let (clock, silent) = (self.time.clock, self.cfg.silent_sibling_ns);
         let part = self.parts.get_mut(&pid).expect("hosted");
-        for (o, log) in part.log.iter_mut() {
-            let bound = part
-                .sibs
-                .iter()
-                .filter(|(s, sib)| {
-                    **s != *o
-                        && !(sib.last_heard > 0
-                            && clock.saturating_sub(sib.last_heard) > self.cfg.silent_sibling_ns)
-                })
-                .map(|(_, sib)| {
-                    if sib.last_heard == 0 {
-                        0
-                    } else {
-                        sib.acks.get(usize::from(*o))
-                    }
-                })
-                .min()
-                .unwrap_or(u64::MAX);
-            while log.first_key_value().is_some_and(|((t, _), _)| *t <= bound) {
-                log.pop_first();
-            }
-        }
+        let sibs = &part.sibs;
+        part.log.gc(|o| sibs.gc_bound(o, clock, silent));
     }
 
     pub(super) fn on_repl(
@@ -139,20 +77,13 @@ impl Node {
         acks: Vc,
         stream: Option<Stream>,
     ) {
-        let s = self.topo.dc_of(from).0;
-        let (d, clock) = (self.d, self.time.clock);
+        let s = self.topo.dc_of(from);
+        let clock = self.time.clock;
         let Some(part) = self.parts.get_mut(&pid) else {
             return;
         };
-        let Some(sib) = part.sibs.get_mut(&s) else {
+        if !part.sibs.heard(s, acks, restarted, clock) {
             return;
-        };
-        sib.acks = acks;
-        sib.last_heard = clock.max(1);
-        if restarted || sib.sent_upto.is_none() {
-            // It lost what was in flight: stream again from what it has.
-            sib.sent_upto = Some(sib.acks.get(d));
-            sib.probes.clear();
         }
         if let Some(st) = stream {
             self.accept(ctx, pid, st);
@@ -162,31 +93,28 @@ impl Node {
     /// Takes a stream piece if it continues what we have (no gaps); duplicates are dropped,
     /// new txns persisted, and `pvc[origin]` advances once they are durable.
     fn accept(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, st: Stream) {
-        let o = usize::from(st.origin);
+        let (origin, upto) = (st.origin, st.upto);
         let part = self.parts.get_mut(&pid).expect("hosted");
-        if o == self.d || st.from > part.have[o] || st.upto <= part.have[o] {
+        let Some(new) = part.received.accept(st) else {
             return;
-        }
-        let have = part.have[o];
-        let new: Vec<ReplTxn> = st.txns.into_iter().filter(|t| t.ct.get(o) > have).collect();
-        part.have[o] = st.upto;
+        };
         for t in &new {
             if part.unseen.len() < super::part::UNSEEN_MAX {
-                part.unseen.push((st.origin, t.ct.clone()));
+                part.unseen.push((origin, t.ct.clone()));
             }
-            part.add_committed(st.origin, t.clone()); // Alg. 2 l.33-37
+            part.add_committed(origin, t.clone()); // Alg. 2 l.33-37
         }
         let record = Record::Remote {
             partition: pid,
-            origin: st.origin,
-            upto: st.upto,
+            origin,
+            upto,
             txns: new,
         };
         self.persist(ctx, record, Vec::new());
         self.after_durable(Deferred::Remote {
             partition: pid,
-            origin: st.origin,
-            upto: st.upto,
+            origin,
+            upto,
         });
     }
 
@@ -259,7 +187,7 @@ impl Node {
             part.unseen.retain(|(o, ct)| {
                 let visible = (0..ct.dcs.len()).all(|k| k == d || ct.get(k) <= gss.get(k));
                 if visible {
-                    seen.push(clock.saturating_sub(ct.get(usize::from(*o))));
+                    seen.push(clock.saturating_sub(ct.get(usize::from(o.0))));
                 }
                 !visible
             });
@@ -285,49 +213,4 @@ impl Node {
             part.store.gc(&point, &durable);
         }
     }
-}
-
-/// Origins a sibling lags on for longer than the grace period while it keeps talking:
-/// for our own origin we rewind our stream to its ack; for a third DC we relay from our
-/// log. Returns the relays to send as (origin, from).
-fn lagging(
-    part: &mut super::part::Part,
-    d: u16,
-    s: u16,
-    clock: u64,
-    grace: u64,
-) -> Vec<(u16, u64)> {
-    let mut relays = Vec::new();
-    let pvc = part.pvc.clone();
-    let sib = part.sibs.get_mut(&s).expect("sibling");
-    if sib.last_heard == 0 {
-        return relays;
-    }
-    let talking = clock.saturating_sub(sib.last_heard) < grace;
-    for o in (0..pvc.dcs.len() as u16).filter(|o| *o != s) {
-        let ack = sib.acks.get(usize::from(o));
-        let level = if o == d {
-            sib.sent_upto.unwrap_or(0)
-        } else {
-            pvc.get(usize::from(o))
-        };
-        match sib.probes.get(&o).copied() {
-            None if ack < level => {
-                sib.probes.insert(o, (clock, level));
-            }
-            Some((_, target)) if ack >= target => {
-                sib.probes.remove(&o);
-            }
-            Some((since, _)) if talking && clock.saturating_sub(since) > grace => {
-                sib.probes.remove(&o);
-                if o == d {
-                    sib.sent_upto = Some(ack);
-                } else {
-                    relays.push((o, ack));
-                }
-            }
-            _ => {}
-        }
-    }
-    relays
 }

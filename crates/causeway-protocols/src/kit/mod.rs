@@ -3,6 +3,7 @@
 //! protocol" in docs/ARCHITECTURE.md).
 //!
 //! - [`timers`]: the timer table behind `poll_timeout` (deadlines keyed by purpose).
+//! - [`repl`]: replication streams with acknowledgements, catch-up and relay.
 //! - [`session`]: the session core (gating, ids, deadlines, stale replies, the txn buffer,
 //!   "unsupported" errors) and the `ClientProtocol` a protocol's client side implements.
 //! - [`twopc`]: 2PC with presumed abort: votes, durable decisions until acknowledged,
@@ -20,6 +21,7 @@ pub mod durability;
 pub mod gossip;
 pub mod lattice;
 pub mod mvstore;
+pub mod repl;
 pub mod session;
 pub mod timers;
 pub mod twopc;

@@ -1,0 +1,375 @@
+//! Replication streams between sibling replicas of a partition in different DCs, with
+//! acknowledgements, catch-up and relay (Cure Alg. 2 l.18-37 and the decisions of
+//! `cure/mod.rs`; UniStore and PaRiS replicate the same way).
+//!
+//! Each origin DC's committed txns form a stream ordered by their time at the origin; a
+//! [`Stream`] piece claims "you now have every txn of `origin` with time in `(from, upto]`".
+//! The [`ReplLog`] keeps txns (own ones to stream, others' to relay) until every live
+//! sibling acknowledged them; [`Siblings`] tracks what each sibling acknowledged (its
+//! stable vector, sent with every message), how far our own stream to it got, and which
+//! origins it lags on for longer than a grace period while it keeps talking (then we
+//! rewind our stream, or relay a third DC's txns from our log). [`Received`] accepts only
+//! pieces that continue what we have, so there are no gaps.
+
+use causeway_core::{DcId, Nanos, SessionId, TxnId, Vc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A replicated txn: its id and its time in its origin's stream.
+pub trait Replicated: Clone {
+    fn id(&self) -> TxnId;
+    fn time_at(&self, origin: DcId) -> u64;
+}
+
+/// A contiguous piece of one origin's stream; empty `txns` is a heartbeat.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stream<T> {
+    pub origin: DcId,
+    pub from: u64,
+    pub upto: u64,
+    pub txns: Vec<T>,
+}
+
+const TXN_MIN: TxnId = TxnId {
+    session: SessionId(0),
+    seq: 0,
+};
+
+/// Committed txns per origin, by (time at origin, id), until acknowledged everywhere.
+#[derive(Clone, Debug)]
+pub struct ReplLog<T> {
+    per_origin: BTreeMap<DcId, BTreeMap<(u64, TxnId), T>>,
+}
+
+impl<T> Default for ReplLog<T> {
+    fn default() -> Self {
+        ReplLog {
+            per_origin: BTreeMap::new(),
+        }
+    }
+}
+
+impl<T: Replicated> ReplLog<T> {
+    pub fn add(&mut self, origin: DcId, t: T) {
+        let key = (t.time_at(origin), t.id());
+        self.per_origin.entry(origin).or_default().insert(key, t);
+    }
+
+    /// The txns of `origin` with `from < time <= upto`, cut to about `batch_max` between
+    /// two times (so the piece still claims a complete prefix), and the `upto` they reach.
+    pub fn stream(&self, origin: DcId, from: u64, upto: u64, batch_max: usize) -> Stream<T> {
+        let mut txns: Vec<T> = self
+            .per_origin
+            .get(&origin)
+            .map(|l| {
+                let after = l.range((from + 1, TXN_MIN)..);
+                after
+                    .take_while(|((t, _), _)| *t <= upto)
+                    .map(|(_, t)| t.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut upto = upto;
+        if txns.len() > batch_max {
+            let cut = txns[batch_max].time_at(origin);
+            if cut - 1 > from {
+                upto = cut - 1;
+                txns.retain(|t| t.time_at(origin) <= upto);
+            }
+        }
+        Stream {
+            origin,
+            from,
+            upto,
+            txns,
+        }
+    }
+
+    /// Drops, per origin, the txns at or below `bound(origin)`.
+    pub fn gc(&mut self, bound: impl Fn(DcId) -> u64) {
+        for (o, log) in self.per_origin.iter_mut() {
+            let b = bound(*o);
+            while log.first_key_value().is_some_and(|((t, _), _)| *t <= b) {
+                log.pop_first();
+            }
+        }
+    }
+
+    /// Txns kept (for gauges and tests).
+    pub fn len(&self) -> usize {
+        self.per_origin.values().map(BTreeMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What one sibling told us and what we sent it.
+#[derive(Clone, Debug, Default)]
+pub struct Sibling {
+    /// Its stable vector: every txn of origin `k` with time `<= acks[k]` is durable there.
+    pub acks: Vc,
+    /// Our own stream to it is complete up to here; `None` until it first talks to us.
+    pub sent_upto: Option<u64>,
+    /// Per origin it lags on: (clock when noticed, the level it must reach).
+    probes: BTreeMap<DcId, (Nanos, u64)>,
+    pub last_heard: Option<Nanos>,
+}
+
+/// The siblings of one partition replica (same partition, other DCs).
+#[derive(Clone, Debug)]
+pub struct Siblings {
+    me: DcId,
+    map: BTreeMap<DcId, Sibling>,
+}
+
+impl Siblings {
+    pub fn new(me: DcId, dcs: impl IntoIterator<Item = DcId>) -> Siblings {
+        let map = dcs
+            .into_iter()
+            .filter(|d| *d != me)
+            .map(|d| (d, Sibling::default()))
+            .collect();
+        Siblings { me, map }
+    }
+
+    pub fn ids(&self) -> Vec<DcId> {
+        self.map.keys().copied().collect()
+    }
+
+    pub fn get(&self, s: DcId) -> Option<&Sibling> {
+        self.map.get(&s)
+    }
+
+    /// Sibling `s` sent its acknowledgements; a restarted one (or one we never heard)
+    /// lost what was in flight, so our stream restarts from what it has. False for a
+    /// DC that is not a sibling.
+    pub fn heard(&mut self, s: DcId, acks: Vc, restarted: bool, clock: Nanos) -> bool {
+        let me = usize::from(self.me.0);
+        let Some(sib) = self.map.get_mut(&s) else {
+            return false;
+        };
+        sib.acks = acks;
+        sib.last_heard = Some(clock);
+        if restarted || sib.sent_upto.is_none() {
+            sib.sent_upto = Some(sib.acks.get(me));
+            sib.probes.clear();
+        }
+        true
+    }
+
+    /// The next piece of our own stream to `s` (Alg. 2 l.23-31: txns with time `<=
+    /// upto` in time order), if it has not been sent `upto` yet.
+    pub fn own_stream<T: Replicated>(
+        &mut self,
+        s: DcId,
+        log: &ReplLog<T>,
+        upto: u64,
+        batch_max: usize,
+    ) -> Option<Stream<T>> {
+        let sib = self.map.get_mut(&s)?;
+        let from = sib.sent_upto.filter(|u| upto > *u)?;
+        let st = log.stream(self.me, from, upto, batch_max);
+        sib.sent_upto = Some(st.upto);
+        Some(st)
+    }
+
+    /// Origins `s` lags on for longer than `grace` while it keeps talking: for our own
+    /// origin our stream rewinds to its ack; for a third DC we relay from our log.
+    /// Returns the relays to send as (origin, from). `have` is our stable vector.
+    pub fn lagging(&mut self, s: DcId, have: &Vc, clock: Nanos, grace: Nanos) -> Vec<(DcId, u64)> {
+        let me = self.me;
+        let Some(sib) = self.map.get_mut(&s) else {
+            return Vec::new();
+        };
+        let Some(heard) = sib.last_heard else {
+            return Vec::new();
+        };
+        let talking = clock.saturating_sub(heard) < grace;
+        let mut relays = Vec::new();
+        for o in (0..have.dcs.len() as u16).map(DcId).filter(|o| *o != s) {
+            let ack = sib.acks.get(usize::from(o.0));
+            let level = if o == me {
+                sib.sent_upto.unwrap_or(0)
+            } else {
+                have.get(usize::from(o.0))
+            };
+            match sib.probes.get(&o).copied() {
+                None if ack < level => {
+                    sib.probes.insert(o, (clock, level));
+                }
+                Some((_, target)) if ack >= target => {
+                    sib.probes.remove(&o);
+                }
+                Some((since, _)) if talking && clock.saturating_sub(since) > grace => {
+                    sib.probes.remove(&o);
+                    if o == me {
+                        sib.sent_upto = Some(ack);
+                    } else {
+                        relays.push((o, ack));
+                    }
+                }
+                _ => {}
+            }
+        }
+        relays
+    }
+
+    /// How far every live sibling other than `origin` acknowledged `origin`'s stream: the
+    /// log may drop txns at or below it. A sibling silent for `silent` is presumed failed
+    /// and no longer holds the log back; one never heard from holds it at 0.
+    pub fn gc_bound(&self, origin: DcId, clock: Nanos, silent: Nanos) -> u64 {
+        let live = self.map.iter().filter(|(s, sib)| {
+            **s != origin
+                && sib
+                    .last_heard
+                    .is_none_or(|h| clock.saturating_sub(h) <= silent)
+        });
+        live.map(|(_, sib)| match sib.last_heard {
+            None => 0,
+            Some(_) => sib.acks.get(usize::from(origin.0)),
+        })
+        .min()
+        .unwrap_or(u64::MAX)
+    }
+}
+
+/// How far each origin's stream has been accepted here (durable or being persisted).
+#[derive(Clone, Debug)]
+pub struct Received {
+    me: DcId,
+    have: Vec<u64>,
+}
+
+impl Received {
+    pub fn new(me: DcId, dcs: usize) -> Received {
+        Received {
+            me,
+            have: vec![0; dcs],
+        }
+    }
+
+    pub fn have(&self, origin: DcId) -> u64 {
+        self.have[usize::from(origin.0)]
+    }
+
+    /// A recovered piece: we had everything of `origin` up to `upto`.
+    pub fn recovered(&mut self, origin: DcId, upto: u64) {
+        let h = &mut self.have[usize::from(origin.0)];
+        *h = (*h).max(upto);
+    }
+
+    /// Takes `st` if it continues what we have (no gap) and adds something: returns the
+    /// txns new to us (duplicates dropped); `None` to ignore the piece.
+    pub fn accept<T: Replicated>(&mut self, st: Stream<T>) -> Option<Vec<T>> {
+        let o = usize::from(st.origin.0);
+        let have = *self.have.get(o)?;
+        if st.origin == self.me || st.from > have || st.upto <= have {
+            return None;
+        }
+        self.have[o] = st.upto;
+        Some(
+            st.txns
+                .into_iter()
+                .filter(|t| t.time_at(st.origin) > have)
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug, PartialEq)]
+    struct T(u64);
+
+    impl Replicated for T {
+        fn id(&self) -> TxnId {
+            TxnId {
+                session: SessionId(1),
+                seq: self.0,
+            }
+        }
+        fn time_at(&self, _: DcId) -> u64 {
+            self.0
+        }
+    }
+
+    fn vc(v: &[u64]) -> Vc {
+        Vc {
+            dcs: v.to_vec(),
+            extra: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn streams_are_cut_between_times_and_claim_a_prefix() {
+        let mut log = ReplLog::default();
+        for t in [10, 20, 30, 40] {
+            log.add(DcId(0), T(t));
+        }
+        let st = log.stream(DcId(0), 10, 100, 2);
+        assert_eq!(st.txns, vec![T(20), T(30)]);
+        assert_eq!(st.upto, 39, "cut just below the first txn left out");
+        log.gc(|_| 25);
+        assert_eq!(log.len(), 2);
+    }
+
+    #[test]
+    fn received_accepts_only_gapless_pieces_and_drops_duplicates() {
+        let mut r = Received::new(DcId(1), 3);
+        let piece = |from, upto, txns: Vec<T>| Stream {
+            origin: DcId(0),
+            from,
+            upto,
+            txns,
+        };
+        assert_eq!(r.accept(piece(5, 10, vec![T(7)])), None, "a gap: we have 0");
+        assert_eq!(r.accept(piece(0, 10, vec![T(7)])), Some(vec![T(7)]));
+        assert_eq!(r.accept(piece(5, 20, vec![T(7), T(15)])), Some(vec![T(15)]));
+        assert_eq!(r.accept(piece(0, 20, vec![])), None, "nothing new");
+        assert_eq!(r.have(DcId(0)), 20);
+    }
+
+    #[test]
+    fn a_lagging_sibling_gets_our_stream_again_or_a_relay() {
+        let mut sibs = Siblings::new(DcId(0), [DcId(0), DcId(1), DcId(2)]);
+        assert!(sibs.heard(DcId(1), vc(&[5, 0, 0]), false, 1_000));
+        let mut log = ReplLog::default();
+        log.add(DcId(0), T(8));
+        let own = sibs
+            .own_stream(DcId(1), &log, 10, 100)
+            .expect("from its ack");
+        assert_eq!((own.from, own.upto, own.txns), (5, 10, vec![T(8)]));
+        let have = vc(&[10, 0, 30]);
+        assert!(
+            sibs.lagging(DcId(1), &have, 1_000, 100).is_empty(),
+            "noticed"
+        );
+        sibs.heard(DcId(1), vc(&[5, 0, 0]), false, 1_150);
+        let relays = sibs.lagging(DcId(1), &have, 1_200, 100);
+        assert_eq!(relays, vec![(DcId(2), 0)], "relay DC 2's txns from 0");
+        assert_eq!(
+            sibs.get(DcId(1)).unwrap().sent_upto,
+            Some(5),
+            "own stream rewound"
+        );
+    }
+
+    #[test]
+    fn silent_siblings_stop_holding_the_log() {
+        let mut sibs = Siblings::new(DcId(0), [DcId(0), DcId(1), DcId(2)]);
+        assert_eq!(
+            sibs.gc_bound(DcId(0), 0, 100),
+            0,
+            "never heard: hold everything"
+        );
+        sibs.heard(DcId(1), vc(&[7, 0, 0]), false, 10);
+        sibs.heard(DcId(2), vc(&[3, 0, 0]), false, 10);
+        assert_eq!(sibs.gc_bound(DcId(0), 50, 100), 3);
+        sibs.heard(DcId(1), vc(&[9, 0, 0]), false, 500);
+        assert_eq!(sibs.gc_bound(DcId(0), 500, 100), 9, "DC 2 silent for 490");
+    }
+}
