@@ -55,7 +55,7 @@ pub fn session_host(session: SessionId) -> Option<NodeId> {
     (high > 0).then(|| NodeId((high - 1) as u32))
 }
 
-/// The gauges the node task publishes for the gateway (`name`, value).
+/// The gauges the node task publishes for the gateway (`name`, value), sorted by name.
 /// Cheap to clone: clones share one board.
 #[derive(Clone, Debug, Default)]
 pub struct SharedGauges(Arc<Mutex<Vec<(String, f64)>>>);

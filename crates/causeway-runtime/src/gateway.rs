@@ -81,8 +81,9 @@ impl Gateway {
         &self.inner.info
     }
 
-    /// The node's latest gauges (`name`, value), refreshed by the node task about twice a
-    /// second; `gss_lag_ms` is how far the DC's stable vector trails the node's clock.
+    /// The node's latest gauges (`name`, value, sorted by name), refreshed by the node
+    /// task about twice a second: the machine's own gauges and its latest samples (see
+    /// `crate::samples` for the naming rule).
     pub fn gauges(&self) -> Vec<(String, f64)> {
         self.inner.gauges.read()
     }

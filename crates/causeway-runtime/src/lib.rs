@@ -8,7 +8,8 @@
 //! listener for incoming ones ([`transport`], wire in [`peer`]), and, when the cluster
 //! file gives the node a `client_addr`, the native client endpoint ([`gateway`]).
 //! The gateway and the node task know each other only through [`control`] (the requests,
-//! limits, session-id layout and gauge board they share).
+//! limits, session-id layout and gauge board they share); [`samples`] turns the machine's
+//! measurement samples into published gauges.
 //! Any protocol of `causeway_protocols::PROTOCOLS` runs unchanged, chosen by name.
 
 pub mod config;
@@ -16,6 +17,7 @@ pub mod control;
 pub mod gateway;
 pub mod node;
 pub mod peer;
+pub mod samples;
 pub mod storage;
 pub mod transport;
 

@@ -18,13 +18,15 @@
 //! session; the task submits the next one as soon as the session answers the previous
 //! one, stops after the first `Error` or `Aborted`, and answers the whole batch at once.
 //!
-//! Gauges: every `GAUGES_INTERVAL` the task publishes the node machine's `gauges()` and
-//! the latest `gss_lag_ns` sample (as `gss_lag_ms`) on the [`SharedGauges`] board the
-//! gateway reads, for RESP `INFO`.
+//! Gauges: the task keeps the latest value of every sample the node machine reports
+//! (`take_samples`, after every input) and every `GAUGES_INTERVAL` publishes them beside
+//! the machine's `gauges()` on the [`SharedGauges`] board the gateway reads, for RESP
+//! `INFO` (the naming rule is in [`crate::samples`]).
 //!
 //! The task talks to the gateway only through [`crate::control`].
 
 use crate::control::{session_host, stops, Control, SharedGauges, BATCH_REQUESTS_MAX};
+use crate::samples::LatestSamples;
 use crate::storage::{DiskEvent, PersistReq};
 use crate::transport::{Link, NetMsg};
 use causeway_core::{
@@ -98,7 +100,7 @@ pub struct NodeTask {
     last_clock: Nanos,
     persist: mpsc::Sender<PersistReq>,
     gauges: SharedGauges,
-    gss_lag_ns: Option<u64>,
+    samples: LatestSamples,
     gauges_at: Instant,
 }
 
@@ -130,7 +132,7 @@ impl NodeTask {
             last_clock: 0,
             persist,
             gauges,
-            gss_lag_ns: None,
+            samples: LatestSamples::default(),
             gauges_at: Instant::now(),
         }
     }
@@ -172,27 +174,17 @@ impl NodeTask {
         }
     }
 
-    /// Keeps the latest GSS lag sample and publishes the gauges every `GAUGES_INTERVAL`.
+    /// Keeps the latest value of every sample and publishes the gauges every
+    /// `GAUGES_INTERVAL` (the machine buffers samples only until this call, so it runs
+    /// after every input; publishing is rarer because it takes the board's lock).
     fn collect_samples(&mut self) {
-        for (name, value) in self.node.take_samples() {
-            if name == "gss_lag_ns" {
-                self.gss_lag_ns = Some(value);
-            }
-        }
+        self.samples.record(self.node.take_samples());
         if self.gauges_at.elapsed() < GAUGES_INTERVAL {
             return;
         }
         self.gauges_at = Instant::now();
-        let mut out: Vec<(String, f64)> = self
-            .node
-            .gauges(self.last_clock)
-            .into_iter()
-            .map(|(name, value)| (name.to_string(), value))
-            .collect();
-        if let Some(lag) = self.gss_lag_ns {
-            out.push(("gss_lag_ms".to_string(), lag as f64 / 1e6));
-        }
-        self.gauges.publish(out);
+        let gauges = self.node.gauges(self.last_clock);
+        self.gauges.publish(self.samples.gauges(gauges));
     }
 
     fn ctx(&mut self) -> Ctx<Msg> {
