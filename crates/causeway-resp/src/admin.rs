@@ -239,24 +239,28 @@ fn info<F: SessionFactory>(conn: &Conn<F>, sections: &[Bytes]) -> Reply {
     Reply::Verbatim(text)
 }
 
-/// The `# Causeway` section: protocol, DCs and stable-vector lag.
+/// The `# Causeway` section: protocol, DCs and every gauge of the host.
 fn causeway_section<F: SessionFactory>(conn: &Conn<F>, text: &mut String) {
     let info = conn.shared().factory.info();
-    let lag = info
-        .stable_vector_lag_ms
-        .map_or_else(|| "n/a".to_string(), |ms| format!("{ms:.3}"));
     let _ = write!(
         text,
-        "# Causeway\r\nprotocol:{}\r\ndc:{}\r\ndcs:{}\r\ndc_count:{}\r\nstable_vector_lag_ms:{lag}\r\n",
+        "# Causeway\r\nprotocol:{}\r\ndc:{}\r\ndcs:{}\r\ndc_count:{}\r\n",
         info.protocol,
         info.dc,
         info.dcs.join(","),
         info.dcs.len()
     );
-    for (name, value) in &info.gauges {
+    gauge_lines(info.gauges, text);
+    text.push_str("\r\n");
+}
+
+/// One `name:value` line per gauge, sorted by name so the output does not depend on the
+/// order a host reports them in (whatever the protocol, no gauge is singled out).
+fn gauge_lines(mut gauges: Vec<(String, f64)>, text: &mut String) {
+    gauges.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, value) in gauges {
         let _ = write!(text, "{name}:{value}\r\n");
     }
-    text.push_str("\r\n");
 }
 
 /// `COMMAND`, `COMMAND COUNT`, `COMMAND DOCS [name ...]`, `COMMAND INFO [name ...]`,
@@ -324,4 +328,24 @@ fn config(args: &[Bytes]) -> Reply {
         .map(|(name, value)| (Reply::text(*name), Reply::text(*value)))
         .collect();
     Reply::Map(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_gauge_is_printed_sorted_by_name() {
+        let gauges = vec![
+            ("store_versions".to_string(), 12.0),
+            ("gss_lag_ms".to_string(), 2.5),
+            ("sessions".to_string(), 3.0),
+        ];
+        let mut text = String::new();
+        gauge_lines(gauges, &mut text);
+        assert_eq!(
+            text,
+            "gss_lag_ms:2.5\r\nsessions:3\r\nstore_versions:12\r\n"
+        );
+    }
 }

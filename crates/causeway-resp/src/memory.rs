@@ -245,7 +245,6 @@ impl SessionFactory for MemoryFactory {
             protocol: c.options.protocol.clone(),
             dc: self.dc as u32 + 1,
             dcs: (1..=c.dcs.len()).map(|i| format!("dc{i}")).collect(),
-            stable_vector_lag_ms: Some(0.0),
             gauges: vec![("unreplicated_txns".into(), lag)],
         }
     }

@@ -23,7 +23,9 @@
 //! ..Default::default() })` on the tokio runtime. `serve` returns once the shutdown signal
 //! (a `tokio::sync::watch::Receiver<bool>`) holds `true`.
 //!
-//! Contract changes: none since the trait was first written (this list says when).
+//! Contract changes (this list says when):
+//! - `ServerInfo::stable_vector_lag_ms` is gone: the front end names no protocol's gauge,
+//!   so a host reports such a lag among `ServerInfo::gauges` like any other.
 
 use causeway_core::{Request, Response};
 use std::future::Future;
@@ -74,9 +76,7 @@ pub struct ServerInfo {
     pub dc: u32,
     /// Every DC's name or number, in order.
     pub dcs: Vec<String>,
-    /// How far the stable (globally visible) vector trails this DC's clock, in
-    /// milliseconds, where the protocol has one.
-    pub stable_vector_lag_ms: Option<f64>,
-    /// Further gauges of the host (`name`, value), printed as they are.
+    /// The host's gauges (`name`, value, names ending in their unit), whatever the
+    /// protocol reports; `INFO` prints every one, sorted by name.
     pub gauges: Vec<(String, f64)>,
 }

@@ -6,11 +6,13 @@
 //! in the node task and returns its `Response`. The native TCP endpoint
 //! ([`serve_clients`]) and the RESP front end both sit on it: one connection, one session.
 //!
-//! Session ids are unique cluster-wide and across restarts: bits 63..48 hold the node id
-//! plus one (so nodes route replies to the host), bits 47..28 the node's boot epoch
-//! (persisted, bumped at every boot), bits 27..0 a counter.
+//! Session ids are unique cluster-wide and across restarts (layout in
+//! [`crate::control::session_prefix`]). The gateway talks to the node task only through
+//! [`crate::control`].
 
-use crate::node::{Control, SharedGauges};
+use crate::control::{
+    session_prefix, stops, Control, SharedGauges, BATCH_REQUESTS_MAX, SESSIONS_PER_BOOT_MAX,
+};
 use crate::peer;
 use causeway_client::wire::{self, ClientFrame, ServerFrame, Welcome, CLIENT_WIRE_VERSION};
 use causeway_core::{DcId, Error, NodeId, Request, Response, SessionId};
@@ -22,11 +24,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::Framed;
 
-/// Most requests one [`GatewaySession::call_batch`] hands the node task at once; longer
-/// batches go in chunks of this size (still stopping at the first error or abort).
-pub const BATCH_REQUESTS_MAX: usize = 256;
-/// Sessions one boot of a node can open (28 bits of counter).
-pub const SESSIONS_PER_BOOT_MAX: u64 = (1 << 28) - 1;
 /// How long a new client connection may take to say Hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -66,9 +63,7 @@ impl Gateway {
         sessions_max: usize,
         gauges: SharedGauges,
     ) -> Gateway {
-        assert!(epoch < 1 << 20, "boot epoch fits 20 bits");
-        assert!(node.0 < (1 << 16) - 1, "node id fits 16 bits");
-        let prefix = ((u64::from(node.0) + 1) << 48) | (epoch << 28);
+        let prefix = session_prefix(node, epoch);
         Gateway {
             inner: Arc::new(Inner {
                 info,
@@ -86,10 +81,11 @@ impl Gateway {
         &self.inner.info
     }
 
-    /// The node's latest gauges (`name`, value), refreshed by the node task about twice a
-    /// second; `gss_lag_ms` is how far the DC's stable vector trails the node's clock.
+    /// The node's latest gauges (`name`, value, sorted by name), refreshed by the node
+    /// task about twice a second: the machine's own gauges and its latest samples (see
+    /// `crate::samples` for the naming rule).
     pub fn gauges(&self) -> Vec<(String, f64)> {
-        self.inner.gauges.lock().expect("gauges lock").clone()
+        self.inner.gauges.read()
     }
 
     /// Sessions open now.
@@ -192,11 +188,6 @@ impl GatewaySession {
             vec![Response::Error(Error::Unavailable(why))]
         })
     }
-}
-
-/// Whether a batch stops after this answer.
-pub fn stops(response: &Response) -> bool {
-    matches!(response, Response::Error(_) | Response::Aborted { .. })
 }
 
 impl Drop for GatewaySession {

@@ -7,12 +7,17 @@
 //! storage thread doing group commit ([`storage`]), one outgoing link per peer node and a
 //! listener for incoming ones ([`transport`], wire in [`peer`]), and, when the cluster
 //! file gives the node a `client_addr`, the native client endpoint ([`gateway`]).
+//! The gateway and the node task know each other only through [`control`] (the requests,
+//! limits, session-id layout and gauge board they share); [`samples`] turns the machine's
+//! measurement samples into published gauges.
 //! Any protocol of `causeway_protocols::PROTOCOLS` runs unchanged, chosen by name.
 
 pub mod config;
+pub mod control;
 pub mod gateway;
 pub mod node;
 pub mod peer;
+pub mod samples;
 pub mod storage;
 pub mod transport;
 
@@ -21,6 +26,7 @@ pub use gateway::{Gateway, GatewayInfo, GatewaySession};
 
 use causeway_core::NodeId;
 use causeway_protocols::{new_node, NodeConfig};
+use control::{Control, SharedGauges};
 use node::{Inputs, NodeSetup, NodeTask};
 use std::collections::HashMap;
 use std::future::Future;
@@ -72,7 +78,7 @@ impl Server {
         let (stop_tx, stop_rx) = watch::channel(false);
         let links = spawn_links(config, &placement, &me);
         let mut background = vec![tokio::spawn(Inbound::new(me.clone(), net_tx).serve(peers))];
-        let gauges = node::SharedGauges::default();
+        let gauges = SharedGauges::default();
         let gateway = new_gateway(config, &placement, recovered.epoch, control_tx, &gauges);
         if let Some(addr) = placement.spec.client_addr {
             let listener = bind(addr, "client_addr").await?;
@@ -190,8 +196,8 @@ fn new_gateway(
     config: &ClusterConfig,
     placement: &Placement,
     epoch: u64,
-    control: mpsc::UnboundedSender<node::Control>,
-    gauges: &node::SharedGauges,
+    control: mpsc::UnboundedSender<Control>,
+    gauges: &SharedGauges,
 ) -> Gateway {
     let info = GatewayInfo {
         cluster: config.cluster.clone(),

@@ -18,10 +18,15 @@
 //! session; the task submits the next one as soon as the session answers the previous
 //! one, stops after the first `Error` or `Aborted`, and answers the whole batch at once.
 //!
-//! Gauges: every `GAUGES_INTERVAL` the task publishes the node machine's `gauges()` and
-//! the latest `gss_lag_ns` sample (as `gss_lag_ms`) to the gateway, for RESP `INFO`.
+//! Gauges: the task keeps the latest value of every sample the node machine reports
+//! (`take_samples`, after every input) and every `GAUGES_INTERVAL` publishes them beside
+//! the machine's `gauges()` on the [`SharedGauges`] board the gateway reads, for RESP
+//! `INFO` (the naming rule is in [`crate::samples`]).
+//!
+//! The task talks to the gateway only through [`crate::control`].
 
-use crate::gateway::{stops, BATCH_REQUESTS_MAX};
+use crate::control::{session_host, stops, Control, SharedGauges, BATCH_REQUESTS_MAX};
+use crate::samples::LatestSamples;
 use crate::storage::{DiskEvent, PersistReq};
 use crate::transport::{Link, NetMsg};
 use causeway_core::{
@@ -29,7 +34,6 @@ use causeway_core::{
 };
 use causeway_protocols::{new_session, BoxedNode, BoxedSession, Msg, Params};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -45,19 +49,6 @@ const TIMER_LATE_WARN: Duration = Duration::from_millis(100);
 const GAUGES_INTERVAL: Duration = Duration::from_millis(500);
 /// Most messages a machine may send to its own process while handling one input.
 pub const LOCAL_QUEUE_MAX: usize = 1 << 20;
-
-/// A request from the gateway to the node task.
-pub enum Control {
-    /// Run these requests (at most `BATCH_REQUESTS_MAX`) back to back; answer once.
-    Submit {
-        session: SessionId,
-        requests: Vec<Request>,
-        reply: oneshot::Sender<Vec<Response>>,
-    },
-    Close {
-        session: SessionId,
-    },
-}
 
 /// Who a timer wakes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -78,9 +69,6 @@ struct Batch {
     reply: oneshot::Sender<Vec<Response>>,
 }
 
-/// The gauges the node task publishes for the gateway (`name`, value).
-pub type SharedGauges = Arc<Mutex<Vec<(String, f64)>>>;
-
 /// What the node task needs to know about its place in the cluster.
 pub struct NodeSetup {
     pub id: NodeId,
@@ -90,12 +78,6 @@ pub struct NodeSetup {
     pub params: Params,
     /// The protocol's config section (`[protocols.NAME]`).
     pub section: serde_json::Value,
-}
-
-/// Which node hosts a session: the id's top 16 bits hold the node id plus one.
-pub fn session_host(session: SessionId) -> Option<NodeId> {
-    let high = session.0 >> 48;
-    (high > 0).then(|| NodeId((high - 1) as u32))
 }
 
 /// The node's physical clock: system time in ns since the Unix epoch, never going back.
@@ -118,7 +100,7 @@ pub struct NodeTask {
     last_clock: Nanos,
     persist: mpsc::Sender<PersistReq>,
     gauges: SharedGauges,
-    gss_lag_ns: Option<u64>,
+    samples: LatestSamples,
     gauges_at: Instant,
 }
 
@@ -150,7 +132,7 @@ impl NodeTask {
             last_clock: 0,
             persist,
             gauges,
-            gss_lag_ns: None,
+            samples: LatestSamples::default(),
             gauges_at: Instant::now(),
         }
     }
@@ -192,27 +174,17 @@ impl NodeTask {
         }
     }
 
-    /// Keeps the latest GSS lag sample and publishes the gauges every `GAUGES_INTERVAL`.
+    /// Keeps the latest value of every sample and publishes the gauges every
+    /// `GAUGES_INTERVAL` (the machine buffers samples only until this call, so it runs
+    /// after every input; publishing is rarer because it takes the board's lock).
     fn collect_samples(&mut self) {
-        for (name, value) in self.node.take_samples() {
-            if name == "gss_lag_ns" {
-                self.gss_lag_ns = Some(value);
-            }
-        }
+        self.samples.record(self.node.take_samples());
         if self.gauges_at.elapsed() < GAUGES_INTERVAL {
             return;
         }
         self.gauges_at = Instant::now();
-        let mut out: Vec<(String, f64)> = self
-            .node
-            .gauges(self.last_clock)
-            .into_iter()
-            .map(|(name, value)| (name.to_string(), value))
-            .collect();
-        if let Some(lag) = self.gss_lag_ns {
-            out.push(("gss_lag_ms".to_string(), lag as f64 / 1e6));
-        }
-        *self.gauges.lock().expect("gauges lock") = out;
+        let gauges = self.node.gauges(self.last_clock);
+        self.gauges.publish(self.samples.gauges(gauges));
     }
 
     fn ctx(&mut self) -> Ctx<Msg> {
@@ -483,16 +455,5 @@ impl NodeTask {
         }
         self.timers.insert((at, target));
         self.deadlines.insert(target, at);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn session_ids_name_their_host_node() {
-        assert_eq!(session_host(SessionId((5 << 48) | 77)), Some(NodeId(4)));
-        assert_eq!(session_host(SessionId(77)), None);
     }
 }

@@ -7,8 +7,8 @@
 //! front end (`causeway_resp::serve`) opens one gateway session per connection through
 //! [`RespFactory`], the adapter between `causeway_resp::SessionFactory` and the runtime's
 //! [`Gateway`]. A standalone command's `Begin`, operations and `Commit` reach the node task
-//! as one batch (`call_batch`), and `INFO` shows the node's gauges (`gss_lag_ms` as
-//! `stable_vector_lag_ms`).
+//! as one batch (`call_batch`), and `INFO` shows every gauge the node publishes (the
+//! protocol's own, its latest samples, and the number of open `sessions`).
 
 use causeway_core::{Request, Response};
 use causeway_resp::{RespConfig, ServerInfo, SessionFactory, SessionHandle};
@@ -129,13 +129,11 @@ impl SessionFactory for RespFactory {
     fn info(&self) -> ServerInfo {
         let info = self.0.info();
         let mut gauges = self.0.gauges();
-        let lag = gauges.iter().find(|(n, _)| n == "gss_lag_ms").map(|g| g.1);
         gauges.push(("sessions".to_string(), self.0.live_sessions() as f64));
         ServerInfo {
             protocol: info.protocol.clone(),
             dc: u32::from(info.dc.0) + 1,
             dcs: info.dc_names.clone(),
-            stable_vector_lag_ms: lag,
             gauges,
         }
     }

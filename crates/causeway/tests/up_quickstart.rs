@@ -1,10 +1,11 @@
 //! The README quickstart end to end: `causeway up` starts a local cluster, the CLI writes
-//! at one DC and reads causally at another (through a token), RESP answers at its port,
-//! and Ctrl-C (SIGINT) stops everything cleanly.
+//! at one DC and reads causally at another (through a token), RESP answers at its port
+//! (`INFO causeway` lists the node's gauges), and Ctrl-C (SIGINT) stops everything cleanly.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// A port base whose client, peer and RESP ports (for 2 DCs of 1 node) are all free now.
 fn free_base() -> u16 {
@@ -41,6 +42,49 @@ fn cli(addr: &str, script: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     text
+}
+
+/// `INFO causeway` over RESP2 (a bulk string reply).
+fn resp_info(addr: &str) -> String {
+    let mut stream = TcpStream::connect(addr).expect("connect to RESP");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    stream
+        .write_all(b"*2\r\n$4\r\nINFO\r\n$8\r\ncauseway\r\n")
+        .expect("send INFO");
+    let mut reader = BufReader::new(stream);
+    let mut header = String::new();
+    reader.read_line(&mut header).expect("INFO header");
+    let len: usize = header
+        .trim()
+        .strip_prefix('$')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("INFO answers a bulk string, not {header:?}"));
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).expect("INFO body");
+    String::from_utf8(body).expect("INFO is text")
+}
+
+/// The `name:value` lines after `dc_count`, which are the gauges; waits (the node
+/// publishes them twice a second) until a sample-derived `gss_lag_ms` is among them.
+fn published_gauges(addr: &str) -> Vec<String> {
+    let began = Instant::now();
+    loop {
+        let text = resp_info(addr);
+        let gauges: Vec<String> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("dc_count:"))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
+        if gauges.iter().any(|g| g.starts_with("gss_lag_ms:")) {
+            return gauges;
+        }
+        assert!(began.elapsed() < Duration::from_secs(10), "{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -82,6 +126,11 @@ fn up_then_cli_writes_at_one_dc_and_reads_causally_at_another_then_ctrl_c_stops(
     let token = out.lines().last().expect("a token line").trim().to_string();
     let out = cli(&dc2, &format!("attach {token}; begin; get photo; commit"));
     assert!(out.contains("photo = p1"), "{out}");
+    let gauges = published_gauges(&format!("127.0.0.1:{}", base + 51));
+    let names: Vec<&str> = gauges.iter().filter_map(|g| g.split(':').next()).collect();
+    assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted: {gauges:?}");
+    assert!(names.contains(&"sessions"), "{gauges:?}");
+    assert!(!names.iter().any(|n| n.ends_with("_ns")), "{gauges:?}");
     // SAFETY: kill(2) on our child.
     unsafe {
         libc::kill(up.id() as libc::pid_t, libc::SIGINT);

@@ -1,0 +1,105 @@
+//! The latest measurement sample of every name a node machine reports
+//! (`ServerNode::take_samples`), and the protocol-agnostic rule that turns them, with the
+//! machine's own `gauges()`, into the gauges the node task publishes.
+//!
+//! Rule: each sample name keeps its latest value; a name ending in `_ns` is published as
+//! `_ms` (value / 1e6, milliseconds read better in `INFO`), any other name as it is. A
+//! gauge the machine reports itself wins over a sample published under the same name,
+//! since it is the machine's current reading. The result is sorted by name. Nothing here
+//! knows which protocol or which sample it handles.
+
+use std::collections::BTreeMap;
+
+/// Most distinct sample names kept; a machine reporting more has the extra names ignored
+/// (names are `&'static str`, so only a machine bug can get here).
+pub const SAMPLE_NAMES_MAX: usize = 256;
+
+/// The latest value per sample name.
+#[derive(Debug, Default)]
+pub struct LatestSamples {
+    latest: BTreeMap<&'static str, u64>,
+    /// Whether a name was refused, so the overflow is logged once, not on every input.
+    overflowed: bool,
+}
+
+impl LatestSamples {
+    /// Keeps each sample as the latest value of its name.
+    pub fn record(&mut self, samples: impl IntoIterator<Item = (&'static str, u64)>) {
+        for (name, value) in samples {
+            if self.latest.len() < SAMPLE_NAMES_MAX || self.latest.contains_key(name) {
+                self.latest.insert(name, value);
+            } else if !self.overflowed {
+                self.overflowed = true;
+                tracing::warn!(
+                    name,
+                    "over {SAMPLE_NAMES_MAX} sample names: ignoring new ones"
+                );
+            }
+        }
+    }
+
+    /// The machine's `gauges` and the latest samples under the rule of the module doc,
+    /// sorted by name.
+    pub fn gauges(&self, gauges: Vec<(&'static str, f64)>) -> Vec<(String, f64)> {
+        let mut out: BTreeMap<String, f64> = gauges
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .collect();
+        for (name, value) in &self.latest {
+            let (name, value) = sample_gauge(name, *value);
+            out.entry(name).or_insert(value);
+        }
+        out.into_iter().collect()
+    }
+}
+
+/// The gauge a sample is published as: `*_ns` becomes `*_ms` in milliseconds.
+fn sample_gauge(name: &str, value: u64) -> (String, f64) {
+    match name.strip_suffix("_ns") {
+        Some(stem) => (format!("{stem}_ms"), value as f64 / 1e6),
+        None => (name.to_string(), value as f64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owned(gauges: &[(&str, f64)]) -> Vec<(String, f64)> {
+        gauges.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn latest_sample_per_name_published_beside_gauges_ns_as_ms() {
+        let mut samples = LatestSamples::default();
+        samples.record([("wait_ns", 1_000_000), ("hops", 4), ("wait_ns", 2_500_000)]);
+        samples.record([("hops", 7)]);
+        let published = samples.gauges(vec![("versions", 12.0)]);
+        let expected = [("hops", 7.0), ("versions", 12.0), ("wait_ms", 2.5)];
+        assert_eq!(published, owned(&expected));
+    }
+
+    #[test]
+    fn a_machine_gauge_wins_over_a_sample_of_the_same_published_name() {
+        let mut samples = LatestSamples::default();
+        samples.record([("lag_ns", 9_000_000)]);
+        assert_eq!(
+            samples.gauges(vec![("lag_ms", 1.0)]),
+            owned(&[("lag_ms", 1.0)])
+        );
+    }
+
+    #[test]
+    fn only_the_first_names_up_to_the_limit_are_kept() {
+        let names: Vec<&'static str> = (0..=SAMPLE_NAMES_MAX)
+            .map(|i| &*Box::leak(format!("s{i:04}").into_boxed_str()))
+            .collect();
+        let mut samples = LatestSamples::default();
+        samples.record(names.iter().map(|n| (*n, 1)));
+        samples.record([(names[0], 2), (names[SAMPLE_NAMES_MAX], 2)]);
+        let published = samples.gauges(Vec::new());
+        assert_eq!(published.len(), SAMPLE_NAMES_MAX);
+        assert_eq!(published[0], ("s0000".to_string(), 2.0));
+        assert!(published.iter().all(|(n, _)| n != names[SAMPLE_NAMES_MAX]));
+    }
+}
