@@ -430,4 +430,33 @@ mod tests {
         });
         assert!(replied, "the client hears WRONGTYPE: {:?}", ctx.outputs);
     }
+
+    /// Through the kit's test network: a write at DC 0 reaches DC 1 once replicated, and
+    /// no node breaks an invariant.
+    #[test]
+    fn a_write_replicates_to_the_other_dc() {
+        use crate::kit::testnet::TestNet;
+        use causeway_core::{ObjValue, Request};
+        let mut net: TestNet<Eventual> =
+            TestNet::new(Topology::full(2, 1, 1), Params::default(), 1);
+        net.session(1, 0);
+        net.session(2, 1);
+        let k = Key::from("k");
+        let set = Request::Update {
+            key: k.clone(),
+            update: Update::Assign("v".into()),
+        };
+        let answers = net.txn(1, vec![set]);
+        assert_eq!(answers.last(), Some(&Response::Committed));
+        net.run(1);
+        let read = Request::Read {
+            keys: vec![(k, ObjType::Lww)],
+        };
+        let answers = net.txn(2, vec![read]);
+        let Response::Values(v) = &answers[1] else {
+            panic!("{answers:?}")
+        };
+        assert_eq!(v[0].value, ObjValue::Lww(Some("v".into())));
+        net.check_invariants().unwrap();
+    }
 }

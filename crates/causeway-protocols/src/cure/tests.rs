@@ -5,184 +5,35 @@
 use super::msg::Msg;
 use super::record::Record;
 use super::Node;
-use super::{Client, Config, Cure};
-use crate::kit::session::Session;
-use crate::{NodeConfig, Params, Protocol};
+use super::{Config, Cure};
+use crate::kit::testnet::TestNet;
+use crate::{NodeConfig, Params};
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, ClientSession, Ctx, DcId, Key, NodeId, ObjValue, OpId, Output, PartitionId, Request,
     Response, ServerNode, SessionId, Topology, TrueTime, TxnId, TxnKind, Vc,
 };
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 const T: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
 
 fn config(topo: &Topology, node: u32, mutation: Option<&str>) -> NodeConfig {
-    let params = Params {
+    NodeConfig::new(NodeId(node), topo.clone(), params(mutation))
+}
+
+fn params(mutation: Option<&str>) -> Params {
+    Params {
         mutation: mutation.map(str::to_string),
         ..Params::default()
-    };
-    NodeConfig::new(NodeId(node), topo.clone(), params)
+    }
 }
 
-/// A network that delivers every message at once (unless `hold` says to keep it), makes
-/// every record durable at once and ticks every node each simulated millisecond.
-struct Net {
-    topo: Topology,
-    nodes: Vec<Node>,
-    records: Vec<Vec<Vec<u8>>>,
-    sessions: BTreeMap<u64, Session<Client>>,
-    queue: VecDeque<(Addr, Addr, Msg)>,
-    held: Vec<(Addr, Addr, Msg)>,
-    hold: fn(&Topology, Addr, Addr, &Msg) -> bool,
-    clock: u64,
-    replies: BTreeMap<u64, VecDeque<Response>>,
-}
+/// The kit's in-memory network, running Cure.
+type Net = TestNet<Cure>;
 
-fn no_hold(_: &Topology, _: Addr, _: Addr, _: &Msg) -> bool {
-    false
-}
-
-impl Net {
-    fn new(topo: Topology, mutation: Option<&str>) -> Net {
-        let n = topo.node_count();
-        let nodes = (0..n)
-            .map(|i| {
-                Node::recover(config(&topo, i, mutation), Config::default(), &[]).expect("node")
-            })
-            .collect();
-        let mut net = Net {
-            records: vec![Vec::new(); n as usize],
-            topo,
-            nodes,
-            sessions: BTreeMap::new(),
-            queue: VecDeque::new(),
-            held: Vec::new(),
-            hold: no_hold,
-            clock: T,
-            replies: BTreeMap::new(),
-        };
-        for i in 0..n as usize {
-            net.node_call(i, |m, ctx| m.start(ctx));
-        }
-        net
-    }
-
-    fn session(&mut self, id: u64, dc: u16) {
-        let s = Cure::session(
-            SessionId(id),
-            DcId(dc),
-            &self.topo,
-            &Params::default(),
-            &Config::default(),
-        );
-        self.sessions.insert(id, s);
-    }
-
-    fn node_call(&mut self, n: usize, f: impl FnOnce(&mut Node, &mut Ctx<Msg>)) {
-        let mut ctx = Ctx::new(TrueTime(self.clock), self.clock);
-        f(&mut self.nodes[n], &mut ctx);
-        self.absorb(n, ctx.outputs);
-    }
-
-    /// Routes a node's outputs; every persist is durable at once.
-    fn absorb(&mut self, n: usize, outputs: Vec<Output<Msg>>) {
-        let mut lsns = Vec::new();
-        for out in outputs {
-            match out {
-                Output::Send { to, msg } => self.post(Addr::Node(NodeId(n as u32)), to, msg),
-                Output::Persist { lsn, record } => {
-                    self.records[n].push(record);
-                    lsns.push(lsn);
-                }
-                Output::Reply(_) => panic!("nodes do not reply"),
-            }
-        }
-        for lsn in lsns {
-            let mut ctx = Ctx::new(TrueTime(self.clock), self.clock);
-            self.nodes[n].handle_persisted(&mut ctx, lsn);
-            self.absorb(n, ctx.outputs);
-        }
-    }
-
-    fn session_call(&mut self, s: u64, f: impl FnOnce(&mut Session<Client>, &mut Ctx<Msg>)) {
-        let mut ctx = Ctx::new(TrueTime(self.clock), self.clock);
-        f(self.sessions.get_mut(&s).expect("session"), &mut ctx);
-        for out in ctx.outputs {
-            match out {
-                Output::Send { to, msg } => self.post(Addr::Client(SessionId(s)), to, msg),
-                Output::Reply(r) => self.replies.entry(s).or_default().push_back(r),
-                _ => {}
-            }
-        }
-    }
-
-    fn post(&mut self, from: Addr, to: Addr, msg: Msg) {
-        if (self.hold)(&self.topo, from, to, &msg) {
-            self.held.push((from, to, msg));
-        } else {
-            self.queue.push_back((from, to, msg));
-        }
-    }
-
-    fn deliver_all(&mut self) {
-        while let Some((from, to, msg)) = self.queue.pop_front() {
-            match to {
-                Addr::Node(n) => {
-                    self.node_call(n.0 as usize, |m, ctx| m.handle_message(ctx, from, msg))
-                }
-                Addr::Client(s) => {
-                    self.session_call(s.0, |m, ctx| m.handle_message(ctx, from, msg))
-                }
-            }
-        }
-    }
-
-    /// Advances `ms` milliseconds, ticking every node and delivering everything.
-    fn run(&mut self, ms: u64) {
-        for _ in 0..ms {
-            self.clock += MS;
-            for n in 0..self.nodes.len() {
-                self.node_call(n, |m, ctx| m.handle_timeout(ctx));
-            }
-            self.deliver_all();
-        }
-    }
-
-    fn release(&mut self) {
-        self.hold = no_hold;
-        for (from, to, msg) in std::mem::take(&mut self.held) {
-            self.queue.push_back((from, to, msg));
-        }
-    }
-
-    /// Submits a request and runs until it is answered (panics after 2 s).
-    fn request(&mut self, s: u64, req: Request) -> Response {
-        self.session_call(s, |m, ctx| m.submit(ctx, req));
-        for _ in 0..2000 {
-            self.deliver_all();
-            if let Some(r) = self.replies.get_mut(&s).and_then(VecDeque::pop_front) {
-                return r;
-            }
-            self.run(1);
-        }
-        panic!("session {s} got no answer");
-    }
-
-    fn txn(&mut self, s: u64, steps: Vec<Request>) -> Vec<Response> {
-        let mut out = vec![self.request(
-            s,
-            Request::Begin {
-                kind: TxnKind::Causal,
-            },
-        )];
-        for step in steps {
-            out.push(self.request(s, step));
-        }
-        out.push(self.request(s, Request::Commit));
-        out
-    }
+fn net(topo: Topology, mutation: Option<&str>) -> Net {
+    TestNet::new(topo, params(mutation), T)
 }
 
 fn key_pair_on_two_partitions(topo: &Topology) -> (Key, Key) {
@@ -221,7 +72,7 @@ fn assign(key: &Key, v: &str) -> Request {
 #[test]
 fn photo_then_comment_never_seen_out_of_order() {
     let topo = Topology::full(2, 2, 4);
-    let mut net = Net::new(topo.clone(), None);
+    let mut net = net(topo.clone(), None);
     let (photo, comment) = key_pair_on_two_partitions(&topo);
     net.session(1, 0);
     net.session(2, 1);
@@ -252,6 +103,7 @@ fn photo_then_comment_never_seen_out_of_order() {
     let v = read(&mut net, 2, &keys);
     assert_eq!(v[0], ObjValue::Lww(Some(b"photo".to_vec())));
     assert_eq!(v[1], ObjValue::Lww(Some(b"nice photo!".to_vec())));
+    net.check_invariants().unwrap();
 }
 
 /// The OR-set example: both DCs hold {x}; DC 0 removes x while DC 1 concurrently adds x
@@ -259,7 +111,7 @@ fn photo_then_comment_never_seen_out_of_order() {
 #[test]
 fn or_set_concurrent_add_and_remove_converge_add_wins() {
     let topo = Topology::full(2, 1, 2);
-    let mut net = Net::new(topo, None);
+    let mut net = net(topo, None);
     let set = Key::from("set");
     let x = b"x".to_vec();
     net.session(1, 0);
@@ -320,7 +172,7 @@ fn or_set_concurrent_add_and_remove_converge_add_wins() {
 #[test]
 fn start_waits_for_the_gss_to_cover_the_session_past() {
     let topo = Topology::full(2, 1, 1);
-    let mut net = Net::new(topo, None);
+    let mut net = net(topo, None);
     net.session(1, 1);
     net.run(20);
     let mut past = Vc::zero(2);
@@ -507,7 +359,7 @@ fn read_waits_for_prepared_txns_below_its_snapshot() {
 #[test]
 fn commit_time_is_the_max_prepare_time() {
     let topo = Topology::full(1, 2, 2);
-    let mut net = Net::new(topo.clone(), None);
+    let mut net = net(topo.clone(), None);
     let (a, b) = key_pair_on_two_partitions(&topo);
     net.session(1, 0);
     net.run(20);

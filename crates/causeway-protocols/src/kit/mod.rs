@@ -2,6 +2,8 @@
 //! its own unit tests. A new protocol is a module that composes these (see "Adding a
 //! protocol" in docs/ARCHITECTURE.md).
 //!
+//! - [`testnet`]: an in-memory network for protocol unit tests (instant delivery,
+//!   durable-at-once disks, a hand-driven clock, deadlines honoured).
 //! - [`timers`]: the timer table behind `poll_timeout` (deadlines keyed by purpose).
 //! - [`repl`]: replication streams with acknowledgements, catch-up and relay.
 //! - [`session`]: the session core (gating, ids, deadlines, stale replies, the txn buffer,
@@ -23,6 +25,7 @@ pub mod lattice;
 pub mod mvstore;
 pub mod repl;
 pub mod session;
+pub mod testnet;
 pub mod timers;
 pub mod twopc;
 pub mod txn;
