@@ -5,7 +5,7 @@
 //! A protocol is a type implementing [`Protocol`]: its name, guarantee, mutations, its own
 //! message type, its own config section (`[protocol.NAME]` in the cluster file, typed,
 //! with defaults), its topology requirements, and its node and session constructors
-//! (recovery included). The one [`registry!`] line per protocol at the bottom of this file
+//! (recovery included). The one `registry!` line per protocol at the bottom of this file
 //! generates the wire enum [`Msg`], [`PROTOCOLS`], the factories and the mutation lookup.
 //! Drivers hold machines as [`BoxedNode`] / [`BoxedSession`], which speak [`Msg`]; a
 //! message of another protocol is a [`WrongProtocol`] error the driver sees.

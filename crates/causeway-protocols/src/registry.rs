@@ -1,6 +1,6 @@
 //! The protocol registry: the [`Protocol`] trait every protocol implements, the adapters
 //! that let drivers hold any protocol's machines behind one wire type, and the
-//! [`registry!`] macro that generates, from one line per protocol, the wire enum, the list
+//! `registry!` macro that generates, from one line per protocol, the wire enum, the list
 //! of names, the factories and the lookups.
 
 use crate::{NodeConfig, Params};

@@ -32,12 +32,14 @@
 //!
 //! # Code layout
 //!
-//! `node.rs`: the node's state, time and lease, recovery, dispatch, the partition side of
-//! reads and 2PC, timers and persist-before-release. `coord.rs`: the TC (Alg. 1).
-//! `part.rs`: one partition replica (`pvc`, prepared txns, parked requests, replication
-//! log) over the kit's multi-version store (`kit::mvstore`). `repl.rs`: replication, catch-up
-//! and relaying, and the GSS / GC exchange inside the DC (`Stable`). `session.rs`: the
-//! client. `msg.rs`, `record.rs`: messages and persisted records.
+//! `node.rs`: the node's state, recovery, dispatch, the partition side of reads and 2PC,
+//! timers (`kit::timers`), invariants, persist-before-release (`kit::durability`) and the
+//! clock and lease (`kit::clock`). `coord.rs`: the TC (Alg. 1), its 2PC bookkeeping on
+//! `kit::twopc`. `part.rs`: one partition replica (`pvc`, prepared txns, parked requests)
+//! over the kit's multi-version store (`kit::mvstore`) and replication log
+//! (`kit::repl`). `repl.rs`: replication, catch-up and relaying (`kit::repl`) and the
+//! GSS / GC exchange inside the DC (`kit::gossip`). `session.rs`: the client side on the
+//! kit's session core. `msg.rs`, `record.rs`: messages and persisted records.
 //!
 //! # Decisions where the paper is silent
 //!
