@@ -1,0 +1,131 @@
+//! Throughput-latency plots, like the papers' figures: one line per protocol, throughput on
+//! x, mean latency on y, one point per client count. SVG or PNG by the file's extension.
+//! Text is laid out with the DejaVu Sans font embedded in the binary (the machines this
+//! runs on have no system fonts), registered once with plotters' `ab_glyph` backend.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+use std::sync::Once;
+
+/// One line: a label and its (throughput txn/s, mean latency ms) points in sweep order.
+#[derive(Clone, Debug)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Most series one plot draws (the palette's size).
+pub const SERIES_MAX: usize = 8;
+const PALETTE: [RGBColor; SERIES_MAX] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+];
+const SIZE: (u32, u32) = (900, 560);
+
+fn register_fonts() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let font = dejavu::sans::regular();
+        // Errors only on a corrupt font, which the embedded one is not.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, font);
+    });
+}
+
+/// Draws `series` under `title` into `path` (`.svg` or `.png`).
+pub fn plot(path: &Path, title: &str, series: &[Series]) -> Result<(), String> {
+    if series.is_empty() || series.len() > SERIES_MAX {
+        return Err(format!("a plot draws 1 to {SERIES_MAX} series, got {}", series.len()));
+    }
+    register_fonts();
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    match ext {
+        "svg" => draw(SVGBackend::new(path, SIZE).into_drawing_area(), title, series),
+        "png" => draw(BitMapBackend::new(path, SIZE).into_drawing_area(), title, series),
+        _ => Err(format!("--plot {}: the file must end in .svg or .png", path.display())),
+    }
+}
+
+fn bounds(series: &[Series]) -> (f64, f64) {
+    let all = series.iter().flat_map(|s| s.points.iter());
+    let (x, y) = all.fold((0.0f64, 0.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
+    (x.max(1.0) * 1.1, y.max(0.1) * 1.1)
+}
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &str, series: &[Series]) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("plot: {e}");
+    root.fill(&WHITE).map_err(e)?;
+    let (x_max, y_max) = bounds(series);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_max)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("throughput (committed txn/s)")
+        .y_desc("mean latency (ms)")
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(e)?;
+    for (i, s) in series.iter().enumerate() {
+        let color = PALETTE[i];
+        let line = LineSeries::new(s.points.clone(), color.stroke_width(2));
+        chart
+            .draw_series(line)
+            .map_err(e)?
+            .label(s.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        let dots = s.points.iter().map(move |p| Circle::new(*p, 4, color.filled()));
+        chart.draw_series(dots).map_err(e)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two() -> Vec<Series> {
+        let a = Series { label: "eventual".into(), points: vec![(100.0, 2.0), (400.0, 3.0)] };
+        let b = Series { label: "cure".into(), points: vec![(80.0, 4.0), (250.0, 9.0)] };
+        vec![a, b]
+    }
+
+    #[test]
+    fn writes_an_svg_with_both_lines_and_labels() {
+        let path = std::env::temp_dir().join(format!("causeway-plot-{}.svg", std::process::id()));
+        plot(&path, "test", &two()).expect("plot");
+        let svg = std::fs::read_to_string(&path).expect("written");
+        assert!(svg.contains("<svg"), "an svg document");
+        assert!(svg.contains("eventual") && svg.contains("cure"), "legend labels");
+        assert!(svg.matches("<polyline").count() >= 2, "two lines");
+    }
+
+    #[test]
+    fn writes_a_png_and_refuses_other_extensions() {
+        let dir = std::env::temp_dir();
+        let png = dir.join(format!("causeway-plot-{}.png", std::process::id()));
+        plot(&png, "test", &two()).expect("plot");
+        let bytes = std::fs::read(&png).expect("written");
+        assert_eq!(&bytes[1..4], b"PNG");
+        let e = plot(&dir.join("x.jpg"), "t", &two()).expect_err("jpg");
+        assert!(e.contains(".svg or .png"), "{e}");
+    }
+}
