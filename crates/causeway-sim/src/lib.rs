@@ -2,10 +2,20 @@
 //! a seeded network, disks, clocks and faults, drives closed-loop workload clients that
 //! record a history, and judges the history with the checker. Same seed, same trace: the
 //! run is a pure function of its configuration.
+//!
+//! Modules by concern: `world` (event loop, dispatch, phases), `network` (links, cuts,
+//! held messages), `disk` (unsynced and durable records), `nodes` (machines, clocks,
+//! deadline wake-ups, crash and restart), `clients` (workload sessions, history
+//! recording, final reads), `faults` (the fault plan, as data), `workload` (what each
+//! transaction does), `liveness` (final-state checks), `config` and `rng`.
 
+mod clients;
 pub mod config;
+mod disk;
 pub mod faults;
 pub mod liveness;
+mod network;
+mod nodes;
 pub mod rng;
 pub mod workload;
 pub mod world;
