@@ -2,6 +2,8 @@
 //! that reproduces the default topology of the docs (3 DCs: N. Virginia, Oregon, Ireland).
 
 use causeway_core::clock::Nanos;
+use causeway_core::topology::{paris_rtt_ms, Topology};
+use causeway_core::DcId;
 use causeway_protocols::{Guarantee, Params};
 use serde::Serialize;
 
@@ -91,6 +93,8 @@ pub struct SimConfig {
     pub dcs: u16,
     pub nodes_per_dc: u32,
     pub partitions: u32,
+    /// DCs holding each partition, in 1..=dcs; `None` = `dcs` (full replication).
+    pub replication_factor: Option<u16>,
     pub clients_per_dc: u32,
     pub keys: u32,
     pub zipf: f64,
@@ -128,6 +132,7 @@ impl Default for SimConfig {
             dcs: 3,
             nodes_per_dc: 2,
             partitions: 4,
+            replication_factor: None,
             clients_per_dc: 4,
             keys: 50,
             zipf: 0.8,
@@ -158,10 +163,15 @@ impl SimConfig {
         }
         let ms = match &self.inter_dc_one_way_ms {
             Some(m) => m[usize::from(a)][usize::from(b)],
-            None if a < 5 && b < 5 => PARIS_RTT_MS[usize::from(a)][usize::from(b)] / 2.0,
-            None => 100.0,
+            None => paris_rtt_ms(DcId(a), DcId(b)) / 2.0,
         };
         (ms * 1e6) as Nanos
+    }
+
+    /// The cluster's shape: full replication unless `replication_factor` says otherwise.
+    pub fn topology(&self) -> Topology {
+        let factor = self.replication_factor.unwrap_or(self.dcs);
+        Topology::partial(self.dcs, self.nodes_per_dc, self.partitions, factor)
     }
 
     /// Rejects configurations the simulator cannot run, naming the field.
@@ -184,6 +194,15 @@ impl SimConfig {
         if let Some((name, _, max)) = limits.iter().find(|(_, v, max)| v > max) {
             return Err(format!("{name} must be at most {max}"));
         }
+        if let Some(r) = self
+            .replication_factor
+            .filter(|r| !(1..=self.dcs).contains(r))
+        {
+            return Err(format!(
+                "--replication-factor must be between 1 and --dcs ({}), not {r}",
+                self.dcs
+            ));
+        }
         if !(0.0..=1.0).contains(&self.read_ratio) {
             return Err("--read-ratio must be between 0 and 1".into());
         }
@@ -197,5 +216,39 @@ impl SimConfig {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::PartitionId;
+
+    #[test]
+    fn the_replication_factor_defaults_to_dcs_and_is_validated() {
+        let mut c = SimConfig {
+            dcs: 5,
+            ..SimConfig::default()
+        };
+        assert_eq!(c.topology().replication_factor, 5, "full by default");
+        c.replication_factor = Some(2);
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c.topology().replicas_of(PartitionId(4)).len(), 2);
+        for bad in [0, 6] {
+            c.replication_factor = Some(bad);
+            let e = c.validate().expect_err("out of range");
+            assert!(e.contains("--replication-factor"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_protocol_that_needs_full_replication_refuses_a_smaller_factor() {
+        let c = SimConfig {
+            protocol: "cure".into(),
+            replication_factor: Some(2),
+            ..SimConfig::default()
+        };
+        let e = crate::run(&c).expect_err("refused, not run");
+        assert!(e.contains("cure needs full replication"), "{e}");
     }
 }

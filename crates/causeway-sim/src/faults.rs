@@ -178,7 +178,7 @@ mod tests {
         };
         for seed in 1..20 {
             let c = config(seed);
-            let topology = Topology::full(c.dcs, c.nodes_per_dc, c.partitions);
+            let topology = c.topology();
             let plan = FaultPlan::draw(&c, &topology);
             assert_eq!(plan, FaultPlan::draw(&c, &topology), "seed {seed}");
             assert!(!plan.kinds.is_empty(), "`all` enables at least one kind");

@@ -106,7 +106,7 @@ pub struct World {
 impl World {
     pub fn new(config: SimConfig) -> Result<World, String> {
         config.validate()?;
-        let topology = Topology::full(config.dcs, config.nodes_per_dc, config.partitions);
+        let topology = config.topology();
         let mut world = World {
             topology: topology.clone(),
             now: T0,

@@ -51,6 +51,10 @@ pub struct WorkloadArgs {
     pub nodes_per_dc: u32,
     #[arg(long, default_value_t = 4)]
     pub partitions: u32,
+    /// DCs holding each partition (1..=dcs; default: dcs, full replication). Protocols
+    /// that need full replication refuse a smaller factor.
+    #[arg(long)]
+    pub replication_factor: Option<u16>,
     #[arg(long, default_value_t = 4)]
     pub clients_per_dc: u32,
     #[arg(long, default_value_t = 50)]
@@ -98,6 +102,7 @@ pub(crate) fn workload_config(
         dcs: args.dcs,
         nodes_per_dc: args.nodes_per_dc,
         partitions: args.partitions,
+        replication_factor: args.replication_factor,
         clients_per_dc: args.clients_per_dc,
         keys: args.keys,
         zipf: args.zipf,
