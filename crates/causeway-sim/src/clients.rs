@@ -4,6 +4,11 @@
 //! (reads with what they observed, writes with their op ids, the outcome), the final reads
 //! after quiescence (one fresh session per surviving DC), and abandoning transactions whose
 //! client will never hear back (unknown outcome).
+//!
+//! A transaction whose begin fails, or that the protocol refuses (a strong transaction
+//! where the protocol has none: `Error::Unsupported`), is recorded as aborted; refusals are
+//! counted. Such a transaction never got an id from its session, so the record carries
+//! `seq = NOT_BEGUN_SEQ + its index in the session`, which no session issues.
 
 use crate::workload::Step;
 use crate::world::{Ev, World, T0};
@@ -18,6 +23,8 @@ use std::collections::BTreeMap;
 
 /// Keys per request of the final reads.
 const FINAL_READ_CHUNK: usize = 64;
+/// Base of the record ids of transactions that never began (sessions count from 1).
+const NOT_BEGUN_SEQ: u64 = 1 << 63;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Phase {
@@ -34,6 +41,8 @@ pub(crate) struct ClientSlot {
     pub dc: u16,
     steps: Vec<Step>,
     next_step: usize,
+    /// Transactions this client started, the current one included.
+    started: u64,
     record: Option<TxnRecord>,
     phase: Phase,
     /// A session of the final reads, not of the workload.
@@ -57,6 +66,7 @@ impl World {
             dc,
             steps: Vec::new(),
             next_step: 0,
+            started: 0,
             record: None,
             phase: Phase::Idle,
             final_reader,
@@ -131,35 +141,34 @@ impl World {
         if slot.stopped || slot.done || slot.phase != Phase::Idle {
             return;
         }
+        let mut kind = TxnKind::Causal;
         if !slot.final_reader {
             if self.stopping {
                 return;
             }
-            let steps = self.workload.plan(&mut self.work_rng);
-            self.clients[c].steps = steps;
+            let plan = self.workload.plan(&mut self.work_rng);
+            kind = plan.kind;
+            self.clients[c].steps = plan.steps;
         }
         let slot = &mut self.clients[c];
         slot.next_step = 0;
         slot.phase = Phase::Beginning;
+        slot.started += 1;
         slot.record = Some(TxnRecord {
+            // Replaced by the session's id once it begins.
             id: TxnId {
                 session: slot.id,
-                seq: 0,
+                seq: NOT_BEGUN_SEQ + slot.started,
             },
             session: slot.id,
             dc: DcId(slot.dc),
-            kind: TxnKind::Causal,
+            kind,
             start_ns: self.now,
             end_ns: self.now,
             ops: Vec::new(),
             outcome: Outcome::Unknown,
         });
-        self.submit(
-            c,
-            Request::Begin {
-                kind: TxnKind::Causal,
-            },
-        );
+        self.submit(c, Request::Begin { kind });
     }
 
     /// Submits client `c`'s next step, or the commit after the last one.
@@ -221,6 +230,10 @@ impl World {
                 self.finish(c, Outcome::Unknown)
             }
             (Phase::Committing, Response::Error(_)) => self.finish(c, Outcome::Aborted),
+            (Phase::Beginning, Response::Error(Error::Unsupported { .. })) => {
+                self.metrics.refused += 1;
+                self.finish(c, Outcome::Aborted)
+            }
             (Phase::Stepping, Response::Error(Error::Unavailable(_)))
             | (Phase::Beginning, Response::Error(_)) => self.finish(c, Outcome::Aborted),
             (_, Response::Error(e)) => {

@@ -99,6 +99,12 @@ pub struct SimConfig {
     pub keys: u32,
     pub zipf: f64,
     pub read_ratio: f64,
+    /// Fraction of transactions that are strong (mixed reads and updates).
+    pub strong_ratio: f64,
+    /// Fraction of transactions that only read.
+    pub read_only_ratio: f64,
+    /// Fraction of transactions that only update.
+    pub write_only_ratio: f64,
     pub txn_ops: u32,
     pub objects: ObjectMix,
     /// Length of the fault phase, during which clients run.
@@ -137,6 +143,9 @@ impl Default for SimConfig {
             keys: 50,
             zipf: 0.8,
             read_ratio: 0.5,
+            strong_ratio: 0.0,
+            read_only_ratio: 0.0,
+            write_only_ratio: 0.0,
             txn_ops: 4,
             objects: ObjectMix::Mixed,
             duration_ms: 3_000,
@@ -166,6 +175,30 @@ impl SimConfig {
             None => paris_rtt_ms(DcId(a), DcId(b)) / 2.0,
         };
         (ms * 1e6) as Nanos
+    }
+
+    /// Each ratio in [0, 1]; the kinds of transactions are exclusive, so theirs sum to at
+    /// most 1.
+    fn validate_ratios(&self) -> Result<(), String> {
+        let kinds = [
+            ("--strong-ratio", self.strong_ratio),
+            ("--read-only-ratio", self.read_only_ratio),
+            ("--write-only-ratio", self.write_only_ratio),
+        ];
+        let all = [("--read-ratio", self.read_ratio)].into_iter().chain(kinds);
+        for (name, ratio) in all {
+            if !(0.0..=1.0).contains(&ratio) {
+                return Err(format!("{name} must be between 0 and 1, not {ratio}"));
+            }
+        }
+        let sum: f64 = kinds.iter().map(|(_, r)| r).sum();
+        // A little slack for decimal fractions that do not add up exactly in binary.
+        if sum > 1.0 + 1e-9 {
+            return Err(format!(
+                "--strong-ratio + --read-only-ratio + --write-only-ratio must be at most 1, not {sum}"
+            ));
+        }
+        Ok(())
     }
 
     /// The cluster's shape: full replication unless `replication_factor` says otherwise.
@@ -203,9 +236,7 @@ impl SimConfig {
                 self.dcs
             ));
         }
-        if !(0.0..=1.0).contains(&self.read_ratio) {
-            return Err("--read-ratio must be between 0 and 1".into());
-        }
+        self.validate_ratios()?;
         if !(0.0..=5.0).contains(&self.zipf) {
             return Err("--zipf must be between 0 and 5".into());
         }
@@ -239,6 +270,39 @@ mod tests {
             let e = c.validate().expect_err("out of range");
             assert!(e.contains("--replication-factor"), "{e}");
         }
+    }
+
+    #[test]
+    fn transaction_kind_ratios_are_validated_naming_the_flag() {
+        let ok = SimConfig {
+            strong_ratio: 0.3,
+            read_only_ratio: 0.3,
+            write_only_ratio: 0.4,
+            ..SimConfig::default()
+        };
+        assert_eq!(ok.validate(), Ok(()));
+        let e = SimConfig {
+            read_only_ratio: 1.5,
+            ..SimConfig::default()
+        }
+        .validate()
+        .expect_err("above 1");
+        assert!(e.starts_with("--read-only-ratio"), "{e}");
+        let e = SimConfig {
+            write_only_ratio: f64::NAN,
+            ..SimConfig::default()
+        }
+        .validate()
+        .expect_err("not a number");
+        assert!(e.starts_with("--write-only-ratio"), "{e}");
+        let e = SimConfig {
+            strong_ratio: 0.6,
+            read_only_ratio: 0.5,
+            ..SimConfig::default()
+        }
+        .validate()
+        .expect_err("sum above 1");
+        assert!(e.contains("--strong-ratio + --read-only-ratio"), "{e}");
     }
 
     #[test]

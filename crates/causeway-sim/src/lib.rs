@@ -65,6 +65,10 @@ pub struct SimResult {
     pub committed: usize,
     pub aborted: usize,
     pub unknown: usize,
+    /// Transactions the protocol refused to begin (counted in `aborted` too); left out
+    /// of the JSON when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub refused: usize,
     pub txn_latency: Summary,
     /// Mean of each gauge the nodes report, sampled every 100 ms of virtual time.
     pub gauges: BTreeMap<String, f64>,
@@ -77,6 +81,10 @@ pub struct SimResult {
     pub violation: Option<String>,
     #[serde(skip)]
     pub history: History,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The checker's form of a protocol's guarantee.
@@ -128,6 +136,7 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
         committed: count(causeway_check::Outcome::Committed),
         aborted: count(causeway_check::Outcome::Aborted),
         unknown: count(causeway_check::Outcome::Unknown),
+        refused: world.metrics.refused,
         txn_latency: Summary::of(&world.metrics.latencies_ns),
         gauges: world
             .metrics

@@ -78,6 +78,8 @@ pub struct Metrics {
     /// Broken machine invariants and driver errors (a message of the wrong protocol, a
     /// deadline left due), each with the node and virtual time.
     pub invariants: Vec<String>,
+    /// Transactions the protocol refused to begin (a kind it lacks, e.g. strong).
+    pub refused: usize,
 }
 
 pub struct World {
