@@ -2,6 +2,11 @@
 //! partition. Partition `p` lives, inside each DC that replicates it, on node
 //! `p % nodes_per_dc` of that DC. Node ids are global: DC `d`'s nodes are
 //! `d * nodes_per_dc .. (d + 1) * nodes_per_dc`.
+//!
+//! Placement under partial replication (PaRiS, Occult): partition `p` is replicated by
+//! `replication_factor` consecutive DCs starting at `p % dcs`; the first of them is the
+//! partition's master (Occult's master DC of a shard), and a DC that does not replicate a
+//! partition reaches it at its nearest replica by round-trip time.
 
 use crate::ids::{DcId, Key, NodeId, PartitionId};
 
@@ -18,6 +23,20 @@ pub const PARIS_RTT_MS: [[f64; 5]; 5] = [
 
 /// Names of the DCs in [`PARIS_RTT_MS`] order.
 pub const DC_NAMES: [&str; 5] = ["nvirginia", "oregon", "ireland", "mumbai", "sydney"];
+
+/// Round-trip time assumed between DCs outside [`PARIS_RTT_MS`] (past the 5th).
+pub const FAR_RTT_MS: f64 = 200.0;
+
+/// Round-trip time in ms from DC `a` to DC `b` in the default WAN: [`PARIS_RTT_MS`], and
+/// [`FAR_RTT_MS`] between distinct DCs when either is past the 5th.
+pub fn paris_rtt_ms(a: DcId, b: DcId) -> f64 {
+    let (i, j) = (usize::from(a.0), usize::from(b.0));
+    match () {
+        _ if i == j => 0.0,
+        _ if i < PARIS_RTT_MS.len() && j < PARIS_RTT_MS.len() => PARIS_RTT_MS[i][j],
+        _ => FAR_RTT_MS,
+    }
+}
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +59,23 @@ impl Topology {
             nodes_per_dc,
             partitions,
             replication_factor: dcs,
+        }
+    }
+
+    /// A topology where each partition lives in `replication_factor` of the `dcs` DCs.
+    pub fn partial(
+        dcs: u16,
+        nodes_per_dc: u32,
+        partitions: u32,
+        replication_factor: u16,
+    ) -> Topology {
+        assert!(
+            (1..=dcs).contains(&replication_factor),
+            "replication factor {replication_factor} outside 1..={dcs}"
+        );
+        Topology {
+            replication_factor,
+            ..Topology::full(dcs, nodes_per_dc, partitions)
         }
     }
 
@@ -91,6 +127,33 @@ impl Topology {
         self.replicas_of(partition).contains(&dc)
     }
 
+    /// The master DC of `partition` (Occult's master of a shard): its first replica.
+    pub fn master_of(&self, partition: PartitionId) -> DcId {
+        DcId((partition.0 % u32::from(self.dcs)) as u16)
+    }
+
+    /// The replica of `partition` closest to `from` by `rtt_ms(from, replica)`: `from`
+    /// itself if it replicates the partition, ties broken by the lower DC id.
+    pub fn nearest_replica(
+        &self,
+        from: DcId,
+        partition: PartitionId,
+        rtt_ms: impl Fn(DcId, DcId) -> f64,
+    ) -> DcId {
+        if self.replicates(from, partition) {
+            return from;
+        }
+        self.replicas_of(partition)
+            .into_iter()
+            .min_by(|a, b| rtt_ms(from, *a).total_cmp(&rtt_ms(from, *b)).then(a.cmp(b)))
+            .expect("a partition has at least one replica")
+    }
+
+    /// [`Topology::nearest_replica`] in the default WAN ([`paris_rtt_ms`]).
+    pub fn nearest_replica_paris(&self, from: DcId, partition: PartitionId) -> DcId {
+        self.nearest_replica(from, partition, paris_rtt_ms)
+    }
+
     pub fn all_dcs(&self) -> impl Iterator<Item = DcId> {
         (0..self.dcs).map(DcId)
     }
@@ -121,13 +184,69 @@ mod tests {
 
     #[test]
     fn partial_replication_places_each_partition_on_r_dcs() {
-        let mut t = Topology::full(3, 1, 3);
-        t.replication_factor = 2;
+        let t = Topology::partial(3, 1, 3, 2);
         assert_eq!(t.replicas_of(PartitionId(2)), vec![DcId(2), DcId(0)]);
         assert!(!t.replicates(DcId(1), PartitionId(2)));
         assert_eq!(
             t.partitions_of(NodeId(1)),
             vec![PartitionId(0), PartitionId(1)]
         );
+    }
+
+    #[test]
+    fn the_master_is_the_first_replica_and_replicates_its_partition() {
+        let full = Topology::full(3, 2, 8);
+        let partial = Topology::partial(5, 1, 8, 2);
+        for p in (0..8).map(PartitionId) {
+            for t in [&full, &partial] {
+                assert_eq!(t.master_of(p), t.replicas_of(p)[0]);
+                assert!(t.replicates(t.master_of(p), p));
+            }
+        }
+        assert_eq!(full.master_of(PartitionId(4)), DcId(1));
+        assert_eq!(partial.master_of(PartitionId(7)), DcId(2));
+        assert_eq!(
+            Topology::partial(3, 1, 3, 1).replicas_of(PartitionId(2)),
+            vec![DcId(2)]
+        );
+    }
+
+    #[test]
+    fn the_nearest_replica_is_local_if_any_else_the_closest_then_the_lowest_id() {
+        // Partition 2 of 3 DCs with factor 2 lives in DCs 2 and 0.
+        let t = Topology::partial(3, 1, 3, 2);
+        let p = PartitionId(2);
+        // Oregon (1) is 85.72 ms from N. Virginia (0), 144.52 ms from Ireland (2).
+        assert_eq!(t.nearest_replica_paris(DcId(1), p), DcId(0));
+        // A replica serves itself even if the RTT function says otherwise.
+        assert_eq!(t.nearest_replica(DcId(2), p, |_, _| 7.0), DcId(2));
+        let local_far = |a: DcId, b: DcId| if a == b { 1e9 } else { 1.0 };
+        assert_eq!(t.nearest_replica(DcId(0), p, local_far), DcId(0));
+        // A tie goes to the lower DC id, whatever the replica order.
+        assert_eq!(t.nearest_replica(DcId(1), p, |_, _| 10.0), DcId(0));
+        // The RTT is taken from `from`: make DC 2 the closer one to DC 1.
+        let rtt = |a: DcId, b: DcId| f64::from(a.0 * 10 + if b.0 == 2 { 1 } else { 5 });
+        assert_eq!(t.nearest_replica(DcId(1), p, rtt), DcId(2));
+        // Full replication: always local.
+        let full = Topology::full(3, 1, 3);
+        for d in full.all_dcs() {
+            assert_eq!(full.nearest_replica_paris(d, p), d);
+        }
+    }
+
+    #[test]
+    fn dcs_past_the_fifth_are_200_ms_away_in_the_default_wan() {
+        assert_eq!(paris_rtt_ms(DcId(3), DcId(4)), 268.66);
+        assert_eq!(paris_rtt_ms(DcId(4), DcId(3)), 307.53, "row = from");
+        assert_eq!(paris_rtt_ms(DcId(5), DcId(0)), FAR_RTT_MS);
+        assert_eq!(paris_rtt_ms(DcId(6), DcId(6)), 0.0);
+        // Partition 5 of 7 DCs with factor 2 lives in DCs 5 and 6: both 200 ms from
+        // Mumbai (3), so the lower id wins.
+        let t = Topology::partial(7, 1, 7, 2);
+        assert_eq!(t.nearest_replica_paris(DcId(3), PartitionId(5)), DcId(5));
+        // Partition 4 lives in Sydney (4) and DC 5: Sydney is 268.66 ms from Mumbai.
+        assert_eq!(t.nearest_replica_paris(DcId(3), PartitionId(4)), DcId(5));
+        // From Oregon (1), Sydney is 157.13 ms: closer than 200.
+        assert_eq!(t.nearest_replica_paris(DcId(1), PartitionId(4)), DcId(4));
     }
 }

@@ -2,6 +2,8 @@
 //! that reproduces the default topology of the docs (3 DCs: N. Virginia, Oregon, Ireland).
 
 use causeway_core::clock::Nanos;
+use causeway_core::topology::{paris_rtt_ms, Topology};
+use causeway_core::DcId;
 use causeway_protocols::{Guarantee, Params};
 use serde::Serialize;
 
@@ -91,10 +93,18 @@ pub struct SimConfig {
     pub dcs: u16,
     pub nodes_per_dc: u32,
     pub partitions: u32,
+    /// DCs holding each partition, in 1..=dcs; `None` = `dcs` (full replication).
+    pub replication_factor: Option<u16>,
     pub clients_per_dc: u32,
     pub keys: u32,
     pub zipf: f64,
     pub read_ratio: f64,
+    /// Fraction of transactions that are strong (mixed reads and updates).
+    pub strong_ratio: f64,
+    /// Fraction of transactions that only read.
+    pub read_only_ratio: f64,
+    /// Fraction of transactions that only update.
+    pub write_only_ratio: f64,
     pub txn_ops: u32,
     pub objects: ObjectMix,
     /// Length of the fault phase, during which clients run.
@@ -128,10 +138,14 @@ impl Default for SimConfig {
             dcs: 3,
             nodes_per_dc: 2,
             partitions: 4,
+            replication_factor: None,
             clients_per_dc: 4,
             keys: 50,
             zipf: 0.8,
             read_ratio: 0.5,
+            strong_ratio: 0.0,
+            read_only_ratio: 0.0,
+            write_only_ratio: 0.0,
             txn_ops: 4,
             objects: ObjectMix::Mixed,
             duration_ms: 3_000,
@@ -158,10 +172,39 @@ impl SimConfig {
         }
         let ms = match &self.inter_dc_one_way_ms {
             Some(m) => m[usize::from(a)][usize::from(b)],
-            None if a < 5 && b < 5 => PARIS_RTT_MS[usize::from(a)][usize::from(b)] / 2.0,
-            None => 100.0,
+            None => paris_rtt_ms(DcId(a), DcId(b)) / 2.0,
         };
         (ms * 1e6) as Nanos
+    }
+
+    /// Each ratio in [0, 1]; the kinds of transactions are exclusive, so theirs sum to at
+    /// most 1.
+    fn validate_ratios(&self) -> Result<(), String> {
+        let kinds = [
+            ("--strong-ratio", self.strong_ratio),
+            ("--read-only-ratio", self.read_only_ratio),
+            ("--write-only-ratio", self.write_only_ratio),
+        ];
+        let all = [("--read-ratio", self.read_ratio)].into_iter().chain(kinds);
+        for (name, ratio) in all {
+            if !(0.0..=1.0).contains(&ratio) {
+                return Err(format!("{name} must be between 0 and 1, not {ratio}"));
+            }
+        }
+        let sum: f64 = kinds.iter().map(|(_, r)| r).sum();
+        // A little slack for decimal fractions that do not add up exactly in binary.
+        if sum > 1.0 + 1e-9 {
+            return Err(format!(
+                "--strong-ratio + --read-only-ratio + --write-only-ratio must be at most 1, not {sum}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The cluster's shape: full replication unless `replication_factor` says otherwise.
+    pub fn topology(&self) -> Topology {
+        let factor = self.replication_factor.unwrap_or(self.dcs);
+        Topology::partial(self.dcs, self.nodes_per_dc, self.partitions, factor)
     }
 
     /// Rejects configurations the simulator cannot run, naming the field.
@@ -184,9 +227,16 @@ impl SimConfig {
         if let Some((name, _, max)) = limits.iter().find(|(_, v, max)| v > max) {
             return Err(format!("{name} must be at most {max}"));
         }
-        if !(0.0..=1.0).contains(&self.read_ratio) {
-            return Err("--read-ratio must be between 0 and 1".into());
+        if let Some(r) = self
+            .replication_factor
+            .filter(|r| !(1..=self.dcs).contains(r))
+        {
+            return Err(format!(
+                "--replication-factor must be between 1 and --dcs ({}), not {r}",
+                self.dcs
+            ));
         }
+        self.validate_ratios()?;
         if !(0.0..=5.0).contains(&self.zipf) {
             return Err("--zipf must be between 0 and 5".into());
         }
@@ -197,5 +247,72 @@ impl SimConfig {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::PartitionId;
+
+    #[test]
+    fn the_replication_factor_defaults_to_dcs_and_is_validated() {
+        let mut c = SimConfig {
+            dcs: 5,
+            ..SimConfig::default()
+        };
+        assert_eq!(c.topology().replication_factor, 5, "full by default");
+        c.replication_factor = Some(2);
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c.topology().replicas_of(PartitionId(4)).len(), 2);
+        for bad in [0, 6] {
+            c.replication_factor = Some(bad);
+            let e = c.validate().expect_err("out of range");
+            assert!(e.contains("--replication-factor"), "{e}");
+        }
+    }
+
+    #[test]
+    fn transaction_kind_ratios_are_validated_naming_the_flag() {
+        let ok = SimConfig {
+            strong_ratio: 0.3,
+            read_only_ratio: 0.3,
+            write_only_ratio: 0.4,
+            ..SimConfig::default()
+        };
+        assert_eq!(ok.validate(), Ok(()));
+        let e = SimConfig {
+            read_only_ratio: 1.5,
+            ..SimConfig::default()
+        }
+        .validate()
+        .expect_err("above 1");
+        assert!(e.starts_with("--read-only-ratio"), "{e}");
+        let e = SimConfig {
+            write_only_ratio: f64::NAN,
+            ..SimConfig::default()
+        }
+        .validate()
+        .expect_err("not a number");
+        assert!(e.starts_with("--write-only-ratio"), "{e}");
+        let e = SimConfig {
+            strong_ratio: 0.6,
+            read_only_ratio: 0.5,
+            ..SimConfig::default()
+        }
+        .validate()
+        .expect_err("sum above 1");
+        assert!(e.contains("--strong-ratio + --read-only-ratio"), "{e}");
+    }
+
+    #[test]
+    fn a_protocol_that_needs_full_replication_refuses_a_smaller_factor() {
+        let c = SimConfig {
+            protocol: "cure".into(),
+            replication_factor: Some(2),
+            ..SimConfig::default()
+        };
+        let e = crate::run(&c).expect_err("refused, not run");
+        assert!(e.contains("cure needs full replication"), "{e}");
     }
 }

@@ -1,11 +1,15 @@
-//! Fault injection: which faults a seed draws (swarm testing: with `--faults all` each seed
-//! enables a random non-empty subset of kinds) and when they strike during the fault
-//! phase. Partitions heal and crashed nodes restart before the heal-and-quiesce phase; a
-//! failed DC never returns. Skew (clock offset and drift per node) is set at boot.
+//! The fault plan of a seed: which faults it draws (swarm testing: with `--faults all` each
+//! seed enables a random non-empty subset of kinds) and when they strike during the fault
+//! phase. The plan is plain data, drawn up front from its own random stream: the per-node
+//! clock skew (offset and drift) the world sets at boot, and a list of timed events
+//! (cut, heal, crash, restart, slow node, DC failure) that the world queues and applies
+//! when their time comes (`World::apply_fault`). Nothing here touches the world, so the
+//! plan can be printed (`describe`) and replayed. Partitions heal and crashed nodes
+//! restart before the heal-and-quiesce phase; a failed DC never returns.
 
 use crate::config::{FaultKind, FaultSel, SimConfig};
 use crate::rng::SimRng;
-use crate::world::{World, T0};
+use crate::world::T0;
 use causeway_core::clock::Nanos;
 use causeway_core::Topology;
 
@@ -14,7 +18,8 @@ const SKEW_OFFSET_MAX_NS: u64 = 50_000_000;
 /// Largest clock drift drawn for a node, either way, in parts per million.
 const SKEW_DRIFT_MAX_PPM: u64 = 200;
 
-#[derive(Clone, Debug)]
+/// One timed fault. DCs and nodes are indices of the topology.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FaultEvent {
     Cut {
         a: u16,
@@ -40,10 +45,13 @@ pub enum FaultEvent {
     },
 }
 
+/// A seed's faults, as data.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FaultPlan {
     pub kinds: Vec<FaultKind>,
-    /// Per node (offset ns, drift ppm).
+    /// Per node (offset ns, drift ppm), set at boot; empty without skew.
     pub skew: Vec<(i64, i64)>,
+    /// Timed events, sorted by true time (ties keep their drawing order).
     pub events: Vec<(Nanos, FaultEvent)>,
 }
 
@@ -155,38 +163,39 @@ impl FaultPlan {
         }
         lines
     }
-
-    pub fn apply_static(&self, world: &mut World) {
-        for (n, (offset, drift)) in self.skew.iter().enumerate() {
-            world.nodes[n].offset_ns = *offset;
-            world.nodes[n].drift_ppm = *drift;
-        }
-    }
 }
 
-/// Applies one fault event to the world.
-pub fn inject(world: &mut World, event: FaultEvent) {
-    match event {
-        FaultEvent::Cut { a, b } => *world.cuts.entry((a.min(b), a.max(b))).or_insert(0) += 1,
-        FaultEvent::Heal { a, b } => {
-            if let Some(count) = world.cuts.get_mut(&(a.min(b), a.max(b))) {
-                *count = count.saturating_sub(1);
-            }
-            world.release_held();
-        }
-        FaultEvent::Crash { node } => world.crash(node),
-        FaultEvent::Restart { node } => world.restart(node),
-        FaultEvent::SlowStart {
-            node,
-            until,
-            extra_ns,
-        } => {
-            world.nodes[node].slow_until = until;
-            world.nodes[node].slow_extra_ns = extra_ns;
-        }
-        FaultEvent::FailDc { dc } => {
-            if world.failed_dc.is_none() {
-                world.fail_dc(dc);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_is_replayable_data_with_every_cut_healed_and_every_crash_restarted() {
+        let config = |seed| SimConfig {
+            seed,
+            faults: FaultSel::All,
+            ..SimConfig::default()
+        };
+        for seed in 1..20 {
+            let c = config(seed);
+            let topology = c.topology();
+            let plan = FaultPlan::draw(&c, &topology);
+            assert_eq!(plan, FaultPlan::draw(&c, &topology), "seed {seed}");
+            assert!(!plan.kinds.is_empty(), "`all` enables at least one kind");
+            assert!(plan.events.windows(2).all(|w| w[0].0 <= w[1].0));
+            for (at, ev) in &plan.events {
+                let later =
+                    |want: &FaultEvent| plan.events.iter().any(|(t, e)| t > at && e == want);
+                match *ev {
+                    FaultEvent::Cut { a, b } => {
+                        assert_ne!(a, b);
+                        assert!(later(&FaultEvent::Heal { a, b }), "seed {seed}: {ev:?}");
+                    }
+                    FaultEvent::Crash { node } => {
+                        assert!(later(&FaultEvent::Restart { node }), "seed {seed}: {ev:?}")
+                    }
+                    _ => {}
+                }
             }
         }
     }

@@ -36,10 +36,17 @@ struct Row {
     protocol: String,
     committed: usize,
     aborted: usize,
+    /// Transactions the protocol refused to begin (in `aborted` too).
+    #[serde(skip_serializing_if = "is_zero")]
+    refused: usize,
     throughput_txn_per_s: f64,
     latency: Summary,
     samples: BTreeMap<String, Summary>,
     violations: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn pool(protocol: &str, results: &[SimResult], duration_ms: u64) -> Row {
@@ -71,6 +78,7 @@ fn pool(protocol: &str, results: &[SimResult], duration_ms: u64) -> Row {
         protocol: protocol.to_string(),
         committed,
         aborted: results.iter().map(|r| r.aborted).sum(),
+        refused: results.iter().map(|r| r.refused).sum(),
         throughput_txn_per_s: committed as f64 / seconds.max(1e-9),
         latency,
         samples: results
@@ -115,6 +123,12 @@ fn print_table(rows: &[Row]) {
             r.throughput_txn_per_s / base.throughput_txn_per_s.max(1e-9),
             r.latency.mean_ms / base.latency.mean_ms.max(1e-9),
             r.violations
+        );
+    }
+    for r in rows.iter().filter(|r| r.refused > 0) {
+        println!(
+            "{} refused {} transactions (a kind it does not support), counted as aborted",
+            r.protocol, r.refused
         );
     }
     for r in rows.iter().filter(|r| !r.samples.is_empty()) {

@@ -51,14 +51,29 @@ pub struct WorkloadArgs {
     pub nodes_per_dc: u32,
     #[arg(long, default_value_t = 4)]
     pub partitions: u32,
+    /// DCs holding each partition (1..=dcs; default: dcs, full replication). Protocols
+    /// that need full replication refuse a smaller factor.
+    #[arg(long)]
+    pub replication_factor: Option<u16>,
     #[arg(long, default_value_t = 4)]
     pub clients_per_dc: u32,
     #[arg(long, default_value_t = 50)]
     pub keys: u32,
     #[arg(long, default_value_t = 0.8)]
     pub zipf: f64,
+    /// Fraction of operations that read, in mixed transactions.
     #[arg(long, default_value_t = 0.5)]
     pub read_ratio: f64,
+    /// Fraction of transactions that are strong (a protocol without strong transactions
+    /// refuses them: counted as refused and aborted).
+    #[arg(long, default_value_t = 0.0)]
+    pub strong_ratio: f64,
+    /// Fraction of transactions that only read.
+    #[arg(long, default_value_t = 0.0)]
+    pub read_only_ratio: f64,
+    /// Fraction of transactions that only update.
+    #[arg(long, default_value_t = 0.0)]
+    pub write_only_ratio: f64,
     #[arg(long, default_value_t = 4)]
     pub txn_ops: u32,
     /// Object type on keys: lww, counter, set, mvreg or mixed.
@@ -98,10 +113,14 @@ pub(crate) fn workload_config(
         dcs: args.dcs,
         nodes_per_dc: args.nodes_per_dc,
         partitions: args.partitions,
+        replication_factor: args.replication_factor,
         clients_per_dc: args.clients_per_dc,
         keys: args.keys,
         zipf: args.zipf,
         read_ratio: args.read_ratio,
+        strong_ratio: args.strong_ratio,
+        read_only_ratio: args.read_only_ratio,
+        write_only_ratio: args.write_only_ratio,
         txn_ops: args.txn_ops,
         objects: ObjectMix::parse(&args.objects)?,
         duration_ms: args.duration_ms,
@@ -235,8 +254,9 @@ fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
         .map(|r| r.committed + r.aborted + r.unknown)
         .sum();
     let violations = results.iter().filter(|r| r.violation.is_some()).count();
+    let refused: usize = results.iter().map(|r| r.refused).sum();
     if let Some(path) = &args.json {
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "protocol": args.protocol,
             "mutation": args.mutation,
             "seeds": results.len(),
@@ -244,6 +264,9 @@ fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
             "violations": violations,
             "results": results,
         });
+        if refused > 0 {
+            doc["refused"] = refused.into();
+        }
         let text = serde_json::to_string_pretty(&doc).expect("json");
         if let Err(e) = std::fs::write(path, text) {
             return fail(&format!("cannot write --json {path}: {e}"));
@@ -253,8 +276,13 @@ fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
         Some(m) => format!("{}+{m}", args.protocol),
         None => args.protocol.clone(),
     };
+    // Refusals only show when a protocol lacks a kind the workload asked for.
+    let refused = match refused {
+        0 => String::new(),
+        n => format!(" refused={n}"),
+    };
     println!(
-        "protocol={name} seeds={} txns={txns} violations={violations}",
+        "protocol={name} seeds={} txns={txns} violations={violations}{refused}",
         results.len()
     );
     if violations > 0 {

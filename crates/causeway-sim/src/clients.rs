@@ -1,0 +1,409 @@
+//! Simulated clients: one slot per closed-loop session. Owns driving the workload (each
+//! client plans a transaction, begins it, runs its steps one reply at a time, commits, thinks,
+//! and starts the next), interpreting replies, recording every transaction in the history
+//! (reads with what they observed, writes with their op ids, the outcome), the final reads
+//! after quiescence (one fresh session per surviving DC), and abandoning transactions whose
+//! client will never hear back (unknown outcome).
+//!
+//! A transaction whose begin fails, or that the protocol refuses (a strong transaction
+//! where the protocol has none: `Error::Unsupported`), is recorded as aborted; refusals are
+//! counted. Such a transaction never got an id from its session, so the record carries
+//! `seq = NOT_BEGUN_SEQ + its index in the session`, which no session issues.
+
+use crate::workload::Step;
+use crate::world::{Ev, World, T0};
+use causeway_check::{FinalRead, HOp, Outcome, TxnRecord};
+use causeway_core::clock::Nanos;
+use causeway_core::{
+    Addr, Ctx, DcId, Error, OpId, Output, ReadValue, Request, Response, SessionId, TrueTime, TxnId,
+    TxnKind,
+};
+use causeway_protocols::{new_session, BoxedSession, Msg};
+use std::collections::BTreeMap;
+
+/// Keys per request of the final reads.
+const FINAL_READ_CHUNK: usize = 64;
+/// Base of the record ids of transactions that never began (sessions count from 1).
+const NOT_BEGUN_SEQ: u64 = 1 << 63;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Idle,
+    Beginning,
+    Stepping,
+    Committing,
+    Aborting,
+}
+
+pub(crate) struct ClientSlot {
+    session: BoxedSession,
+    id: SessionId,
+    pub dc: u16,
+    steps: Vec<Step>,
+    next_step: usize,
+    /// Transactions this client started, the current one included.
+    started: u64,
+    record: Option<TxnRecord>,
+    phase: Phase,
+    /// A session of the final reads, not of the workload.
+    final_reader: bool,
+    /// A final reader that finished.
+    done: bool,
+    /// Its DC failed or the run is draining: it starts nothing and ignores replies.
+    pub stopped: bool,
+    timer_at: Option<Nanos>,
+}
+
+impl World {
+    fn add_client(&mut self, dc: u16, final_reader: bool) -> Result<usize, String> {
+        let id = SessionId(self.clients.len() as u64 + 1);
+        let cfg = &self.config;
+        let (topo, params, section) = (&self.topology, &cfg.params, &cfg.section);
+        let session = new_session(&cfg.protocol, id, DcId(dc), topo, params, section)?;
+        self.clients.push(ClientSlot {
+            session,
+            id,
+            dc,
+            steps: Vec::new(),
+            next_step: 0,
+            started: 0,
+            record: None,
+            phase: Phase::Idle,
+            final_reader,
+            done: false,
+            stopped: false,
+            timer_at: None,
+        });
+        Ok(self.clients.len() - 1)
+    }
+
+    /// The workload clients, each starting within the first millisecond.
+    pub(crate) fn boot_clients(&mut self) -> Result<(), String> {
+        for dc in 0..self.config.dcs {
+            for _ in 0..self.config.clients_per_dc {
+                let c = self.add_client(dc, false)?;
+                let delay = self.work_rng.range(0, 1_000_000);
+                self.schedule(T0 + delay, Ev::ClientNext { client: c });
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one input of client `c`'s session, then re-arms its timer and routes its
+    /// outputs (messages to the network, replies to `on_reply`).
+    pub(crate) fn with_client(
+        &mut self,
+        c: usize,
+        f: impl FnOnce(&mut BoxedSession, &mut Ctx<Msg>),
+    ) {
+        let mut ctx = Ctx::new(TrueTime(self.now), self.now);
+        f(&mut self.clients[c].session, &mut ctx);
+        if self.config.check_invariants {
+            if let Err(e) = self.clients[c].session.check_invariants() {
+                self.invariant_broken(format!("client {c}: {e}"));
+            }
+        }
+        // Sessions read true time as their clock: the deadline is a true time.
+        let at = self.clients[c]
+            .session
+            .poll_timeout()
+            .map(|d| d.max(self.now));
+        if at != self.clients[c].timer_at {
+            self.clients[c].timer_at = at;
+            if let Some(at) = at {
+                self.schedule(at, Ev::ClientTimer { client: c, at });
+            }
+        }
+        for out in ctx.outputs {
+            match out {
+                Output::Send { to, msg } => self.send(Addr::Client(self.clients[c].id), to, msg),
+                Output::Reply(resp) => self.on_reply(c, resp),
+                Output::Persist { .. } => panic!("a client session asked to persist"),
+            }
+        }
+    }
+
+    /// A client's timer: stale ones (re-armed since) are ignored.
+    pub(crate) fn client_timer(&mut self, c: usize, at: Nanos) {
+        if self.clients[c].timer_at == Some(at) {
+            self.clients[c].timer_at = None;
+            self.with_client(c, |s, ctx| s.handle_timeout(ctx));
+        }
+    }
+
+    fn submit(&mut self, c: usize, request: Request) {
+        self.with_client(c, |s, ctx| s.submit(ctx, request));
+    }
+
+    /// Starts client `c`'s next transaction (a workload client plans it now).
+    pub(crate) fn client_next(&mut self, c: usize) {
+        let slot = &mut self.clients[c];
+        if slot.stopped || slot.done || slot.phase != Phase::Idle {
+            return;
+        }
+        let mut kind = TxnKind::Causal;
+        if !slot.final_reader {
+            if self.stopping {
+                return;
+            }
+            let plan = self.workload.plan(&mut self.work_rng);
+            kind = plan.kind;
+            self.clients[c].steps = plan.steps;
+        }
+        let slot = &mut self.clients[c];
+        slot.next_step = 0;
+        slot.phase = Phase::Beginning;
+        slot.started += 1;
+        slot.record = Some(TxnRecord {
+            // Replaced by the session's id once it begins.
+            id: TxnId {
+                session: slot.id,
+                seq: NOT_BEGUN_SEQ + slot.started,
+            },
+            session: slot.id,
+            dc: DcId(slot.dc),
+            kind,
+            start_ns: self.now,
+            end_ns: self.now,
+            ops: Vec::new(),
+            outcome: Outcome::Unknown,
+        });
+        self.submit(c, Request::Begin { kind });
+    }
+
+    /// Submits client `c`'s next step, or the commit after the last one.
+    fn next_step(&mut self, c: usize) {
+        let slot = &mut self.clients[c];
+        slot.phase = Phase::Stepping;
+        let Some(step) = slot.steps.get(slot.next_step).cloned() else {
+            slot.phase = Phase::Committing;
+            return self.submit(c, Request::Commit);
+        };
+        slot.next_step += 1;
+        let request = match step {
+            Step::Read(key, obj) => Request::Read {
+                keys: vec![(key, obj)],
+            },
+            Step::ReadMany(keys) => Request::Read { keys },
+            Step::Update(key, update) => {
+                // Recorded now with a placeholder id: the reply names the op id.
+                if let Some(r) = slot.record.as_mut() {
+                    r.ops.push(HOp::Write {
+                        key: key.clone(),
+                        update: update.clone(),
+                        id: placeholder_op(),
+                    });
+                }
+                Request::Update { key, update }
+            }
+        };
+        self.submit(c, request);
+    }
+
+    fn on_reply(&mut self, c: usize, resp: Response) {
+        self.hash(c as u64);
+        if self.clients[c].stopped {
+            return; // its DC failed or the run ended: nobody is listening
+        }
+        let phase = self.clients[c].phase;
+        match (phase, resp) {
+            (Phase::Beginning, Response::Begun { txn }) => {
+                if let Some(r) = self.clients[c].record.as_mut() {
+                    r.id = txn;
+                }
+                self.next_step(c);
+            }
+            (Phase::Stepping, Response::Values(values)) => {
+                self.record_reads(c, values);
+                self.next_step(c);
+            }
+            (Phase::Stepping, Response::Updated { op }) => {
+                self.confirm_write(c, op);
+                self.next_step(c);
+            }
+            (Phase::Committing, Response::Committed) => self.finish(c, Outcome::Committed),
+            (Phase::Committing, Response::Aborted { .. }) | (Phase::Aborting, _) => {
+                self.finish(c, Outcome::Aborted)
+            }
+            // The commit may have happened: the client cannot tell.
+            (Phase::Committing, Response::Error(Error::Unavailable(_))) => {
+                self.finish(c, Outcome::Unknown)
+            }
+            (Phase::Committing, Response::Error(_)) => self.finish(c, Outcome::Aborted),
+            (Phase::Beginning, Response::Error(Error::Unsupported { .. })) => {
+                self.metrics.refused += 1;
+                self.finish(c, Outcome::Aborted)
+            }
+            (Phase::Stepping, Response::Error(Error::Unavailable(_)))
+            | (Phase::Beginning, Response::Error(_)) => self.finish(c, Outcome::Aborted),
+            (_, Response::Error(e)) => {
+                self.note_final_failure(c, &e.to_string());
+                self.clients[c].phase = Phase::Aborting;
+                self.submit(c, Request::Abort);
+            }
+            (_, Response::Aborted { .. }) => self.finish(c, Outcome::Aborted),
+            (phase, other) => panic!("client {c} in {phase:?} got unexpected {other:?}"),
+        }
+    }
+
+    /// The session confirmed the last update: its placeholder id becomes the real one.
+    fn confirm_write(&mut self, c: usize, op: OpId) {
+        let last = self.clients[c]
+            .record
+            .as_mut()
+            .and_then(|r| r.ops.last_mut());
+        if let Some(HOp::Write { id, .. }) = last {
+            *id = op;
+        }
+    }
+
+    fn note_final_failure(&mut self, c: usize, why: &str) {
+        if self.clients[c].final_reader {
+            let dc = self.clients[c].dc;
+            self.metrics
+                .liveness
+                .push(format!("final read at DC {dc} failed: {why}"));
+        }
+    }
+
+    /// Records the values of a read step: in the transaction, or as final reads.
+    fn record_reads(&mut self, c: usize, values: Vec<ReadValue>) {
+        let slot = &mut self.clients[c];
+        let types: BTreeMap<_, _> = match &slot.steps[slot.next_step - 1] {
+            Step::Read(k, t) => [(k.clone(), *t)].into_iter().collect(),
+            Step::ReadMany(keys) => keys.iter().cloned().collect(),
+            Step::Update(..) => BTreeMap::new(),
+        };
+        for v in values {
+            let obj = types[&v.key];
+            if slot.final_reader {
+                let dc = DcId(slot.dc);
+                self.history.finals.push(FinalRead {
+                    dc,
+                    key: v.key,
+                    obj,
+                    value: v.value,
+                    observed: v.observed,
+                });
+            } else if let Some(r) = slot.record.as_mut() {
+                r.ops.push(HOp::Read {
+                    key: v.key,
+                    obj,
+                    value: v.value,
+                    observed: v.observed,
+                });
+            }
+        }
+    }
+
+    /// Ends client `c`'s transaction with `outcome`: recorded, and the next one follows
+    /// after the think time (a final reader is done instead).
+    fn finish(&mut self, c: usize, outcome: Outcome) {
+        let now = self.now;
+        let slot = &mut self.clients[c];
+        slot.phase = Phase::Idle;
+        if slot.final_reader {
+            if outcome != Outcome::Committed {
+                let why = format!("{outcome:?}");
+                self.note_final_failure(c, &why);
+            }
+            self.clients[c].done = true;
+            return;
+        }
+        if let Some(mut r) = slot.record.take() {
+            r.end_ns = now;
+            r.outcome = outcome;
+            // Updates the session never confirmed did not happen.
+            r.ops
+                .retain(|op| !matches!(op, HOp::Write { id, .. } if *id == placeholder_op()));
+            if outcome == Outcome::Committed {
+                self.metrics.latencies_ns.push(r.end_ns - r.start_ns);
+            }
+            self.history.txns.push(r);
+        }
+        let think = self.config.think_time_ns;
+        self.schedule(now + think, Ev::ClientNext { client: c });
+    }
+
+    /// Records a transaction the client will never finish (its DC failed, or the run
+    /// ended) with an unknown outcome.
+    pub(crate) fn abandon(&mut self, c: usize) {
+        let slot = &mut self.clients[c];
+        slot.phase = Phase::Idle;
+        slot.stopped = true;
+        if let Some(mut r) = slot.record.take() {
+            r.end_ns = self.now;
+            r.outcome = Outcome::Unknown;
+            self.history.txns.push(r);
+        }
+    }
+
+    /// Whether a live workload client is still inside a transaction.
+    pub(crate) fn clients_busy(&self) -> bool {
+        self.clients
+            .iter()
+            .any(|c| !c.final_reader && !c.stopped && c.phase != Phase::Idle)
+    }
+
+    /// Gives up on every transaction still open (the drain took too long).
+    pub(crate) fn abandon_unfinished(&mut self) {
+        for c in 0..self.clients.len() {
+            if self.clients[c].phase != Phase::Idle {
+                self.abandon(c);
+            }
+        }
+    }
+
+    /// A fresh session in each surviving DC reads every key, in chunks.
+    pub(crate) fn start_final(&mut self) {
+        self.final_started = true;
+        let keys = self.workload.all_keys();
+        for dc in 0..self.config.dcs {
+            if Some(dc) == self.failed_dc {
+                continue;
+            }
+            let c = match self.add_client(dc, true) {
+                Ok(c) => c,
+                Err(e) => return self.metrics.liveness.push(e),
+            };
+            self.clients[c].steps = keys
+                .chunks(FINAL_READ_CHUNK)
+                .map(|ch| Step::ReadMany(ch.to_vec()))
+                .collect();
+            self.client_next(c);
+        }
+    }
+
+    pub(crate) fn final_reads_done(&self) -> bool {
+        self.clients
+            .iter()
+            .filter(|c| c.final_reader)
+            .all(|c| c.done)
+    }
+
+    /// At the end of the run: open workload transactions get an unknown outcome, and
+    /// final reads that never completed are a liveness failure.
+    pub(crate) fn close_open_txns(&mut self) {
+        for c in 0..self.clients.len() {
+            if !self.clients[c].final_reader {
+                self.abandon(c);
+            } else if !self.clients[c].done {
+                let dc = self.clients[c].dc;
+                self.metrics
+                    .liveness
+                    .push(format!("final reads at DC {dc} did not complete"));
+            }
+        }
+    }
+}
+
+/// Marks a write whose op id the session has not confirmed yet.
+fn placeholder_op() -> OpId {
+    OpId {
+        txn: TxnId {
+            session: SessionId(0),
+            seq: 0,
+        },
+        index: u32::MAX,
+    }
+}

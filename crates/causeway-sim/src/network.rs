@@ -1,0 +1,195 @@
+//! The simulated network: reliable FIFO links between addresses (nodes and client
+//! sessions). A message takes the link's one-way latency (intra-DC, or the inter-DC
+//! matrix of [`SimConfig::one_way_ns`](crate::config::SimConfig::one_way_ns)) plus seeded
+//! jitter, plus the extra delay of a slow receiver, and never overtakes the previous message
+//! of its link. A cut between two DCs holds its links' messages, in order, until it heals.
+//! Messages to a node carry the incarnation they were sent to: one that reaches a node that
+//! crashed since (or is down) is lost, as a broken connection would lose it.
+
+use crate::rng::SimRng;
+use crate::world::{Ev, World};
+use causeway_core::clock::Nanos;
+use causeway_core::{Addr, NodeId};
+use causeway_protocols::Msg;
+use std::collections::{BTreeMap, VecDeque};
+
+/// The random stream of the network, derived from the seed.
+const NETWORK_STREAM: u64 = 1;
+/// Most messages one link holds across a cut. A cut lasts at most a third of the fault
+/// phase, so a run that reaches this has a protocol flooding a link: it fails rather than
+/// exhausting memory.
+pub(crate) const HELD_PER_LINK_MAX: usize = 200_000;
+
+/// Links, cuts and held messages. Ordered maps: released links are re-sent in key order.
+pub(crate) struct Network {
+    /// Per link, the arrival time of its last message: a later one never arrives earlier.
+    link_free: BTreeMap<(Addr, Addr), Nanos>,
+    /// Active cuts per DC pair (lower id first); overlapping cuts of a pair are counted.
+    cuts: BTreeMap<(u16, u16), u32>,
+    /// Messages held on links that cross a cut, in send order, with their incarnation.
+    held: BTreeMap<(Addr, Addr), VecDeque<(Msg, u32)>>,
+    /// Jitter draws. Disk latencies draw from this stream too (see `crate::disk`): moving
+    /// them to a stream of their own would change every trace hash.
+    pub(crate) rng: SimRng,
+}
+
+impl Network {
+    pub(crate) fn new(seed: u64) -> Network {
+        Network {
+            link_free: BTreeMap::new(),
+            cuts: BTreeMap::new(),
+            held: BTreeMap::new(),
+            rng: SimRng::new(seed, NETWORK_STREAM),
+        }
+    }
+
+    pub(crate) fn cut(&mut self, a: u16, b: u16) {
+        *self.cuts.entry((a.min(b), a.max(b))).or_insert(0) += 1;
+    }
+
+    /// Heals one cut of the pair; held messages wait for `World::release_held`.
+    pub(crate) fn heal(&mut self, a: u16, b: u16) {
+        if let Some(count) = self.cuts.get_mut(&(a.min(b), a.max(b))) {
+            *count = count.saturating_sub(1);
+        }
+    }
+
+    pub(crate) fn heal_all(&mut self) {
+        self.cuts.clear();
+    }
+
+    pub(crate) fn is_cut(&self, a: u16, b: u16) -> bool {
+        a != b && self.cuts.get(&(a.min(b), a.max(b))).copied().unwrap_or(0) > 0
+    }
+
+    /// The arrival time of a message leaving now on `link` with this delay: FIFO, so not
+    /// before the link's previous message.
+    fn arrival(&mut self, link: (Addr, Addr), now: Nanos, delay: Nanos) -> Nanos {
+        let free = self.link_free.entry(link).or_insert(0);
+        let at = (now + delay).max(*free);
+        *free = at;
+        at
+    }
+}
+
+impl World {
+    pub(crate) fn dc_of_addr(&self, addr: Addr) -> u16 {
+        match addr {
+            Addr::Node(n) => self.nodes[n.0 as usize].dc,
+            Addr::Client(s) => self.clients[(s.0 - 1) as usize].dc,
+        }
+    }
+
+    /// Sends `msg`: held if the link crosses a cut or already holds messages (FIFO), else
+    /// put on the wire.
+    pub(crate) fn send(&mut self, from: Addr, to: Addr, msg: Msg) {
+        self.metrics.messages += 1;
+        let incarnation = match to {
+            Addr::Node(n) => self.nodes[n.0 as usize].incarnation,
+            Addr::Client(_) => 0,
+        };
+        let (a, b) = (self.dc_of_addr(from), self.dc_of_addr(to));
+        let net = &self.network;
+        let held = net.held.get(&(from, to)).map_or(0, VecDeque::len);
+        if !net.is_cut(a, b) && held == 0 {
+            return self.transmit(from, to, msg, incarnation);
+        }
+        if held >= HELD_PER_LINK_MAX {
+            // The run fails with this (reports are capped); the message is dropped.
+            let what = format!("link {from:?} -> {to:?} holds {held} messages across a cut");
+            return self.invariant_broken(format!("driver: {what} (HELD_PER_LINK_MAX)"));
+        }
+        let queue = self.network.held.entry((from, to)).or_default();
+        queue.push_back((msg, incarnation));
+    }
+
+    /// Puts `msg` on the wire: latency, jitter and a slow receiver's delay.
+    fn transmit(&mut self, from: Addr, to: Addr, msg: Msg, incarnation: u32) {
+        let (a, b) = (self.dc_of_addr(from), self.dc_of_addr(to));
+        let base = self.config.one_way_ns(a, b);
+        let jitter = (base as f64 * self.config.jitter * self.network.rng.unit()) as Nanos;
+        let mut delay = base + jitter;
+        if let Addr::Node(n) = to {
+            let slot = &self.nodes[n.0 as usize];
+            if slot.slow_until > self.now {
+                delay += slot.slow_extra_ns;
+            }
+        }
+        let at = self.network.arrival((from, to), self.now, delay);
+        let ev = Ev::Deliver {
+            from,
+            to,
+            msg,
+            incarnation,
+        };
+        self.schedule(at, ev);
+    }
+
+    /// Re-sends the messages held on links that no longer cross a cut.
+    pub(crate) fn release_held(&mut self) {
+        let links: Vec<(Addr, Addr)> = self.network.held.keys().copied().collect();
+        for (from, to) in links {
+            let (a, b) = (self.dc_of_addr(from), self.dc_of_addr(to));
+            if self.network.is_cut(a, b) {
+                continue;
+            }
+            let queue = self.network.held.remove(&(from, to)).unwrap_or_default();
+            for (msg, incarnation) in queue {
+                self.transmit(from, to, msg, incarnation);
+            }
+        }
+    }
+
+    /// Hands an arrived message to its node or client session.
+    pub(crate) fn deliver(&mut self, from: Addr, to: Addr, msg: Msg, incarnation: u32) {
+        match to {
+            Addr::Node(NodeId(n)) => {
+                let n = n as usize;
+                if self.nodes[n].incarnation != incarnation || self.nodes[n].machine.is_none() {
+                    return; // the connection to that incarnation is gone
+                }
+                self.hash(n as u64);
+                let mut wrong = None;
+                self.with_node(n, |m, ctx| wrong = m.handle_message(ctx, from, msg).err());
+                if let Some(e) = wrong {
+                    self.invariant_broken(format!("node {n}: {e}"));
+                }
+            }
+            Addr::Client(s) => {
+                let c = (s.0 - 1) as usize;
+                let mut wrong = None;
+                self.with_client(c, |s, ctx| wrong = s.handle_message(ctx, from, msg).err());
+                if let Some(e) = wrong {
+                    self.invariant_broken(format!("client {c}: {e}"));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::SessionId;
+
+    #[test]
+    fn a_link_never_delivers_out_of_order_and_cuts_count() {
+        let mut net = Network::new(1);
+        let link = (Addr::Node(NodeId(0)), Addr::Client(SessionId(1)));
+        assert_eq!(net.arrival(link, 100, 50), 150);
+        // A later message with a shorter delay still arrives after the first.
+        assert_eq!(net.arrival(link, 110, 10), 150);
+        assert_eq!(net.arrival(link, 200, 10), 210);
+        net.cut(2, 1);
+        net.cut(1, 2);
+        assert!(net.is_cut(1, 2) && net.is_cut(2, 1));
+        assert!(!net.is_cut(1, 1), "a DC is never cut from itself");
+        net.heal(1, 2);
+        assert!(net.is_cut(1, 2), "one of two overlapping cuts still holds");
+        net.heal(2, 1);
+        assert!(!net.is_cut(1, 2));
+        net.cut(0, 1);
+        net.heal_all();
+        assert!(!net.is_cut(0, 1));
+    }
+}
