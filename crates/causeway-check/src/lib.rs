@@ -11,7 +11,7 @@ pub mod tcc;
 
 pub use history::{FinalRead, HOp, History, Outcome, TxnRecord};
 pub use jsonl::{read_history, write_history};
-pub use tcc::Stats;
+pub use tcc::{Stats, CHECK_TXNS_MAX};
 
 use causeway_core::TxnId;
 use std::fmt;

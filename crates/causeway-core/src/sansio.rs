@@ -122,6 +122,12 @@ pub trait ServerNode {
     fn take_samples(&mut self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+    /// Work done since the last call, in abstract operations (keys read or written,
+    /// versions traversed, vector entries merged): the simulator's CPU model charges
+    /// `op_ns` for each. Drivers call it after every input.
+    fn take_work(&mut self) -> u64 {
+        0
+    }
 }
 
 /// A client session: runs one application request at a time and answers with

@@ -84,6 +84,8 @@ pub struct Node {
     dc: DcId,
     store: BTreeMap<Key, Object>,
     durability: Durability<Msg, ()>,
+    /// Keys read and ops applied since the last `take_work` (CPU model).
+    work: u64,
 }
 
 impl Node {
@@ -95,6 +97,7 @@ impl Node {
             dc,
             store: BTreeMap::new(),
             durability: Durability::starting_after(records.len() as Lsn),
+            work: 0,
         };
         for (i, record) in records.iter().enumerate() {
             let ops: Vec<(Key, Op)> = postcard::from_bytes(record)
@@ -105,6 +108,7 @@ impl Node {
     }
 
     fn apply_all(&mut self, ops: &[(Key, Op)]) {
+        self.work += ops.len() as u64;
         for (key, op) in ops {
             let obj = self
                 .store
@@ -205,6 +209,7 @@ impl ServerNode for Node {
     fn handle_message(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         match msg {
             Msg::Read { req, keys } => {
+                self.work += keys.len() as u64;
                 let objects = self.read(keys);
                 ctx.send(from, Msg::ReadReply { req, objects });
             }
@@ -230,6 +235,10 @@ impl ServerNode for Node {
 
     fn check_invariants(&self) -> Result<(), String> {
         self.durability.check_invariants()
+    }
+
+    fn take_work(&mut self) -> u64 {
+        std::mem::take(&mut self.work)
     }
 }
 

@@ -115,6 +115,7 @@ pub trait AnyNode: Send {
     fn check_invariants(&self) -> Result<(), String>;
     fn gauges(&self, clock: Nanos) -> Vec<(&'static str, f64)>;
     fn take_samples(&mut self) -> Vec<(&'static str, u64)>;
+    fn take_work(&mut self) -> u64;
 }
 
 /// A client session of any protocol, speaking the wire enum.
@@ -197,6 +198,9 @@ where
     }
     fn take_samples(&mut self) -> Vec<(&'static str, u64)> {
         self.0.take_samples()
+    }
+    fn take_work(&mut self) -> u64 {
+        self.0.take_work()
     }
 }
 

@@ -126,6 +126,11 @@ pub struct SimConfig {
     pub guarantee: Option<Guarantee>,
     /// Call every machine's `check_invariants` after every input (on by default).
     pub check_invariants: bool,
+    /// A history larger than the checker takes (`CHECK_TXNS_MAX`) is not checked instead
+    /// of failing the run (load experiments; invariants and liveness checks still run).
+    pub allow_unchecked: bool,
+    /// The CPU model (off by default; experiments turn it on).
+    pub cpu: crate::cpu::CpuModel,
     /// Record a trace hash (cheap) — always on; kept as a knob for very long runs.
     pub trace: bool,
 }
@@ -159,6 +164,8 @@ impl Default for SimConfig {
             section: serde_json::Value::Null,
             guarantee: None,
             check_invariants: true,
+            allow_unchecked: false,
+            cpu: crate::cpu::CpuModel::default(),
             trace: true,
         }
     }
@@ -209,6 +216,7 @@ impl SimConfig {
 
     /// Rejects configurations the simulator cannot run, naming the field.
     pub fn validate(&self) -> Result<(), String> {
+        self.cpu.validate()?;
         let positive = [
             ("--dcs", u64::from(self.dcs)),
             ("--nodes-per-dc", u64::from(self.nodes_per_dc)),

@@ -1,7 +1,9 @@
 //! Simulated disks, one per node. A record a machine asks to persist is unsynced until its
-//! write completes, then durable; the machine hears `handle_persisted` only then. Writes of
-//! one disk complete in order, each taking 0.1-0.5 ms after the previous one finished. A
-//! crash loses the unsynced records; a restart replays the durable ones.
+//! write completes, then durable; the machine hears `handle_persisted` only then. Writes
+//! use group commit, as the real runtime does (fjall, one fsync per batch): a record
+//! issued while a write is in flight joins the next batch, which starts when the current
+//! one ends and takes 0.1-0.5 ms; batches complete in order. A crash loses the unsynced
+//! records; a restart replays the durable ones.
 
 use crate::world::{Ev, World};
 use causeway_core::clock::Nanos;
@@ -19,16 +21,29 @@ pub(crate) struct Disk {
     durable: Vec<Vec<u8>>,
     /// Records written but not yet synced, by lsn.
     unsynced: BTreeMap<Lsn, Vec<u8>>,
-    /// When the disk finishes its last queued write.
+    /// When the batch in flight completes.
     free_at: Nanos,
+    /// When the batch queued behind it completes (records issued meanwhile join it).
+    next_batch_at: Option<Nanos>,
 }
 
 impl Disk {
-    /// Queues a write taking `latency` after the previous one; returns its completion time.
+    /// Queues a write; returns its completion time. An idle disk writes it in a batch of
+    /// its own taking `latency`; a busy one adds it to the next batch (whose latency was
+    /// drawn by the write that opened it).
     fn write(&mut self, lsn: Lsn, record: Vec<u8>, now: Nanos, latency: Nanos) -> Nanos {
         self.unsynced.insert(lsn, record);
-        self.free_at = self.free_at.max(now) + latency;
-        self.free_at
+        if let Some(next) = self.next_batch_at {
+            if now >= self.free_at {
+                self.free_at = next; // the queued batch is in flight now
+                self.next_batch_at = None;
+            }
+        }
+        if now >= self.free_at {
+            self.free_at = now + latency;
+            return self.free_at;
+        }
+        *self.next_batch_at.get_or_insert(self.free_at + latency)
     }
 
     /// Completes the write of `lsn`: the record becomes durable.
@@ -57,7 +72,7 @@ impl World {
         // every trace hash.
         let latency = WRITE_MIN_NS + self.network.rng.range(0, WRITE_SPREAD_NS);
         let slot = &mut self.nodes[n];
-        let at = slot.disk.write(lsn, record, self.now, latency);
+        let at = slot.disk.write(lsn, record, self.now + self.out_delay_ns, latency);
         let incarnation = slot.incarnation;
         let ev = Ev::Persisted {
             node: n,
@@ -88,6 +103,9 @@ mod tests {
         assert_eq!(disk.write(1, b"a".to_vec(), 1_000, 100), 1_100);
         // Queued behind the first write, though issued before it finished.
         assert_eq!(disk.write(2, b"b".to_vec(), 1_050, 100), 1_200);
+        // Joins that queued batch (group commit).
+        assert_eq!(disk.write(9, b"z".to_vec(), 1_060, 300), 1_200);
+        disk.unsynced.remove(&9);
         disk.sync(1);
         disk.lose_unsynced();
         assert_eq!(disk.durable(), &[b"a".to_vec()]);

@@ -11,6 +11,7 @@
 
 mod clients;
 pub mod config;
+pub mod cpu;
 mod disk;
 pub mod faults;
 pub mod liveness;
@@ -22,7 +23,7 @@ pub mod world;
 
 pub use config::{FaultKind, FaultSel, ObjectMix, SimConfig};
 
-use causeway_check::{check, History};
+use causeway_check::{check, History, CHECK_TXNS_MAX};
 use causeway_protocols::Guarantee;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -76,6 +77,12 @@ pub struct SimResult {
     pub samples: BTreeMap<String, Summary>,
     pub events: u64,
     pub messages: u64,
+    /// Under the CPU model: the nodes' busy time over their cores' time during the
+    /// fault (load) phase. Queueing delay is the sample `cpu_queue_wait_ns`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_utilization: Option<f64>,
+    /// Whether the history went through the checker (see `SimConfig::allow_unchecked`).
+    pub checked: bool,
     pub faults: Vec<String>,
     /// The first violation found, if any: safety (checker) or liveness.
     pub violation: Option<String>,
@@ -120,7 +127,11 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
     if violation.is_none() {
         violation = world.metrics.liveness.first().cloned();
     }
-    if violation.is_none() {
+    // A history past the checker's size limit is a violation unless the configuration
+    // accepts unchecked runs (load experiments): then invariants and liveness still hold
+    // it to account, and the result says it was not checked.
+    let checked = !config.allow_unchecked || history.txns.len() <= CHECK_TXNS_MAX;
+    if violation.is_none() && checked {
         violation = check(&comparable(&history, exempt), checker_guarantee(guarantee))
             .err()
             .map(|v| format!("safety: {v}"));
@@ -152,6 +163,8 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
             .collect(),
         events: world.metrics.events,
         messages: world.metrics.messages,
+        cpu_utilization: world.metrics.cpu_utilization,
+        checked,
         faults: world.fault_log.clone(),
         violation,
         history,

@@ -7,6 +7,7 @@
 //! crashed since (or is down) is lost, as a broken connection would lose it.
 
 use crate::rng::SimRng;
+use crate::cpu::NodeInput;
 use crate::world::{Ev, World};
 use causeway_core::clock::Nanos;
 use causeway_core::{Addr, NodeId};
@@ -115,7 +116,8 @@ impl World {
                 delay += slot.slow_extra_ns;
             }
         }
-        let at = self.network.arrival((from, to), self.now, delay);
+        // A node's output leaves when its handler finishes (CPU model; 0 otherwise).
+        let at = self.network.arrival((from, to), self.now + self.out_delay_ns, delay);
         let ev = Ev::Deliver {
             from,
             to,
@@ -141,20 +143,30 @@ impl World {
     }
 
     /// Hands an arrived message to its node or client session.
+    /// Hands `msg` to node `n`'s machine, unless that incarnation is gone.
+    pub(crate) fn deliver_to_node(&mut self, n: usize, from: Addr, msg: Msg, incarnation: u32) {
+        if self.nodes[n].incarnation != incarnation || self.nodes[n].machine.is_none() {
+            return; // the connection to that incarnation is gone
+        }
+        self.hash(n as u64);
+        let mut wrong = None;
+        self.with_node(n, |m, ctx| wrong = m.handle_message(ctx, from, msg).err());
+        if let Some(e) = wrong {
+            self.invariant_broken(format!("node {n}: {e}"));
+        }
+    }
+
     pub(crate) fn deliver(&mut self, from: Addr, to: Addr, msg: Msg, incarnation: u32) {
         match to {
-            Addr::Node(NodeId(n)) => {
-                let n = n as usize;
-                if self.nodes[n].incarnation != incarnation || self.nodes[n].machine.is_none() {
-                    return; // the connection to that incarnation is gone
-                }
-                self.hash(n as u64);
-                let mut wrong = None;
-                self.with_node(n, |m, ctx| wrong = m.handle_message(ctx, from, msg).err());
-                if let Some(e) = wrong {
-                    self.invariant_broken(format!("node {n}: {e}"));
-                }
+            Addr::Node(NodeId(n)) if self.config.cpu.enabled => {
+                let input = NodeInput::Message {
+                    from,
+                    msg,
+                    incarnation,
+                };
+                self.node_input(n as usize, input);
             }
+            Addr::Node(NodeId(n)) => self.deliver_to_node(n as usize, from, msg, incarnation),
             Addr::Client(s) => {
                 let c = (s.0 - 1) as usize;
                 let mut wrong = None;

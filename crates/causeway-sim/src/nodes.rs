@@ -7,6 +7,7 @@
 //! A node's clock reads true time plus a per-node offset and drift (clock skew is a fault
 //! drawn in the fault plan) and never goes back: a clock set back stalls instead.
 
+use crate::cpu::Cpu;
 use crate::disk::Disk;
 use crate::world::{Ev, World, GAUGE_INTERVAL_NS, SAMPLES_PER_NAME_MAX};
 use causeway_core::clock::Nanos;
@@ -73,11 +74,14 @@ pub(crate) struct NodeSlot {
     pub timer_at: Option<Nanos>,
     /// Its DC failed: it never restarts.
     pub failed: bool,
+    /// Cores and run queue (CPU model).
+    pub cpu: Cpu,
 }
 
 impl NodeSlot {
-    fn new(machine: BoxedNode, dc: u16) -> NodeSlot {
+    fn new(machine: BoxedNode, dc: u16, cores: u32) -> NodeSlot {
         NodeSlot {
+            cpu: Cpu::new(cores),
             machine: Some(machine),
             incarnation: 0,
             dc,
@@ -111,7 +115,7 @@ impl World {
         for n in 0..self.topology.node_count() as usize {
             let machine = new_node(&self.config.protocol, self.node_config(n), &[])?;
             let dc = self.topology.dc_of(NodeId(n as u32)).0;
-            self.nodes.push(NodeSlot::new(machine, dc));
+            self.nodes.push(NodeSlot::new(machine, dc, self.config.cpu.cores));
         }
         for n in 0..self.nodes.len() {
             self.with_node(n, |m, ctx| m.start(ctx));
@@ -140,6 +144,13 @@ impl World {
             }
         }
         let deadline = machine.poll_timeout();
+        if let Some(bytes) = self.cpu_input_bytes.take() {
+            // Under the CPU model the handler's cost is known once it ran; its outputs
+            // leave when it finishes.
+            let cost = self.config.cpu.cost(bytes, machine.take_work());
+            self.cpu_last_cost = Some(cost);
+            self.out_delay_ns = cost;
+        }
         for (name, value) in machine.take_samples() {
             let kept = self.metrics.samples.entry(name.to_string()).or_default();
             if kept.len() < SAMPLES_PER_NAME_MAX {
@@ -150,6 +161,7 @@ impl World {
         for out in ctx.outputs {
             self.node_output(n, out);
         }
+        self.out_delay_ns = 0;
         self.arm_node(n, clock, deadline);
     }
 
@@ -228,6 +240,7 @@ impl World {
             return;
         }
         slot.machine = None;
+        slot.cpu.queue.clear(); // inputs of the dead incarnation are lost
         slot.disk.lose_unsynced();
         slot.timer_at = None;
         slot.incarnation += 1;

@@ -8,6 +8,7 @@
 
 use crate::clients::ClientSlot;
 use crate::config::SimConfig;
+use crate::cpu::NodeInput;
 use crate::faults::{FaultEvent, FaultPlan};
 use crate::network::Network;
 use crate::nodes::NodeSlot;
@@ -58,6 +59,10 @@ pub(crate) enum Ev {
     ClientNext {
         client: usize,
     },
+    /// A core of `node` frees up (CPU model): run the next queued input.
+    CpuFree {
+        node: usize,
+    },
     Fault(FaultEvent),
     EndFaults,
     PollIdle,
@@ -78,6 +83,8 @@ pub struct Metrics {
     /// Broken machine invariants and driver errors (a message of the wrong protocol, a
     /// deadline left due), each with the node and virtual time.
     pub invariants: Vec<String>,
+    /// CPU utilization over the load phase (CPU model only).
+    pub cpu_utilization: Option<f64>,
     /// Transactions the protocol refused to begin (a kind it lacks, e.g. strong).
     pub refused: usize,
 }
@@ -102,7 +109,14 @@ pub struct World {
     pub trace_hash: u64,
     pub fault_log: Vec<String>,
     pub(crate) failed_dc: Option<u16>,
-    end_faults_at: Nanos,
+    pub(crate) end_faults_at: Nanos,
+    /// How long after `now` the outputs being routed leave (the running handler's cost
+    /// under the CPU model; 0 otherwise).
+    pub(crate) out_delay_ns: Nanos,
+    /// Set while a CPU-model input runs: its encoded size (for its cost).
+    pub(crate) cpu_input_bytes: Option<usize>,
+    /// The cost of the input that just ran.
+    pub(crate) cpu_last_cost: Option<Nanos>,
 }
 
 impl World {
@@ -128,6 +142,9 @@ impl World {
             fault_log: Vec::new(),
             failed_dc: None,
             end_faults_at: T0 + config.duration_ms * 1_000_000,
+            out_delay_ns: 0,
+            cpu_input_bytes: None,
+            cpu_last_cost: None,
             config,
         };
         world.boot_nodes()?;
@@ -202,13 +219,31 @@ impl World {
                 node,
                 incarnation,
                 at,
+            } if self.config.cpu.enabled => {
+                self.node_input(node, NodeInput::Timer { incarnation, at })
+            }
+            Ev::NodeTimer {
+                node,
+                incarnation,
+                at,
             } => self.node_timer(node, incarnation, at),
             Ev::ClientTimer { client, at } => self.client_timer(client, at),
             Ev::Persisted {
                 node,
                 incarnation,
                 lsn,
+            } if self.config.cpu.enabled => {
+                self.node_input(node, NodeInput::Persisted { incarnation, lsn })
+            }
+            Ev::Persisted {
+                node,
+                incarnation,
+                lsn,
             } => self.persisted(node, incarnation, lsn),
+            Ev::CpuFree { node } => {
+                self.nodes[node].cpu.wake_at = None;
+                self.cpu_drain(node);
+            }
             Ev::ClientNext { client } => self.client_next(client),
             Ev::Fault(f) => self.apply_fault(f),
             Ev::EndFaults => self.end_faults(),
@@ -259,6 +294,7 @@ impl World {
     /// End of the fault phase: every cut heals, every slow node recovers, every crashed
     /// node restarts, and clients stop after their current transaction.
     fn end_faults(&mut self) {
+        self.metrics.cpu_utilization = self.cpu_utilization();
         self.stopping = true;
         self.network.heal_all();
         self.release_held();

@@ -28,6 +28,19 @@ pub struct BenchArgs {
     /// Write the per-protocol figures to FILE as JSON.
     #[arg(long)]
     json: Option<String>,
+    /// Turn the CPU model off (pure-latency studies: throughput then moves only with
+    /// round trips).
+    #[arg(long)]
+    no_cpu: bool,
+    /// Run a named experiment (a sweep of client counts per protocol); `list` lists them.
+    #[arg(long)]
+    experiment: Option<String>,
+    /// With --experiment: the reduced sweep (under a minute).
+    #[arg(long)]
+    quick: bool,
+    /// With --experiment: write the throughput-latency plot to FILE (.svg or .png).
+    #[arg(long)]
+    plot: Option<String>,
 }
 
 /// One protocol's pooled figures.
@@ -90,7 +103,7 @@ fn pool(protocol: &str, results: &[SimResult], duration_ms: u64) -> Row {
 }
 
 fn run_protocol(protocol: &str, args: &BenchArgs, seeds: (u64, u64)) -> Result<Row, String> {
-    let base = workload_config(protocol, &args.workload, FaultSel::None)?;
+    let base = workload_config(protocol, &args.workload, FaultSel::None, !args.no_cpu)?;
     let bar = progress(seeds.1 - seeds.0 + 1);
     bar.set_message(protocol.to_string());
     let mut results = Vec::new();
@@ -142,7 +155,67 @@ fn print_table(rows: &[Row]) {
     }
 }
 
+fn list_experiments() -> ExitCode {
+    for e in causeway_bench::EXPERIMENTS {
+        println!("{:<20} {}", e.name, e.figure);
+    }
+    ExitCode::SUCCESS
+}
+
+/// `--experiment NAME`: the sweep, its table, JSON and plot.
+fn run_experiment(name: &str, args: &BenchArgs) -> ExitCode {
+    if name == "list" {
+        return list_experiments();
+    }
+    let experiment = match causeway_bench::find(name) {
+        Ok(e) => e,
+        Err(e) => return fail(&e),
+    };
+    let plan = causeway_bench::Plan {
+        experiment,
+        quick: args.quick,
+        cpu: Some(args.workload.cpu.model(!args.no_cpu)),
+    };
+    let bar = progress(plan.runs());
+    let mut tick = |p: &str, clients: u32| {
+        bar.set_message(format!("{p} at {clients} clients/DC"));
+        bar.inc(1);
+    };
+    let curves = match plan.run(&mut tick) {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    bar.finish_and_clear();
+    let report = causeway_bench::Report::new(experiment, args.quick, curves);
+    print!("{}", report.table());
+    write_outputs(&report, args)
+}
+
+fn write_outputs(report: &causeway_bench::Report, args: &BenchArgs) -> ExitCode {
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(report).expect("a report encodes");
+        if let Err(e) = std::fs::write(path, text) {
+            return fail(&format!("cannot write --json {path}: {e}"));
+        }
+    }
+    if let Some(path) = &args.plot {
+        let title = format!("{}: throughput vs mean latency", report.experiment);
+        if let Err(e) = causeway_bench::plot::plot(std::path::Path::new(path), &title, &report.series()) {
+            return fail(&e);
+        }
+        println!("plot: {path}");
+    }
+    if report.violations() > 0 {
+        eprintln!("error: a protocol violated its guarantee: its figures are not a measurement");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
 pub fn run(args: BenchArgs) -> ExitCode {
+    if let Some(name) = args.experiment.clone() {
+        return run_experiment(&name, &args);
+    }
     let protocols: Vec<&str> = args.protocols.split(',').map(str::trim).collect();
     if protocols.is_empty() || protocols.len() > BENCH_PROTOCOLS_MAX {
         return fail(&format!(

@@ -1,6 +1,7 @@
 //! `causeway sim`: runs a protocol in the simulator over a range of seeds, prints each
 //! failing seed with its counterexample and one summary line, exits 1 on any violation.
 
+use causeway_sim::cpu::CpuModel;
 use causeway_sim::{run as run_seed, FaultSel, ObjectMix, SimConfig, SimResult};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -40,6 +41,9 @@ pub struct SimArgs {
     /// see whether the history checker alone catches a mutation.
     #[arg(long)]
     no_invariants: bool,
+    /// Charge CPU time per input (the CPU model; see --cores, --cpu-msg-ns ...).
+    #[arg(long)]
+    cpu: bool,
 }
 
 /// Topology and workload options shared by `sim` and `bench`.
@@ -82,6 +86,37 @@ pub struct WorkloadArgs {
     /// Length of the fault phase in virtual milliseconds.
     #[arg(long, default_value_t = 3000)]
     pub duration_ms: u64,
+    #[command(flatten)]
+    pub cpu: CpuArgs,
+}
+
+/// The CPU model's settings (on with `sim --cpu`, on by default in `bench`).
+#[derive(Args, Clone)]
+pub struct CpuArgs {
+    /// Cores per node (CPU model).
+    #[arg(long, default_value_t = CpuModel::default().cores)]
+    pub cores: u32,
+    /// Fixed cost of handling one message, timer or durable lsn, in ns (CPU model).
+    #[arg(long, default_value_t = CpuModel::default().msg_ns)]
+    pub cpu_msg_ns: u64,
+    /// Cost per encoded byte of a message, in ns (CPU model).
+    #[arg(long, default_value_t = CpuModel::default().byte_ns)]
+    pub cpu_byte_ns: u64,
+    /// Cost per unit of work the machine reports (keys, effects, entries), in ns.
+    #[arg(long, default_value_t = CpuModel::default().op_ns)]
+    pub cpu_op_ns: u64,
+}
+
+impl CpuArgs {
+    pub fn model(&self, enabled: bool) -> CpuModel {
+        CpuModel {
+            enabled,
+            cores: self.cores,
+            msg_ns: self.cpu_msg_ns,
+            byte_ns: self.cpu_byte_ns,
+            op_ns: self.cpu_op_ns,
+        }
+    }
 }
 
 pub(crate) fn parse_seeds(text: &str) -> Result<(u64, u64), String> {
@@ -107,6 +142,7 @@ pub(crate) fn workload_config(
     protocol: &str,
     args: &WorkloadArgs,
     faults: FaultSel,
+    cpu: bool,
 ) -> Result<SimConfig, String> {
     let c = SimConfig {
         protocol: protocol.to_string(),
@@ -125,6 +161,7 @@ pub(crate) fn workload_config(
         objects: ObjectMix::parse(&args.objects)?,
         duration_ms: args.duration_ms,
         faults,
+        cpu: args.cpu.model(cpu),
         ..SimConfig::default()
     };
     c.validate()?;
@@ -133,7 +170,7 @@ pub(crate) fn workload_config(
 
 fn config(args: &SimArgs) -> Result<SimConfig, String> {
     let faults = FaultSel::parse(&args.faults)?;
-    let mut c = workload_config(&args.protocol, &args.workload, faults)?;
+    let mut c = workload_config(&args.protocol, &args.workload, faults, args.cpu)?;
     c.params.mutation = args.mutation.clone();
     c.guarantee = args
         .guarantee

@@ -66,6 +66,9 @@ pub struct Node {
     /// (partition, sibling DC) still to be told that we restarted.
     pub(super) announce: BTreeSet<(PartitionId, DcId)>,
     samples: Vec<(&'static str, u64)>,
+    /// Work since the last `take_work` (keys read, effects prepared or applied, vector
+    /// entries merged), for the simulator's CPU model.
+    pub(super) work: u64,
 }
 
 impl Node {
@@ -98,6 +101,7 @@ impl Node {
             cfg,
             announce: BTreeSet::new(),
             samples: Vec::new(),
+            work: 0,
             params: config.params,
             topo,
         };
@@ -355,6 +359,7 @@ impl Node {
                     keys,
                     arrived,
                 } => {
+                    self.work += keys.len() as u64;
                     let objects = self.parts[&pid].read(&svc, &keys);
                     let waited = self.time.clock.saturating_sub(arrived);
                     self.sample("read_wait_ns", waited);
@@ -400,6 +405,7 @@ impl Node {
                 return ctx.send(Addr::Node(coord), m);
             }
         };
+        self.work += ops.len() as u64;
         let prep_time = self.time.issue(ctx.clock); // Alg. 2 l.9
         assert!(
             prep_time > svc.get(self.d),
@@ -641,5 +647,9 @@ impl ServerNode for Node {
 
     fn take_samples(&mut self) -> Vec<(&'static str, u64)> {
         std::mem::take(&mut self.samples)
+    }
+
+    fn take_work(&mut self) -> u64 {
+        std::mem::take(&mut self.work)
     }
 }

@@ -98,6 +98,7 @@ impl Node {
         let Some(new) = part.received.accept(st) else {
             return;
         };
+        self.work += new.iter().map(|t| t.ops.len() as u64).sum::<u64>();
         for t in &new {
             if part.unseen.len() < super::part::UNSEEN_MAX {
                 part.unseen.push((origin, t.ct.clone()));
@@ -164,6 +165,7 @@ impl Node {
         gss: Vc,
         oldest: Vc,
     ) {
+        self.work += 3 * self.gss.stable().dcs.len() as u64; // three vectors merged
         self.gss.report(from, pvc);
         self.oldest.report(from, Some(oldest));
         self.gss.adopt(&gss); // its GSS is a DC-wide claim too

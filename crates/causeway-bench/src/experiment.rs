@@ -1,0 +1,202 @@
+//! Experiments as code: each names the paper figure it reproduces, a topology and workload
+//! (a `SimConfig` with the CPU model on), the protocols compared (the first is the
+//! baseline) and a sweep of closed-loop clients per DC from idle to past saturation.
+//! Running one gives a throughput-latency curve per protocol.
+
+use causeway_sim::cpu::CpuModel;
+use causeway_sim::{run, FaultSel, ObjectMix, SimConfig, SimResult, Summary};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Most points one sweep may hold.
+pub const SWEEP_POINTS_MAX: usize = 32;
+
+pub struct Experiment {
+    pub name: &'static str,
+    /// The paper's figure this reproduces, and what it shows.
+    pub figure: &'static str,
+    pub protocols: &'static [&'static str],
+    /// Topology and workload; the runner sets protocol, clients, seed and duration.
+    pub config: fn() -> SimConfig,
+    pub clients_per_dc: &'static [u32],
+    pub duration_ms: u64,
+    pub seeds: u64,
+    /// The reduced sweep of `--quick` (under a minute).
+    pub quick_clients_per_dc: &'static [u32],
+    pub quick_duration_ms: u64,
+}
+
+/// The same one-way delay between every pair of DCs (Cure §V-A added 50 ms to every
+/// inter-DC message).
+fn uniform_wan(dcs: usize, one_way_ms: f64) -> Vec<Vec<f64>> {
+    (0..dcs)
+        .map(|a| (0..dcs).map(|b| if a == b { 0.0 } else { one_way_ms }).collect())
+        .collect()
+}
+
+/// Cure §V-C, Fig. 2a: 3 DCs, LWW registers, single-operation transactions, 90% reads,
+/// 50 ms one-way between DCs, closed-loop clients at full speed.
+fn cure_vs_eventual() -> SimConfig {
+    SimConfig {
+        dcs: 3,
+        nodes_per_dc: 2,
+        partitions: 8,
+        keys: 10_000,
+        zipf: 0.8,
+        read_ratio: 0.9,
+        txn_ops: 1,
+        objects: ObjectMix::Lww,
+        think_time_ns: 0,
+        inter_dc_one_way_ms: Some(uniform_wan(3, 50.0)),
+        faults: FaultSel::None,
+        quiesce_ms: 500,
+        allow_unchecked: true,
+        cpu: CpuModel {
+            enabled: true,
+            ..CpuModel::default()
+        },
+        ..SimConfig::default()
+    }
+}
+
+pub const EXPERIMENTS: &[Experiment] = &[Experiment {
+    name: "cure-vs-eventual",
+    figure: "Cure Fig. 2a (LWW registers, 3 DCs): throughput of eventual vs Cure, paper: eventual ~30% ahead",
+    protocols: &["eventual", "cure"],
+    config: cure_vs_eventual,
+    clients_per_dc: &[1, 4, 16, 32, 64, 128, 192],
+    duration_ms: 1_000,
+    seeds: 1,
+    quick_clients_per_dc: &[1, 16, 64, 160],
+    quick_duration_ms: 300,
+}];
+
+/// The experiment called `name`, or an error listing them.
+pub fn find(name: &str) -> Result<&'static Experiment, String> {
+    EXPERIMENTS.iter().find(|e| e.name == name).ok_or_else(|| {
+        let names: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
+        format!("no experiment '{name}'; known: {} (or `list`)", names.join(", "))
+    })
+}
+
+/// One point of a curve: a protocol at one client count.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    pub clients_per_dc: u32,
+    pub committed: usize,
+    pub aborted: usize,
+    pub throughput_txn_per_s: f64,
+    pub latency: Summary,
+    pub cpu_utilization: Option<f64>,
+    /// The protocol's own figures and the CPU queueing delay (names end in their unit).
+    pub samples: BTreeMap<String, Summary>,
+    pub violations: usize,
+    /// Runs whose history was too large for the checker (invariants still checked).
+    pub unchecked: usize,
+    /// The first violation's text (seed and counterexample), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub violation: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Curve {
+    pub protocol: String,
+    pub points: Vec<Point>,
+}
+
+impl Curve {
+    /// The point of highest throughput.
+    pub fn peak(&self) -> &Point {
+        let by_tput = |a: &&Point, b: &&Point| a.throughput_txn_per_s.total_cmp(&b.throughput_txn_per_s);
+        self.points.iter().max_by(by_tput).expect("a curve has points")
+    }
+}
+
+/// What to run: the experiment, reduced or not, and CPU model overrides.
+pub struct Plan<'a> {
+    pub experiment: &'a Experiment,
+    pub quick: bool,
+    /// Replaces the experiment's CPU model (e.g. `--cpu-msg-ns`), if set.
+    pub cpu: Option<CpuModel>,
+}
+
+impl Plan<'_> {
+    pub fn clients(&self) -> &'static [u32] {
+        let e = self.experiment;
+        if self.quick { e.quick_clients_per_dc } else { e.clients_per_dc }
+    }
+
+    /// Simulator runs in all, for a progress bar.
+    pub fn runs(&self) -> u64 {
+        let seeds = if self.quick { 1 } else { self.experiment.seeds };
+        (self.experiment.protocols.len() * self.clients().len()) as u64 * seeds
+    }
+
+    fn config(&self, protocol: &str, clients: u32, seed: u64) -> SimConfig {
+        let e = self.experiment;
+        let mut c = (e.config)();
+        c.protocol = protocol.to_string();
+        c.clients_per_dc = clients;
+        c.seed = seed;
+        c.duration_ms = if self.quick { e.quick_duration_ms } else { e.duration_ms };
+        if let Some(cpu) = &self.cpu {
+            c.cpu = cpu.clone();
+        }
+        c
+    }
+
+    /// Runs every protocol over the sweep; `tick` is called after each simulator run.
+    pub fn run(&self, tick: &mut dyn FnMut(&str, u32)) -> Result<Vec<Curve>, String> {
+        assert!(self.clients().len() <= SWEEP_POINTS_MAX, "sweep too long");
+        let seeds = if self.quick { 1 } else { self.experiment.seeds };
+        let mut curves = Vec::new();
+        for p in self.experiment.protocols {
+            let mut points = Vec::new();
+            for &clients in self.clients() {
+                let mut results = Vec::new();
+                for seed in 1..=seeds {
+                    let mut r = run(&self.config(p, clients, seed))?;
+                    r.history = Default::default();
+                    results.push(r);
+                    tick(p, clients);
+                }
+                let duration = self.config(p, clients, 1).duration_ms;
+                points.push(pool(clients, &results, duration));
+            }
+            curves.push(Curve { protocol: p.to_string(), points });
+        }
+        Ok(curves)
+    }
+}
+
+/// Pools the seeds of one point (latency figures weighted by committed count).
+pub fn pool(clients_per_dc: u32, results: &[SimResult], duration_ms: u64) -> Point {
+    let committed: usize = results.iter().map(|r| r.committed).sum();
+    let seconds = duration_ms as f64 / 1e3 * results.len() as f64;
+    let n: usize = results.iter().map(|r| r.txn_latency.count).sum();
+    let weighted = |f: fn(&Summary) -> f64| {
+        let total: f64 = results.iter().map(|r| f(&r.txn_latency) * r.txn_latency.count as f64).sum();
+        if n == 0 { 0.0 } else { total / n as f64 }
+    };
+    let utils: Vec<f64> = results.iter().filter_map(|r| r.cpu_utilization).collect();
+    Point {
+        clients_per_dc,
+        committed,
+        aborted: results.iter().map(|r| r.aborted).sum(),
+        throughput_txn_per_s: committed as f64 / seconds.max(1e-9),
+        latency: Summary {
+            count: n,
+            mean_ms: weighted(|s| s.mean_ms),
+            p50_ms: weighted(|s| s.p50_ms),
+            p99_ms: weighted(|s| s.p99_ms),
+            max_ms: results.iter().map(|r| r.txn_latency.max_ms).fold(0.0, f64::max),
+        },
+        cpu_utilization: (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64),
+        samples: results.last().map(|r| r.samples.clone()).unwrap_or_default(),
+        violations: results.iter().filter(|r| r.violation.is_some()).count(),
+        unchecked: results.iter().filter(|r| !r.checked).count(),
+        violation: results
+            .iter()
+            .find_map(|r| r.violation.as_ref().map(|v| format!("seed {}: {v}", r.seed))),
+    }
+}

@@ -1,0 +1,124 @@
+//! Reports of an experiment: the table (each protocol at each client count, with ratios
+//! against the baseline at the same load, then each protocol's peak against the
+//! baseline's peak and its own figures there), the JSON, and the plot's series.
+
+use crate::experiment::{Curve, Experiment};
+use crate::plot::Series;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// Everything an experiment run produced (the `--json` document).
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub experiment: String,
+    pub figure: String,
+    pub quick: bool,
+    pub curves: Vec<Curve>,
+    /// Each protocol's peak throughput over the baseline's peak.
+    pub peak_ratios: Vec<(String, f64)>,
+}
+
+impl Report {
+    pub fn new(e: &Experiment, quick: bool, curves: Vec<Curve>) -> Report {
+        assert!(!curves.is_empty(), "an experiment compares at least one protocol");
+        let base = curves[0].peak().throughput_txn_per_s.max(1e-9);
+        let peak_ratios = curves
+            .iter()
+            .map(|c| (c.protocol.clone(), c.peak().throughput_txn_per_s / base))
+            .collect();
+        Report {
+            experiment: e.name.to_string(),
+            figure: e.figure.to_string(),
+            quick,
+            curves,
+            peak_ratios,
+        }
+    }
+
+    /// Throughput vs mean latency, one series per protocol.
+    pub fn series(&self) -> Vec<Series> {
+        let points = |c: &Curve| c.points.iter().map(|p| (p.throughput_txn_per_s, p.latency.mean_ms)).collect();
+        self.curves.iter().map(|c| Series { label: c.protocol.clone(), points: points(c) }).collect()
+    }
+
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let quick = if self.quick { " (quick)" } else { "" };
+        let _ = writeln!(out, "experiment {}{quick}: {}", self.experiment, self.figure);
+        let _ = writeln!(
+            out,
+            "{:>10} {:<10} {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} {:>7} {:>7} {:>4}",
+            "clients/dc", "protocol", "txn/s", "mean_ms", "p50_ms", "p99_ms", "aborts", "cpu%", "tput_x", "lat_x", "viol"
+        );
+        self.rows(&mut out);
+        self.peaks(&mut out);
+        self.violation_lines(&mut out);
+        let unchecked: usize = self.curves.iter().flat_map(|c| &c.points).map(|p| p.unchecked).sum();
+        if unchecked > 0 {
+            let _ = writeln!(
+                out,
+                "viol '-': {unchecked} run(s) recorded more transactions than the checker takes; \
+                 their invariants were checked after every input, their history was not"
+            );
+        }
+        out
+    }
+
+    fn rows(&self, out: &mut String) {
+        let base = &self.curves[0];
+        for (i, b) in base.points.iter().enumerate() {
+            for c in &self.curves {
+                let p = &c.points[i];
+                let cpu = p.cpu_utilization.map_or("-".to_string(), |u| format!("{:.0}", u * 100.0));
+                let _ = writeln!(
+                    out,
+                    "{:>10} {:<10} {:>10.0} {:>8.2} {:>8.2} {:>8.2} {:>7} {:>6} {:>7.3} {:>7.3} {:>4}",
+                    p.clients_per_dc,
+                    c.protocol,
+                    p.throughput_txn_per_s,
+                    p.latency.mean_ms,
+                    p.latency.p50_ms,
+                    p.latency.p99_ms,
+                    p.aborted,
+                    cpu,
+                    p.throughput_txn_per_s / b.throughput_txn_per_s.max(1e-9),
+                    p.latency.mean_ms / b.latency.mean_ms.max(1e-9),
+                    if p.unchecked > 0 { "-".to_string() } else { p.violations.to_string() }
+                );
+            }
+        }
+    }
+
+    fn violation_lines(&self, out: &mut String) {
+        for c in &self.curves {
+            for p in c.points.iter().filter(|p| p.violation.is_some()) {
+                let v = p.violation.as_deref().unwrap_or_default();
+                let _ = writeln!(out, "VIOLATION {} at {} clients/DC: {v}", c.protocol, p.clients_per_dc);
+            }
+        }
+    }
+
+    fn peaks(&self, out: &mut String) {
+        for (c, (_, ratio)) in self.curves.iter().zip(&self.peak_ratios) {
+            let p = c.peak();
+            let _ = writeln!(
+                out,
+                "peak {}: {:.0} txn/s at {} clients/DC, {:.3}x the baseline's peak",
+                c.protocol, p.throughput_txn_per_s, p.clients_per_dc, ratio
+            );
+            for (name, s) in &p.samples {
+                let name = name.trim_end_matches("_ns");
+                let _ = writeln!(
+                    out,
+                    "  {name}: mean {:.3} ms, p50 {:.3} ms, p99 {:.3} ms (n={})",
+                    s.mean_ms, s.p50_ms, s.p99_ms, s.count
+                );
+            }
+        }
+    }
+
+    /// Whether any run violated its protocol's guarantee (its figures are then void).
+    pub fn violations(&self) -> usize {
+        self.curves.iter().flat_map(|c| &c.points).map(|p| p.violations).sum()
+    }
+}
