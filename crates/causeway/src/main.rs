@@ -4,6 +4,7 @@
 mod bench_cmd;
 mod check_cmd;
 mod cli_cmd;
+mod load_cmd;
 mod server_cmd;
 mod sim_cmd;
 mod up_cmd;
@@ -36,6 +37,9 @@ enum Command {
     Up(up_cmd::UpArgs),
     /// A shell on one session of a DC (`--addr HOST:PORT`, `-c "cmd; cmd"` for scripts).
     Cli(cli_cmd::CliArgs),
+    /// Drive a running cluster with closed-loop clients (YCSB A/B/C, ro-wo); latency table,
+    /// optional history for `check`, `--sweep` over client counts.
+    Load(load_cmd::LoadArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,5 +51,6 @@ fn main() -> ExitCode {
         Command::Server(args) => server_cmd::run(args),
         Command::Up(args) => up_cmd::run(args),
         Command::Cli(args) => cli_cmd::run(args),
+        Command::Load(args) => load_cmd::run(args),
     }
 }

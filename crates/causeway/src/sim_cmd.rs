@@ -277,7 +277,7 @@ fn report_seed(args: &SimArgs, bar: &ProgressBar, r: &SimResult) {
     }
 }
 
-fn write_history(path: &str, history: &causeway_check::History) -> Result<(), String> {
+pub(crate) fn write_history(path: &str, history: &causeway_check::History) -> Result<(), String> {
     let file =
         std::fs::File::create(path).map_err(|e| format!("cannot create --history {path}: {e}"))?;
     let mut out = BufWriter::new(file);
