@@ -30,7 +30,11 @@ pub struct Experiment {
 /// inter-DC message).
 fn uniform_wan(dcs: usize, one_way_ms: f64) -> Vec<Vec<f64>> {
     (0..dcs)
-        .map(|a| (0..dcs).map(|b| if a == b { 0.0 } else { one_way_ms }).collect())
+        .map(|a| {
+            (0..dcs)
+                .map(|b| if a == b { 0.0 } else { one_way_ms })
+                .collect()
+        })
         .collect()
 }
 
@@ -64,18 +68,21 @@ pub const EXPERIMENTS: &[Experiment] = &[Experiment {
     figure: "Cure Fig. 2a (LWW registers, 3 DCs): throughput of eventual vs Cure, paper: eventual ~30% ahead",
     protocols: &["eventual", "cure"],
     config: cure_vs_eventual,
-    clients_per_dc: &[1, 4, 16, 32, 64, 128, 192],
-    duration_ms: 1_000,
+    clients_per_dc: &[1, 16, 64, 256, 512, 1024, 1536],
+    duration_ms: 500,
     seeds: 1,
-    quick_clients_per_dc: &[1, 16, 64, 160],
-    quick_duration_ms: 300,
+    quick_clients_per_dc: &[1, 64, 256, 1024],
+    quick_duration_ms: 200,
 }];
 
 /// The experiment called `name`, or an error listing them.
 pub fn find(name: &str) -> Result<&'static Experiment, String> {
     EXPERIMENTS.iter().find(|e| e.name == name).ok_or_else(|| {
         let names: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
-        format!("no experiment '{name}'; known: {} (or `list`)", names.join(", "))
+        format!(
+            "no experiment '{name}'; known: {} (or `list`)",
+            names.join(", ")
+        )
     })
 }
 
@@ -107,8 +114,12 @@ pub struct Curve {
 impl Curve {
     /// The point of highest throughput.
     pub fn peak(&self) -> &Point {
-        let by_tput = |a: &&Point, b: &&Point| a.throughput_txn_per_s.total_cmp(&b.throughput_txn_per_s);
-        self.points.iter().max_by(by_tput).expect("a curve has points")
+        let by_tput =
+            |a: &&Point, b: &&Point| a.throughput_txn_per_s.total_cmp(&b.throughput_txn_per_s);
+        self.points
+            .iter()
+            .max_by(by_tput)
+            .expect("a curve has points")
     }
 }
 
@@ -123,7 +134,11 @@ pub struct Plan<'a> {
 impl Plan<'_> {
     pub fn clients(&self) -> &'static [u32] {
         let e = self.experiment;
-        if self.quick { e.quick_clients_per_dc } else { e.clients_per_dc }
+        if self.quick {
+            e.quick_clients_per_dc
+        } else {
+            e.clients_per_dc
+        }
     }
 
     /// Simulator runs in all, for a progress bar.
@@ -138,7 +153,11 @@ impl Plan<'_> {
         c.protocol = protocol.to_string();
         c.clients_per_dc = clients;
         c.seed = seed;
-        c.duration_ms = if self.quick { e.quick_duration_ms } else { e.duration_ms };
+        c.duration_ms = if self.quick {
+            e.quick_duration_ms
+        } else {
+            e.duration_ms
+        };
         if let Some(cpu) = &self.cpu {
             c.cpu = cpu.clone();
         }
@@ -163,7 +182,10 @@ impl Plan<'_> {
                 let duration = self.config(p, clients, 1).duration_ms;
                 points.push(pool(clients, &results, duration));
             }
-            curves.push(Curve { protocol: p.to_string(), points });
+            curves.push(Curve {
+                protocol: p.to_string(),
+                points,
+            });
         }
         Ok(curves)
     }
@@ -175,8 +197,15 @@ pub fn pool(clients_per_dc: u32, results: &[SimResult], duration_ms: u64) -> Poi
     let seconds = duration_ms as f64 / 1e3 * results.len() as f64;
     let n: usize = results.iter().map(|r| r.txn_latency.count).sum();
     let weighted = |f: fn(&Summary) -> f64| {
-        let total: f64 = results.iter().map(|r| f(&r.txn_latency) * r.txn_latency.count as f64).sum();
-        if n == 0 { 0.0 } else { total / n as f64 }
+        let total: f64 = results
+            .iter()
+            .map(|r| f(&r.txn_latency) * r.txn_latency.count as f64)
+            .sum();
+        if n == 0 {
+            0.0
+        } else {
+            total / n as f64
+        }
     };
     let utils: Vec<f64> = results.iter().filter_map(|r| r.cpu_utilization).collect();
     Point {
@@ -189,14 +218,23 @@ pub fn pool(clients_per_dc: u32, results: &[SimResult], duration_ms: u64) -> Poi
             mean_ms: weighted(|s| s.mean_ms),
             p50_ms: weighted(|s| s.p50_ms),
             p99_ms: weighted(|s| s.p99_ms),
-            max_ms: results.iter().map(|r| r.txn_latency.max_ms).fold(0.0, f64::max),
+            max_ms: results
+                .iter()
+                .map(|r| r.txn_latency.max_ms)
+                .fold(0.0, f64::max),
         },
-        cpu_utilization: (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64),
-        samples: results.last().map(|r| r.samples.clone()).unwrap_or_default(),
+        cpu_utilization: (!utils.is_empty())
+            .then(|| utils.iter().sum::<f64>() / utils.len() as f64),
+        samples: results
+            .last()
+            .map(|r| r.samples.clone())
+            .unwrap_or_default(),
         violations: results.iter().filter(|r| r.violation.is_some()).count(),
         unchecked: results.iter().filter(|r| !r.checked).count(),
-        violation: results
-            .iter()
-            .find_map(|r| r.violation.as_ref().map(|v| format!("seed {}: {v}", r.seed))),
+        violation: results.iter().find_map(|r| {
+            r.violation
+                .as_ref()
+                .map(|v| format!("seed {}: {v}", r.seed))
+        }),
     }
 }

@@ -41,14 +41,37 @@ fn register_fonts() {
 /// Draws `series` under `title` into `path` (`.svg` or `.png`).
 pub fn plot(path: &Path, title: &str, series: &[Series]) -> Result<(), String> {
     if series.is_empty() || series.len() > SERIES_MAX {
-        return Err(format!("a plot draws 1 to {SERIES_MAX} series, got {}", series.len()));
+        return Err(format!(
+            "a plot draws 1 to {SERIES_MAX} series, got {}",
+            series.len()
+        ));
     }
     register_fonts();
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     match ext {
-        "svg" => draw(SVGBackend::new(path, SIZE).into_drawing_area(), title, series),
-        "png" => draw(BitMapBackend::new(path, SIZE).into_drawing_area(), title, series),
-        _ => Err(format!("--plot {}: the file must end in .svg or .png", path.display())),
+        "svg" => draw(
+            SVGBackend::new(path, SIZE).into_drawing_area(),
+            title,
+            series,
+        ),
+        "png" => draw(
+            BitMapBackend::new(path, SIZE).into_drawing_area(),
+            title,
+            series,
+        ),
+        _ => Err(format!(
+            "--plot {}: the file must end in .svg or .png",
+            path.display()
+        )),
+    }
+}
+
+/// `1234567` as `1.23M`, `45000` as `45k`: axis labels stay short.
+fn short(v: f64) -> String {
+    match v.abs() {
+        a if a >= 1e6 => format!("{:.2}M", v / 1e6),
+        a if a >= 1e3 => format!("{:.0}k", v / 1e3),
+        _ => format!("{v:.0}"),
     }
 }
 
@@ -58,7 +81,11 @@ fn bounds(series: &[Series]) -> (f64, f64) {
     (x.max(1.0) * 1.1, y.max(0.1) * 1.1)
 }
 
-fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &str, series: &[Series]) -> Result<(), String> {
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    series: &[Series],
+) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("plot: {e}");
     root.fill(&WHITE).map_err(e)?;
     let (x_max, y_max) = bounds(series);
@@ -72,6 +99,7 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &str, series: &
     chart
         .configure_mesh()
         .x_desc("throughput (committed txn/s)")
+        .x_label_formatter(&|v| short(*v))
         .y_desc("mean latency (ms)")
         .label_style(("sans-serif", 14))
         .draw()
@@ -83,8 +111,13 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &str, series: &
             .draw_series(line)
             .map_err(e)?
             .label(s.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-        let dots = s.points.iter().map(move |p| Circle::new(*p, 4, color.filled()));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        let dots = s
+            .points
+            .iter()
+            .map(move |p| Circle::new(*p, 4, color.filled()));
         chart.draw_series(dots).map_err(e)?;
     }
     chart
@@ -103,8 +136,14 @@ mod tests {
     use super::*;
 
     fn two() -> Vec<Series> {
-        let a = Series { label: "eventual".into(), points: vec![(100.0, 2.0), (400.0, 3.0)] };
-        let b = Series { label: "cure".into(), points: vec![(80.0, 4.0), (250.0, 9.0)] };
+        let a = Series {
+            label: "eventual".into(),
+            points: vec![(100.0, 2.0), (400.0, 3.0)],
+        };
+        let b = Series {
+            label: "cure".into(),
+            points: vec![(80.0, 4.0), (250.0, 9.0)],
+        };
         vec![a, b]
     }
 
@@ -114,7 +153,10 @@ mod tests {
         plot(&path, "test", &two()).expect("plot");
         let svg = std::fs::read_to_string(&path).expect("written");
         assert!(svg.contains("<svg"), "an svg document");
-        assert!(svg.contains("eventual") && svg.contains("cure"), "legend labels");
+        assert!(
+            svg.contains("eventual") && svg.contains("cure"),
+            "legend labels"
+        );
         assert!(svg.matches("<polyline").count() >= 2, "two lines");
     }
 

@@ -20,7 +20,10 @@ pub struct Report {
 
 impl Report {
     pub fn new(e: &Experiment, quick: bool, curves: Vec<Curve>) -> Report {
-        assert!(!curves.is_empty(), "an experiment compares at least one protocol");
+        assert!(
+            !curves.is_empty(),
+            "an experiment compares at least one protocol"
+        );
         let base = curves[0].peak().throughput_txn_per_s.max(1e-9);
         let peak_ratios = curves
             .iter()
@@ -37,23 +40,53 @@ impl Report {
 
     /// Throughput vs mean latency, one series per protocol.
     pub fn series(&self) -> Vec<Series> {
-        let points = |c: &Curve| c.points.iter().map(|p| (p.throughput_txn_per_s, p.latency.mean_ms)).collect();
-        self.curves.iter().map(|c| Series { label: c.protocol.clone(), points: points(c) }).collect()
+        let points = |c: &Curve| {
+            c.points
+                .iter()
+                .map(|p| (p.throughput_txn_per_s, p.latency.mean_ms))
+                .collect()
+        };
+        self.curves
+            .iter()
+            .map(|c| Series {
+                label: c.protocol.clone(),
+                points: points(c),
+            })
+            .collect()
     }
 
     pub fn table(&self) -> String {
         let mut out = String::new();
         let quick = if self.quick { " (quick)" } else { "" };
-        let _ = writeln!(out, "experiment {}{quick}: {}", self.experiment, self.figure);
+        let _ = writeln!(
+            out,
+            "experiment {}{quick}: {}",
+            self.experiment, self.figure
+        );
         let _ = writeln!(
             out,
             "{:>10} {:<10} {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} {:>7} {:>7} {:>4}",
-            "clients/dc", "protocol", "txn/s", "mean_ms", "p50_ms", "p99_ms", "aborts", "cpu%", "tput_x", "lat_x", "viol"
+            "clients/dc",
+            "protocol",
+            "txn/s",
+            "mean_ms",
+            "p50_ms",
+            "p99_ms",
+            "aborts",
+            "cpu%",
+            "tput_x",
+            "lat_x",
+            "viol"
         );
         self.rows(&mut out);
         self.peaks(&mut out);
         self.violation_lines(&mut out);
-        let unchecked: usize = self.curves.iter().flat_map(|c| &c.points).map(|p| p.unchecked).sum();
+        let unchecked: usize = self
+            .curves
+            .iter()
+            .flat_map(|c| &c.points)
+            .map(|p| p.unchecked)
+            .sum();
         if unchecked > 0 {
             let _ = writeln!(
                 out,
@@ -69,7 +102,9 @@ impl Report {
         for (i, b) in base.points.iter().enumerate() {
             for c in &self.curves {
                 let p = &c.points[i];
-                let cpu = p.cpu_utilization.map_or("-".to_string(), |u| format!("{:.0}", u * 100.0));
+                let cpu = p
+                    .cpu_utilization
+                    .map_or("-".to_string(), |u| format!("{:.0}", u * 100.0));
                 let _ = writeln!(
                     out,
                     "{:>10} {:<10} {:>10.0} {:>8.2} {:>8.2} {:>8.2} {:>7} {:>6} {:>7.3} {:>7.3} {:>4}",
@@ -93,7 +128,11 @@ impl Report {
         for c in &self.curves {
             for p in c.points.iter().filter(|p| p.violation.is_some()) {
                 let v = p.violation.as_deref().unwrap_or_default();
-                let _ = writeln!(out, "VIOLATION {} at {} clients/DC: {v}", c.protocol, p.clients_per_dc);
+                let _ = writeln!(
+                    out,
+                    "VIOLATION {} at {} clients/DC: {v}",
+                    c.protocol, p.clients_per_dc
+                );
             }
         }
     }
@@ -119,6 +158,10 @@ impl Report {
 
     /// Whether any run violated its protocol's guarantee (its figures are then void).
     pub fn violations(&self) -> usize {
-        self.curves.iter().flat_map(|c| &c.points).map(|p| p.violations).sum()
+        self.curves
+            .iter()
+            .flat_map(|c| &c.points)
+            .map(|p| p.violations)
+            .sum()
     }
 }

@@ -6,8 +6,8 @@
 //! machine runs it when a core frees up, and its messages and writes leave only when the
 //! handler finishes. Off by default for `sim` (pure protocol studies), on for experiments.
 
-use causeway_core::clock::Nanos;
 use crate::world::{Ev, World};
+use causeway_core::clock::Nanos;
 use causeway_core::Addr;
 use causeway_protocols::Msg;
 use serde::Serialize;
@@ -31,14 +31,17 @@ pub struct CpuModel {
 }
 
 impl Default for CpuModel {
-    /// Calibrated against the real runtime (BENCHMARKS.md, "CPU model calibration").
+    /// Calibrated against the real runtime (BENCHMARKS.md, "CPU model calibration"):
+    /// `scripts/calibrate-cpu` measured 34.6 us (GET) and 76.3 us (SET) of node CPU per
+    /// single-key Cure transaction; the simulator counts 6.4 and 11.6 node inputs for the
+    /// same transactions, so about 6 us per input.
     fn default() -> CpuModel {
         CpuModel {
             enabled: false,
             cores: 4,
-            msg_ns: 10_000,
+            msg_ns: 6_000,
             byte_ns: 2,
-            op_ns: 1_000,
+            op_ns: 500,
         }
     }
 }
@@ -50,7 +53,10 @@ impl CpuModel {
 
     pub fn validate(&self) -> Result<(), String> {
         if self.enabled && !(1..=1024).contains(&self.cores) {
-            return Err(format!("--cores must be between 1 and 1024, not {}", self.cores));
+            return Err(format!(
+                "--cores must be between 1 and 1024, not {}",
+                self.cores
+            ));
         }
         Ok(())
     }
@@ -59,9 +65,19 @@ impl CpuModel {
 /// An input a node's CPU runs.
 #[derive(Debug)]
 pub(crate) enum NodeInput {
-    Message { from: Addr, msg: Msg, incarnation: u32 },
-    Timer { incarnation: u32, at: Nanos },
-    Persisted { incarnation: u32, lsn: u64 },
+    Message {
+        from: Addr,
+        msg: Msg,
+        incarnation: u32,
+    },
+    Timer {
+        incarnation: u32,
+        at: Nanos,
+    },
+    Persisted {
+        incarnation: u32,
+        lsn: u64,
+    },
 }
 
 impl NodeInput {
@@ -97,7 +113,12 @@ impl Cpu {
 
     /// The core that frees up first, and when.
     pub(crate) fn first_free(&self) -> (usize, Nanos) {
-        let (i, t) = self.free_at.iter().enumerate().min_by_key(|(_, t)| **t).expect("cores");
+        let (i, t) = self
+            .free_at
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, t)| **t)
+            .expect("cores");
         (i, *t)
     }
 
@@ -149,9 +170,11 @@ impl World {
         self.cpu_input_bytes = Some(input.bytes());
         self.cpu_last_cost = None;
         match input {
-            NodeInput::Message { from, msg, incarnation } => {
-                self.deliver_to_node(n, from, msg, incarnation)
-            }
+            NodeInput::Message {
+                from,
+                msg,
+                incarnation,
+            } => self.deliver_to_node(n, from, msg, incarnation),
             NodeInput::Timer { incarnation, at } => self.node_timer(n, incarnation, at),
             NodeInput::Persisted { incarnation, lsn } => self.persisted(n, incarnation, lsn),
         }
@@ -185,7 +208,13 @@ mod tests {
 
     #[test]
     fn cost_adds_the_three_parts() {
-        let m = CpuModel { enabled: true, cores: 2, msg_ns: 100, byte_ns: 2, op_ns: 10 };
+        let m = CpuModel {
+            enabled: true,
+            cores: 2,
+            msg_ns: 100,
+            byte_ns: 2,
+            op_ns: 10,
+        };
         assert_eq!(m.cost(50, 3), 100 + 100 + 30);
     }
 

@@ -72,7 +72,9 @@ impl World {
         // every trace hash.
         let latency = WRITE_MIN_NS + self.network.rng.range(0, WRITE_SPREAD_NS);
         let slot = &mut self.nodes[n];
-        let at = slot.disk.write(lsn, record, self.now + self.out_delay_ns, latency);
+        let at = slot
+            .disk
+            .write(lsn, record, self.now + self.out_delay_ns, latency);
         let incarnation = slot.incarnation;
         let ev = Ev::Persisted {
             node: n,

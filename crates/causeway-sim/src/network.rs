@@ -6,8 +6,8 @@
 //! Messages to a node carry the incarnation they were sent to: one that reaches a node that
 //! crashed since (or is down) is lost, as a broken connection would lose it.
 
-use crate::rng::SimRng;
 use crate::cpu::NodeInput;
+use crate::rng::SimRng;
 use crate::world::{Ev, World};
 use causeway_core::clock::Nanos;
 use causeway_core::{Addr, NodeId};
@@ -117,7 +117,9 @@ impl World {
             }
         }
         // A node's output leaves when its handler finishes (CPU model; 0 otherwise).
-        let at = self.network.arrival((from, to), self.now + self.out_delay_ns, delay);
+        let at = self
+            .network
+            .arrival((from, to), self.now + self.out_delay_ns, delay);
         let ev = Ev::Deliver {
             from,
             to,

@@ -115,7 +115,8 @@ impl World {
         for n in 0..self.topology.node_count() as usize {
             let machine = new_node(&self.config.protocol, self.node_config(n), &[])?;
             let dc = self.topology.dc_of(NodeId(n as u32)).0;
-            self.nodes.push(NodeSlot::new(machine, dc, self.config.cpu.cores));
+            self.nodes
+                .push(NodeSlot::new(machine, dc, self.config.cpu.cores));
         }
         for n in 0..self.nodes.len() {
             self.with_node(n, |m, ctx| m.start(ctx));

@@ -200,7 +200,9 @@ fn write_outputs(report: &causeway_bench::Report, args: &BenchArgs) -> ExitCode 
     }
     if let Some(path) = &args.plot {
         let title = format!("{}: throughput vs mean latency", report.experiment);
-        if let Err(e) = causeway_bench::plot::plot(std::path::Path::new(path), &title, &report.series()) {
+        if let Err(e) =
+            causeway_bench::plot::plot(std::path::Path::new(path), &title, &report.series())
+        {
             return fail(&e);
         }
         println!("plot: {path}");

@@ -1,0 +1,96 @@
+//! Experiments end to end in the simulator: the CPU model moves peak throughput (doubling
+//! the per-message cost lowers it), reports carry ratios, peaks and a plot.
+
+use causeway_bench::{Experiment, Plan, Report};
+use causeway_sim::cpu::CpuModel;
+use causeway_sim::{ObjectMix, SimConfig};
+
+/// One DC, one node with one core: saturates with a few clients, so the test is fast.
+fn tiny() -> SimConfig {
+    SimConfig {
+        dcs: 1,
+        nodes_per_dc: 1,
+        partitions: 2,
+        keys: 200,
+        read_ratio: 0.9,
+        txn_ops: 1,
+        objects: ObjectMix::Lww,
+        think_time_ns: 0,
+        quiesce_ms: 200,
+        allow_unchecked: true,
+        cpu: CpuModel {
+            enabled: true,
+            cores: 1,
+            ..CpuModel::default()
+        },
+        ..SimConfig::default()
+    }
+}
+
+const TINY: Experiment = Experiment {
+    name: "tiny",
+    figure: "test only",
+    protocols: &["eventual", "cure"],
+    config: tiny,
+    clients_per_dc: &[1, 8, 32],
+    duration_ms: 200,
+    seeds: 1,
+    quick_clients_per_dc: &[1, 8, 32],
+    quick_duration_ms: 200,
+};
+
+fn run(msg_ns: u64) -> Report {
+    let cpu = CpuModel {
+        msg_ns,
+        ..tiny().cpu
+    };
+    let plan = Plan {
+        experiment: &TINY,
+        quick: true,
+        cpu: Some(cpu),
+    };
+    let curves = plan.run(&mut |_, _| {}).expect("runs");
+    Report::new(&TINY, true, curves)
+}
+
+#[test]
+fn doubling_the_message_cost_lowers_peak_throughput() {
+    let base = run(20_000);
+    let slow = run(40_000);
+    for (b, s) in base.curves.iter().zip(&slow.curves) {
+        let (pb, ps) = (b.peak().throughput_txn_per_s, s.peak().throughput_txn_per_s);
+        assert!(
+            ps < pb * 0.8,
+            "{}: peak {pb:.0} -> {ps:.0} txn/s",
+            b.protocol
+        );
+        assert!(
+            b.peak().cpu_utilization.expect("cpu model on") > 0.5,
+            "saturated"
+        );
+    }
+    assert_eq!(base.violations(), 0);
+}
+
+#[test]
+fn the_report_has_ratios_peaks_and_a_plot() {
+    let r = run(20_000);
+    assert_eq!(r.peak_ratios[0], ("eventual".to_string(), 1.0));
+    let cure = r.peak_ratios[1].1;
+    assert!(cure > 0.0 && cure < 1.0, "cure pays for causality: {cure}");
+    let table = r.table();
+    assert!(
+        table.contains("peak cure:") && table.contains("clients/dc"),
+        "{table}"
+    );
+    assert_eq!(
+        table.lines().filter(|l| l.contains(" cure ")).count(),
+        3,
+        "{table}"
+    );
+    let path = std::env::temp_dir().join(format!("causeway-exp-{}.svg", std::process::id()));
+    causeway_bench::plot::plot(&path, "tiny", &r.series()).expect("plot");
+    assert!(std::fs::read_to_string(&path)
+        .expect("svg")
+        .contains("cure"));
+}

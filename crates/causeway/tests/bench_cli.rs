@@ -1,0 +1,34 @@
+//! `causeway bench --experiment`: listing and unknown names (runs are tested in
+//! `causeway-bench`'s own tests).
+
+use std::process::Command;
+
+fn causeway(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_causeway"))
+        .args(args)
+        .output()
+        .expect("run causeway");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn experiments_are_listed_with_their_paper_figure() {
+    let (code, out) = causeway(&["bench", "--experiment", "list"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("cure-vs-eventual") && out.contains("Cure Fig. 2a"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_unknown_experiment_is_refused_with_the_known_ones() {
+    let (code, out) = causeway(&["bench", "--experiment", "nope"]);
+    assert_ne!(code, 0);
+    assert!(
+        out.contains("no experiment 'nope'") && out.contains("cure-vs-eventual"),
+        "{out}"
+    );
+}
