@@ -17,9 +17,10 @@ const BENCH_PROTOCOLS_MAX: usize = 16;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Protocols to compare, comma-separated; ratios are against the first.
-    #[arg(long, default_value = "eventual,cure")]
-    protocols: String,
+    /// Protocols to compare, comma-separated; ratios are against the first (default:
+    /// every registered protocol, the baseline first).
+    #[arg(long)]
+    protocols: Option<String>,
     /// Seeds to run per protocol, as A..B or N; the figures pool all of them.
     #[arg(long, default_value = "1..3")]
     seeds: String,
@@ -218,7 +219,9 @@ pub fn run(args: BenchArgs) -> ExitCode {
     if let Some(name) = args.experiment.clone() {
         return run_experiment(&name, &args);
     }
-    let protocols: Vec<&str> = args.protocols.split(',').map(str::trim).collect();
+    let all = causeway_protocols::PROTOCOLS.join(",");
+    let list = args.protocols.as_deref().unwrap_or(&all);
+    let protocols: Vec<&str> = list.split(',').map(str::trim).collect();
     if protocols.is_empty() || protocols.len() > BENCH_PROTOCOLS_MAX {
         return fail(&format!(
             "--protocols takes 1 to {BENCH_PROTOCOLS_MAX} names, got {}",
