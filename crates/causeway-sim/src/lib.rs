@@ -21,7 +21,7 @@ pub mod rng;
 pub mod workload;
 pub mod world;
 
-pub use config::{FaultKind, FaultSel, ObjectMix, SimConfig};
+pub use config::{FaultKind, FaultSel, ObjectMix, SimConfig, WorkloadFamily};
 
 use causeway_check::{check, History, CHECK_TXNS_MAX};
 use causeway_protocols::Guarantee;
