@@ -7,7 +7,8 @@
 //! held messages), `disk` (unsynced and durable records), `nodes` (machines, clocks,
 //! deadline wake-ups, crash and restart), `clients` (workload sessions, history
 //! recording, final reads), `faults` (the fault plan, as data), `workload` (what each
-//! transaction does, one planner per family: custom, YCSB, RUBiS), `liveness` (final-state checks), `config` and `rng`.
+//! transaction does, one planner per family: custom, YCSB, RUBiS), `liveness` (final-state
+//! checks), `config` and `rng`.
 
 mod clients;
 pub mod config;
