@@ -146,7 +146,7 @@ impl World {
             if self.stopping {
                 return;
             }
-            let plan = self.workload.plan(&mut self.work_rng);
+            let plan = self.workload.plan(slot.dc, &mut self.work_rng);
             kind = plan.kind;
             self.clients[c].steps = plan.steps;
         }

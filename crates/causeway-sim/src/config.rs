@@ -86,6 +86,47 @@ impl ObjectMix {
     }
 }
 
+/// Which generator plans the transactions (`--workload`); see `workload`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum WorkloadFamily {
+    /// The ratio-driven generator (`--read-ratio`, `--objects`, kind ratios).
+    Custom,
+    /// YCSB core workloads on LWW registers: A 50/50, B 95/5, C read-only.
+    YcsbA,
+    YcsbB,
+    YcsbC,
+    /// The RUBiS bidding mix (UniStore §8.1).
+    Rubis,
+}
+
+impl WorkloadFamily {
+    pub fn parse(text: &str) -> Result<WorkloadFamily, String> {
+        match text {
+            "custom" => Ok(WorkloadFamily::Custom),
+            "ycsb-a" => Ok(WorkloadFamily::YcsbA),
+            "ycsb-b" => Ok(WorkloadFamily::YcsbB),
+            "ycsb-c" => Ok(WorkloadFamily::YcsbC),
+            "rubis" => Ok(WorkloadFamily::Rubis),
+            _ => Err(format!(
+                "unknown --workload '{text}'; use custom|ycsb-a|ycsb-b|ycsb-c|rubis"
+            )),
+        }
+    }
+
+    /// The Zipf exponent when `--zipf` is not given: YCSB's 0.99, else today's 0.8.
+    pub fn default_zipf(self) -> f64 {
+        match self {
+            WorkloadFamily::YcsbA | WorkloadFamily::YcsbB | WorkloadFamily::YcsbC => 0.99,
+            WorkloadFamily::Custom | WorkloadFamily::Rubis => 0.8,
+        }
+    }
+}
+
+/// Largest `--value-bytes`: a register value stays a small message payload.
+pub const VALUE_BYTES_MAX: u32 = 1 << 20;
+/// Largest `--rubis-scale` (10 000 users, 50 000 items).
+pub const RUBIS_SCALE_MAX: u32 = 100;
+
 #[derive(Clone, Debug, Serialize)]
 pub struct SimConfig {
     pub protocol: String,
@@ -107,6 +148,15 @@ pub struct SimConfig {
     pub write_only_ratio: f64,
     pub txn_ops: u32,
     pub objects: ObjectMix,
+    /// The transaction generator; `Custom` is driven by the ratios above.
+    pub workload: WorkloadFamily,
+    /// Register values are padded to at least this many bytes (0: unpadded).
+    pub value_bytes: u32,
+    /// Fraction of keys a transaction takes from another DC's home range (key index
+    /// modulo `dcs`) instead of its own DC's; 0 draws keys over all of them as before.
+    pub remote_ratio: f64,
+    /// RUBiS database size: 100 x scale users, 500 x scale items.
+    pub rubis_scale: u32,
     /// Length of the fault phase, during which clients run.
     pub duration_ms: u64,
     /// Length of the heal-and-quiesce phase before the final reads.
@@ -153,6 +203,10 @@ impl Default for SimConfig {
             write_only_ratio: 0.0,
             txn_ops: 4,
             objects: ObjectMix::Mixed,
+            workload: WorkloadFamily::Custom,
+            value_bytes: 0,
+            remote_ratio: 0.0,
+            rubis_scale: 1,
             duration_ms: 3_000,
             quiesce_ms: 3_000,
             faults: FaultSel::None,
@@ -208,6 +262,38 @@ impl SimConfig {
         Ok(())
     }
 
+    /// The workload family's own options: value size, remote ratio, RUBiS scale; the
+    /// kind ratios belong to the custom generator only (the families fix their kinds).
+    fn validate_family(&self) -> Result<(), String> {
+        if self.value_bytes > VALUE_BYTES_MAX {
+            return Err(format!("--value-bytes must be at most {VALUE_BYTES_MAX}"));
+        }
+        if !(1..=RUBIS_SCALE_MAX).contains(&self.rubis_scale) {
+            return Err(format!(
+                "--rubis-scale must be between 1 and {RUBIS_SCALE_MAX}, not {}",
+                self.rubis_scale
+            ));
+        }
+        let r = self.remote_ratio;
+        if !(0.0..=1.0).contains(&r) {
+            return Err(format!("--remote-ratio must be between 0 and 1, not {r}"));
+        }
+        if r > 0.0 && self.dcs < 2 {
+            return Err("--remote-ratio needs at least 2 DCs (--dcs)".into());
+        }
+        if r > 0.0 && self.keys < u32::from(self.dcs) {
+            return Err("--remote-ratio needs at least one key per DC (--keys >= --dcs)".into());
+        }
+        let kinds = self.strong_ratio + self.read_only_ratio + self.write_only_ratio;
+        if self.workload != WorkloadFamily::Custom && kinds > 0.0 {
+            return Err(
+                "--strong-ratio, --read-only-ratio and --write-only-ratio apply to --workload custom only"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     /// The cluster's shape: full replication unless `replication_factor` says otherwise.
     pub fn topology(&self) -> Topology {
         let factor = self.replication_factor.unwrap_or(self.dcs);
@@ -245,6 +331,7 @@ impl SimConfig {
             ));
         }
         self.validate_ratios()?;
+        self.validate_family()?;
         if !(0.0..=5.0).contains(&self.zipf) {
             return Err("--zipf must be between 0 and 5".into());
         }

@@ -7,7 +7,8 @@
 //! held messages), `disk` (unsynced and durable records), `nodes` (machines, clocks,
 //! deadline wake-ups, crash and restart), `clients` (workload sessions, history
 //! recording, final reads), `faults` (the fault plan, as data), `workload` (what each
-//! transaction does), `liveness` (final-state checks), `config` and `rng`.
+//! transaction does, one planner per family: custom, YCSB, RUBiS), `liveness` (final-state
+//! checks), `config` and `rng`.
 
 mod clients;
 pub mod config;
@@ -21,7 +22,7 @@ pub mod rng;
 pub mod workload;
 pub mod world;
 
-pub use config::{FaultKind, FaultSel, ObjectMix, SimConfig};
+pub use config::{FaultKind, FaultSel, ObjectMix, SimConfig, WorkloadFamily};
 
 use causeway_check::{check, History, CHECK_TXNS_MAX};
 use causeway_protocols::Guarantee;

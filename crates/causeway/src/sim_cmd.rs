@@ -2,7 +2,7 @@
 //! failing seed with its counterexample and one summary line, exits 1 on any violation.
 
 use causeway_sim::cpu::CpuModel;
-use causeway_sim::{run as run_seed, FaultSel, ObjectMix, SimConfig, SimResult};
+use causeway_sim::{run as run_seed, FaultSel, ObjectMix, SimConfig, SimResult, WorkloadFamily};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{BufWriter, IsTerminal, Write};
@@ -61,10 +61,16 @@ pub struct WorkloadArgs {
     pub replication_factor: Option<u16>,
     #[arg(long, default_value_t = 4)]
     pub clients_per_dc: u32,
+    /// Transaction generator: custom (driven by --read-ratio, --objects and the kind
+    /// ratios), ycsb-a, ycsb-b, ycsb-c (LWW registers, 50/95/100% reads) or rubis (the
+    /// RUBiS bidding mix, with strong registerUser, storeBuyNow, storeBid, closeAuction).
+    #[arg(long, default_value = "custom")]
+    pub workload: String,
     #[arg(long, default_value_t = 50)]
     pub keys: u32,
-    #[arg(long, default_value_t = 0.8)]
-    pub zipf: f64,
+    /// Zipf exponent of key draws (default: 0.99 for ycsb-*, else 0.8).
+    #[arg(long)]
+    pub zipf: Option<f64>,
     /// Fraction of operations that read, in mixed transactions.
     #[arg(long, default_value_t = 0.5)]
     pub read_ratio: f64,
@@ -80,6 +86,16 @@ pub struct WorkloadArgs {
     pub write_only_ratio: f64,
     #[arg(long, default_value_t = 4)]
     pub txn_ops: u32,
+    /// Pad register values to this many bytes (0: short unique values).
+    #[arg(long, default_value_t = 0)]
+    pub value_bytes: u32,
+    /// Fraction of a transaction's keys homed at another DC (key index modulo --dcs)
+    /// instead of the client's own; 0 draws over all keys.
+    #[arg(long, default_value_t = 0.0)]
+    pub remote_ratio: f64,
+    /// RUBiS database size: 100 x N users, 500 x N items (--workload rubis).
+    #[arg(long, default_value_t = 1)]
+    pub rubis_scale: u32,
     /// Object type on keys: lww, counter, set, mvreg or mixed.
     #[arg(long, default_value = "mixed")]
     pub objects: String,
@@ -144,6 +160,7 @@ pub(crate) fn workload_config(
     faults: FaultSel,
     cpu: bool,
 ) -> Result<SimConfig, String> {
+    let workload = WorkloadFamily::parse(&args.workload)?;
     let c = SimConfig {
         protocol: protocol.to_string(),
         dcs: args.dcs,
@@ -152,13 +169,17 @@ pub(crate) fn workload_config(
         replication_factor: args.replication_factor,
         clients_per_dc: args.clients_per_dc,
         keys: args.keys,
-        zipf: args.zipf,
+        zipf: args.zipf.unwrap_or(workload.default_zipf()),
         read_ratio: args.read_ratio,
         strong_ratio: args.strong_ratio,
         read_only_ratio: args.read_only_ratio,
         write_only_ratio: args.write_only_ratio,
         txn_ops: args.txn_ops,
         objects: ObjectMix::parse(&args.objects)?,
+        workload,
+        value_bytes: args.value_bytes,
+        remote_ratio: args.remote_ratio,
+        rubis_scale: args.rubis_scale,
         duration_ms: args.duration_ms,
         faults,
         cpu: args.cpu.model(cpu),

@@ -94,3 +94,52 @@ fn bad_arguments_are_refused_with_a_clear_error() {
     assert_ne!(code, 0, "{out}");
     assert!(out.contains("unknown protocol 'nosuch'"), "{out}");
 }
+
+#[test]
+fn workload_families_run_clean_and_rubis_strong_txns_are_refused_by_cure() {
+    let (code, out) = causeway(&[
+        "sim",
+        "--protocol",
+        "cure",
+        "--workload",
+        "rubis",
+        "--seeds",
+        "1..3",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let summary = out.lines().last().expect("summary line");
+    assert!(summary.contains("violations=0 refused="), "{summary}");
+    let (code, out) = causeway(&[
+        "sim",
+        "--protocol",
+        "cure",
+        "--workload",
+        "ycsb-b",
+        "--seeds",
+        "1..3",
+        "--faults",
+        "all",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.trim_end().ends_with("violations=0"), "{out}");
+}
+
+#[test]
+fn workload_options_are_checked_naming_the_flag() {
+    for (args, flag) in [
+        (&["--workload", "tpcc"][..], "--workload"),
+        (&["--remote-ratio", "1.5"][..], "--remote-ratio"),
+        (&["--value-bytes", "99999999"][..], "--value-bytes"),
+        (&["--rubis-scale", "0"][..], "--rubis-scale"),
+        (
+            &["--workload", "ycsb-a", "--strong-ratio", "0.1"][..],
+            "--strong-ratio",
+        ),
+    ] {
+        let mut all = vec!["sim", "--seeds", "1"];
+        all.extend_from_slice(args);
+        let (code, out) = causeway(&all);
+        assert_eq!(code, 2, "{args:?}: {out}");
+        assert!(out.contains(flag), "{args:?}: {out}");
+    }
+}

@@ -1,31 +1,15 @@
-//! The closed-loop workload: what each simulated client's next transaction does. Keys are
-//! `k0..kN`, drawn with Zipf skew; key `i`'s object type comes from the object mix. A
-//! transaction is strong with probability `strong_ratio`, read-only with `read_only_ratio`,
-//! write-only with `write_only_ratio`, else causal and mixed (a strong one is mixed too): in
-//! a mixed transaction each operation is a read with probability `read_ratio`, else an
-//! update. Register values are unique per write so that a read names the write it saw even
-//! without the op id.
+//! The custom family (the default): keys `k0..kN` drawn with Zipf skew, key `i`'s object
+//! type from the object mix. A transaction is strong with probability `strong_ratio`,
+//! read-only with `read_only_ratio`, write-only with `write_only_ratio`, else causal and
+//! mixed (a strong one is mixed too): in a mixed transaction each operation is a read with
+//! probability `read_ratio`, else an update. Its draws are exactly those of the generator
+//! before the families existed, so default runs keep their trace hashes.
 
+use super::{KeyPicker, Step, TxnPlan, Values, Workload};
 use crate::config::{ObjectMix, SimConfig};
-use crate::rng::{SimRng, Zipf};
+use crate::rng::SimRng;
 use causeway_core::crdt::{ObjType, Update};
-use causeway_core::{Key, TxnKind};
-
-/// One step of a planned transaction.
-#[derive(Clone, Debug)]
-pub enum Step {
-    Read(Key, ObjType),
-    /// Several keys in one request (the final reads after quiescence).
-    ReadMany(Vec<(Key, ObjType)>),
-    Update(Key, Update),
-}
-
-/// The next transaction of a client: its kind and its steps.
-#[derive(Clone, Debug)]
-pub struct TxnPlan {
-    pub kind: TxnKind,
-    pub steps: Vec<Step>,
-}
+use causeway_core::TxnKind;
 
 /// Which operations a transaction holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,42 +20,31 @@ enum Shape {
     WriteOnly,
 }
 
-pub struct Workload {
-    zipf: Zipf,
-    keys: u32,
+pub(crate) struct Custom {
     objects: ObjectMix,
     read_ratio: f64,
     strong_ratio: f64,
     read_only_ratio: f64,
     write_only_ratio: f64,
     txn_ops: u32,
-    /// Counter making register values unique across the run.
-    next_value: u64,
 }
 
 /// Set elements are drawn from a small domain so adds and removes collide.
 const SET_ELEMENTS: u64 = 4;
 
-impl Workload {
-    pub fn new(config: &SimConfig) -> Workload {
-        Workload {
-            zipf: Zipf::new(config.keys, config.zipf),
-            keys: config.keys,
+impl Custom {
+    pub(crate) fn new(config: &SimConfig) -> Custom {
+        Custom {
             objects: config.objects,
             read_ratio: config.read_ratio,
             strong_ratio: config.strong_ratio,
             read_only_ratio: config.read_only_ratio,
             write_only_ratio: config.write_only_ratio,
             txn_ops: config.txn_ops,
-            next_value: 0,
         }
     }
 
-    pub fn key(index: u32) -> Key {
-        Key::new(format!("k{index}"))
-    }
-
-    pub fn key_type(&self, index: u32) -> ObjType {
+    pub(crate) fn key_type(&self, index: u32) -> ObjType {
         match self.objects {
             ObjectMix::Lww => ObjType::Lww,
             ObjectMix::Counter => ObjType::Counter,
@@ -83,19 +56,17 @@ impl Workload {
         }
     }
 
-    /// Every key with its type, for the final reads.
-    pub fn all_keys(&self) -> Vec<(Key, ObjType)> {
-        (0..self.keys)
-            .map(|i| (Workload::key(i), self.key_type(i)))
-            .collect()
-    }
-
-    /// The kind and steps of the next transaction.
-    pub fn plan(&mut self, rng: &mut SimRng) -> TxnPlan {
+    pub(crate) fn plan(
+        &self,
+        dc: u16,
+        picker: &KeyPicker,
+        values: &mut Values,
+        rng: &mut SimRng,
+    ) -> TxnPlan {
         let (kind, shape) = self.draw_kind(rng);
         let steps = (0..self.txn_ops)
             .map(|_| {
-                let index = self.zipf.sample(rng);
+                let index = picker.pick(dc, rng);
                 let key = Workload::key(index);
                 let obj = self.key_type(index);
                 let read = match shape {
@@ -106,11 +77,15 @@ impl Workload {
                 if read {
                     Step::Read(key, obj)
                 } else {
-                    Step::Update(key, self.update(obj, rng))
+                    Step::Update(key, update(obj, values, rng))
                 }
             })
             .collect();
-        TxnPlan { kind, steps }
+        TxnPlan {
+            kind,
+            steps,
+            name: "custom",
+        }
     }
 
     /// Draws the transaction's kind and shape, from one uniform draw split by the ratios.
@@ -140,21 +115,22 @@ impl Workload {
         }
         (TxnKind::Causal, Shape::Mixed)
     }
+}
 
-    fn update(&mut self, obj: ObjType, rng: &mut SimRng) -> Update {
-        self.next_value += 1;
-        let unique = format!("v{}", self.next_value).into_bytes();
-        match obj {
-            ObjType::Lww => Update::Assign(unique),
-            ObjType::MvReg => Update::MvAssign(unique),
-            ObjType::Counter => Update::Increment(rng.range(1, 6) as i64 - 2),
-            ObjType::Set => {
-                let elem = format!("e{}", rng.range(0, SET_ELEMENTS)).into_bytes();
-                if rng.chance(0.6) {
-                    Update::Add(elem)
-                } else {
-                    Update::Remove(elem)
-                }
+/// An update of an `obj` key. Every update takes a value number, registers or not, as the
+/// generator always did (the numbers, hence the messages, stay those of earlier runs).
+fn update(obj: ObjType, values: &mut Values, rng: &mut SimRng) -> Update {
+    let unique = values.next();
+    match obj {
+        ObjType::Lww => Update::Assign(unique),
+        ObjType::MvReg => Update::MvAssign(unique),
+        ObjType::Counter => Update::Increment(rng.range(1, 6) as i64 - 2),
+        ObjType::Set => {
+            let elem = format!("e{}", rng.range(0, SET_ELEMENTS)).into_bytes();
+            if rng.chance(0.6) {
+                Update::Add(elem)
+            } else {
+                Update::Remove(elem)
             }
         }
     }
@@ -162,13 +138,8 @@ impl Workload {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::plans;
     use super::*;
-
-    fn plans(config: &SimConfig, n: usize) -> Vec<TxnPlan> {
-        let mut w = Workload::new(config);
-        let mut rng = SimRng::new(config.seed, 2);
-        (0..n).map(|_| w.plan(&mut rng)).collect()
-    }
 
     #[test]
     fn kinds_follow_the_ratios_and_shapes_hold_their_ops() {
@@ -206,21 +177,22 @@ mod tests {
         let ps = plans(&plain, 50);
         assert!(ps.iter().all(|p| p.kind == TxnKind::Causal));
         // Same stream, same keys and ops as drawn op by op, no kind draw in between.
-        let mut w = Workload::new(&plain);
+        let custom = Custom::new(&plain);
+        let picker = KeyPicker::new(&plain);
+        let mut values = Values::new(0);
         let mut rng = SimRng::new(plain.seed, 2);
-        let first = ps[0]
-            .steps
-            .iter()
-            .map(|s| format!("{s:?}"))
-            .collect::<Vec<_>>();
-        let index = w.zipf.sample(&mut rng);
+        let index = crate::rng::Zipf::new(plain.keys, plain.zipf).sample(&mut rng);
+        let obj = custom.key_type(index);
         let by_hand = if rng.chance(plain.read_ratio) {
-            Step::Read(Workload::key(index), w.key_type(index))
+            Step::Read(Workload::key(index), obj)
         } else {
-            let obj = w.key_type(index);
-            Step::Update(Workload::key(index), w.update(obj, &mut rng))
+            Step::Update(Workload::key(index), update(obj, &mut values, &mut rng))
         };
-        assert_eq!(first[0], format!("{by_hand:?}"));
+        assert_eq!(format!("{:?}", ps[0].steps[0]), format!("{by_hand:?}"));
+        assert!(
+            picker.homes.is_empty(),
+            "no home tables without a remote ratio"
+        );
         assert!(plans(&reads_only, 50)
             .iter()
             .all(|p| p.steps.iter().all(|s| matches!(s, Step::Read(..)))));

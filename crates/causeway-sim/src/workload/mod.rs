@@ -1,0 +1,265 @@
+//! The closed-loop workload: what each simulated client's next transaction does. A family
+//! (`SimConfig::workload`) picks the planner, one module each: `custom` (the ratio-driven
+//! generator), `ycsb` (YCSB A/B/C on LWW registers) and `rubis` (the RUBiS bidding mix).
+//! The clients see only `Workload::plan` and `Workload::all_keys`.
+//!
+//! Shared by the families: register values are unique per write (`v1`, `v2`, ...) so that a
+//! read names the write it saw even without the op id, padded to `--value-bytes`; keys are
+//! drawn by a `KeyPicker`, which with `--remote-ratio` takes a fraction of them from
+//! another DC's home range (key index modulo `dcs`) instead of the client's own.
+
+mod custom;
+pub mod rubis;
+mod ycsb;
+
+use crate::config::{SimConfig, WorkloadFamily};
+use crate::rng::{SimRng, Zipf};
+use causeway_core::crdt::ObjType;
+use causeway_core::crdt::Update;
+use causeway_core::{Key, TxnKind};
+
+/// One step of a planned transaction.
+#[derive(Clone, Debug)]
+pub enum Step {
+    Read(Key, ObjType),
+    /// Several keys in one request (the final reads after quiescence, RUBiS page views).
+    ReadMany(Vec<(Key, ObjType)>),
+    Update(Key, Update),
+}
+
+/// The next transaction of a client: its kind, its steps and what it is (`custom`,
+/// `ycsb`, or the RUBiS transaction's name).
+#[derive(Clone, Debug)]
+pub struct TxnPlan {
+    pub kind: TxnKind,
+    pub steps: Vec<Step>,
+    pub name: &'static str,
+}
+
+impl TxnPlan {
+    /// Whether any step updates.
+    pub fn updates(&self) -> bool {
+        self.steps.iter().any(|s| matches!(s, Step::Update(..)))
+    }
+}
+
+/// The family's planner.
+enum Planner {
+    Custom(custom::Custom),
+    Ycsb(ycsb::Ycsb),
+    Rubis(rubis::Rubis),
+}
+
+pub struct Workload {
+    planner: Planner,
+    picker: KeyPicker,
+    values: Values,
+}
+
+impl Workload {
+    pub fn new(config: &SimConfig) -> Workload {
+        let planner = match config.workload {
+            WorkloadFamily::Custom => Planner::Custom(custom::Custom::new(config)),
+            WorkloadFamily::YcsbA => Planner::Ycsb(ycsb::Ycsb::new(0.5, config.txn_ops)),
+            WorkloadFamily::YcsbB => Planner::Ycsb(ycsb::Ycsb::new(0.95, config.txn_ops)),
+            WorkloadFamily::YcsbC => Planner::Ycsb(ycsb::Ycsb::new(1.0, config.txn_ops)),
+            WorkloadFamily::Rubis => Planner::Rubis(rubis::Rubis::new(config.rubis_scale)),
+        };
+        Workload {
+            planner,
+            picker: KeyPicker::new(config),
+            values: Values::new(config.value_bytes),
+        }
+    }
+
+    pub fn key(index: u32) -> Key {
+        Key::new(format!("k{index}"))
+    }
+
+    /// Every key with its type, for the final reads: `k0..kN` (custom, YCSB), the keys
+    /// planned so far (RUBiS, whose tables are far larger than what a run touches).
+    pub fn all_keys(&self) -> Vec<(Key, ObjType)> {
+        match &self.planner {
+            Planner::Custom(c) => (0..self.picker.keys)
+                .map(|i| (Workload::key(i), c.key_type(i)))
+                .collect(),
+            Planner::Ycsb(_) => (0..self.picker.keys)
+                .map(|i| (Workload::key(i), ObjType::Lww))
+                .collect(),
+            Planner::Rubis(r) => r.touched_keys(),
+        }
+    }
+
+    /// The kind and steps of the next transaction of a client in DC `dc`.
+    pub fn plan(&mut self, dc: u16, rng: &mut SimRng) -> TxnPlan {
+        let (picker, values) = (&self.picker, &mut self.values);
+        match &mut self.planner {
+            Planner::Custom(c) => c.plan(dc, picker, values, rng),
+            Planner::Ycsb(y) => y.plan(dc, picker, values, rng),
+            Planner::Rubis(r) => r.plan(dc, picker, values, rng),
+        }
+    }
+}
+
+/// Unique register values, padded to `value_bytes`.
+pub(crate) struct Values {
+    /// Counter making register values unique across the run.
+    next: u64,
+    pad_to: usize,
+}
+
+impl Values {
+    fn new(value_bytes: u32) -> Values {
+        Values {
+            next: 0,
+            pad_to: value_bytes as usize,
+        }
+    }
+
+    /// `v<n>` then `.` up to `pad_to` bytes: the digits end at the first `.`, so padded
+    /// values stay as unique as the counter (a longer counter is never cut).
+    pub(crate) fn next(&mut self) -> Vec<u8> {
+        self.next += 1;
+        let mut value = format!("v{}", self.next).into_bytes();
+        if value.len() < self.pad_to {
+            value.resize(self.pad_to, b'.');
+        }
+        value
+    }
+}
+
+/// Draws key indexes: Zipf over `0..keys`, or, with a remote ratio, Zipf within one DC's
+/// home range (`index % dcs == home`), the client's own unless a remote draw says another.
+pub(crate) struct KeyPicker {
+    keys: u32,
+    dcs: u32,
+    remote_ratio: f64,
+    all: Zipf,
+    /// One table per home DC; empty when `remote_ratio` is 0 (no extra draws then).
+    homes: Vec<Zipf>,
+}
+
+impl KeyPicker {
+    fn new(config: &SimConfig) -> KeyPicker {
+        let dcs = u32::from(config.dcs);
+        let homes = if config.remote_ratio > 0.0 {
+            (0..dcs)
+                .map(|h| Zipf::new(home_size(config.keys, dcs, h), config.zipf))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        KeyPicker {
+            keys: config.keys,
+            dcs,
+            remote_ratio: config.remote_ratio,
+            all: Zipf::new(config.keys, config.zipf),
+            homes,
+        }
+    }
+
+    /// A skewed key index for a client in DC `dc`.
+    pub(crate) fn pick(&self, dc: u16, rng: &mut SimRng) -> u32 {
+        if self.homes.is_empty() {
+            return self.all.sample(rng);
+        }
+        let home = self.home(dc, rng);
+        home + self.homes[home as usize].sample(rng) * self.dcs
+    }
+
+    /// A uniform index in `0..n` homed by the same rule (RUBiS users and items).
+    pub(crate) fn pick_uniform(&self, n: u32, dc: u16, rng: &mut SimRng) -> u32 {
+        if self.homes.is_empty() || n < self.dcs {
+            return rng.range(0, u64::from(n)) as u32;
+        }
+        let home = self.home(dc, rng);
+        let rank = rng.range(0, u64::from(home_size(n, self.dcs, home))) as u32;
+        home + rank * self.dcs
+    }
+
+    /// The client's own DC, or with probability `remote_ratio` one of the others.
+    fn home(&self, dc: u16, rng: &mut SimRng) -> u32 {
+        let own = u32::from(dc) % self.dcs;
+        if !rng.chance(self.remote_ratio) {
+            return own;
+        }
+        let other = rng.range(0, u64::from(self.dcs - 1)) as u32;
+        if other >= own {
+            other + 1
+        } else {
+            other
+        }
+    }
+
+    /// The DC whose home range holds key `index`.
+    #[cfg(test)]
+    pub(crate) fn home_of(&self, index: u32) -> u32 {
+        index % self.dcs
+    }
+}
+
+/// How many of `0..n` are homed at `home` (`i % dcs == home`); `n >= dcs` keeps it >= 1.
+fn home_size(n: u32, dcs: u32, home: u32) -> u32 {
+    (n - home).div_ceil(dcs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn plans(config: &SimConfig, n: usize) -> Vec<TxnPlan> {
+        let mut w = Workload::new(config);
+        let mut rng = SimRng::new(config.seed, 2);
+        (0..n).map(|i| w.plan((i % 3) as u16, &mut rng)).collect()
+    }
+
+    #[test]
+    fn values_are_padded_to_value_bytes_and_stay_unique() {
+        let mut v = Values::new(64);
+        let xs: Vec<Vec<u8>> = (0..200).map(|_| v.next()).collect();
+        assert!(xs.iter().all(|x| x.len() == 64));
+        let distinct: std::collections::BTreeSet<_> = xs.iter().collect();
+        assert_eq!(distinct.len(), xs.len());
+        assert_eq!(Values::new(0).next(), b"v1".to_vec(), "unpadded by default");
+        let c = SimConfig {
+            workload: WorkloadFamily::YcsbA,
+            value_bytes: 100,
+            ..SimConfig::default()
+        };
+        let assigned = plans(&c, 50)
+            .iter()
+            .flat_map(|p| p.steps.clone())
+            .filter_map(|s| match s {
+                Step::Update(_, Update::Assign(v)) => Some(v.len()),
+                _ => None,
+            })
+            .collect::<Vec<_>>();
+        assert!(!assigned.is_empty() && assigned.iter().all(|n| *n == 100));
+    }
+
+    #[test]
+    fn remote_ratio_takes_that_fraction_of_keys_from_other_homes() {
+        let c = SimConfig {
+            workload: WorkloadFamily::YcsbC,
+            remote_ratio: 0.25,
+            keys: 300,
+            ..SimConfig::default()
+        };
+        let picker = KeyPicker::new(&c);
+        let mut rng = SimRng::new(3, 2);
+        let remote = (0..4_000)
+            .filter(|_| picker.home_of(picker.pick(1, &mut rng)) != 1)
+            .count();
+        assert!((850..1150).contains(&remote), "remote {remote} of 4000");
+        let local = SimConfig {
+            remote_ratio: 0.0,
+            ..c.clone()
+        };
+        let picker = KeyPicker::new(&local);
+        // Without a remote ratio keys come from every home, as before.
+        let homes: std::collections::BTreeSet<u32> = (0..100)
+            .map(|_| picker.home_of(picker.pick(1, &mut rng)))
+            .collect();
+        assert_eq!(homes.len(), 3);
+    }
+}
