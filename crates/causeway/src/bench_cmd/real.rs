@@ -311,6 +311,16 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// Why the run failed if the cluster itself is gone (it was signalled or crashed).
+    fn exit_note(&mut self) -> String {
+        match self.child.as_mut().map(Child::try_wait) {
+            Some(Ok(Some(status))) => format!(
+                "; the cluster (causeway up) exited during the run ({status}): another process stopped it or a node failed; to keep its logs, rerun with CAUSEWAY_KEEP_LOGS=1"
+            ),
+            _ => String::new(),
+        }
+    }
+
     /// The last lines `up` wrote, for error messages.
     fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(self.dir.join("up.log")).unwrap_or_default();
@@ -412,7 +422,7 @@ fn run_protocol(
             u32::from(cfg.dcs) * cfg.nodes_per_dc
         );
     }
-    let cluster = LocalCluster::start(protocol, cfg, map.rtt_ms, opts.port_base)?;
+    let mut cluster = LocalCluster::start(protocol, cfg, map.rtt_ms, opts.port_base)?;
     let sweep = Sweep {
         addrs: cluster.addrs.iter().map(ToString::to_string).collect(),
         mix: map.mix,
@@ -430,6 +440,7 @@ fn run_protocol(
         label: format!("{protocol} (real)"),
     };
     let rows = load_cmd::drive(sweep).map_err(|e| format!("{protocol} (real): {e}"));
+    let rows = rows.map_err(|e| e + &cluster.exit_note());
     drop(cluster);
     if INTERRUPTED.load(Ordering::SeqCst) {
         return Err("interrupted; the cluster was stopped and its data removed".into());
