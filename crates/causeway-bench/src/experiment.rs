@@ -24,6 +24,14 @@ pub struct Experiment {
     /// The reduced sweep of `--quick` (under a minute).
     pub quick_clients_per_dc: &'static [u32],
     pub quick_duration_ms: u64,
+    /// The sweep of `--real` (a local `causeway up` cluster per protocol): far smaller,
+    /// since servers and client threads share the machine's cores.
+    pub real_clients_per_dc: &'static [u32],
+    /// Wall-clock seconds per point of `--real`.
+    pub real_duration_s: u64,
+    /// `--real --quick`.
+    pub quick_real_clients_per_dc: &'static [u32],
+    pub quick_real_duration_s: u64,
 }
 
 /// The same one-way delay between every pair of DCs (Cure §V-A added 50 ms to every
@@ -73,6 +81,10 @@ pub const EXPERIMENTS: &[Experiment] = &[Experiment {
     seeds: 1,
     quick_clients_per_dc: &[1, 64, 256, 1024],
     quick_duration_ms: 200,
+    real_clients_per_dc: &[1, 4, 16],
+    real_duration_s: 5,
+    quick_real_clients_per_dc: &[1, 8],
+    quick_real_duration_s: 2,
 }];
 
 /// The experiment called `name`, or an error listing them.
@@ -138,6 +150,26 @@ impl Plan<'_> {
             e.quick_clients_per_dc
         } else {
             e.clients_per_dc
+        }
+    }
+
+    /// The client counts per DC of a real-cluster run.
+    pub fn real_clients(&self) -> &'static [u32] {
+        let e = self.experiment;
+        if self.quick {
+            e.quick_real_clients_per_dc
+        } else {
+            e.real_clients_per_dc
+        }
+    }
+
+    /// Wall-clock seconds per point of a real-cluster run.
+    pub fn real_duration_s(&self) -> u64 {
+        let e = self.experiment;
+        if self.quick {
+            e.quick_real_duration_s
+        } else {
+            e.real_duration_s
         }
     }
 

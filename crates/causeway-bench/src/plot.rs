@@ -3,6 +3,7 @@
 //! Text is laid out with the DejaVu Sans font embedded in the binary (the machines this
 //! runs on have no system fonts), registered once with plotters' `ab_glyph` backend.
 
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -81,6 +82,29 @@ fn bounds(series: &[Series]) -> (f64, f64) {
     (x.max(1.0) * 1.1, y.max(0.1) * 1.1)
 }
 
+/// Smallest positive throughput and latency, for log axes.
+fn lower_bounds(series: &[Series]) -> (f64, f64) {
+    let all = series.iter().flat_map(|s| s.points.iter());
+    let (x, y) = all.fold((f64::MAX, f64::MAX), |(x, y), p| {
+        (
+            if p.0 > 0.0 { x.min(p.0) } else { x },
+            if p.1 > 0.0 { y.min(p.1) } else { y },
+        )
+    });
+    (x.min(1.0e9) / 1.5, y.min(1.0e9) / 1.5)
+}
+
+/// Whether throughputs span more than [`LOG_SPAN`]x (a simulated and a real sweep in one
+/// figure): linear axes would then squash the slower curves against the y axis.
+fn needs_log(series: &[Series]) -> bool {
+    let (lo, _) = lower_bounds(series);
+    let (hi, _) = bounds(series);
+    hi / lo.max(1e-9) > LOG_SPAN
+}
+
+/// Throughput span above which both axes are logarithmic.
+const LOG_SPAN: f64 = 100.0;
+
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     title: &str,
@@ -89,18 +113,44 @@ fn draw<DB: DrawingBackend>(
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("plot: {e}");
     root.fill(&WHITE).map_err(e)?;
     let (x_max, y_max) = bounds(series);
-    let mut chart = ChartBuilder::on(&root)
+    let mut builder = ChartBuilder::on(&root);
+    builder
         .caption(title, ("sans-serif", 22))
         .margin(16)
         .x_label_area_size(48)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0f64..x_max, 0f64..y_max)
-        .map_err(e)?;
+        .y_label_area_size(64);
+    if needs_log(series) {
+        let (x_min, y_min) = lower_bounds(series);
+        let x = (x_min..x_max).log_scale();
+        let y = (y_min..y_max).log_scale();
+        let chart = builder.build_cartesian_2d(x, y).map_err(e)?;
+        fill(chart, series, " (log scale)")?;
+    } else {
+        let chart = builder
+            .build_cartesian_2d(0f64..x_max, 0f64..y_max)
+            .map_err(e)?;
+        fill(chart, series, "")?;
+    }
+    root.present().map_err(e)
+}
+
+/// The mesh, one line with dots per series, and the legend, on linear or log axes.
+fn fill<'a, DB, X, Y>(
+    mut chart: ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    series: &[Series],
+    scale: &str,
+) -> Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("plot: {e}");
     chart
         .configure_mesh()
-        .x_desc("throughput (committed txn/s)")
+        .x_desc(format!("throughput (committed txn/s){scale}"))
         .x_label_formatter(&|v| short(*v))
-        .y_desc("mean latency (ms)")
+        .y_desc(format!("mean latency (ms){scale}"))
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(e)?;
@@ -127,8 +177,7 @@ fn draw<DB: DrawingBackend>(
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(e)?;
-    root.present().map_err(e)
+        .map_err(e)
 }
 
 #[cfg(test)]
@@ -169,5 +218,24 @@ mod tests {
         assert_eq!(&bytes[1..4], b"PNG");
         let e = plot(&dir.join("x.jpg"), "t", &two()).expect_err("jpg");
         assert!(e.contains(".svg or .png"), "{e}");
+    }
+
+    #[test]
+    fn curves_three_decades_apart_get_log_axes() {
+        assert!(!needs_log(&two()));
+        let mut both = two();
+        both.push(Series {
+            label: "cure (real)".into(),
+            points: vec![(1.0e5, 1.0), (4.0e5, 2.0)],
+        });
+        assert!(needs_log(&both));
+        let path =
+            std::env::temp_dir().join(format!("causeway-plot-log-{}.svg", std::process::id()));
+        plot(&path, "test", &both).expect("plot");
+        let svg = std::fs::read_to_string(&path).expect("written");
+        assert!(
+            svg.contains("log scale") && svg.matches("<polyline").count() >= 3,
+            "three lines on log axes"
+        );
     }
 }

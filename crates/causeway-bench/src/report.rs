@@ -1,11 +1,16 @@
 //! Reports of an experiment: the table (each protocol at each client count, with ratios
 //! against the baseline at the same load, then each protocol's peak against the
-//! baseline's peak and its own figures there), the JSON, and the plot's series.
+//! baseline's peak and its own figures there), the JSON, and the plot's series. A report
+//! comes from the simulator or from a real cluster (`causeway bench --real`); the latter
+//! has no CPU model and no checked histories, and says how its setup differs.
 
 use crate::experiment::{Curve, Experiment};
 use crate::plot::Series;
 use serde::Serialize;
 use std::fmt::Write;
+
+const SIMULATOR: &str = "simulator";
+const REAL: &str = "real cluster";
 
 /// Everything an experiment run produced (the `--json` document).
 #[derive(Debug, Serialize)]
@@ -13,6 +18,11 @@ pub struct Report {
     pub experiment: String,
     pub figure: String,
     pub quick: bool,
+    /// Where the curves were measured: `simulator` or `real cluster`.
+    pub source: String,
+    /// How the setup differs from the experiment's (real cluster only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     pub curves: Vec<Curve>,
     /// Each protocol's peak throughput over the baseline's peak.
     pub peak_ratios: Vec<(String, f64)>,
@@ -33,13 +43,37 @@ impl Report {
             experiment: e.name.to_string(),
             figure: e.figure.to_string(),
             quick,
+            source: SIMULATOR.to_string(),
+            notes: Vec::new(),
             curves,
             peak_ratios,
         }
     }
 
-    /// Throughput vs mean latency, one series per protocol.
+    /// A report of curves measured on a real cluster; `notes` say what differs from the
+    /// experiment's simulated setup.
+    pub fn real(e: &Experiment, quick: bool, curves: Vec<Curve>, notes: Vec<String>) -> Report {
+        Report {
+            source: REAL.to_string(),
+            notes,
+            ..Report::new(e, quick, curves)
+        }
+    }
+
+    fn is_real(&self) -> bool {
+        self.source == REAL
+    }
+
+    /// Throughput vs mean latency, one series per protocol, labelled with the protocol
+    /// and, for a real cluster, ` (real)`.
     pub fn series(&self) -> Vec<Series> {
+        let suffix = if self.is_real() { " (real)" } else { "" };
+        self.series_labelled(suffix)
+    }
+
+    /// [`Report::series`] with `suffix` after each protocol's name (e.g. ` (sim)` when
+    /// simulated and real curves share a figure).
+    pub fn series_labelled(&self, suffix: &str) -> Vec<Series> {
         let points = |c: &Curve| {
             c.points
                 .iter()
@@ -49,7 +83,7 @@ impl Report {
         self.curves
             .iter()
             .map(|c| Series {
-                label: c.protocol.clone(),
+                label: format!("{}{suffix}", c.protocol),
                 points: points(c),
             })
             .collect()
@@ -60,8 +94,8 @@ impl Report {
         let quick = if self.quick { " (quick)" } else { "" };
         let _ = writeln!(
             out,
-            "experiment {}{quick}: {}",
-            self.experiment, self.figure
+            "experiment {}{quick}, {}: {}",
+            self.experiment, self.source, self.figure
         );
         let _ = writeln!(
             out,
@@ -81,6 +115,9 @@ impl Report {
         self.rows(&mut out);
         self.peaks(&mut out);
         self.violation_lines(&mut out);
+        for note in &self.notes {
+            let _ = writeln!(out, "differs: {note}");
+        }
         let unchecked: usize = self
             .curves
             .iter()
@@ -118,7 +155,8 @@ impl Report {
                     cpu,
                     p.throughput_txn_per_s / b.throughput_txn_per_s.max(1e-9),
                     p.latency.mean_ms / b.latency.mean_ms.max(1e-9),
-                    if p.unchecked > 0 { "-".to_string() } else { p.violations.to_string() }
+                    // A real cluster's histories are not recorded, so nothing was checked.
+                    if p.unchecked > 0 || self.is_real() { "-".to_string() } else { p.violations.to_string() }
                 );
             }
         }

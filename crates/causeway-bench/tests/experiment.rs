@@ -37,6 +37,10 @@ const TINY: Experiment = Experiment {
     seeds: 1,
     quick_clients_per_dc: &[1, 8, 32],
     quick_duration_ms: 200,
+    real_clients_per_dc: &[1],
+    real_duration_s: 1,
+    quick_real_clients_per_dc: &[1],
+    quick_real_duration_s: 1,
 };
 
 fn run(msg_ns: u64) -> Report {

@@ -4,6 +4,11 @@
 //! virtual time from closed-loop clients, so it moves with latency, as in the papers'
 //! closed-loop experiments. Every run's history still goes through the checker: a
 //! protocol that violates its guarantee is reported, not measured.
+//!
+//! `--experiment NAME --real` runs the experiment against real local clusters instead (see
+//! [`real`]); `--also-sim` adds the simulated sweep, and the plot then shows both.
+
+mod real;
 
 use crate::sim_cmd::{fail, parse_seeds, progress, workload_config, WorkloadArgs};
 use causeway_sim::{run as run_seed, FaultSel, SimResult, Summary};
@@ -42,6 +47,24 @@ pub struct BenchArgs {
     /// With --experiment: write the throughput-latency plot to FILE (.svg or .png).
     #[arg(long)]
     plot: Option<String>,
+    /// With --experiment: run the sweep against a fresh local `causeway up` cluster per
+    /// protocol instead of the simulator (a smaller sweep: real clients share the cores).
+    #[arg(long, requires = "experiment")]
+    real: bool,
+    /// With --real: run the simulated sweep too; one table each, one plot with both.
+    #[arg(long, requires = "real")]
+    also_sim: bool,
+    /// With --real: clients per DC at each point, comma-separated (default: the
+    /// experiment's real sweep).
+    #[arg(long, value_delimiter = ',', requires = "real")]
+    real_clients: Vec<u32>,
+    /// With --real: seconds of load per point (default: the experiment's).
+    #[arg(long, requires = "real")]
+    real_duration: Option<u64>,
+    /// With --real: first port of the clusters' range (DC client ports BASE+1.., node
+    /// ports BASE+100..); default: a free range is found.
+    #[arg(long, requires = "real")]
+    real_port_base: Option<u16>,
 }
 
 /// One protocol's pooled figures.
@@ -163,7 +186,7 @@ fn list_experiments() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `--experiment NAME`: the sweep, its table, JSON and plot.
+/// `--experiment NAME`: the sweep (simulated, real or both), its tables, JSON and plot.
 fn run_experiment(name: &str, args: &BenchArgs) -> ExitCode {
     if name == "list" {
         return list_experiments();
@@ -177,38 +200,99 @@ fn run_experiment(name: &str, args: &BenchArgs) -> ExitCode {
         quick: args.quick,
         cpu: Some(args.workload.cpu.model(!args.no_cpu)),
     };
+    let mut reports = Vec::new();
+    if !args.real || args.also_sim {
+        match sim_report(&plan) {
+            Ok(r) => reports.push(r),
+            Err(e) => return fail(&e),
+        }
+    }
+    if args.real {
+        match real_report(&plan, args) {
+            Ok(r) => reports.push(r),
+            Err(e) => return fail(&e),
+        }
+    }
+    for r in &reports {
+        print!("{}", r.table());
+    }
+    write_outputs(&reports, args)
+}
+
+/// The experiment in the simulator, with a progress bar.
+fn sim_report(plan: &causeway_bench::Plan) -> Result<causeway_bench::Report, String> {
     let bar = progress(plan.runs());
     let mut tick = |p: &str, clients: u32| {
         bar.set_message(format!("{p} at {clients} clients/DC"));
         bar.inc(1);
     };
-    let curves = match plan.run(&mut tick) {
-        Ok(c) => c,
-        Err(e) => return fail(&e),
-    };
+    let curves = plan.run(&mut tick)?;
     bar.finish_and_clear();
-    let report = causeway_bench::Report::new(experiment, args.quick, curves);
-    print!("{}", report.table());
-    write_outputs(&report, args)
+    Ok(causeway_bench::Report::new(
+        plan.experiment,
+        plan.quick,
+        curves,
+    ))
 }
 
-fn write_outputs(report: &causeway_bench::Report, args: &BenchArgs) -> ExitCode {
+/// The experiment against real local clusters.
+fn real_report(
+    plan: &causeway_bench::Plan,
+    args: &BenchArgs,
+) -> Result<causeway_bench::Report, String> {
+    let opts = real::RealOptions::new(
+        plan,
+        &args.real_clients,
+        args.real_duration,
+        args.real_port_base,
+    )?;
+    let (curves, notes) = real::run(plan, &opts)?;
+    Ok(causeway_bench::Report::real(
+        plan.experiment,
+        plan.quick,
+        curves,
+        notes,
+    ))
+}
+
+/// The plot's series: each report's curves; with both, labelled `(sim)` and `(real)`.
+fn plot_series(reports: &[causeway_bench::Report]) -> Vec<causeway_bench::plot::Series> {
+    let both = reports.len() > 1;
+    reports
+        .iter()
+        .flat_map(|r| match (both, r.source.as_str()) {
+            (true, "simulator") => r.series_labelled(" (sim)"),
+            _ => r.series(),
+        })
+        .collect()
+}
+
+/// `--json` (one report, or `[simulator, real]` with `--also-sim`), `--plot`, and the exit
+/// code (1 if a simulated protocol violated its guarantee).
+fn write_outputs(reports: &[causeway_bench::Report], args: &BenchArgs) -> ExitCode {
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(report).expect("a report encodes");
-        if let Err(e) = std::fs::write(path, text) {
+        let text = match reports {
+            [one] => serde_json::to_string_pretty(one),
+            all => serde_json::to_string_pretty(all),
+        };
+        if let Err(e) = std::fs::write(path, text.expect("a report encodes")) {
             return fail(&format!("cannot write --json {path}: {e}"));
         }
     }
     if let Some(path) = &args.plot {
-        let title = format!("{}: throughput vs mean latency", report.experiment);
-        if let Err(e) =
-            causeway_bench::plot::plot(std::path::Path::new(path), &title, &report.series())
-        {
+        let sources: Vec<&str> = reports.iter().map(|r| r.source.as_str()).collect();
+        let title = format!(
+            "{}: throughput vs mean latency ({})",
+            reports[0].experiment,
+            sources.join(" and ")
+        );
+        let series = plot_series(reports);
+        if let Err(e) = causeway_bench::plot::plot(std::path::Path::new(path), &title, &series) {
             return fail(&e);
         }
         println!("plot: {path}");
     }
-    if report.violations() > 0 {
+    if reports.iter().map(|r| r.violations()).sum::<usize>() > 0 {
         eprintln!("error: a protocol violated its guarantee: its figures are not a measurement");
         return ExitCode::from(1);
     }

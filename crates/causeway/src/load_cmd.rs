@@ -14,6 +14,10 @@
 //! `--no-preload` skips it), and after the run every DC's copy of every key is read once
 //! the DCs agree, for the convergence check. The history stops at what the checker takes
 //! ([`CHECK_TXNS_MAX`] transactions): the run then ends early and says so.
+//!
+//! Other commands run the same driver as a library: [`drive`] takes a [`Sweep`] and returns
+//! one [`Row`] per client count (`causeway bench --real` uses it against the cluster it
+//! started).
 
 mod cluster;
 mod driver;
@@ -25,7 +29,8 @@ use causeway_client::Options;
 use clap::Args;
 use driver::{Shared, Tally, WallClock, Worker};
 use indicatif::{ProgressBar, ProgressStyle};
-use plan::{KeySpace, Mix, Planner};
+pub use plan::Mix;
+use plan::{KeySpace, Planner};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -123,6 +128,29 @@ struct Settings {
     history: Option<PathBuf>,
     #[serde(skip)]
     json: Option<PathBuf>,
+    /// Prefix of the progress line (who is running the sweep).
+    #[serde(skip)]
+    label: String,
+    /// Print the cluster and preload lines (the CLI does; a library caller does not).
+    #[serde(skip)]
+    verbose: bool,
+}
+
+/// A sweep run by another command through [`drive`]: where, what, and how long.
+pub struct Sweep {
+    /// Client addresses, one per DC; clients are spread over them round-robin.
+    pub addrs: Vec<String>,
+    pub mix: Mix,
+    pub keys: u32,
+    pub zipf: f64,
+    pub txn_ops: u32,
+    pub value_size: usize,
+    /// Total clients of each step (not per DC).
+    pub client_counts: Vec<u32>,
+    pub duration_s: u64,
+    pub seed: u64,
+    /// Shown at the start of the progress line, e.g. `cure (real)`.
+    pub label: String,
 }
 
 fn limit<T: PartialOrd + std::fmt::Display>(flag: &str, v: T, lo: T, hi: T) -> Result<T, String> {
@@ -193,23 +221,55 @@ impl Settings {
             preload: !a.no_preload,
             history: a.history.clone(),
             json: a.json.clone(),
+            label: String::new(),
+            verbose: true,
+        })
+    }
+
+    /// The settings of a library sweep, with the CLI's bounds (the error names the
+    /// field, since there is no flag).
+    fn from_sweep(w: Sweep) -> Result<Settings, String> {
+        if w.addrs.is_empty() || w.addrs.len() > ADDRS_MAX {
+            return Err(format!("a sweep takes 1 to {ADDRS_MAX} addresses"));
+        }
+        limit("client counts", w.client_counts.len(), 1, SWEEP_STEPS_MAX)?;
+        for n in &w.client_counts {
+            limit("clients", *n, 1, CLIENTS_MAX)?;
+        }
+        Ok(Settings {
+            addrs: w.addrs,
+            workload: format!("{:?}", w.mix),
+            mix: w.mix,
+            keys: limit("keys", w.keys, 1, KEYS_MAX)?,
+            zipf: limit("zipf", w.zipf, 0.0, ZIPF_MAX)?,
+            txn_ops: limit("txn ops", w.txn_ops, 1, TXN_OPS_MAX)?,
+            value_size: limit("value size", w.value_size, 0, VALUE_SIZE_MAX)?,
+            client_counts: w.client_counts,
+            duration_s: limit("duration", w.duration_s, 1, DURATION_S_MAX)?,
+            seed: w.seed,
+            key_prefix: default_prefix(),
+            preload: true,
+            history: None,
+            json: None,
+            label: w.label,
+            verbose: false,
         })
     }
 }
 
-/// One table row: a client count's results.
+/// One table row: a client count's results (latencies of committed transactions).
 #[derive(Debug, Serialize)]
-struct Row {
-    clients: u32,
-    committed: u64,
-    aborted: u64,
-    unknown: u64,
-    seconds: f64,
-    txn_per_s: f64,
-    mean_ms: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-    max_ms: f64,
+pub struct Row {
+    pub clients: u32,
+    pub committed: u64,
+    pub aborted: u64,
+    pub unknown: u64,
+    pub seconds: f64,
+    pub txn_per_s: f64,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
 }
 
 impl Row {
@@ -282,7 +342,12 @@ impl RunCtx {
 }
 
 /// Updates the progress line once a second until every client finished.
-fn show_progress(handles: &[ScopedJoinHandle<'_, Tally>], shared: &Shared, clients: u32) {
+fn show_progress(
+    handles: &[ScopedJoinHandle<'_, Tally>],
+    shared: &Shared,
+    label: &str,
+    clients: u32,
+) {
     let bar = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new_spinner();
         bar.set_style(ProgressStyle::with_template("{msg}").expect("template"));
@@ -299,7 +364,7 @@ fn show_progress(handles: &[ScopedJoinHandle<'_, Tally>], shared: &Shared, clien
             let secs = started.elapsed().as_secs_f64();
             let committed = shared.committed.load(Ordering::Relaxed);
             bar.set_message(format!(
-                "{clients} clients  {secs:>5.0} s  {committed} committed  {:.0} txn/s",
+                "{label}{clients} clients  {secs:>5.0} s  {committed} committed  {:.0} txn/s",
                 committed as f64 / secs
             ));
         }
@@ -320,7 +385,11 @@ fn run_step(ctx: &RunCtx, step: usize, clients: u32, shared: &Shared) -> (Tally,
                 s.spawn(move || worker.run(planner, deadline, shared))
             })
             .collect();
-        show_progress(&handles, shared, clients);
+        let label = match ctx.settings.label.as_str() {
+            "" => String::new(),
+            l => format!("{l}: "),
+        };
+        show_progress(&handles, shared, &label, clients);
         handles
             .into_iter()
             .map(|h| {
@@ -392,6 +461,27 @@ fn prepare(settings: Settings) -> Result<(RunCtx, Tally), String> {
         space,
         clock: Arc::new(WallClock::new()),
     };
+    if ctx.settings.verbose {
+        describe(&ctx);
+    }
+    let mut preloaded = Tally::new();
+    if ctx.settings.preload {
+        let began = Instant::now();
+        preloaded = cluster::preload(&mut ctx.worker("pre".into(), 0))?;
+        if ctx.settings.verbose {
+            println!(
+                "preloaded {} keys in {} txns ({:.1} s)",
+                ctx.settings.keys,
+                preloaded.committed,
+                began.elapsed().as_secs_f64()
+            );
+        }
+    }
+    Ok((ctx, preloaded))
+}
+
+/// The line naming the cluster and the workload.
+fn describe(ctx: &RunCtx) {
     let dcs: Vec<String> = ctx
         .endpoints
         .addrs
@@ -411,18 +501,6 @@ fn prepare(settings: Settings) -> Result<(RunCtx, Tally), String> {
         ctx.settings.value_size,
         ctx.settings.duration_s
     );
-    let mut preloaded = Tally::new();
-    if ctx.settings.preload {
-        let began = Instant::now();
-        preloaded = cluster::preload(&mut ctx.worker("pre".into(), 0))?;
-        println!(
-            "preloaded {} keys in {} txns ({:.1} s)",
-            ctx.settings.keys,
-            preloaded.committed,
-            began.elapsed().as_secs_f64()
-        );
-    }
-    Ok((ctx, preloaded))
 }
 
 pub fn run(args: LoadArgs) -> ExitCode {
@@ -437,26 +515,58 @@ pub fn run(args: LoadArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut records = preloaded.records;
-    let slots = CHECK_TXNS_MAX.saturating_sub(records.len()) as u64;
-    let shared = Shared::new(ctx.settings.history.is_some().then_some(slots));
-    let mut rows = Vec::new();
-    let mut errors = Vec::new();
+    let mut out = Swept {
+        rows: Vec::new(),
+        records: preloaded.records,
+        errors: Vec::new(),
+    };
     println!("{HEADER}");
+    sweep(&ctx, &mut out, &mut print_row);
+    finish(&ctx, &out.rows, out.records, out.errors)
+}
+
+/// What a sweep produced: its rows, the recorded transactions and client errors.
+struct Swept {
+    rows: Vec<Row>,
+    records: Vec<TxnRecord>,
+    errors: Vec<String>,
+}
+
+/// Runs every client count in turn, calling `on_row` after each.
+fn sweep(ctx: &RunCtx, out: &mut Swept, on_row: &mut dyn FnMut(&Row)) {
+    let slots = CHECK_TXNS_MAX.saturating_sub(out.records.len()) as u64;
+    let shared = Shared::new(ctx.settings.history.is_some().then_some(slots));
     for (step, clients) in ctx.settings.client_counts.iter().enumerate() {
         shared.committed.store(0, Ordering::Relaxed);
-        let (tally, elapsed) = run_step(&ctx, step, *clients, &shared);
+        let (tally, elapsed) = run_step(ctx, step, *clients, &shared);
         let row = Row::new(*clients, &tally, elapsed);
-        print_row(&row);
-        rows.push(row);
-        records.extend(tally.records);
-        errors.extend(tally.errors);
+        on_row(&row);
+        out.rows.push(row);
+        out.records.extend(tally.records);
+        out.errors.extend(tally.errors);
         if shared.history_full.load(Ordering::Relaxed) {
             println!("note: the history reached {CHECK_TXNS_MAX} txns, the most causeway check takes, so the run stopped early; fix: a shorter --duration, fewer --clients, or no --history");
             break;
         }
     }
-    finish(&ctx, &rows, records, errors)
+}
+
+/// The driver as a library: connects to `w.addrs`, writes every key once, runs each client
+/// count for the duration and returns one row per count; an error if a client failed
+/// (a lost cluster, say), since its rows would then not measure the cluster.
+pub fn drive(w: Sweep) -> Result<Vec<Row>, String> {
+    let (ctx, preloaded) = prepare(Settings::from_sweep(w)?)?;
+    let mut out = Swept {
+        rows: Vec::new(),
+        records: preloaded.records,
+        errors: Vec::new(),
+    };
+    sweep(&ctx, &mut out, &mut |_| {});
+    out.errors.dedup();
+    match out.errors.first() {
+        None => Ok(out.rows),
+        Some(e) => Err(format!("{e} ({} client errors)", out.errors.len())),
+    }
 }
 
 /// Writes the history and the JSON, reports client errors; the exit code.

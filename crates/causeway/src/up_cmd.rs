@@ -35,6 +35,26 @@ pub struct UpArgs {
     /// DC i (from 1) serves RESP at 127.0.0.1:RESP_PORT_BASE+i.
     #[arg(long, default_value_t = 7000)]
     resp_port_base: u16,
+    /// Emulated round trip between every pair of DCs, in ms (default: the PaRiS Fig. 1
+    /// matrix of the cluster file's documentation).
+    #[arg(long)]
+    rtt_ms: Option<f64>,
+}
+
+/// Largest `--rtt-ms`.
+const RTT_MS_MAX: f64 = 10_000.0;
+
+/// The same round trip between every pair of DCs.
+fn uniform_rtt(dcs: u16, rtt_ms: f64) -> Result<Vec<Vec<f64>>, String> {
+    if !(0.0..=RTT_MS_MAX).contains(&rtt_ms) {
+        return Err(format!(
+            "--rtt-ms {rtt_ms} is out of range; fix: pass 0 to {RTT_MS_MAX}"
+        ));
+    }
+    let n = usize::from(dcs);
+    Ok((0..n)
+        .map(|a| (0..n).map(|b| if a == b { 0.0 } else { rtt_ms }).collect())
+        .collect())
 }
 
 fn default_protocol() -> String {
@@ -49,7 +69,7 @@ fn prepare(args: &UpArgs) -> Result<(ClusterConfig, PathBuf), String> {
         return Err("--dcs and --nodes-per-dc must be between 1 and 64".into());
     }
     let data = std::path::absolute(&args.data).map_err(|e| format!("--data: {e}"))?;
-    let config = local_cluster(
+    let mut config = local_cluster(
         &protocol,
         args.dcs,
         args.nodes_per_dc,
@@ -58,6 +78,10 @@ fn prepare(args: &UpArgs) -> Result<(ClusterConfig, PathBuf), String> {
         args.resp_port_base,
     )
     .map_err(|e| e.replace("cluster file: ", ""))?;
+    if let Some(rtt) = args.rtt_ms {
+        config.rtt_ms = Some(uniform_rtt(args.dcs, rtt)?);
+        config.validate()?;
+    }
     std::fs::create_dir_all(&data).map_err(|e| format!("cannot create {}: {e}", data.display()))?;
     let path = data.join("cluster.toml");
     let text = config.to_toml();
