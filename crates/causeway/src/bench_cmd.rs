@@ -86,43 +86,19 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-fn pool(protocol: &str, results: &[SimResult], duration_ms: u64) -> Row {
-    let committed: usize = results.iter().map(|r| r.committed).sum();
-    let seconds = duration_ms as f64 / 1e3 * results.len() as f64;
-    let weighted = |f: fn(&Summary) -> f64| {
-        let n: usize = results.iter().map(|r| r.txn_latency.count).sum();
-        let total: f64 = results
-            .iter()
-            .map(|r| f(&r.txn_latency) * r.txn_latency.count as f64)
-            .sum();
-        if n == 0 {
-            0.0
-        } else {
-            total / n as f64
-        }
-    };
-    let latency = Summary {
-        count: results.iter().map(|r| r.txn_latency.count).sum(),
-        mean_ms: weighted(|s| s.mean_ms),
-        p50_ms: weighted(|s| s.p50_ms),
-        p99_ms: weighted(|s| s.p99_ms),
-        max_ms: results
-            .iter()
-            .map(|r| r.txn_latency.max_ms)
-            .fold(0.0, f64::max),
-    };
+/// Pools the seeds of one protocol with the experiments' pooling (latencies weighted by
+/// committed count).
+fn pool(protocol: &str, clients: u32, results: &[SimResult], duration_ms: u64) -> Row {
+    let p = causeway_bench::experiment::pool(clients, results, duration_ms);
     Row {
         protocol: protocol.to_string(),
-        committed,
-        aborted: results.iter().map(|r| r.aborted).sum(),
+        committed: p.committed,
+        aborted: p.aborted,
         refused: results.iter().map(|r| r.refused).sum(),
-        throughput_txn_per_s: committed as f64 / seconds.max(1e-9),
-        latency,
-        samples: results
-            .last()
-            .map(|r| r.samples.clone())
-            .unwrap_or_default(),
-        violations: results.iter().filter(|r| r.violation.is_some()).count(),
+        throughput_txn_per_s: p.throughput_txn_per_s,
+        latency: p.latency,
+        samples: p.samples,
+        violations: p.violations,
     }
 }
 
@@ -140,7 +116,12 @@ fn run_protocol(protocol: &str, args: &BenchArgs, seeds: (u64, u64)) -> Result<R
         results.push(r);
     }
     bar.finish_and_clear();
-    Ok(pool(protocol, &results, args.workload.duration_ms))
+    Ok(pool(
+        protocol,
+        args.workload.clients_per_dc,
+        &results,
+        args.workload.duration_ms,
+    ))
 }
 
 fn print_table(rows: &[Row]) {
