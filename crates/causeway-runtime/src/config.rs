@@ -17,6 +17,7 @@
 //! addr = "127.0.0.1:7200"        # node-to-node listener
 //! client_addr = "127.0.0.1:7101" # optional: native client endpoint of the DC
 //! resp_addr = "127.0.0.1:7001"   # optional: RESP endpoint of the DC
+//! metrics_addr = "127.0.0.1:9100" # optional: Prometheus `GET /metrics` of this node
 //! ```
 
 use causeway_core::{DcId, NodeId, Topology};
@@ -93,6 +94,9 @@ pub struct NodeSpec {
     pub client_addr: Option<SocketAddr>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resp_addr: Option<SocketAddr>,
+    /// Where this node serves Prometheus metrics (`GET /metrics`); none: no endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_addr: Option<SocketAddr>,
     /// Overrides `data_dir/<name>` as this node's log directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
@@ -290,7 +294,7 @@ impl ClusterConfig {
             let mut used: Vec<SocketAddr> = Vec::new();
             for m in &self.nodes[..i] {
                 used.extend(
-                    [Some(m.addr), m.client_addr, m.resp_addr]
+                    [Some(m.addr), m.client_addr, m.resp_addr, m.metrics_addr]
                         .into_iter()
                         .flatten(),
                 );
@@ -299,6 +303,7 @@ impl ClusterConfig {
                 ("addr", Some(n.addr)),
                 ("client_addr", n.client_addr),
                 ("resp_addr", n.resp_addr),
+                ("metrics_addr", n.metrics_addr),
             ] {
                 if a.is_some_and(|a| used.contains(&a)) {
                     let problem =
@@ -502,6 +507,7 @@ pub fn local_cluster(
                 } else {
                     None
                 },
+                metrics_addr: None,
                 data_dir: None,
             });
         }

@@ -6,7 +6,9 @@
 //! node task ([`node`]) that owns the machine and the client sessions hosted here, a
 //! storage thread doing group commit ([`storage`]), one outgoing link per peer node and a
 //! listener for incoming ones ([`transport`], wire in [`peer`]), and, when the cluster
-//! file gives the node a `client_addr`, the native client endpoint ([`gateway`]).
+//! file gives the node a `client_addr`, the native client endpoint ([`gateway`]), and,
+//! when it gives a `metrics_addr`, the Prometheus endpoint ([`metrics_http`]) over the
+//! node's metrics registry ([`telemetry`]).
 //! The gateway and the node task know each other only through [`control`] (the requests,
 //! limits, session-id layout and gauge board they share); [`samples`] turns the machine's
 //! measurement samples into published gauges.
@@ -15,10 +17,12 @@
 pub mod config;
 pub mod control;
 pub mod gateway;
+pub mod metrics_http;
 pub mod node;
 pub mod peer;
 pub mod samples;
 pub mod storage;
+pub mod telemetry;
 pub mod transport;
 
 pub use config::{local_cluster, ClusterConfig, Placement};
@@ -30,7 +34,9 @@ use control::{Control, SharedGauges};
 use node::{Inputs, NodeSetup, NodeTask};
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use telemetry::{NodeLabels, NodeMetrics};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use transport::{Identity, Inbound};
@@ -65,6 +71,11 @@ impl Server {
             node_count: config.nodes.len() as u32,
         };
         let peers = bind(placement.spec.addr, "addr").await?;
+        let metrics = NodeMetrics::new(&NodeLabels {
+            protocol: config.protocol.clone(),
+            dc: config.dcs[usize::from(placement.dc.0)].clone(),
+            node: node_name.to_string(),
+        });
         let (persist_tx, persist_rx) = mpsc::channel(config.limits.persist_queue_max);
         let (disk_tx, disk_rx) = mpsc::unbounded_channel();
         let disk = storage::spawn(
@@ -72,6 +83,7 @@ impl Server {
             Box::new(recovered.log),
             persist_rx,
             disk_tx,
+            metrics.disk(),
         );
         let (net_tx, net_rx) = mpsc::channel(config.limits.inbox_max);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
@@ -89,6 +101,11 @@ impl Server {
                 max,
             )));
         }
+        if let Some(addr) = placement.spec.metrics_addr {
+            let listener = bind(addr, "metrics_addr").await?;
+            let render = scrape_render(config, &metrics, &gateway, &links);
+            background.push(tokio::spawn(metrics_http::serve(listener, render)));
+        }
         let setup = NodeSetup {
             id: placement.id,
             dc: placement.dc,
@@ -103,8 +120,8 @@ impl Server {
             disk: disk_rx,
             stop: stop_rx,
         };
-        let task =
-            tokio::spawn(NodeTask::new(setup, machine, links, persist_tx, gauges).run(inputs));
+        let node_task = NodeTask::new(setup, machine, links, persist_tx, gauges, &metrics);
+        let task = tokio::spawn(node_task.run(inputs));
         tracing::info!(
             node = node_name,
             id = placement.id.0,
@@ -112,6 +129,7 @@ impl Server {
             protocol = %config.protocol,
             peers = %placement.spec.addr,
             clients = ?placement.spec.client_addr,
+            metrics = ?placement.spec.metrics_addr,
             "node ready"
         );
         Ok(Server {
@@ -215,6 +233,42 @@ fn new_gateway(
         config.limits.sessions_max,
         gauges.clone(),
     )
+}
+
+/// What a scrape renders: the node's metrics after setting the gauges read only at
+/// scrape time (sessions, client connections, each link's queue), so they cost nothing
+/// between scrapes.
+fn scrape_render(
+    config: &ClusterConfig,
+    metrics: &NodeMetrics,
+    gateway: &Gateway,
+    links: &HashMap<NodeId, transport::Link>,
+) -> metrics_http::Render {
+    let sessions = metrics.gauge(telemetry::SESSIONS, &[]);
+    let connections = metrics.gauge(telemetry::CONNECTIONS, &[]);
+    let names: HashMap<NodeId, String> = config
+        .placements()
+        .into_iter()
+        .map(|p| (p.id, p.spec.name))
+        .collect();
+    let mut depths: Vec<_> = links
+        .iter()
+        .map(|(id, link)| {
+            let peer = names.get(id).cloned().unwrap_or_else(|| id.0.to_string());
+            let gauge = metrics.gauge(telemetry::LINK_DEPTH, &[("peer", peer)]);
+            (gauge, link.clone())
+        })
+        .collect();
+    depths.sort_by_key(|(_, link)| link.peer());
+    let (metrics, gateway) = (metrics.clone(), gateway.clone());
+    Arc::new(move || {
+        sessions.set(gateway.live_sessions() as f64);
+        connections.set(gateway.client_connections() as f64);
+        for (gauge, link) in &depths {
+            gauge.set(link.depth() as f64);
+        }
+        metrics.render()
+    })
 }
 
 fn spawn_links(
