@@ -574,6 +574,14 @@ mod tests {
         let e = c.validate().unwrap_err();
         assert!(e.contains("nodes[3].addr") && e.contains("own port"), "{e}");
         let mut c = local();
+        c.nodes[2].metrics_addr = c.nodes[0].client_addr;
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("nodes[2].metrics_addr"), "{e}");
+        c.nodes[2].metrics_addr = Some("127.0.0.1:9102".parse().unwrap());
+        let text = c.to_toml();
+        assert!(text.contains("metrics_addr = \"127.0.0.1:9102\""), "{text}");
+        assert_eq!(ClusterConfig::parse(&text).unwrap(), c);
+        let mut c = local();
         c.nodes.pop();
         assert!(c.validate().unwrap_err().contains("same number of nodes"));
         let mut c = local();

@@ -89,7 +89,10 @@ impl Server {
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = watch::channel(false);
         let links = spawn_links(config, &placement, &me);
-        let mut background = vec![tokio::spawn(Inbound::new(me.clone(), net_tx).serve(peers))];
+        let mut background = vec![
+            tokio::spawn(Inbound::new(me.clone(), net_tx).serve(peers)),
+            tokio::spawn(telemetry::run_upkeep(metrics.clone())),
+        ];
         let gauges = SharedGauges::default();
         let gateway = new_gateway(config, &placement, recovered.epoch, control_tx, &gauges);
         if let Some(addr) = placement.spec.client_addr {

@@ -11,6 +11,10 @@
 //! - [`DiskMetrics`] (storage thread): group-commit batch sizes and write times;
 //! - the scrape-time gauges (sessions, connections, link queues), set by whoever renders.
 //!
+//! The exporter buffers histogram values until a render or an upkeep folds them into the
+//! buckets, so [`run_upkeep`] does that every [`UPKEEP_INTERVAL`]: a node nobody scrapes
+//! (or with no `metrics_addr`) must not keep every sample it ever took.
+//!
 //! Label values and machine-provided names are bounded (`*_MAX`): a series costs memory
 //! for the life of the process and every scrape, so an unbounded source (abort reasons are
 //! free text) must not grow them without limit.
@@ -27,6 +31,8 @@ pub const ABORT_REASONS_MAX: usize = 16;
 pub const REASON_CHARS_MAX: usize = 64;
 /// Most distinct machine sample and gauge names exported; later ones are ignored.
 pub const MACHINE_NAMES_MAX: usize = 256;
+/// How often buffered histogram values are folded into their buckets.
+pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 /// Buckets of every `*_seconds` histogram: 50 µs to 10 s.
 const SECONDS_BUCKETS: &[f64] = &[
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -76,6 +82,11 @@ impl NodeMetrics {
         };
         metrics.describe_fixed();
         metrics
+    }
+
+    /// Folds buffered histogram values into their buckets.
+    pub fn upkeep(&self) {
+        self.inner.handle.run_upkeep();
     }
 
     /// The Prometheus text exposition of every series.
@@ -164,6 +175,15 @@ impl NodeMetrics {
             gauges: BTreeMap::new(),
             overflowed: false,
         }
+    }
+}
+
+/// Runs [`NodeMetrics::upkeep`] every [`UPKEEP_INTERVAL`], forever.
+pub async fn run_upkeep(metrics: NodeMetrics) {
+    let mut ticker = tokio::time::interval(UPKEEP_INTERVAL);
+    loop {
+        ticker.tick().await;
+        metrics.upkeep();
     }
 }
 
@@ -334,6 +354,17 @@ mod tests {
         }
         assert!(text.contains(labels), "labels missing:\n{text}");
         assert!(text.contains("# HELP causeway_txn_commits_total"));
+    }
+
+    #[test]
+    fn upkeep_keeps_what_was_recorded() {
+        let m = node();
+        m.disk().batch(3, Duration::from_millis(1));
+        m.upkeep();
+        m.disk().batch(4, Duration::from_millis(1));
+        m.upkeep();
+        let sum = r#"causeway_disk_batch_records_sum{protocol="p",dc="dc1",node="dc1-n1"} 7"#;
+        assert!(m.render().contains(sum), "{}", m.render());
     }
 
     #[test]
