@@ -71,11 +71,7 @@ impl Server {
             node_count: config.nodes.len() as u32,
         };
         let peers = bind(placement.spec.addr, "addr").await?;
-        let metrics = NodeMetrics::new(&NodeLabels {
-            protocol: config.protocol.clone(),
-            dc: config.dcs[usize::from(placement.dc.0)].clone(),
-            node: node_name.to_string(),
-        });
+        let metrics = node_metrics(config, &placement);
         let (persist_tx, persist_rx) = mpsc::channel(config.limits.persist_queue_max);
         let (disk_tx, disk_rx) = mpsc::unbounded_channel();
         let disk = storage::spawn(
@@ -95,20 +91,8 @@ impl Server {
         ];
         let gauges = SharedGauges::default();
         let gateway = new_gateway(config, &placement, recovered.epoch, control_tx, &gauges);
-        if let Some(addr) = placement.spec.client_addr {
-            let listener = bind(addr, "client_addr").await?;
-            let max = config.limits.client_connections_max;
-            background.push(tokio::spawn(gateway::serve_clients(
-                listener,
-                gateway.clone(),
-                max,
-            )));
-        }
-        if let Some(addr) = placement.spec.metrics_addr {
-            let listener = bind(addr, "metrics_addr").await?;
-            let render = scrape_render(config, &metrics, &gateway, &links);
-            background.push(tokio::spawn(metrics_http::serve(listener, render)));
-        }
+        let render = scrape_render(config, &metrics, &gateway, &links);
+        background.extend(open_endpoints(config, &placement, &gateway, render).await?);
         let setup = NodeSetup {
             id: placement.id,
             dc: placement.dc,
@@ -125,16 +109,7 @@ impl Server {
         };
         let node_task = NodeTask::new(setup, machine, links, persist_tx, gauges, &metrics);
         let task = tokio::spawn(node_task.run(inputs));
-        tracing::info!(
-            node = node_name,
-            id = placement.id.0,
-            dc = %config.dcs[usize::from(placement.dc.0)],
-            protocol = %config.protocol,
-            peers = %placement.spec.addr,
-            clients = ?placement.spec.client_addr,
-            metrics = ?placement.spec.metrics_addr,
-            "node ready"
-        );
+        log_ready(config, &placement);
         Ok(Server {
             placement,
             gateway,
@@ -182,6 +157,50 @@ impl Server {
         tracing::info!(node = %name, "stopped");
         result.map_err(|e| format!("node task failed: {e}"))?
     }
+}
+
+/// The node's metrics registry, labelled with its protocol, DC and name.
+fn node_metrics(config: &ClusterConfig, placement: &Placement) -> NodeMetrics {
+    NodeMetrics::new(&NodeLabels {
+        protocol: config.protocol.clone(),
+        dc: config.dcs[usize::from(placement.dc.0)].clone(),
+        node: placement.spec.name.clone(),
+    })
+}
+
+/// Opens the endpoints the cluster file gives the node: native clients at `client_addr`,
+/// Prometheus metrics at `metrics_addr`.
+async fn open_endpoints(
+    config: &ClusterConfig,
+    placement: &Placement,
+    gateway: &Gateway,
+    render: metrics_http::Render,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, String> {
+    let mut tasks = Vec::new();
+    if let Some(addr) = placement.spec.client_addr {
+        let listener = bind(addr, "client_addr").await?;
+        let max = config.limits.client_connections_max;
+        let serve = gateway::serve_clients(listener, gateway.clone(), max);
+        tasks.push(tokio::spawn(serve));
+    }
+    if let Some(addr) = placement.spec.metrics_addr {
+        let listener = bind(addr, "metrics_addr").await?;
+        tasks.push(tokio::spawn(metrics_http::serve(listener, render)));
+    }
+    Ok(tasks)
+}
+
+fn log_ready(config: &ClusterConfig, placement: &Placement) {
+    tracing::info!(
+        node = %placement.spec.name,
+        id = placement.id.0,
+        dc = %config.dcs[usize::from(placement.dc.0)],
+        protocol = %config.protocol,
+        peers = %placement.spec.addr,
+        clients = ?placement.spec.client_addr,
+        metrics = ?placement.spec.metrics_addr,
+        "node ready"
+    );
 }
 
 /// Reads the node's log and rebuilds its machine from every durable record.
