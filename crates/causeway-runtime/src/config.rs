@@ -17,6 +17,7 @@
 //! addr = "127.0.0.1:7200"        # node-to-node listener
 //! client_addr = "127.0.0.1:7101" # optional: native client endpoint of the DC
 //! resp_addr = "127.0.0.1:7001"   # optional: RESP endpoint of the DC
+//! metrics_addr = "127.0.0.1:9100" # optional: Prometheus `GET /metrics` of this node
 //! ```
 
 use causeway_core::{DcId, NodeId, Topology};
@@ -93,6 +94,9 @@ pub struct NodeSpec {
     pub client_addr: Option<SocketAddr>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resp_addr: Option<SocketAddr>,
+    /// Where this node serves Prometheus metrics (`GET /metrics`); none: no endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_addr: Option<SocketAddr>,
     /// Overrides `data_dir/<name>` as this node's log directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
@@ -290,7 +294,7 @@ impl ClusterConfig {
             let mut used: Vec<SocketAddr> = Vec::new();
             for m in &self.nodes[..i] {
                 used.extend(
-                    [Some(m.addr), m.client_addr, m.resp_addr]
+                    [Some(m.addr), m.client_addr, m.resp_addr, m.metrics_addr]
                         .into_iter()
                         .flatten(),
                 );
@@ -299,6 +303,7 @@ impl ClusterConfig {
                 ("addr", Some(n.addr)),
                 ("client_addr", n.client_addr),
                 ("resp_addr", n.resp_addr),
+                ("metrics_addr", n.metrics_addr),
             ] {
                 if a.is_some_and(|a| used.contains(&a)) {
                     let problem =
@@ -502,6 +507,7 @@ pub fn local_cluster(
                 } else {
                     None
                 },
+                metrics_addr: None,
                 data_dir: None,
             });
         }
@@ -567,6 +573,14 @@ mod tests {
         c.nodes[3].addr = c.nodes[0].addr;
         let e = c.validate().unwrap_err();
         assert!(e.contains("nodes[3].addr") && e.contains("own port"), "{e}");
+        let mut c = local();
+        c.nodes[2].metrics_addr = c.nodes[0].client_addr;
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("nodes[2].metrics_addr"), "{e}");
+        c.nodes[2].metrics_addr = Some("127.0.0.1:9102".parse().unwrap());
+        let text = c.to_toml();
+        assert!(text.contains("metrics_addr = \"127.0.0.1:9102\""), "{text}");
+        assert_eq!(ClusterConfig::parse(&text).unwrap(), c);
         let mut c = local();
         c.nodes.pop();
         assert!(c.validate().unwrap_err().contains("same number of nodes"));

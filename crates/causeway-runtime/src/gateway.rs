@@ -44,6 +44,8 @@ struct Inner {
     prefix: u64,
     next: AtomicU64,
     live: Arc<AtomicUsize>,
+    /// Native client connections open now (for the metrics).
+    connections: Arc<AtomicUsize>,
     sessions_max: usize,
     gauges: SharedGauges,
 }
@@ -71,6 +73,7 @@ impl Gateway {
                 prefix,
                 next: AtomicU64::new(1),
                 live: Arc::new(AtomicUsize::new(0)),
+                connections: Arc::new(AtomicUsize::new(0)),
                 sessions_max,
                 gauges,
             }),
@@ -91,6 +94,11 @@ impl Gateway {
     /// Sessions open now.
     pub fn live_sessions(&self) -> usize {
         self.inner.live.load(Ordering::Relaxed)
+    }
+
+    /// Native client connections open now on this node's endpoint.
+    pub fn client_connections(&self) -> usize {
+        self.inner.connections.load(Ordering::Relaxed)
     }
 
     /// A fresh session with an empty causal past. When the node cannot host one more,
@@ -201,7 +209,7 @@ impl Drop for GatewaySession {
 
 /// Serves the native client protocol on `listener` forever.
 pub async fn serve_clients(listener: TcpListener, gateway: Gateway, connections_max: usize) {
-    let open = Arc::new(AtomicUsize::new(0));
+    let open = gateway.inner.connections.clone();
     loop {
         let (stream, addr) = match listener.accept().await {
             Ok(v) => v,

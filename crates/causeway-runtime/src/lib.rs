@@ -6,7 +6,9 @@
 //! node task ([`node`]) that owns the machine and the client sessions hosted here, a
 //! storage thread doing group commit ([`storage`]), one outgoing link per peer node and a
 //! listener for incoming ones ([`transport`], wire in [`peer`]), and, when the cluster
-//! file gives the node a `client_addr`, the native client endpoint ([`gateway`]).
+//! file gives the node a `client_addr`, the native client endpoint ([`gateway`]), and,
+//! when it gives a `metrics_addr`, the Prometheus endpoint ([`metrics_http`]) over the
+//! node's metrics registry ([`telemetry`]).
 //! The gateway and the node task know each other only through [`control`] (the requests,
 //! limits, session-id layout and gauge board they share); [`samples`] turns the machine's
 //! measurement samples into published gauges.
@@ -15,10 +17,12 @@
 pub mod config;
 pub mod control;
 pub mod gateway;
+pub mod metrics_http;
 pub mod node;
 pub mod peer;
 pub mod samples;
 pub mod storage;
+pub mod telemetry;
 pub mod transport;
 
 pub use config::{local_cluster, ClusterConfig, Placement};
@@ -30,7 +34,9 @@ use control::{Control, SharedGauges};
 use node::{Inputs, NodeSetup, NodeTask};
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use telemetry::{NodeLabels, NodeMetrics};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use transport::{Identity, Inbound};
@@ -65,6 +71,7 @@ impl Server {
             node_count: config.nodes.len() as u32,
         };
         let peers = bind(placement.spec.addr, "addr").await?;
+        let metrics = node_metrics(config, &placement);
         let (persist_tx, persist_rx) = mpsc::channel(config.limits.persist_queue_max);
         let (disk_tx, disk_rx) = mpsc::unbounded_channel();
         let disk = storage::spawn(
@@ -72,23 +79,20 @@ impl Server {
             Box::new(recovered.log),
             persist_rx,
             disk_tx,
+            metrics.disk(),
         );
         let (net_tx, net_rx) = mpsc::channel(config.limits.inbox_max);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = watch::channel(false);
         let links = spawn_links(config, &placement, &me);
-        let mut background = vec![tokio::spawn(Inbound::new(me.clone(), net_tx).serve(peers))];
+        let mut background = vec![
+            tokio::spawn(Inbound::new(me.clone(), net_tx).serve(peers)),
+            tokio::spawn(telemetry::run_upkeep(metrics.clone())),
+        ];
         let gauges = SharedGauges::default();
         let gateway = new_gateway(config, &placement, recovered.epoch, control_tx, &gauges);
-        if let Some(addr) = placement.spec.client_addr {
-            let listener = bind(addr, "client_addr").await?;
-            let max = config.limits.client_connections_max;
-            background.push(tokio::spawn(gateway::serve_clients(
-                listener,
-                gateway.clone(),
-                max,
-            )));
-        }
+        let render = scrape_render(config, &metrics, &gateway, &links);
+        background.extend(open_endpoints(config, &placement, &gateway, render).await?);
         let setup = NodeSetup {
             id: placement.id,
             dc: placement.dc,
@@ -103,17 +107,9 @@ impl Server {
             disk: disk_rx,
             stop: stop_rx,
         };
-        let task =
-            tokio::spawn(NodeTask::new(setup, machine, links, persist_tx, gauges).run(inputs));
-        tracing::info!(
-            node = node_name,
-            id = placement.id.0,
-            dc = %config.dcs[usize::from(placement.dc.0)],
-            protocol = %config.protocol,
-            peers = %placement.spec.addr,
-            clients = ?placement.spec.client_addr,
-            "node ready"
-        );
+        let node_task = NodeTask::new(setup, machine, links, persist_tx, gauges, &metrics);
+        let task = tokio::spawn(node_task.run(inputs));
+        log_ready(config, &placement);
         Ok(Server {
             placement,
             gateway,
@@ -161,6 +157,50 @@ impl Server {
         tracing::info!(node = %name, "stopped");
         result.map_err(|e| format!("node task failed: {e}"))?
     }
+}
+
+/// The node's metrics registry, labelled with its protocol, DC and name.
+fn node_metrics(config: &ClusterConfig, placement: &Placement) -> NodeMetrics {
+    NodeMetrics::new(&NodeLabels {
+        protocol: config.protocol.clone(),
+        dc: config.dcs[usize::from(placement.dc.0)].clone(),
+        node: placement.spec.name.clone(),
+    })
+}
+
+/// Opens the endpoints the cluster file gives the node: native clients at `client_addr`,
+/// Prometheus metrics at `metrics_addr`.
+async fn open_endpoints(
+    config: &ClusterConfig,
+    placement: &Placement,
+    gateway: &Gateway,
+    render: metrics_http::Render,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, String> {
+    let mut tasks = Vec::new();
+    if let Some(addr) = placement.spec.client_addr {
+        let listener = bind(addr, "client_addr").await?;
+        let max = config.limits.client_connections_max;
+        let serve = gateway::serve_clients(listener, gateway.clone(), max);
+        tasks.push(tokio::spawn(serve));
+    }
+    if let Some(addr) = placement.spec.metrics_addr {
+        let listener = bind(addr, "metrics_addr").await?;
+        tasks.push(tokio::spawn(metrics_http::serve(listener, render)));
+    }
+    Ok(tasks)
+}
+
+fn log_ready(config: &ClusterConfig, placement: &Placement) {
+    tracing::info!(
+        node = %placement.spec.name,
+        id = placement.id.0,
+        dc = %config.dcs[usize::from(placement.dc.0)],
+        protocol = %config.protocol,
+        peers = %placement.spec.addr,
+        clients = ?placement.spec.client_addr,
+        metrics = ?placement.spec.metrics_addr,
+        "node ready"
+    );
 }
 
 /// Reads the node's log and rebuilds its machine from every durable record.
@@ -215,6 +255,42 @@ fn new_gateway(
         config.limits.sessions_max,
         gauges.clone(),
     )
+}
+
+/// What a scrape renders: the node's metrics after setting the gauges read only at
+/// scrape time (sessions, client connections, each link's queue), so they cost nothing
+/// between scrapes.
+fn scrape_render(
+    config: &ClusterConfig,
+    metrics: &NodeMetrics,
+    gateway: &Gateway,
+    links: &HashMap<NodeId, transport::Link>,
+) -> metrics_http::Render {
+    let sessions = metrics.gauge(telemetry::SESSIONS, &[]);
+    let connections = metrics.gauge(telemetry::CONNECTIONS, &[]);
+    let names: HashMap<NodeId, String> = config
+        .placements()
+        .into_iter()
+        .map(|p| (p.id, p.spec.name))
+        .collect();
+    let mut depths: Vec<_> = links
+        .iter()
+        .map(|(id, link)| {
+            let peer = names.get(id).cloned().unwrap_or_else(|| id.0.to_string());
+            let gauge = metrics.gauge(telemetry::LINK_DEPTH, &[("peer", peer)]);
+            (gauge, link.clone())
+        })
+        .collect();
+    depths.sort_by_key(|(_, link)| link.peer());
+    let (metrics, gateway) = (metrics.clone(), gateway.clone());
+    Arc::new(move || {
+        sessions.set(gateway.live_sessions() as f64);
+        connections.set(gateway.client_connections() as f64);
+        for (gauge, link) in &depths {
+            gauge.set(link.depth() as f64);
+        }
+        metrics.render()
+    })
 }
 
 fn spawn_links(

@@ -23,14 +23,20 @@
 //! the machine's `gauges()` on the [`SharedGauges`] board the gateway reads, for RESP
 //! `INFO` (the naming rule is in [`crate::samples`]).
 //!
+//! Metrics ([`crate::telemetry`]): every sample also feeds its histogram, the machine's
+//! gauges are exported at the same interval, and each hosted session's transaction is
+//! timed from the submission of its `Begin` to its `Committed`, and counted by outcome.
+//!
 //! The task talks to the gateway only through [`crate::control`].
 
 use crate::control::{session_host, stops, Control, SharedGauges, BATCH_REQUESTS_MAX};
 use crate::samples::LatestSamples;
 use crate::storage::{DiskEvent, PersistReq};
+use crate::telemetry::{MachineMetrics, NodeMetrics, TxnMetrics};
 use crate::transport::{Link, NetMsg};
 use causeway_core::{
-    Addr, Ctx, DcId, Error, Nanos, NodeId, Output, Request, Response, SessionId, Topology, TrueTime,
+    Addr, Ctx, DcId, Error, Nanos, NodeId, Output, Request, Response, SessionId, Topology,
+    TrueTime, TxnKind,
 };
 use causeway_protocols::{new_session, BoxedNode, BoxedSession, Msg, Params};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -60,6 +66,16 @@ enum Target {
 struct Hosted {
     machine: BoxedSession,
     running: Option<Batch>,
+    /// When the open transaction's `Begin` was submitted, and its kind.
+    began: Option<(Instant, &'static str)>,
+}
+
+/// The `kind` label of a transaction.
+fn kind_label(kind: &TxnKind) -> &'static str {
+    match kind {
+        TxnKind::Causal => "causal",
+        TxnKind::Strong => "strong",
+    }
 }
 
 /// A batch of requests running on one session.
@@ -102,6 +118,8 @@ pub struct NodeTask {
     gauges: SharedGauges,
     samples: LatestSamples,
     gauges_at: Instant,
+    txn_metrics: TxnMetrics,
+    machine_metrics: MachineMetrics,
 }
 
 /// The channels the node task reads.
@@ -119,6 +137,7 @@ impl NodeTask {
         links: HashMap<NodeId, Link>,
         persist: mpsc::Sender<PersistReq>,
         gauges: SharedGauges,
+        metrics: &NodeMetrics,
     ) -> NodeTask {
         NodeTask {
             setup,
@@ -134,6 +153,8 @@ impl NodeTask {
             gauges,
             samples: LatestSamples::default(),
             gauges_at: Instant::now(),
+            txn_metrics: metrics.txn(),
+            machine_metrics: metrics.machine(),
         }
     }
 
@@ -178,12 +199,15 @@ impl NodeTask {
     /// `GAUGES_INTERVAL` (the machine buffers samples only until this call, so it runs
     /// after every input; publishing is rarer because it takes the board's lock).
     fn collect_samples(&mut self) {
-        self.samples.record(self.node.take_samples());
+        let samples = self.node.take_samples();
+        self.machine_metrics.samples(&samples);
+        self.samples.record(samples);
         if self.gauges_at.elapsed() < GAUGES_INTERVAL {
             return;
         }
         self.gauges_at = Instant::now();
         let gauges = self.node.gauges(self.last_clock);
+        self.machine_metrics.gauges(&gauges);
         self.gauges.publish(self.samples.gauges(gauges));
     }
 
@@ -294,6 +318,7 @@ impl NodeTask {
         let hosted = Hosted {
             machine,
             running: None,
+            began: None,
         };
         self.sessions.insert(session, hosted);
         Ok(())
@@ -310,6 +335,9 @@ impl NodeTask {
             let Some(request) = hosted.running.as_mut().and_then(|b| b.pending.pop_front()) else {
                 return;
             };
+            if let Request::Begin { kind } = &request {
+                hosted.began = Some((Instant::now(), kind_label(kind)));
+            }
             hosted.machine.submit(&mut ctx, request);
             if !self.session_outputs(session, ctx) {
                 return;
@@ -405,6 +433,19 @@ impl NodeTask {
             );
             return false;
         };
+        match &resp {
+            Response::Committed => {
+                let began = hosted.began.take();
+                let kind = began.map_or("unknown", |(_, kind)| kind);
+                self.txn_metrics
+                    .committed(kind, began.map(|(at, _)| at.elapsed()));
+            }
+            Response::Aborted { reason } => {
+                hosted.began = None;
+                self.txn_metrics.aborted(reason);
+            }
+            _ => {}
+        }
         let stop = stops(&resp);
         batch.answers.push(resp);
         if !stop && !batch.pending.is_empty() {

@@ -5,8 +5,10 @@
 //! record waiting (up to the storage crate's batch limits), appends them, calls `sync`
 //! once (one fdatasync for the whole batch) and only then reports the batch's lsns back to
 //! the node task, which calls `handle_persisted` for each, in order. While a sync runs, the
-//! next batch accumulates: the busier the node, the bigger the batches.
+//! next batch accumulates: the busier the node, the bigger the batches. Each batch's size
+//! and write time go to the node's metrics ([`DiskMetrics`]).
 
+use crate::telemetry::DiskMetrics;
 use causeway_core::Lsn;
 use causeway_storage::{meta_u64, FjallLog, Log, LogStats, BATCH_BYTES_MAX, BATCH_RECORDS_MAX};
 use std::path::Path;
@@ -87,6 +89,7 @@ pub fn spawn(
     mut log: Box<dyn Log>,
     mut rx: mpsc::Receiver<PersistReq>,
     events: mpsc::UnboundedSender<DiskEvent>,
+    metrics: DiskMetrics,
 ) -> std::thread::JoinHandle<GroupCommitStats> {
     std::thread::Builder::new()
         .name(format!("{name}-disk"))
@@ -99,6 +102,7 @@ pub fn spawn(
                 let began = Instant::now();
                 let written = write_batch(log.as_mut(), &batch);
                 note_sync(&name, &mut stats, began.elapsed(), batch.len());
+                metrics.batch(batch.len(), began.elapsed());
                 match written {
                     Ok(()) => {
                         let lsns = batch.iter().map(|r| r.lsn).collect();
@@ -190,9 +194,21 @@ mod tests {
             .unwrap();
         }
         drop(tx);
-        let stats = spawn("t".into(), Box::new(MemLog::new()), rx, ev_tx)
-            .join()
-            .unwrap();
+        let labels = crate::telemetry::NodeLabels {
+            protocol: "p".into(),
+            dc: "d".into(),
+            node: "t".into(),
+        };
+        let metrics = crate::telemetry::NodeMetrics::new(&labels);
+        let stats = spawn(
+            "t".into(),
+            Box::new(MemLog::new()),
+            rx,
+            ev_tx,
+            metrics.disk(),
+        )
+        .join()
+        .unwrap();
         let mut seen = Vec::new();
         while let Ok(DiskEvent::Persisted(lsns)) = ev_rx.try_recv() {
             seen.extend(lsns);
@@ -200,6 +216,9 @@ mod tests {
         assert_eq!(seen, (1..=10).collect::<Vec<_>>());
         assert_eq!(stats.log.records, 10);
         assert!(stats.log.syncs < 10, "records were batched: {stats:?}");
+        let text = metrics.render();
+        let count = r#"causeway_disk_batch_records_sum{protocol="p",dc="d",node="t"} 10"#;
+        assert!(text.contains(count), "every record counted once: {text}");
     }
 
     #[test]

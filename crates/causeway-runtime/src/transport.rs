@@ -80,6 +80,16 @@ pub struct Link {
 }
 
 impl Link {
+    /// The peer this link sends to.
+    pub fn peer(&self) -> NodeId {
+        self.peer
+    }
+
+    /// Messages waiting on this link: unsent, or sent and not yet acknowledged.
+    pub fn depth(&self) -> usize {
+        self.state.lock().expect("link lock").queue.len()
+    }
+
     /// Queues `msg` for the peer; it leaves once the emulated latency has passed.
     pub fn push(&self, from: Addr, to: Addr, msg: Msg) {
         let mut s = self.state.lock().expect("link lock");

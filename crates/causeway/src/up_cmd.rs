@@ -2,7 +2,8 @@
 //!
 //! Writes the cluster file `DATA/cluster.toml` (DC i, from 1, serves clients at
 //! 127.0.0.1:PORT_BASE+i and RESP at 127.0.0.1:RESP_PORT_BASE+i; node k listens for peers
-//! at PORT_BASE+100+k), starts one `causeway server` process per node with its log in
+//! at PORT_BASE+100+k and serves Prometheus metrics at 127.0.0.1:METRICS_PORT_BASE+k),
+//! starts one `causeway server` process per node with its log in
 //! `DATA/NODE.log`, waits until every DC answers, prints the addresses and runs until
 //! Ctrl-C or SIGTERM; then it asks every node to stop (SIGTERM) and waits for them.
 
@@ -35,6 +36,10 @@ pub struct UpArgs {
     /// DC i (from 1) serves RESP at 127.0.0.1:RESP_PORT_BASE+i.
     #[arg(long, default_value_t = 7000)]
     resp_port_base: u16,
+    /// Node k (from 0) serves Prometheus metrics at http://127.0.0.1:METRICS_PORT_BASE+k/metrics
+    /// (0: no metrics endpoints).
+    #[arg(long, default_value_t = 9100)]
+    metrics_port_base: u16,
     /// Emulated round trip between every pair of DCs, in ms (default: the PaRiS Fig. 1
     /// matrix of the cluster file's documentation).
     #[arg(long)]
@@ -80,8 +85,9 @@ fn prepare(args: &UpArgs) -> Result<(ClusterConfig, PathBuf), String> {
     .map_err(|e| e.replace("cluster file: ", ""))?;
     if let Some(rtt) = args.rtt_ms {
         config.rtt_ms = Some(uniform_rtt(args.dcs, rtt)?);
-        config.validate()?;
     }
+    assign_metrics_ports(&mut config, args.metrics_port_base)?;
+    config.validate()?;
     std::fs::create_dir_all(&data).map_err(|e| format!("cannot create {}: {e}", data.display()))?;
     let path = data.join("cluster.toml");
     let text = config.to_toml();
@@ -95,6 +101,20 @@ fn prepare(args: &UpArgs) -> Result<(ClusterConfig, PathBuf), String> {
     }
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok((config, path))
+}
+
+/// Node k (from 0) serves metrics at `base + k`; `base` 0 turns the endpoints off.
+fn assign_metrics_ports(config: &mut ClusterConfig, base: u16) -> Result<(), String> {
+    if base == 0 {
+        return Ok(());
+    }
+    for (k, node) in config.nodes.iter_mut().enumerate() {
+        let port = u16::try_from(usize::from(base) + k).map_err(|_| {
+            format!("metrics port {base}+{k} is out of range; fix: lower --metrics-port-base")
+        })?;
+        node.metrics_addr = Some(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    Ok(())
 }
 
 fn spawn_node(config_path: &Path, data: &Path, name: &str) -> Result<Child, String> {
@@ -190,6 +210,11 @@ fn print_addresses(config: &ClusterConfig, data: &Path) {
                 .map(|a| format!(", RESP at {a}"))
                 .unwrap_or_default();
             println!("  {}: clients at {addr}{resp}", node.dc);
+        }
+    }
+    for node in &config.nodes {
+        if let Some(addr) = node.metrics_addr {
+            println!("  {}: metrics at http://{addr}/metrics", node.name);
         }
     }
     println!("  data and logs in {}", data.display());

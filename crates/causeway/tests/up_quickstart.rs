@@ -18,6 +18,8 @@ fn free_base() -> u16 {
             base + 101,
             base + 51,
             base + 52,
+            base + 60,
+            base + 61,
         ];
         let held: Vec<_> = ports
             .iter()
@@ -100,6 +102,8 @@ fn up_then_cli_writes_at_one_dc_and_reads_causally_at_another_then_ctrl_c_stops(
             &base.to_string(),
             "--resp-port-base",
             &(base + 50).to_string(),
+            "--metrics-port-base",
+            &(base + 60).to_string(),
         ])
         .stdout(Stdio::piped())
         .spawn()
@@ -122,6 +126,8 @@ fn up_then_cli_writes_at_one_dc_and_reads_causally_at_another_then_ctrl_c_stops(
         banner.contains(&format!("dc1: clients at {dc1}")),
         "{banner}"
     );
+    let metrics = format!("dc2-n1: metrics at http://127.0.0.1:{}/metrics", base + 61);
+    assert!(banner.contains(&metrics), "{banner}");
     let out = cli(&dc1, "begin; set photo p1; commit; token");
     let token = out.lines().last().expect("a token line").trim().to_string();
     let out = cli(&dc2, &format!("attach {token}; begin; get photo; commit"));

@@ -264,6 +264,8 @@ impl LocalCluster {
             .arg(self.dir.join("data"))
             .args(["--port-base", &base.to_string()])
             .args(["--resp-port-base", &resp.to_string()])
+            // The bench reads its own numbers; metrics ports would only risk a clash.
+            .args(["--metrics-port-base", "0"])
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)

@@ -57,6 +57,7 @@ impl Cluster {
                     addr: free_addr(&mut held),
                     client_addr: (i == 0).then(|| free_addr(&mut held)),
                     resp_addr: None,
+                    metrics_addr: Some(free_addr(&mut held)),
                     data_dir: None,
                 });
             }
