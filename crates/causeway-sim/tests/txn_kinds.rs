@@ -2,23 +2,14 @@
 //! operations it should, and a protocol without strong transactions refuses them cleanly
 //! (recorded as aborted strong transactions and counted, not a violation).
 
+mod common;
+
 use causeway_check::{HOp, Outcome};
 use causeway_core::TxnKind;
-use causeway_sim::{run, SimConfig, SimResult};
+use causeway_sim::{SimConfig, SimResult};
 
 fn cure(tweak: impl FnOnce(&mut SimConfig)) -> SimResult {
-    let mut c = SimConfig {
-        protocol: "cure".into(),
-        seed: 3,
-        duration_ms: 1_000,
-        quiesce_ms: 1_000,
-        ..SimConfig::default()
-    };
-    tweak(&mut c);
-    let r = run(&c).expect("runs");
-    assert_eq!(r.violation, None);
-    assert!(r.committed > 50, "the run did work: {}", r.committed);
-    r
+    common::cure_run(3, tweak)
 }
 
 #[test]

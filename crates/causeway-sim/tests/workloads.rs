@@ -1,24 +1,15 @@
 //! The workload families in whole runs: what the history records matches what each family
 //! promises, and the new options leave default runs exactly as they were.
 
+mod common;
+
 use causeway_check::{HOp, Outcome};
 use causeway_core::crdt::Update;
 use causeway_core::TxnKind;
-use causeway_sim::{run, SimConfig, SimResult, WorkloadFamily};
+use causeway_sim::{SimConfig, SimResult, WorkloadFamily};
 
 fn cure(tweak: impl FnOnce(&mut SimConfig)) -> SimResult {
-    let mut c = SimConfig {
-        protocol: "cure".into(),
-        seed: 2,
-        duration_ms: 1_000,
-        quiesce_ms: 1_000,
-        ..SimConfig::default()
-    };
-    tweak(&mut c);
-    let r = run(&c).expect("runs");
-    assert_eq!(r.violation, None);
-    assert!(r.committed > 50, "the run did work: {}", r.committed);
-    r
+    common::cure_run(2, tweak)
 }
 
 #[test]

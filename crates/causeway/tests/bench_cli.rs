@@ -1,17 +1,9 @@
 //! `causeway bench --experiment`: listing and unknown names (runs are tested in
 //! `causeway-bench`'s own tests).
 
-use std::process::Command;
+mod cli;
 
-fn causeway(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_causeway"))
-        .args(args)
-        .output()
-        .expect("run causeway");
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), text)
-}
+use cli::causeway;
 
 #[test]
 fn experiments_are_listed_with_their_paper_figure() {

@@ -1,17 +1,9 @@
 //! The `sim` and `check` commands end to end: exit codes, the summary line, history export
 //! and re-checking a saved history.
 
-use std::process::Command;
+mod cli;
 
-fn causeway(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_causeway"))
-        .args(args)
-        .output()
-        .expect("run causeway");
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), text)
-}
+use cli::causeway;
 
 fn temp_path(name: &str) -> String {
     let dir = std::env::temp_dir().join(format!("causeway-sim-cli-{}", std::process::id()));
