@@ -30,6 +30,17 @@ const PALETTE: [RGBColor; SERIES_MAX] = [
 ];
 const SIZE: (u32, u32) = (900, 560);
 
+/// Checks that `path` names a format this module writes (`.svg` or `.png`).
+pub fn check_path(path: &Path) -> Result<(), String> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("svg") | Some("png") => Ok(()),
+        _ => Err(format!(
+            "--plot {}: the file must end in .svg or .png",
+            path.display()
+        )),
+    }
+}
+
 fn register_fonts() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -47,6 +58,7 @@ pub fn plot(path: &Path, title: &str, series: &[Series]) -> Result<(), String> {
             series.len()
         ));
     }
+    check_path(path)?;
     register_fonts();
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     match ext {

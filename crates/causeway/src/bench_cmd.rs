@@ -176,6 +176,12 @@ fn run_experiment(name: &str, args: &BenchArgs) -> ExitCode {
         Ok(e) => e,
         Err(e) => return fail(&e),
     };
+    // Refuse a plot we could not write before minutes of sweeping, not after.
+    if let Some(path) = &args.plot {
+        if let Err(e) = causeway_bench::plot::check_path(std::path::Path::new(path)) {
+            return fail(&e);
+        }
+    }
     let plan = causeway_bench::Plan {
         experiment,
         quick: args.quick,

@@ -24,3 +24,21 @@ fn an_unknown_experiment_is_refused_with_the_known_ones() {
         "{out}"
     );
 }
+
+#[test]
+fn a_plot_file_of_another_format_is_refused_before_the_sweep() {
+    let started = std::time::Instant::now();
+    let (code, out) = causeway(&[
+        "bench",
+        "--experiment",
+        "cure-vs-eventual",
+        "--plot",
+        "x.jpg",
+    ]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains(".svg or .png"), "{out}");
+    assert!(
+        started.elapsed().as_secs() < 5,
+        "refused at once, not after the sweep"
+    );
+}
