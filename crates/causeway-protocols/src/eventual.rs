@@ -33,6 +33,7 @@ impl Protocol for Eventual {
     const REQUIREMENTS: Requirements = Requirements {
         full_replication: true,
         failed_dc_writes_may_vanish: true,
+        uniform_barrier: false,
     };
     type Msg = Msg;
     type Config = Config;

@@ -13,10 +13,12 @@
 //! [`kit`] holds the pieces protocols share.
 
 pub mod cure;
+pub mod cureft;
 pub mod eventual;
 pub mod kit;
 #[macro_use]
 pub mod registry;
+pub mod unistore;
 
 pub use registry::{
     AnyNode, AnySession, BoxedNode, BoxedSession, Guarantee, Protocol, Requirements, WrongProtocol,
@@ -75,4 +77,6 @@ impl NodeConfig {
 registry! {
     Eventual => eventual::Eventual,
     Cure => cure::Cure,
+    CureFt => cureft::CureFt,
+    UniStore => unistore::UniStore,
 }

@@ -45,8 +45,14 @@ pub struct Requirements {
     /// Every DC must replicate every partition.
     pub full_replication: bool,
     /// Writes that originated in a DC that then failed may never become visible elsewhere
-    /// (Cure §IV-A); the simulator's liveness checks leave such keys out.
+    /// (Cure §IV-A); the simulator's liveness checks leave such keys out. When false, the
+    /// checks keep those keys: a failed DC's txn that some surviving DC made visible (or
+    /// that a completed uniform barrier covered) must become visible at every survivor.
     pub failed_dc_writes_may_vanish: bool,
+    /// Answers UNIFORM_BARRIER (UniStore §5.6): the session's past is then stored in
+    /// enough DCs to survive the tolerated failures, and it may move to another DC with
+    /// ATTACH. The simulator's workload issues barriers and migrations only to these.
+    pub uniform_barrier: bool,
 }
 
 /// A protocol: one module and one `registry!` line.

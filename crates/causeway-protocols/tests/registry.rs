@@ -17,11 +17,14 @@ fn topo() -> Topology {
 
 #[test]
 fn every_protocol_is_listed_once_with_its_mutations() {
-    assert_eq!(PROTOCOLS, &["eventual", "cure"]);
+    assert_eq!(PROTOCOLS, &["eventual", "cure", "cureft", "unistore"]);
     assert!(mutations("cure").contains(&"no-read-wait"));
+    assert!(mutations("unistore").contains(&"no-forwarding"));
+    assert!(mutations("unistore").contains(&"visible-before-uniform"));
+    assert!(!mutations("cureft").contains(&"no-forwarding"));
     assert!(mutations("eventual").is_empty());
     let e = entry("nope").err().expect("unknown protocol");
-    assert!(e.contains("known: eventual, cure"), "{e}");
+    assert!(e.contains("known: eventual, cure, cureft, unistore"), "{e}");
 }
 
 #[test]

@@ -75,22 +75,23 @@ impl Node {
         self.try_starts(ctx);
     }
 
-    /// Starts every txn whose session's past the GSS covers (Alg. 1 l.2-6).
+    /// Starts every txn whose session's past the GSS covers (Alg. 1 l.2-6). Under
+    /// UniStore's rules (UniStore Alg. 1 l.2-7) every START goes on at once.
     pub(super) fn try_starts(&mut self, ctx: &mut Ctx<Msg>) {
-        if !self.gss.complete() || self.coord.starts.is_empty() {
+        if self.coord.starts.is_empty() {
             return;
         }
-        let d = self.d;
-        let gss = self.gss.stable().clone();
-        let covered = |cvc: &Vc| (0..gss.dcs.len()).all(|k| k == d || cvc.get(k) <= gss.get(k));
-        let (go, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.coord.starts)
-            .into_iter()
-            .partition(|(_, _, cvc)| covered(cvc));
-        self.coord.starts = wait;
         let clock = self.time.last;
-        for (txn, client, cvc) in go {
-            let mut svc = gss.clone(); // Alg. 1 l.4
-            svc.set(d, cvc.get(d).max(clock)); // Alg. 1 l.5
+        let go = if self.flavor.unistore_rules() {
+            let starts = std::mem::take(&mut self.coord.starts);
+            starts
+                .into_iter()
+                .map(|(txn, client, cvc)| (txn, client, self.unistore_snapshot(&cvc)))
+                .collect()
+        } else {
+            self.cure_snapshots(clock)
+        };
+        for (txn, client, svc) in go {
             let t = Txn {
                 client,
                 svc,
@@ -99,15 +100,34 @@ impl Node {
                 last_active: clock,
             };
             self.coord.txns.insert(txn, t);
-            Coord::reply(
-                ctx,
-                client,
-                Msg::Started {
-                    txn,
-                    result: Ok(()),
-                },
-            );
+            let started = Msg::Started {
+                txn,
+                result: Ok(()),
+            };
+            Coord::reply(ctx, client, started);
         }
+    }
+
+    /// Cure Alg. 1 l.2-6: the STARTs whose past the GSS covers, with their snapshots
+    /// `svc = GSS`, `svc[d] = max(cvc[d], Clock)`; the others keep waiting.
+    fn cure_snapshots(&mut self, clock: u64) -> Vec<(TxnId, Addr, Vc)> {
+        if !self.gss.complete() {
+            return Vec::new();
+        }
+        let d = self.d;
+        let gss = self.gss.stable().clone();
+        let covered = |cvc: &Vc| (0..gss.dcs.len()).all(|k| k == d || cvc.get(k) <= gss.get(k));
+        let (go, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.coord.starts)
+            .into_iter()
+            .partition(|(_, _, cvc)| covered(cvc));
+        self.coord.starts = wait;
+        go.into_iter()
+            .map(|(txn, client, cvc)| {
+                let mut svc = gss.clone(); // Alg. 1 l.4
+                svc.set(d, cvc.get(d).max(clock)); // Alg. 1 l.5
+                (txn, client, svc)
+            })
+            .collect()
     }
 
     /// Appends updates shipped with a request; None (after answering) if the txn is gone.
@@ -454,8 +474,10 @@ impl Node {
     /// The oldest snapshot this coordinator may still use: its open txns' and a lower
     /// bound on future ones (GSS, with the clock as local entry).
     pub(super) fn oldest_snapshot(&self) -> Vc {
-        let mut oldest = self.gss.stable().clone();
-        oldest.set(self.d, self.time.last);
+        let mut oldest = self.visible_vec().clone();
+        if !self.flavor.unistore_rules() {
+            oldest.set(self.d, self.time.last); // Cure: svc[d] >= Clock (Alg. 1 l.5)
+        } // UniStore: a future snapshot is at or above the visible vector (Alg. 1 l.5-6)
         for t in self.coord.txns.values() {
             oldest.meet(&t.svc);
         }

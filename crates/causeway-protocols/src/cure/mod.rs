@@ -110,6 +110,7 @@ mod repl;
 mod session;
 #[cfg(test)]
 mod tests;
+mod uniform;
 
 pub use msg::{Msg, ReplTxn, Stream};
 pub use node::Node;
@@ -130,7 +131,8 @@ impl Protocol for Cure {
     const MUTATIONS: &'static [&'static str] = MUTATIONS;
     const REQUIREMENTS: Requirements = Requirements {
         full_replication: true,
-        failed_dc_writes_may_vanish: true, // Cure §IV-A
+        failed_dc_writes_may_vanish: true,
+        uniform_barrier: false, // Cure §IV-A
     };
     type Msg = Msg;
     type Config = Config;
@@ -138,7 +140,7 @@ impl Protocol for Cure {
     type Session = Session<Client>;
 
     fn recover(config: &NodeConfig, section: &Config, records: &[Vec<u8>]) -> Result<Node, String> {
-        Node::recover(config.clone(), section.clone(), records)
+        Node::recover(config.clone(), section.clone(), Flavor::Cure, records)
     }
 
     fn session(
@@ -149,7 +151,34 @@ impl Protocol for Cure {
         _: &Config,
     ) -> Session<Client> {
         let core = SessionCore::new(Self::NAME, id, dc, topology.clone(), params.clone());
-        Session::new(core, Client::new(topology))
+        Session::new(core, Client::new(topology, Flavor::Cure))
+    }
+}
+
+/// Which protocol this engine runs: Cure itself, or a protocol built on its code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    /// Cure (Akkoorath et al.): snapshots from the GSS and the clock, START waits.
+    Cure,
+    /// UniStore's `CUREFT` baseline (§8.3): UniStore without uniformity tracking, i.e.
+    /// snapshots from the stable vector (the GSS) under Alg. 1's rules, with forwarding.
+    CureFt,
+    /// UniStore (§5): snapshots from `uniformVec`, tolerating `f` DC failures.
+    UniStore { f: usize },
+}
+
+impl Flavor {
+    /// Protocols whose snapshots follow UniStore's Alg. 1 l.2-7 (no START wait).
+    pub fn unistore_rules(self) -> bool {
+        !matches!(self, Flavor::Cure)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::Cure => "cure",
+            Flavor::CureFt => "cureft",
+            Flavor::UniStore { .. } => "unistore",
+        }
     }
 }
 
@@ -190,6 +219,12 @@ impl Default for Config {
 /// within a few ms, so skipping START's wait is rarely observable in the simulator; the
 /// wait is covered by a unit test instead.)
 pub const MUTATIONS: &[&str] = &["no-read-wait", "pvc-ignores-prepared", "commit-time-min"];
+/// UniStore's deliberately broken variants (on top of Cure's).
+pub const UNISTORE_MUTATIONS: &[&str] = &[
+    "no-forwarding",
+    "visible-before-uniform",
+    "attach-no-wait",
+];
 
 /// How far ahead of the clock the persisted lease on claimed timestamps reaches.
 pub const LEASE_NS: Nanos = 200_000_000;
@@ -214,17 +249,30 @@ pub(crate) struct Mutation {
     pub pvc_ignores_prepared: bool,
     /// CommitTime is the min of the prepare times (breaks Alg. 1 l.31).
     pub commit_time_min: bool,
+    /// No relaying of a third DC's txns to a lagging sibling (breaks UniStore §5.5).
+    pub no_forwarding: bool,
+    /// `uniformVec` is the local stable vector: remote txns are visible and barriers
+    /// return before f+1 DCs store them (breaks UniStore Alg. 2 l.33-36).
+    pub visible_before_uniform: bool,
+    /// ATTACH answers at once (breaks UniStore Alg. 1 l.52).
+    pub attach_no_wait: bool,
 }
 
 impl Mutation {
-    pub fn parse(name: Option<&str>) -> Result<Mutation, String> {
+    pub fn parse(name: Option<&str>, flavor: Flavor) -> Result<Mutation, String> {
         let mut m = Mutation::default();
+        let uni = matches!(flavor, Flavor::UniStore { .. });
         match name {
             None => {}
             Some("no-read-wait") => m.no_read_wait = true,
             Some("pvc-ignores-prepared") => m.pvc_ignores_prepared = true,
             Some("commit-time-min") => m.commit_time_min = true,
-            Some(other) => return Err(format!("cure has no mutation '{other}'")),
+            Some("no-forwarding") if uni => m.no_forwarding = true,
+            Some("visible-before-uniform") if uni => m.visible_before_uniform = true,
+            Some("attach-no-wait") if uni => m.attach_no_wait = true,
+            Some(other) => {
+                return Err(format!("{} has no mutation '{other}'", flavor.name()));
+            }
         }
         Ok(m)
     }

@@ -7,11 +7,13 @@ use super::coord::Coord;
 use super::msg::Msg;
 use super::part::{Part, Prepared, Waiting};
 use super::record::Record;
-use super::{Config, Mutation};
+use super::uniform::ClientWait;
+use super::{Config, Flavor, Mutation};
 use crate::kit::durability::Durability;
 use crate::kit::gossip::Gossip;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
+use crate::kit::uniform::Uniform;
 use crate::{NodeConfig, Params};
 use causeway_core::limits::WAITING_REQUESTS_MAX;
 use causeway_core::{
@@ -53,6 +55,7 @@ pub struct Node {
     pub(super) cfg: Config,
     pub(super) me: NodeId,
     pub(super) d: usize,
+    pub(super) flavor: Flavor,
     pub(super) mutation: Mutation,
     pub(super) time: Time,
     pub(super) parts: BTreeMap<PartitionId, Part>,
@@ -61,6 +64,11 @@ pub struct Node {
     pub(super) gss: Gossip<Vc>,
     /// The DC's oldest snapshot in use (for GC): gossip of each node's oldest.
     pub(super) oldest: Gossip<Vc>,
+    /// UniStore's stable matrix and `uniformVec` (`None` for Cure and CureFt).
+    pub(super) uniform: Option<Uniform>,
+    /// UNIFORM_BARRIER and ATTACH requests waiting for their condition (UniStore Alg. 1
+    /// l.49-52), at most `WAITING_REQUESTS_MAX`.
+    pub(super) client_waits: Vec<ClientWait>,
     pub(super) durability: Durability<Msg, Deferred>,
     timers: Timers<Timer>,
     /// (partition, sibling DC) still to be told that we restarted.
@@ -73,14 +81,32 @@ pub struct Node {
 
 impl Node {
     /// Builds a node and replays its records (oldest first).
-    pub fn recover(config: NodeConfig, cfg: Config, records: &[Vec<u8>]) -> Result<Node, String> {
+    pub fn recover(
+        config: NodeConfig,
+        cfg: Config,
+        flavor: Flavor,
+        records: &[Vec<u8>],
+    ) -> Result<Node, String> {
         let topo = config.topology.clone();
         if topo.replication_factor != topo.dcs {
-            return Err("cure needs full replication (replication factor = dcs)".into());
+            let name = flavor.name();
+            return Err(format!(
+                "{name} needs full replication (replication factor = dcs)"
+            ));
         }
-        let mutation = Mutation::parse(config.params.mutation.as_deref())?;
+        let mutation = Mutation::parse(config.params.mutation.as_deref(), flavor)?;
         let d = usize::from(topo.dc_of(config.node).0);
         let dcs = usize::from(topo.dcs);
+        let uniform = match flavor {
+            Flavor::UniStore { f } if f >= dcs => {
+                return Err(format!(
+                    "unistore: f = {f} needs at least f+1 = {} DCs, the cluster has {dcs}",
+                    f + 1
+                ));
+            }
+            Flavor::UniStore { f } => Some(Uniform::new(dcs, d, f)),
+            _ => None,
+        };
         let dc_nodes: Vec<NodeId> = topo.nodes_in_dc(DcId(d as u16)).collect();
         let parts = topo
             .partitions_of(config.node)
@@ -90,6 +116,9 @@ impl Node {
         let mut node = Node {
             me: config.node,
             d,
+            flavor,
+            uniform,
+            client_waits: Vec::new(),
             mutation,
             time: Time::default(),
             parts,
@@ -498,6 +527,7 @@ impl Node {
                 svc,
                 keys,
             } => {
+                self.adopt_remote(&svc); // UniStore Alg. 1 l.19-20
                 let arrived = self.time.clock;
                 let w = Waiting::Read {
                     coord: from_node,
@@ -519,6 +549,7 @@ impl Node {
                 svc,
                 updates,
             } => {
+                self.adopt_remote(&svc); // UniStore Alg. 1 l.37-38
                 let w = Waiting::Prepare {
                     coord: from_node,
                     txn,
@@ -548,7 +579,22 @@ impl Node {
                 stream,
             } => self.on_repl(ctx, from_node, partition, restarted, acks, stream),
             Msg::Stable { pvc, gss, oldest } => self.on_stable(ctx, from_node, pvc, gss, oldest),
-            Msg::Started { .. } | Msg::ReadResult { .. } | Msg::CommitResult { .. } => {}
+            Msg::StableVec { stable } => {
+                let dc = self.topo.dc_of(from_node);
+                self.on_stable_vec(ctx, dc, stable)
+            }
+            Msg::Barrier { req, past } => {
+                let w = ClientWait::new(from, req, past, false);
+                self.on_client_wait(ctx, w)
+            }
+            Msg::Attach { req, past } => {
+                let w = ClientWait::new(from, req, past, true);
+                self.on_client_wait(ctx, w)
+            }
+            Msg::Started { .. }
+            | Msg::ReadResult { .. }
+            | Msg::CommitResult { .. }
+            | Msg::WaitDone { .. } => {}
         }
     }
 

@@ -63,6 +63,9 @@ pub struct Part {
     pub sibs: Siblings,
     /// Commit vectors of remote txns received but not yet covered by the GSS.
     pub unseen: Vec<(DcId, Vc)>,
+    /// UniStore: remote txns stable here but not yet uniform, with when they became
+    /// stable (for the extra-delay samples of Fig. 6), at most `UNSEEN_MAX`.
+    pub stable_unseen: Vec<(DcId, Vc, u64)>,
 }
 
 /// Most remote txns tracked for the visibility-latency measurement.
@@ -81,6 +84,7 @@ impl Part {
             log: ReplLog::default(),
             sibs: Siblings::new(me, all),
             unseen: Vec::new(),
+            stable_unseen: Vec::new(),
         }
     }
 

@@ -32,7 +32,10 @@ impl Node {
         let to = Addr::Node(self.topo.node_of(s, pid));
         let restarted = self.announce.remove(&(pid, s));
         let part = self.parts.get_mut(&pid).expect("hosted");
-        let relays = part.sibs.lagging(s, &part.pvc, clock, grace);
+        let mut relays = part.sibs.lagging(s, &part.pvc, clock, grace);
+        if self.mutation.no_forwarding {
+            relays.clear(); // relays are a third DC's txns: forwarding (§5.5)
+        }
         // Alg. 2 l.23-31: committed txns with ct[d] <= pvc[d] in commit-time order, or a
         // heartbeat (l.25) when there are none.
         let own = part
@@ -144,6 +147,7 @@ impl Node {
             ctx.send(Addr::Node(n), m);
         }
         self.after_gossip(ctx);
+        self.broadcast_stable(ctx);
         // GSS lag: how far the oldest remote entry trails our clock (once all are known).
         let gss = self.gss.stable();
         let remote: Vec<u64> = (0..gss.dcs.len())
@@ -174,25 +178,33 @@ impl Node {
 
     /// The GSS (the entry-wise min of every node's reported pvc, Alg. 2 l.43-46, kept
     /// monotonic by `kit::gossip`) may have advanced: remote txns may be visible now and
-    /// START requests may go on.
+    /// START, ATTACH and UNIFORM_BARRIER requests may go on.
     fn after_gossip(&mut self, ctx: &mut Ctx<Msg>) {
         self.note_visible();
         self.try_starts(ctx);
+        self.serve_client_waits(ctx);
     }
 
     /// Samples how long remote txns took to become visible here (clock vs ct[origin]).
+    /// Under UniStore a txn stable here waits for uniformity (`uniform.rs` samples it).
     fn note_visible(&mut self) {
         let (d, clock) = (self.d, self.time.clock);
+        let uni = self.uniform.is_some();
         let gss = self.gss.stable().clone();
         let mut seen = Vec::new();
         for part in self.parts.values_mut() {
+            let mut stable = Vec::new();
             part.unseen.retain(|(o, ct)| {
                 let visible = (0..ct.dcs.len()).all(|k| k == d || ct.get(k) <= gss.get(k));
-                if visible {
+                if visible && uni {
+                    stable.push((*o, ct.clone(), clock));
+                } else if visible {
                     seen.push(clock.saturating_sub(ct.get(usize::from(o.0))));
                 }
                 !visible
             });
+            let room = super::part::UNSEEN_MAX.saturating_sub(part.stable_unseen.len());
+            part.stable_unseen.extend(stable.into_iter().take(room));
         }
         for v in seen {
             self.sample("remote_visibility_ns", v);

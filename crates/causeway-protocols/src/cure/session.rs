@@ -5,16 +5,19 @@
 //! whenever coordinators' GSS differ.
 
 use super::msg::{Msg, Updates};
+use super::Flavor;
 use crate::kit::session::{ClientProtocol, SessionCore};
 use causeway_core::crdt::ObjType;
 use causeway_core::{Addr, Ctx, Error, Key, NodeId, Response, Topology, TxnKind, Vc};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Pending {
     None,
     Begin,
     Read,
     Commit,
+    /// A UNIFORM_BARRIER or an ATTACH (UniStore), with the past it attaches.
+    Wait { attach: Option<Vc> },
 }
 
 /// The client side of Cure.
@@ -26,15 +29,69 @@ pub struct Client {
     /// Updates of the open txn already shipped to the coordinator.
     shipped: usize,
     pending: Pending,
+    flavor: Flavor,
 }
 
 impl Client {
-    pub fn new(topology: &Topology) -> Client {
+    pub fn new(topology: &Topology, flavor: Flavor) -> Client {
         Client {
             cvc: Vc::zero(usize::from(topology.dcs)),
             coord: NodeId(0),
             shipped: 0,
             pending: Pending::None,
+            flavor,
+        }
+    }
+
+    /// The node of the session's DC that serves its barriers and attaches.
+    fn wait_node(core: &SessionCore) -> NodeId {
+        let n = core.topology.nodes_per_dc;
+        let index = (core.id.0 % u64::from(n)) as u32;
+        NodeId(u32::from(core.dc.0) * n + index)
+    }
+
+    /// Sends a UNIFORM_BARRIER (`attach = None`, UniStore Alg. 1 l.49) or an ATTACH of
+    /// `past` (l.51) and waits for the node's answer.
+    fn start_wait(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, attach: Option<Vc>) {
+        self.coord = Self::wait_node(core);
+        let req = core.start_request(ctx);
+        let past = match &attach {
+            Some(v) => v.clone(),
+            None => self.cvc.clone(),
+        };
+        let m = match attach {
+            Some(_) => Msg::Attach { req, past },
+            None => Msg::Barrier { req, past },
+        };
+        self.pending = Pending::Wait { attach };
+        self.send(ctx, m);
+    }
+
+    fn wait_done(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, r: Result<(), Error>) {
+        let Pending::Wait { attach } = std::mem::replace(&mut self.pending, Pending::None) else {
+            return;
+        };
+        let response = match (r, attach) {
+            (Err(e), _) => Response::Error(e),
+            (Ok(()), Some(past)) => {
+                self.cvc.join(&past); // the attached past is ours now
+                Response::Attached
+            }
+            (Ok(()), None) => Response::BarrierDone,
+        };
+        core.answer(ctx, response);
+    }
+
+    /// Decodes a token of this cluster (a postcard-encoded vector clock).
+    fn decode_token(&self, token: &[u8]) -> Result<Vc, Error> {
+        match postcard::from_bytes::<Vc>(token) {
+            Ok(vc) if vc.dcs.len() == self.cvc.dcs.len() => Ok(vc),
+            Ok(vc) => Err(Error::BadToken(format!(
+                "a token of {} DCs, this cluster has {}",
+                vc.dcs.len(),
+                self.cvc.dcs.len()
+            ))),
+            Err(e) => Err(Error::BadToken(e.to_string())),
         }
     }
 
@@ -138,30 +195,39 @@ impl ClientProtocol for Client {
         core.answer(ctx, Response::Token(token));
     }
 
+    /// Cure joins the token into `cvc` (START then waits for it); under UniStore's rules
+    /// START does not wait, so ATTACH waits at a node until the past is visible here.
     fn attach(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, token: Vec<u8>) {
-        match postcard::from_bytes::<Vc>(&token) {
-            Ok(vc) if vc.dcs.len() == self.cvc.dcs.len() => {
+        match self.decode_token(&token) {
+            Ok(vc) if self.flavor.unistore_rules() => self.start_wait(core, ctx, Some(vc)),
+            Ok(vc) => {
                 self.cvc.join(&vc);
                 core.answer(ctx, Response::Attached);
             }
-            Ok(vc) => {
-                let why = format!(
-                    "a token of {} DCs, this cluster has {}",
-                    vc.dcs.len(),
-                    self.cvc.dcs.len()
-                );
-                core.answer(ctx, Response::Error(Error::BadToken(why)));
-            }
-            Err(e) => core.answer(ctx, Response::Error(Error::BadToken(e.to_string()))),
+            Err(e) => core.answer(ctx, Response::Error(e)),
         }
     }
 
+    fn barrier(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
+        if matches!(self.flavor, Flavor::UniStore { .. }) {
+            return self.start_wait(core, ctx, None);
+        }
+        let e = core.unsupported("uniform barriers");
+        core.answer(ctx, Response::Error(e));
+    }
+
     fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, _from: Addr, msg: Msg) {
+        if let Msg::WaitDone { req, result } = msg {
+            if matches!(self.pending, Pending::Wait { .. }) && core.is_current(req) {
+                self.wait_done(core, ctx, result);
+            }
+            return;
+        }
         if core.txn.is_none() || !core.running() {
             return; // stale: a request that timed out
         }
         let txn = core.txn_id();
-        match (msg, self.pending) {
+        match (msg, self.pending.clone()) {
             (Msg::Started { txn: t, result }, Pending::Begin) if t == txn => {
                 self.started(core, ctx, result)
             }

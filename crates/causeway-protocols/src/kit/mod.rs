@@ -15,6 +15,7 @@
 //! - [`durability`]: lsns and what waits for them (persist before release).
 //! - [`lattice`]: the lattice trait (vector clocks, scalars) stabilization and snapshots use.
 //! - [`gossip`]: stabilization by gossip of a lattice value in a group (GSS, UST...).
+//! - [`uniform`]: UniStore's stable matrix and `uniformVec` (what f+1 DCs store).
 //! - [`mvstore`]: the multi-version store with checkpoint GC, generic over the snapshot
 //!   timestamp (vector or scalar).
 
@@ -29,3 +30,4 @@ pub mod testnet;
 pub mod timers;
 pub mod twopc;
 pub mod txn;
+pub mod uniform;

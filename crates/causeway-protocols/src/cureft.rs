@@ -1,0 +1,44 @@
+//! `cureft`: UniStore's CUREFT baseline (shared/papers/004, §8.3): Cure made fault
+//! tolerant by transaction forwarding, without uniformity tracking, on the same engine as
+//! `unistore` (`cure::Flavor::CureFt`). Snapshots follow UniStore's Alg. 1 l.2-7 with the
+//! stable vector (the GSS) where UniStore uses `uniformVec`, so the pair measures exactly
+//! what uniformity costs (Fig. 5). ATTACH waits for the stable vector; there is no uniform
+//! barrier (nothing tracks what f+1 DCs store). The config section is Cure's.
+
+use crate::cure::{Client, Config, Flavor, Msg, Node, MUTATIONS};
+use crate::kit::session::{Session, SessionCore};
+use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
+use causeway_core::{DcId, SessionId, Topology};
+
+/// The `cureft` protocol (registry entry).
+pub struct CureFt;
+
+impl Protocol for CureFt {
+    const NAME: &'static str = "cureft";
+    const GUARANTEE: Guarantee = Guarantee::Tcc;
+    const MUTATIONS: &'static [&'static str] = MUTATIONS;
+    const REQUIREMENTS: Requirements = Requirements {
+        full_replication: true,
+        failed_dc_writes_may_vanish: false, // forwarding (§5.5)
+        uniform_barrier: false,
+    };
+    type Msg = Msg;
+    type Config = Config;
+    type Node = Node;
+    type Session = Session<Client>;
+
+    fn recover(config: &NodeConfig, section: &Config, records: &[Vec<u8>]) -> Result<Node, String> {
+        Node::recover(config.clone(), section.clone(), Flavor::CureFt, records)
+    }
+
+    fn session(
+        id: SessionId,
+        dc: DcId,
+        topology: &Topology,
+        params: &Params,
+        _: &Config,
+    ) -> Session<Client> {
+        let core = SessionCore::new(Self::NAME, id, dc, topology.clone(), params.clone());
+        Session::new(core, Client::new(topology, Flavor::CureFt))
+    }
+}
