@@ -126,6 +126,8 @@ impl WorkloadFamily {
 pub const VALUE_BYTES_MAX: u32 = 1 << 20;
 /// Largest `--rubis-scale` (10 000 users, 50 000 items).
 pub const RUBIS_SCALE_MAX: u32 = 100;
+/// Most sample names `SimConfig::samples_by_dc` may keep per DC.
+pub const SAMPLES_BY_DC_MAX: usize = 16;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SimConfig {
@@ -183,6 +185,11 @@ pub struct SimConfig {
     pub cpu: crate::cpu::CpuModel,
     /// Record a trace hash (cheap) — always on; kept as a knob for very long runs.
     pub trace: bool,
+    /// Names of node samples also kept per DC of the node that reported them, raw, in
+    /// `SimResult::samples_by_dc` (and summarized in `samples` as `NAME@dcN`). Empty by
+    /// default: only the experiments that need a per-DC distribution (UniStore Fig. 6)
+    /// pay for the copy.
+    pub samples_by_dc: Vec<String>,
 }
 
 impl Default for SimConfig {
@@ -221,6 +228,7 @@ impl Default for SimConfig {
             allow_unchecked: false,
             cpu: crate::cpu::CpuModel::default(),
             trace: true,
+            samples_by_dc: Vec::new(),
         }
     }
 }
@@ -332,6 +340,11 @@ impl SimConfig {
         }
         self.validate_ratios()?;
         self.validate_family()?;
+        if self.samples_by_dc.len() > SAMPLES_BY_DC_MAX {
+            return Err(format!(
+                "at most {SAMPLES_BY_DC_MAX} sample names may be kept per DC"
+            ));
+        }
         if !(0.0..=5.0).contains(&self.zipf) {
             return Err("--zipf must be between 0 and 5".into());
         }

@@ -74,8 +74,13 @@ pub struct SimResult {
     pub txn_latency: Summary,
     /// Mean of each gauge the nodes report, sampled every 100 ms of virtual time.
     pub gauges: BTreeMap<String, f64>,
-    /// Summaries of the samples the nodes report (names end in their unit; shown in ms).
+    /// Summaries of the samples the nodes report (names end in their unit; shown in ms),
+    /// with those of `SimConfig::samples_by_dc` per DC as `NAME@dcN`.
     pub samples: BTreeMap<String, Summary>,
+    /// The raw samples of `SimConfig::samples_by_dc`, per name and DC of the reporting
+    /// node (`name@dcN` -> values), for distributions a summary cannot give (CDFs).
+    #[serde(skip)]
+    pub samples_by_dc: BTreeMap<String, Vec<u64>>,
     pub events: u64,
     pub messages: u64,
     /// Under the CPU model: the nodes' busy time over their cores' time during the
@@ -113,6 +118,25 @@ fn comparable(history: &History, failed_dc: Option<u16>) -> History {
     h
 }
 
+/// The per-DC samples keyed `name@dcN`.
+fn by_dc_names(samples: BTreeMap<(String, u16), Vec<u64>>) -> BTreeMap<String, Vec<u64>> {
+    samples
+        .into_iter()
+        .map(|((name, dc), v)| (format!("{name}@dc{dc}"), v))
+        .collect()
+}
+
+/// Summaries of every sample name, then of each per-DC one.
+fn summaries(
+    all: &BTreeMap<String, Vec<u64>>,
+    by_dc: &BTreeMap<String, Vec<u64>>,
+) -> BTreeMap<String, Summary> {
+    all.iter()
+        .chain(by_dc)
+        .map(|(k, v)| (k.clone(), Summary::of(v)))
+        .collect()
+}
+
 /// Runs one seed and checks its history.
 pub fn run(config: &SimConfig) -> Result<SimResult, String> {
     let entry = causeway_protocols::entry(&config.protocol)?;
@@ -140,6 +164,7 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
     if violation.is_none() {
         violation = liveness::check_final_state(&history, exempt).err();
     }
+    let samples_by_dc = by_dc_names(std::mem::take(&mut world.metrics.samples_by_dc));
     let count = |o: causeway_check::Outcome| history.txns.iter().filter(|t| t.outcome == o).count();
     Ok(SimResult {
         protocol: config.protocol.clone(),
@@ -156,12 +181,8 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
             .iter()
             .map(|(k, (sum, n))| (k.clone(), sum / *n as f64))
             .collect(),
-        samples: world
-            .metrics
-            .samples
-            .iter()
-            .map(|(k, v)| (k.clone(), Summary::of(v)))
-            .collect(),
+        samples: summaries(&world.metrics.samples, &samples_by_dc),
+        samples_by_dc,
         events: world.metrics.events,
         messages: world.metrics.messages,
         cpu_utilization: world.metrics.cpu_utilization,

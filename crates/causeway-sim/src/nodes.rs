@@ -153,10 +153,7 @@ impl World {
             self.out_delay_ns = cost;
         }
         for (name, value) in machine.take_samples() {
-            let kept = self.metrics.samples.entry(name.to_string()).or_default();
-            if kept.len() < SAMPLES_PER_NAME_MAX {
-                kept.push(value);
-            }
+            self.keep_sample(n, name, value);
         }
         self.nodes[n].machine = Some(machine);
         for out in ctx.outputs {
@@ -164,6 +161,27 @@ impl World {
         }
         self.out_delay_ns = 0;
         self.arm_node(n, clock, deadline);
+    }
+
+    /// Keeps a sample of node `n` (bounded per name), and under its DC too if the
+    /// configuration asks for `name` per DC.
+    fn keep_sample(&mut self, n: usize, name: &str, value: u64) {
+        let kept = self.metrics.samples.entry(name.to_string()).or_default();
+        if kept.len() < SAMPLES_PER_NAME_MAX {
+            kept.push(value);
+        }
+        if !self.config.samples_by_dc.iter().any(|s| s == name) {
+            return;
+        }
+        let dc = self.topology.dc_of(NodeId(n as u32)).0;
+        let kept = self
+            .metrics
+            .samples_by_dc
+            .entry((name.to_string(), dc))
+            .or_default();
+        if kept.len() < SAMPLES_PER_NAME_MAX {
+            kept.push(value);
+        }
     }
 
     fn node_output(&mut self, n: usize, out: Output<Msg>) {

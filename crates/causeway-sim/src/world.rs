@@ -79,6 +79,8 @@ pub struct Metrics {
     pub gauges: BTreeMap<String, (f64, u64)>,
     /// Samples the nodes report (`ServerNode::take_samples`), per name.
     pub samples: BTreeMap<String, Vec<u64>>,
+    /// The samples named in `SimConfig::samples_by_dc`, per (name, DC of the node).
+    pub samples_by_dc: BTreeMap<(String, u16), Vec<u64>>,
     pub liveness: Vec<String>,
     /// Broken machine invariants and driver errors (a message of the wrong protocol, a
     /// deadline left due), each with the node and virtual time.

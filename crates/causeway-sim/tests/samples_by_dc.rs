@@ -1,0 +1,35 @@
+//! `SimConfig::samples_by_dc`: a named node sample is also kept per DC of the node that
+//! reported it (raw, and summarized as `NAME@dcN`); other names and default runs keep
+//! none.
+
+mod common;
+
+const NAME: &str = "remote_visibility_ns";
+
+#[test]
+fn a_named_sample_is_kept_per_dc_and_adds_up_to_the_total() {
+    let r = common::cure_run(2, |c| c.samples_by_dc = vec![NAME.into()]);
+    let total = r.samples[NAME].count;
+    assert!(total > 0, "remote txns became visible");
+    let per_dc: Vec<usize> = (0..3)
+        .map(|dc| r.samples_by_dc[&format!("{NAME}@dc{dc}")].len())
+        .collect();
+    assert!(
+        per_dc.iter().all(|n| *n > 0),
+        "every DC saw remote txns: {per_dc:?}"
+    );
+    assert_eq!(per_dc.iter().sum::<usize>(), total);
+    assert_eq!(r.samples[&format!("{NAME}@dc1")].count, per_dc[1]);
+    assert_eq!(r.samples_by_dc.len(), 3, "only the named sample");
+}
+
+#[test]
+fn by_default_no_sample_is_kept_per_dc() {
+    let r = common::cure_run(2, |_| {});
+    assert!(r.samples_by_dc.is_empty());
+    assert!(
+        r.samples.keys().all(|k| !k.contains('@')),
+        "{:?}",
+        r.samples.keys()
+    );
+}
