@@ -190,6 +190,10 @@ pub struct SimConfig {
     /// default: only the experiments that need a per-DC distribution (UniStore Fig. 6)
     /// pay for the copy.
     pub samples_by_dc: Vec<String>,
+    /// Node samples reported in the first `sample_warmup_ms` of virtual time are dropped
+    /// (replication and stabilization pipelines still filling; the papers drop their
+    /// runs' first minute). 0 by default: every sample is kept.
+    pub sample_warmup_ms: u64,
 }
 
 impl Default for SimConfig {
@@ -229,6 +233,7 @@ impl Default for SimConfig {
             cpu: crate::cpu::CpuModel::default(),
             trace: true,
             samples_by_dc: Vec::new(),
+            sample_warmup_ms: 0,
         }
     }
 }

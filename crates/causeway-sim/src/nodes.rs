@@ -9,7 +9,7 @@
 
 use crate::cpu::Cpu;
 use crate::disk::Disk;
-use crate::world::{Ev, World, GAUGE_INTERVAL_NS, SAMPLES_PER_NAME_MAX};
+use crate::world::{Ev, World, GAUGE_INTERVAL_NS, SAMPLES_PER_NAME_MAX, T0};
 use causeway_core::clock::Nanos;
 use causeway_core::{Addr, Ctx, NodeId, Output, TrueTime};
 use causeway_protocols::{new_node, BoxedNode, Msg, NodeConfig};
@@ -163,9 +163,12 @@ impl World {
         self.arm_node(n, clock, deadline);
     }
 
-    /// Keeps a sample of node `n` (bounded per name), and under its DC too if the
-    /// configuration asks for `name` per DC.
+    /// Keeps a sample of node `n` (bounded per name, none during the warm-up), and under
+    /// its DC too if the configuration asks for `name` per DC.
     fn keep_sample(&mut self, n: usize, name: &str, value: u64) {
+        if self.now < T0 + self.config.sample_warmup_ms * 1_000_000 {
+            return;
+        }
         let kept = self.metrics.samples.entry(name.to_string()).or_default();
         if kept.len() < SAMPLES_PER_NAME_MAX {
             kept.push(value);

@@ -1,6 +1,6 @@
 //! `SimConfig::samples_by_dc`: a named node sample is also kept per DC of the node that
 //! reported it (raw, and summarized as `NAME@dcN`); other names and default runs keep
-//! none.
+//! none. Samples of the warm-up (`sample_warmup_ms`) are dropped.
 
 mod common;
 
@@ -31,5 +31,17 @@ fn by_default_no_sample_is_kept_per_dc() {
         r.samples.keys().all(|k| !k.contains('@')),
         "{:?}",
         r.samples.keys()
+    );
+}
+
+#[test]
+fn samples_of_the_warm_up_are_dropped_and_the_run_is_the_same() {
+    let all = common::cure_run(2, |_| {});
+    let late = common::cure_run(2, |c| c.sample_warmup_ms = 500);
+    assert_eq!(all.trace_hash, late.trace_hash, "only the keeping changes");
+    let (n_all, n_late) = (all.samples[NAME].count, late.samples[NAME].count);
+    assert!(
+        n_late > 0 && n_late < n_all,
+        "{n_late} of {n_all} after the warm-up"
     );
 }
