@@ -1,7 +1,10 @@
 //! Experiments as code: each names the paper figure it reproduces, a topology and workload
 //! (a `SimConfig` with the CPU model on), the protocols compared (the first is the
-//! baseline) and a sweep of closed-loop clients per DC from idle to past saturation.
-//! Running one gives a throughput-latency curve per protocol.
+//! baseline), what it measures ([`Kind`]) and a sweep of closed-loop clients per DC from
+//! idle to past saturation. Running a sweep gives a throughput-latency curve per protocol;
+//! [`Kind::PeakPerVariant`] runs it once per variant of the setup (`crate::peaks`),
+//! [`Kind::Cdf`] runs each variant once and keeps a sample's distribution per DC
+//! (`crate::cdf`).
 
 use causeway_sim::cpu::CpuModel;
 use causeway_sim::{run, FaultSel, ObjectMix, SimConfig, SimResult, Summary};
@@ -11,10 +14,41 @@ use std::collections::BTreeMap;
 /// Most points one sweep may hold.
 pub const SWEEP_POINTS_MAX: usize = 32;
 
+/// A change to the experiment's configuration (a DC count, a config section), labelled
+/// for tables and plots.
+pub struct Variant {
+    pub label: &'static str,
+    pub apply: fn(&mut SimConfig),
+}
+
+/// Which sample a [`Kind::Cdf`] experiment reports, and at which DCs.
+pub struct CdfSpec {
+    pub variants: &'static [Variant],
+    /// A node sample (`SimConfig::samples_by_dc` keeps it per DC).
+    pub sample: &'static str,
+    /// What the sample measures, for the plot's x axis.
+    pub measure: &'static str,
+    /// The destination DCs reported: index and name.
+    pub dcs: &'static [(u16, &'static str)],
+}
+
+/// What an experiment measures.
+pub enum Kind {
+    /// One throughput-latency curve per protocol (Cure Fig. 2a).
+    Sweep,
+    /// The sweep once per variant; each protocol's peak against the baseline's peak in the
+    /// same variant (UniStore Fig. 5: the DC count).
+    PeakPerVariant(&'static [Variant]),
+    /// No sweep: each protocol once per variant at the sweep's first client count, with a
+    /// sample's distribution per destination DC (UniStore Fig. 6).
+    Cdf(&'static CdfSpec),
+}
+
 pub struct Experiment {
     pub name: &'static str,
     /// The paper's figure this reproduces, and what it shows.
     pub figure: &'static str,
+    pub kind: Kind,
     pub protocols: &'static [&'static str],
     /// Topology and workload; the runner sets protocol, clients, seed and duration.
     pub config: fn() -> SimConfig,
@@ -25,7 +59,7 @@ pub struct Experiment {
     pub quick_clients_per_dc: &'static [u32],
     pub quick_duration_ms: u64,
     /// The sweep of `--real` (a local `causeway up` cluster per protocol): far smaller,
-    /// since servers and client threads share the machine's cores.
+    /// since servers and client threads share the machine's cores. Sweeps only.
     pub real_clients_per_dc: &'static [u32],
     /// Wall-clock seconds per point of `--real`.
     pub real_duration_s: u64,
@@ -71,9 +105,16 @@ fn cure_vs_eventual() -> SimConfig {
     }
 }
 
-pub const EXPERIMENTS: &[Experiment] = &[Experiment {
+pub const EXPERIMENTS: &[Experiment] = &[
+    CURE_VS_EVENTUAL,
+    crate::unistore::UNIFORMITY_COST,
+    crate::unistore::VISIBILITY,
+];
+
+const CURE_VS_EVENTUAL: Experiment = Experiment {
     name: "cure-vs-eventual",
     figure: "Cure Fig. 2a (LWW registers, 3 DCs): throughput of eventual vs Cure, paper: eventual ~30% ahead",
+    kind: Kind::Sweep,
     protocols: &["eventual", "cure"],
     config: cure_vs_eventual,
     clients_per_dc: &[1, 16, 64, 256, 512, 1024, 1536],
@@ -85,7 +126,7 @@ pub const EXPERIMENTS: &[Experiment] = &[Experiment {
     real_duration_s: 5,
     quick_real_clients_per_dc: &[1, 8],
     quick_real_duration_s: 2,
-}];
+};
 
 /// The experiment called `name`, or an error listing them.
 pub fn find(name: &str) -> Result<&'static Experiment, String> {
@@ -173,15 +214,44 @@ impl Plan<'_> {
         }
     }
 
-    /// Simulator runs in all, for a progress bar.
-    pub fn runs(&self) -> u64 {
-        let seeds = if self.quick { 1 } else { self.experiment.seeds };
-        (self.experiment.protocols.len() * self.clients().len()) as u64 * seeds
+    /// Seeds per point: 1 when quick.
+    pub fn seeds(&self) -> u64 {
+        if self.quick {
+            1
+        } else {
+            self.experiment.seeds
+        }
     }
 
-    fn config(&self, protocol: &str, clients: u32, seed: u64) -> SimConfig {
+    /// Simulator runs in all, for a progress bar.
+    pub fn runs(&self) -> u64 {
+        let e = self.experiment;
+        let per_variant = match e.kind {
+            Kind::Cdf(_) => e.protocols.len() as u64,
+            _ => (e.protocols.len() * self.clients().len()) as u64,
+        };
+        let variants = match e.kind {
+            Kind::Sweep => 1,
+            Kind::PeakPerVariant(v) => v.len() as u64,
+            Kind::Cdf(spec) => spec.variants.len() as u64,
+        };
+        per_variant * variants * self.seeds()
+    }
+
+    /// The configuration of one run: the experiment's, changed by `variant`, then the
+    /// run's protocol, clients, seed, duration and the plan's CPU model.
+    pub fn config(
+        &self,
+        variant: Option<&Variant>,
+        protocol: &str,
+        clients: u32,
+        seed: u64,
+    ) -> SimConfig {
         let e = self.experiment;
         let mut c = (e.config)();
+        if let Some(v) = variant {
+            (v.apply)(&mut c);
+        }
         c.protocol = protocol.to_string();
         c.clients_per_dc = clients;
         c.seed = seed;
@@ -198,20 +268,28 @@ impl Plan<'_> {
 
     /// Runs every protocol over the sweep; `tick` is called after each simulator run.
     pub fn run(&self, tick: &mut dyn FnMut(&str, u32)) -> Result<Vec<Curve>, String> {
+        self.run_variant(None, tick)
+    }
+
+    /// [`Plan::run`] on the experiment's configuration changed by `variant`.
+    pub fn run_variant(
+        &self,
+        variant: Option<&Variant>,
+        tick: &mut dyn FnMut(&str, u32),
+    ) -> Result<Vec<Curve>, String> {
         assert!(self.clients().len() <= SWEEP_POINTS_MAX, "sweep too long");
-        let seeds = if self.quick { 1 } else { self.experiment.seeds };
         let mut curves = Vec::new();
         for p in self.experiment.protocols {
             let mut points = Vec::new();
             for &clients in self.clients() {
                 let mut results = Vec::new();
-                for seed in 1..=seeds {
-                    let mut r = run(&self.config(p, clients, seed))?;
+                for seed in 1..=self.seeds() {
+                    let mut r = run(&self.config(variant, p, clients, seed))?;
                     r.history = Default::default();
                     results.push(r);
                     tick(p, clients);
                 }
-                let duration = self.config(p, clients, 1).duration_ms;
+                let duration = self.config(variant, p, clients, 1).duration_ms;
                 points.push(pool(clients, &results, duration));
             }
             curves.push(Curve {

@@ -3,11 +3,20 @@
 //! baseline) and a sweep of closed-loop client counts from idle to past saturation; running
 //! it in the simulator (CPU model on) gives one throughput-latency curve per protocol, a
 //! table with ratios against the baseline at the same load and at each protocol's peak,
-//! JSON, and a plot.
+//! JSON, and a plot. Other kinds of experiment (`Kind`) run the sweep once per variant of
+//! the setup and compare peaks (`peaks`), or run once per variant and report a sample's
+//! distribution per DC (`cdf`); `unistore` defines UniStore's, on the AWS-like round trips
+//! of `regions`.
 
+pub mod cdf;
 pub mod experiment;
+pub mod peaks;
 pub mod plot;
+pub mod regions;
 pub mod report;
+pub mod unistore;
 
-pub use experiment::{find, Curve, Experiment, Plan, Point, EXPERIMENTS};
+pub use cdf::CdfReport;
+pub use experiment::{find, CdfSpec, Curve, Experiment, Kind, Plan, Point, Variant, EXPERIMENTS};
+pub use peaks::PeaksReport;
 pub use report::Report;

@@ -1,5 +1,6 @@
 //! Throughput-latency plots, like the papers' figures: one line per protocol, throughput on
-//! x, mean latency on y, one point per client count. SVG or PNG by the file's extension.
+//! x, mean latency on y, one point per client count; and CDFs (a delay on x, the fraction
+//! at or below it on y; [`CDF`] axes). SVG or PNG by the file's extension.
 //! Text is laid out with the DejaVu Sans font embedded in the binary (the machines this
 //! runs on have no system fonts), registered once with plotters' `ab_glyph` backend.
 
@@ -9,12 +10,43 @@ use plotters::prelude::*;
 use std::path::Path;
 use std::sync::Once;
 
-/// One line: a label and its (throughput txn/s, mean latency ms) points in sweep order.
+/// One line: a label and its (throughput txn/s, mean latency ms) points in sweep order,
+/// or its (delay ms, fraction) points of a CDF.
 #[derive(Clone, Debug)]
 pub struct Series {
     pub label: String,
     pub points: Vec<(f64, f64)>,
 }
+
+/// What the axes show and how lines are drawn.
+pub struct Axes<'a> {
+    pub x: &'a str,
+    pub y: &'a str,
+    /// Log axes when the x values span more than [`LOG_SPAN`]x.
+    pub log_when_wide: bool,
+    /// A dot on every point (sweeps), or the line alone (CDFs).
+    pub dots: bool,
+    /// Where the legend goes.
+    pub legend: SeriesLabelPosition,
+}
+
+/// Throughput-latency curves.
+pub const THROUGHPUT_LATENCY: Axes<'static> = Axes {
+    x: "throughput (committed txn/s)",
+    y: "mean latency (ms)",
+    log_when_wide: true,
+    dots: true,
+    legend: SeriesLabelPosition::UpperLeft,
+};
+
+/// Cumulative distributions of a delay in ms.
+pub const CDF: Axes<'static> = Axes {
+    x: "delay (ms)",
+    y: "fraction at or below",
+    log_when_wide: false,
+    dots: false,
+    legend: SeriesLabelPosition::MiddleMiddle,
+};
 
 /// Most series one plot draws (the palette's size).
 pub const SERIES_MAX: usize = 8;
@@ -50,8 +82,13 @@ fn register_fonts() {
     });
 }
 
-/// Draws `series` under `title` into `path` (`.svg` or `.png`).
+/// Draws throughput-latency `series` under `title` into `path` (`.svg` or `.png`).
 pub fn plot(path: &Path, title: &str, series: &[Series]) -> Result<(), String> {
+    plot_on(path, title, series, &THROUGHPUT_LATENCY)
+}
+
+/// Draws `series` on `axes` under `title` into `path` (`.svg` or `.png`).
+pub fn plot_on(path: &Path, title: &str, series: &[Series], axes: &Axes) -> Result<(), String> {
     if series.is_empty() || series.len() > SERIES_MAX {
         return Err(format!(
             "a plot draws 1 to {SERIES_MAX} series, got {}",
@@ -66,11 +103,13 @@ pub fn plot(path: &Path, title: &str, series: &[Series]) -> Result<(), String> {
             SVGBackend::new(path, SIZE).into_drawing_area(),
             title,
             series,
+            axes,
         ),
         "png" => draw(
             BitMapBackend::new(path, SIZE).into_drawing_area(),
             title,
             series,
+            axes,
         ),
         _ => Err(format!(
             "--plot {}: the file must end in .svg or .png",
@@ -121,6 +160,7 @@ fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     title: &str,
     series: &[Series],
+    axes: &Axes,
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("plot: {e}");
     root.fill(&WHITE).map_err(e)?;
@@ -131,17 +171,17 @@ fn draw<DB: DrawingBackend>(
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(64);
-    if needs_log(series) {
+    if axes.log_when_wide && needs_log(series) {
         let (x_min, y_min) = lower_bounds(series);
         let x = (x_min..x_max).log_scale();
         let y = (y_min..y_max).log_scale();
         let chart = builder.build_cartesian_2d(x, y).map_err(e)?;
-        fill(chart, series, " (log scale)")?;
+        fill(chart, series, axes, " (log scale)")?;
     } else {
         let chart = builder
             .build_cartesian_2d(0f64..x_max, 0f64..y_max)
             .map_err(e)?;
-        fill(chart, series, "")?;
+        fill(chart, series, axes, "")?;
     }
     root.present().map_err(e)
 }
@@ -150,6 +190,7 @@ fn draw<DB: DrawingBackend>(
 fn fill<'a, DB, X, Y>(
     mut chart: ChartContext<'a, DB, Cartesian2d<X, Y>>,
     series: &[Series],
+    axes: &Axes,
     scale: &str,
 ) -> Result<(), String>
 where
@@ -160,9 +201,9 @@ where
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("plot: {e}");
     chart
         .configure_mesh()
-        .x_desc(format!("throughput (committed txn/s){scale}"))
+        .x_desc(format!("{}{scale}", axes.x))
         .x_label_formatter(&|v| short(*v))
-        .y_desc(format!("mean latency (ms){scale}"))
+        .y_desc(format!("{}{scale}", axes.y))
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(e)?;
@@ -176,15 +217,17 @@ where
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
-        let dots = s
-            .points
-            .iter()
-            .map(move |p| Circle::new(*p, 4, color.filled()));
-        chart.draw_series(dots).map_err(e)?;
+        if axes.dots {
+            let dots = s
+                .points
+                .iter()
+                .map(move |p| Circle::new(*p, 4, color.filled()));
+            chart.draw_series(dots).map_err(e)?;
+        }
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(axes.legend.clone())
         .label_font(("sans-serif", 14))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)

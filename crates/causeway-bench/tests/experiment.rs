@@ -1,7 +1,7 @@
 //! Experiments end to end in the simulator: the CPU model moves peak throughput (doubling
 //! the per-message cost lowers it), reports carry ratios, peaks and a plot.
 
-use causeway_bench::{Experiment, Plan, Report};
+use causeway_bench::{Experiment, Kind, Plan, Report};
 use causeway_sim::cpu::CpuModel;
 use causeway_sim::{ObjectMix, SimConfig};
 
@@ -30,6 +30,7 @@ fn tiny() -> SimConfig {
 const TINY: Experiment = Experiment {
     name: "tiny",
     figure: "test only",
+    kind: Kind::Sweep,
     protocols: &["eventual", "cure"],
     config: tiny,
     clients_per_dc: &[1, 8, 32],

@@ -162,7 +162,7 @@ fn print_table(rows: &[Row]) {
 
 fn list_experiments() -> ExitCode {
     for e in causeway_bench::EXPERIMENTS {
-        println!("{:<20} {}", e.name, e.figure);
+        println!("{:<26} {}", e.name, e.figure);
     }
     ExitCode::SUCCESS
 }
@@ -187,6 +187,9 @@ fn run_experiment(name: &str, args: &BenchArgs) -> ExitCode {
         quick: args.quick,
         cpu: Some(args.workload.cpu.model(!args.no_cpu)),
     };
+    if !matches!(experiment.kind, causeway_bench::Kind::Sweep) {
+        return run_other_kind(&plan, args);
+    }
     let mut reports = Vec::new();
     if !args.real || args.also_sim {
         match sim_report(&plan) {
@@ -204,6 +207,91 @@ fn run_experiment(name: &str, args: &BenchArgs) -> ExitCode {
         print!("{}", r.table());
     }
     write_outputs(&reports, args)
+}
+
+/// What a peak-per-variant or CDF experiment produced.
+enum Outcome {
+    Peaks(causeway_bench::PeaksReport),
+    Cdf(causeway_bench::CdfReport),
+}
+
+impl Outcome {
+    fn table(&self) -> String {
+        match self {
+            Outcome::Peaks(r) => r.table(),
+            Outcome::Cdf(r) => r.table(),
+        }
+    }
+
+    fn json(&self) -> String {
+        let text = match self {
+            Outcome::Peaks(r) => serde_json::to_string_pretty(r),
+            Outcome::Cdf(r) => serde_json::to_string_pretty(r),
+        };
+        text.expect("a report encodes")
+    }
+
+    fn plot(&self, path: &std::path::Path) -> Result<(), String> {
+        match self {
+            Outcome::Peaks(r) => r.plot(path),
+            Outcome::Cdf(r) => r.plot(path),
+        }
+    }
+
+    fn violations(&self) -> usize {
+        match self {
+            Outcome::Peaks(r) => r.violations(),
+            Outcome::Cdf(r) => r.violations(),
+        }
+    }
+}
+
+/// A peak-per-variant or CDF experiment (simulator only): runs, table, `--json`, `--plot`.
+fn run_other_kind(plan: &causeway_bench::Plan, args: &BenchArgs) -> ExitCode {
+    if args.real {
+        return fail(&format!(
+            "--real runs throughput-latency sweeps only; {} is not one",
+            plan.experiment.name
+        ));
+    }
+    let bar = progress(plan.runs());
+    let mut tick = |p: &str, clients: u32| {
+        bar.set_message(format!("{p} at {clients} clients/DC"));
+        bar.inc(1);
+    };
+    let outcome = match plan.experiment.kind {
+        causeway_bench::Kind::Cdf(_) => {
+            causeway_bench::CdfReport::run(plan, &mut tick).map(Outcome::Cdf)
+        }
+        _ => causeway_bench::PeaksReport::run(plan, &mut tick).map(Outcome::Peaks),
+    };
+    bar.finish_and_clear();
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => return fail(&e),
+    };
+    print!("{}", outcome.table());
+    write_outcome(&outcome, args)
+}
+
+/// `--json`, `--plot` and the exit code of a peak-per-variant or CDF experiment.
+fn write_outcome(outcome: &Outcome, args: &BenchArgs) -> ExitCode {
+    if let Some(path) = &args.json {
+        if let Err(e) = std::fs::write(path, outcome.json()) {
+            return fail(&format!("cannot write --json {path}: {e}"));
+        }
+    }
+    if let Some(path) = &args.plot {
+        if let Err(e) = outcome.plot(std::path::Path::new(path)) {
+            return fail(&e);
+        }
+        println!("plot: {path}");
+    }
+    if outcome.violations() > 0 {
+        eprintln!("error: a protocol violated its guarantee: its figures are not a measurement");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
 }
 
 /// The experiment in the simulator, with a progress bar.

@@ -1,4 +1,4 @@
-//! `causeway bench --experiment`: listing and unknown names (runs are tested in
+//! `causeway bench --experiment`: listing, unknown names, refused flags (runs are tested in
 //! `causeway-bench`'s own tests).
 
 mod cli;
@@ -13,6 +13,26 @@ fn experiments_are_listed_with_their_paper_figure() {
         out.contains("cure-vs-eventual") && out.contains("Cure Fig. 2a"),
         "{out}"
     );
+    assert!(
+        out.contains("unistore-uniformity-cost") && out.contains("UniStore Fig. 5"),
+        "{out}"
+    );
+    assert!(
+        out.contains("unistore-visibility") && out.contains("UniStore Fig. 6"),
+        "{out}"
+    );
+}
+
+#[test]
+fn real_is_refused_for_an_experiment_that_is_not_a_sweep() {
+    let started = std::time::Instant::now();
+    let (code, out) = causeway(&["bench", "--experiment", "unistore-visibility", "--real"]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains("--real runs throughput-latency sweeps only"),
+        "{out}"
+    );
+    assert!(started.elapsed().as_secs() < 5, "refused at once");
 }
 
 #[test]
