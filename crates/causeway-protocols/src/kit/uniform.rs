@@ -130,11 +130,7 @@ mod tests {
         assert_eq!(group_floor(10, &[3, 7, 5], 1), 7);
         assert_eq!(group_floor(10, &[3, 7, 5], 2), 5);
         assert_eq!(group_floor(4, &[3, 7, 5], 1), 4, "capped by our own row");
-        assert_eq!(
-            group_floor(10, &[3], 2),
-            0,
-            "fewer DCs than the group needs"
-        );
+        assert_eq!(group_floor(10, &[3], 2), 0, "fewer DCs than the group needs");
     }
 
     #[test]
