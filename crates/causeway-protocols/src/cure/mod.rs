@@ -32,6 +32,7 @@
 //!
 //! # Code layout
 //!
+//! `uniform.rs`: UniStore's flavor (STABLEVEC, `uniformVec`, barrier, attach, snapshots).
 //! `node.rs`: the node's state, recovery, dispatch, the partition side of reads and 2PC,
 //! timers (`kit::timers`), invariants, persist-before-release (`kit::durability`) and the
 //! clock and lease (`kit::clock`). `coord.rs`: the TC (Alg. 1), its 2PC bookkeeping on
@@ -98,6 +99,15 @@
 //! - The tunables below are the `[protocol.cure]` config section ([`Config`]).
 //! - Tokens are the postcard-encoded `cvc`; `Attach` joins one into `cvc`. Barriers and
 //!   strong transactions are unsupported.
+//!
+//! # Flavors: one engine, three protocols
+//!
+//! [`Flavor`] selects the protocol this engine runs: `Cure` (all of the above), or the
+//! protocols built on it, `UniStore` (registry entry `unistore.rs`) and its baseline
+//! `CureFt` (`cureft.rs`). They share every mechanism here and differ where
+//! `uniform.rs` and the flavor branches say: START's snapshot (UniStore Alg. 1 l.2-7 in
+//! place of Cure Alg. 1 l.2-6), the visible vector (`uniformVec` from STABLEVEC, or the GSS),
+//! the GC bound of future snapshots, UNIFORM_BARRIER and ATTACH.
 //!
 //! [`VERSIONS_PER_KEY_MAX`]: causeway_core::limits::VERSIONS_PER_KEY_MAX
 
