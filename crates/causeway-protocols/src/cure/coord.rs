@@ -263,7 +263,11 @@ impl Node {
             }
         }
         let result = result.map(|_| values);
-        Coord::reply(ctx, t.client, Msg::ReadResult { txn, req, result });
+        let client = t.client;
+        if matches!(result, Err(Error::Aborted(_))) {
+            self.coord.txns.remove(&txn); // the session ends it too (session.rs)
+        }
+        Coord::reply(ctx, client, Msg::ReadResult { txn, req, result });
     }
 
     pub(super) fn on_commit(

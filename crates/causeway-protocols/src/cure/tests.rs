@@ -422,3 +422,37 @@ fn recovery_never_reissues_a_timestamp() {
         "reissued {second} <= {first}"
     );
 }
+
+/// A read whose snapshot was folded away ("snapshot too old") ends the transaction at the
+/// coordinator and at the session: the session is idle again, not stuck inside it.
+#[test]
+fn a_snapshot_too_old_leaves_the_session_idle() {
+    let topo = Topology::full(1, 1, 1);
+    let mut net = net(topo, None);
+    net.session(1, 0);
+    net.session(2, 0);
+    net.run(20);
+    let k = Key::from("k");
+    let begin = Request::Begin {
+        kind: TxnKind::Causal,
+    };
+    assert!(matches!(
+        net.request(1, begin.clone()),
+        Response::Begun { .. }
+    ));
+    let over = causeway_core::limits::VERSIONS_PER_KEY_MAX + 10;
+    for i in 0..over {
+        net.txn(2, vec![assign(&k, &format!("v{i}"))]);
+    }
+    net.run(20); // GC folds past the limit, above session 1's snapshot
+    let read = Request::Read {
+        keys: vec![(k.clone(), ObjType::Lww)],
+    };
+    match net.request(1, read.clone()) {
+        Response::Aborted { reason } => assert!(reason.contains("too old"), "{reason}"),
+        other => panic!("an old snapshot read answered {other:?}"),
+    }
+    assert!(matches!(net.request(1, begin), Response::Begun { .. }));
+    assert!(matches!(net.request(1, read), Response::Values(_)));
+    net.check_invariants().unwrap();
+}
