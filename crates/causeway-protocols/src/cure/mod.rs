@@ -211,6 +211,8 @@ pub struct Config {
     pub lag_grace_ns: Nanos,
     /// A sibling silent this long is presumed failed for log GC.
     pub silent_sibling_ns: Nanos,
+    /// Commit single-partition txns in one phase (the partition alone, one record).
+    pub one_phase: bool,
 }
 
 impl Default for Config {
@@ -222,6 +224,7 @@ impl Default for Config {
             txn_idle_ns: TXN_IDLE_NS,
             lag_grace_ns: LAG_GRACE_NS,
             silent_sibling_ns: SILENT_SIBLING_NS,
+            one_phase: true,
         }
     }
 }

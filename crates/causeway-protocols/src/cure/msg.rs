@@ -85,12 +85,21 @@ pub enum Msg {
         partition: PartitionId,
         objects: Vec<(Key, Result<Object, Error>)>,
     },
-    /// PREPARE(T, ws[p], svc) (Alg. 1 l.29, Alg. 2 l.6).
+    /// PREPARE(T, ws[p], svc) (Alg. 1 l.29, Alg. 2 l.6). `one_phase`: the txn updates
+    /// only this partition, which commits it at its prepare time on its own (one-phase
+    /// commit, docs/ARCHITECTURE.md) and answers with `OnePhaseDone`.
     Prepare {
         txn: TxnId,
         partition: PartitionId,
         svc: Vc,
         updates: Updates,
+        one_phase: bool,
+    },
+    /// A one-phase commit is durable at the partition: the txn's commit vector.
+    OnePhaseDone {
+        txn: TxnId,
+        partition: PartitionId,
+        ct: Vc,
     },
     /// The prepare time (Alg. 2 l.11), or why the partition cannot prepare.
     Prepared {

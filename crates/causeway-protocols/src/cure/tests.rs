@@ -286,6 +286,7 @@ fn prepare_msg(seq: u64, svc_d: u64, key: &Key, value: &str) -> Msg {
             extra: vec![],
         },
         updates,
+        one_phase: false,
     }
 }
 
@@ -455,4 +456,66 @@ fn a_snapshot_too_old_leaves_the_session_idle() {
     assert!(matches!(net.request(1, begin), Response::Begun { .. }));
     assert!(matches!(net.request(1, read), Response::Values(_)));
     net.check_invariants().unwrap();
+}
+
+/// A single-partition txn commits in one phase: one durable record (prepare and commit
+/// together), no coordinator decision; a txn over two partitions still runs 2PC. The
+/// record alone restores the write after a restart.
+#[test]
+fn single_partition_txns_commit_in_one_phase_with_one_record() {
+    let topo = Topology::full(1, 1, 4);
+    let mut net = net(topo.clone(), None);
+    let (photo, comment) = key_pair_on_two_partitions(&topo);
+    net.session(1, 0);
+    net.run(20);
+    let kinds = |net: &Net| -> Vec<&'static str> {
+        net.records[0]
+            .iter()
+            .enumerate()
+            .map(|(i, b)| match Record::decode(i, b).expect("record") {
+                Record::OnePhase { .. } => "one-phase",
+                Record::Prepare { .. } => "prepare",
+                Record::Decision { .. } => "decision",
+                Record::Commit { .. } => "commit",
+                _ => "other",
+            })
+            .filter(|k| *k != "other")
+            .collect()
+    };
+    net.txn(1, vec![assign(&photo, "p1")]);
+    assert_eq!(kinds(&net), vec!["one-phase"]);
+    net.txn(1, vec![assign(&photo, "p2"), assign(&comment, "c")]);
+    let two = kinds(&net);
+    assert_eq!(
+        two.iter().filter(|k| **k == "prepare").count(),
+        2,
+        "{two:?}"
+    );
+    assert_eq!(
+        two.iter().filter(|k| **k == "decision").count(),
+        1,
+        "{two:?}"
+    );
+    // Recover from the records up to the one-phase commit only.
+    let records = net.records[0].clone();
+    let upto = records
+        .iter()
+        .enumerate()
+        .position(|(i, b)| matches!(Record::decode(i, b), Ok(Record::OnePhase { .. })))
+        .expect("a one-phase record");
+    let cfg = config(&topo, 0, None);
+    let flavor = super::Flavor::Cure;
+    let node = Node::recover(cfg, Config::default(), flavor, &records[..=upto]).expect("node");
+    assert!(node.check_invariants().is_ok());
+    let keys = [(photo.clone(), ObjType::Lww)];
+    let part = topo.partition_of(&photo);
+    let all = Vc {
+        dcs: vec![u64::MAX],
+        extra: vec![],
+    };
+    let got = node.parts[&part].read(&all, &keys);
+    assert!(
+        matches!(&got[0].1, Ok(o) if o.value() == ObjValue::Lww(Some(b"p1".to_vec()))),
+        "{got:?}"
+    );
 }
