@@ -130,7 +130,11 @@ mod tests {
         assert_eq!(group_floor(10, &[3, 7, 5], 1), 7);
         assert_eq!(group_floor(10, &[3, 7, 5], 2), 5);
         assert_eq!(group_floor(4, &[3, 7, 5], 1), 4, "capped by our own row");
-        assert_eq!(group_floor(10, &[3], 2), 0, "fewer DCs than the group needs");
+        assert_eq!(
+            group_floor(10, &[3], 2),
+            0,
+            "fewer DCs than the group needs"
+        );
     }
 
     #[test]
@@ -143,6 +147,7 @@ mod tests {
                 u.report(h, &vc(r));
             }
             u.recompute();
+            #[allow(clippy::needless_range_loop)] // j picks the same column of every row
             for j in 0..4 {
                 let mut best = 0;
                 for mask in 0u32..16 {
