@@ -204,14 +204,32 @@ fn converged(up: &Up) -> BTreeMap<String, ObjValue> {
     }
 }
 
-/// Everything visible at a survivor before the kill, and every write a survivor's
-/// client committed, is in the survivors' converged state.
+/// Members that DC 2's load threads wrote (threads t with t % 3 == 2), among `values`.
+fn dead_dc_members(values: &BTreeMap<String, ObjValue>) -> usize {
+    let from_dead = |m: &Vec<u8>| {
+        let t = String::from_utf8_lossy(m);
+        let thread = t[1..].split('-').next().and_then(|n| n.parse::<u16>().ok());
+        thread.is_some_and(|t| t % 3 == DEAD_DC)
+    };
+    SETS.iter()
+        .map(|k| members(values, k).iter().filter(|m| from_dead(m)).count())
+        .sum()
+}
+
+/// Everything visible at a survivor before the kill (DC 2's writes among it), and every
+/// write a survivor's client committed, is in the survivors' converged state.
 fn nothing_lost(
     before: &[BTreeMap<String, ObjValue>],
     acked: &[Acked],
     last: &BTreeMap<String, ObjValue>,
 ) {
     for seen in before {
+        let n = dead_dc_members(seen);
+        eprintln!("a survivor showed {n} members from DC 2 before the kill");
+        assert!(
+            n > 0,
+            "DC 2's writes were visible at the survivors before the kill"
+        );
         for key in SETS {
             let lost: Vec<_> = members(seen, key)
                 .difference(&members(last, key))
