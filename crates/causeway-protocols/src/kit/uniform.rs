@@ -148,6 +148,7 @@ mod tests {
                 u.report(h, &vc(r));
             }
             u.recompute();
+            #[allow(clippy::needless_range_loop)] // j picks the same column of every row
             for j in 0..4 {
                 let mut best = 0;
                 for mask in 0u32..16 {
