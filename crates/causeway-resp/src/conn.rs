@@ -14,7 +14,7 @@
 use crate::admin;
 use crate::commands::{self, Group, Spec};
 use crate::data::DataCmd;
-use crate::limits::{MULTI_QUEUE_MAX, TOKEN_HEX_LEN_MAX};
+use crate::limits::{MULTI_QUEUE_MAX, STANDALONE_RETRIES_MAX, TOKEN_HEX_LEN_MAX};
 use crate::reply::{Proto, Reply};
 use crate::session::{SessionFactory, SessionHandle};
 use crate::txn::{Scope, Tx};
@@ -203,18 +203,26 @@ impl<F: SessionFactory> Conn<F> {
         }
     }
 
-    /// Runs a command as its own transaction.
+    /// Runs a command as its own transaction. An abort (e.g. "snapshot too old" after a
+    /// long idle) left nothing behind, so the command runs again on a fresh snapshot, up
+    /// to [`STANDALONE_RETRIES_MAX`] times; any other error is answered as it is. Either
+    /// way the session ends idle: a failed attempt is aborted if still open.
     async fn standalone(&mut self, cmd: DataCmd) -> Reply {
-        let mut tx = Tx::begin(&mut self.handle, Scope::Command);
-        let result = match cmd.run(&mut tx).await {
-            Ok(reply) => tx.commit().await.map(|()| reply),
-            Err(e) => Err(e),
-        };
-        match result {
-            Ok(reply) => reply,
-            Err(e) => {
-                tx.abort().await;
-                error_reply(&e)
+        let mut attempt = 0;
+        loop {
+            let mut tx = Tx::begin(&mut self.handle, Scope::Command);
+            let result = match cmd.clone().run(&mut tx).await {
+                Ok(reply) => tx.commit().await.map(|()| reply),
+                Err(e) => Err(e),
+            };
+            let e = match result {
+                Ok(reply) => return reply,
+                Err(e) => e,
+            };
+            tx.abort().await;
+            attempt += 1;
+            if !matches!(e, Error::Aborted(_)) || attempt > STANDALONE_RETRIES_MAX {
+                return error_reply(&e);
             }
         }
     }

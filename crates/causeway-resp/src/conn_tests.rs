@@ -573,3 +573,68 @@ fn abort_errors_say_so_once() {
     let want = "TXABORTED transaction aborted: conflict";
     assert_eq!(crate::conn::error_reply(&plain), Reply::Error(want.into()));
 }
+
+/// A connection whose backend aborts the next `aborted_reads` reads ("snapshot too old").
+fn conn_with_aborts(aborted_reads: usize) -> Conn<MemoryFactory> {
+    let cluster = MemoryCluster::new(MemoryOptions {
+        aborted_reads,
+        ..options(1)
+    });
+    Conn::new(shared(&cluster, 0, None), 1)
+}
+
+#[tokio::test]
+async fn a_standalone_command_that_aborts_runs_again_on_a_fresh_snapshot() {
+    let mut c = conn_with_aborts(1);
+    assert_eq!(run(&mut c, "INCR n").await, Reply::Int(1), "retried once");
+    let retries = crate::limits::STANDALONE_RETRIES_MAX;
+    let mut c = conn_with_aborts(retries + 1);
+    assert_err(
+        &run(&mut c, "INCR n").await,
+        "TXABORTED",
+        &["snapshot too old"],
+    );
+    // The connection is idle again: the next command is its own transaction.
+    assert_eq!(run(&mut c, "INCR n").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "GET n").await, bulk("1"));
+}
+
+#[tokio::test]
+async fn an_aborted_exec_leaves_the_connection_idle() {
+    let mut c = conn_with_aborts(1);
+    run(&mut c, "MULTI").await;
+    run(&mut c, "INCR n").await;
+    run(&mut c, "GET n").await;
+    let reply = run(&mut c, "EXEC").await;
+    assert!(
+        matches!(&reply, Reply::Error(e) if e.contains("snapshot too old")),
+        "{reply:?}"
+    );
+    assert_eq!(
+        run(&mut c, "INCR n").await,
+        Reply::Int(1),
+        "nothing of EXEC"
+    );
+    assert_eq!(run(&mut c, "MULTI").await, Reply::Ok);
+    assert_eq!(run(&mut c, "EXEC").await, Reply::Array(Vec::new()));
+}
+
+#[tokio::test]
+async fn an_aborted_interactive_transaction_leaves_the_connection_idle() {
+    let mut c = conn_with_aborts(1);
+    assert_eq!(run(&mut c, "TX.BEGIN").await, Reply::Ok);
+    run(&mut c, "SET a 1").await;
+    assert_err(
+        &run(&mut c, "GET a").await,
+        "TXABORTED",
+        &["snapshot too old"],
+    );
+    assert_err(
+        &run(&mut c, "TX.COMMIT").await,
+        "ERR TX.COMMIT without TX.BEGIN",
+        &[],
+    );
+    assert_eq!(run(&mut c, "GET a").await, Reply::Nil, "the write is gone");
+    assert_eq!(run(&mut c, "TX.BEGIN").await, Reply::Ok);
+    assert_eq!(run(&mut c, "TX.COMMIT").await, Reply::Ok);
+}

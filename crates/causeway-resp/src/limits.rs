@@ -23,6 +23,9 @@ pub const MULTI_QUEUE_MAX: usize = 1024;
 pub const CONNECTIONS_MAX: usize = 10_000;
 /// Longest client name (`CLIENT SETNAME`), in bytes.
 pub const CLIENT_NAME_LEN_MAX: usize = 256;
+/// How many times a standalone command that aborted (nothing of it took effect) runs
+/// again on a fresh snapshot before its error is answered.
+pub const STANDALONE_RETRIES_MAX: usize = 2;
 /// Longest causal token accepted by `CAUSAL.ATTACH`, in hex digits.
 pub const TOKEN_HEX_LEN_MAX: usize = BULK_LEN_MAX;
 /// How long a shutdown waits for open connections to finish their command, in

@@ -40,6 +40,10 @@ pub struct MemoryOptions {
     pub strong: bool,
     /// Whether causal tokens, attach and barriers are supported.
     pub tokens: bool,
+    /// Fault injection: the next this-many reads (cluster-wide) answer `Aborted`
+    /// ("snapshot too old") and end their transaction, as a protocol's session does when
+    /// its coordinator drops the transaction.
+    pub aborted_reads: usize,
 }
 
 impl Default for MemoryOptions {
@@ -49,6 +53,7 @@ impl Default for MemoryOptions {
             dcs: 1,
             strong: true,
             tokens: true,
+            aborted_reads: 0,
         }
     }
 }
@@ -292,6 +297,12 @@ impl MemorySession {
         let in_txn = self.txn.is_some();
         let result = match req {
             Request::Begin { kind } if !in_txn => self.begin(kind),
+            Request::Read { .. } if in_txn && self.inject_abort() => {
+                self.txn = None;
+                Ok(Response::Aborted {
+                    reason: "snapshot too old".into(),
+                })
+            }
             Request::Read { keys } if in_txn => self.read(&keys).map(Response::Values),
             Request::Update { key, update } if in_txn => self.update(key, update),
             Request::Commit if in_txn => self.commit(),
@@ -310,6 +321,17 @@ impl MemorySession {
             ))),
         };
         result.unwrap_or_else(Response::Error)
+    }
+
+    /// Whether this read is one of the injected aborts ([`MemoryOptions::aborted_reads`]).
+    fn inject_abort(&self) -> bool {
+        let mut c = self.cluster.lock();
+        let left = &mut c.options.aborted_reads;
+        if *left == 0 {
+            return false;
+        }
+        *left -= 1;
+        true
     }
 
     fn unsupported(&self, capability: &str) -> Error {

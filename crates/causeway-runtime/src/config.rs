@@ -21,7 +21,7 @@
 //! ```
 
 use causeway_core::{DcId, NodeId, Topology};
-use causeway_protocols::{Params, PROTOCOLS};
+use causeway_protocols::{NodeConfig, Params, PROTOCOLS};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -174,7 +174,24 @@ impl ClusterConfig {
         self.validate_dcs()?;
         self.validate_nodes()?;
         self.partition_count()?;
-        Ok(())
+        self.validate_machine()
+    }
+
+    /// The protocol accepts its section for this topology (UniStore's `f` below the DC
+    /// count, say): builds the first node's machine, empty, and drops it.
+    fn validate_machine(&self) -> Result<(), String> {
+        let node_config = NodeConfig {
+            node: NodeId(0),
+            topology: self.topology(),
+            params: self.params(),
+            section: self.section(),
+        };
+        causeway_protocols::new_node(&self.protocol, node_config, &[])
+            .map(drop)
+            .map_err(|e| {
+                let fix = "see the protocol's settings in docs/OPERATIONS.md";
+                field(&format!("protocols.{}", self.protocol), e, fix)
+            })
     }
 
     fn validate_basics(&self) -> Result<(), String> {
@@ -590,5 +607,20 @@ mod tests {
         let e = ClusterConfig::parse("cluster = 1").unwrap_err();
         assert!(e.contains("not valid"), "{e}");
         assert!(c.placement("ghost").is_err());
+    }
+
+    #[test]
+    fn a_unistore_f_of_the_cluster_file_is_checked_against_the_dcs() {
+        let mut c = local();
+        c.protocol = "unistore".into();
+        let text = format!("{}\n[protocols.unistore]\nf = 1\n", c.to_toml());
+        let parsed = ClusterConfig::parse(&text).unwrap();
+        assert_eq!(parsed.section(), serde_json::json!({ "f": 1 }));
+        let text = text.replace("f = 1", "f = 3");
+        let e = ClusterConfig::parse(&text).unwrap_err();
+        assert!(
+            e.contains("`protocols.unistore`") && e.contains("f = 3 needs at least"),
+            "{e}"
+        );
     }
 }

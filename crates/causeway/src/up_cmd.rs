@@ -2,21 +2,39 @@
 //!
 //! Writes the cluster file `DATA/cluster.toml` (DC i, from 1, serves clients at
 //! 127.0.0.1:PORT_BASE+i and RESP at 127.0.0.1:RESP_PORT_BASE+i; node k listens for peers
-//! at PORT_BASE+100+k and serves Prometheus metrics at 127.0.0.1:METRICS_PORT_BASE+k),
-//! starts one `causeway server` process per node with its log in
-//! `DATA/NODE.log`, waits until every DC answers, prints the addresses and runs until
-//! Ctrl-C or SIGTERM; then it asks every node to stop (SIGTERM) and waits for them.
-
+//! at PORT_BASE+100+k and serves Prometheus metrics at 127.0.0.1:METRICS_PORT_BASE+k;
+//! `--set KEY=VALUE` / `--f N` fill the running protocol's `[protocols.NAME]` section),
+//! starts one `causeway server` process per node with its log in `DATA/NODE.log` and its
+//! pid in `DATA/up.pids` (`NAME DC PID` per line), waits until every DC answers, prints the
+//! addresses and runs until Ctrl-C or SIGTERM; then it asks every node to stop (SIGTERM),
+//! waits for them and removes the pid file.
+//!
+//! A node that exits on its own (a crash, a `kill -9` in a DC-failure experiment) is
+//! reported on stderr with its name, DC and exit status; with `--on-node-exit keep` (the
+//! default) the others keep running, with `stop` the whole cluster stops. Nodes get SIGTERM
+//! from the kernel if `up` itself dies (PR_SET_PDEATHSIG), so none is left orphaned.
 use causeway_runtime::{local_cluster, ClusterConfig};
-use clap::Args;
+use clap::{Args, ValueEnum};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long `up` waits for every DC's client endpoint to accept connections.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a node may take to stop after SIGTERM before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+/// The pid file in the data directory: one `NAME DC PID` line per node.
+pub const PID_FILE: &str = "up.pids";
+
+/// What `up` does when a node process exits on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnNodeExit {
+    /// Report it (name, DC, exit status) and keep the other nodes running.
+    Keep,
+    /// Stop the whole cluster and exit with failure.
+    Stop,
+}
 
 #[derive(Args)]
 pub struct UpArgs {
@@ -44,6 +62,18 @@ pub struct UpArgs {
     /// matrix of the cluster file's documentation).
     #[arg(long)]
     rtt_ms: Option<f64>,
+    /// Sets KEY = VALUE in the running protocol's `[protocols.NAME]` section of the cluster
+    /// file (repeatable; VALUE is a TOML value, e.g. `--set f=1 --set lease_ns=100000000`).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// UniStore's f (DC failures tolerated; a txn is uniform once f+1 DCs store it):
+    /// shorthand for `--set f=N`.
+    #[arg(long = "f", value_name = "N")]
+    f: Option<u32>,
+    /// When a node process exits on its own: `keep` reports it and keeps the others running
+    /// (DC-failure experiments), `stop` stops the whole cluster.
+    #[arg(long, value_enum, default_value = "keep")]
+    on_node_exit: OnNodeExit,
 }
 
 /// Largest `--rtt-ms`.
@@ -67,18 +97,52 @@ fn default_protocol() -> String {
     if cure { "cure" } else { "eventual" }.to_string()
 }
 
-/// Writes the cluster file, refusing to reuse a data directory made for another cluster.
-fn prepare(args: &UpArgs) -> Result<(ClusterConfig, PathBuf), String> {
+/// Parses one `--set KEY=VALUE`: VALUE as a TOML value (`1`, `true`, `"text"`), or as a
+/// bare string when it is not one.
+fn parse_setting(setting: &str) -> Result<(String, toml::Value), String> {
+    let Some((key, value)) = setting.split_once('=') else {
+        return Err(format!(
+            "--set {setting}: expected KEY=VALUE, e.g. --set f=1"
+        ));
+    };
+    let key = key.trim();
+    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!(
+            "--set {setting}: the key must be a setting name (letters, digits, _)"
+        ));
+    }
+    let value = value.trim();
+    let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(value.to_string()));
+    Ok((key.to_string(), parsed))
+}
+
+/// The running protocol's section from `--set` and `--f` (none when neither is given).
+fn protocol_section(args: &UpArgs) -> Result<Option<toml::Table>, String> {
+    let mut table = toml::Table::new();
+    for setting in &args.set {
+        let (key, value) = parse_setting(setting)?;
+        table.insert(key, value);
+    }
+    if let Some(f) = args.f {
+        table.insert("f".into(), toml::Value::Integer(i64::from(f)));
+    }
+    Ok((!table.is_empty()).then_some(table))
+}
+
+/// The cluster `up` runs, from its options (validated).
+fn cluster_config(args: &UpArgs, data: PathBuf) -> Result<ClusterConfig, String> {
     let protocol = args.protocol.clone().unwrap_or_else(default_protocol);
     if args.dcs == 0 || args.dcs > 64 || args.nodes_per_dc == 0 || args.nodes_per_dc > 64 {
         return Err("--dcs and --nodes-per-dc must be between 1 and 64".into());
     }
-    let data = std::path::absolute(&args.data).map_err(|e| format!("--data: {e}"))?;
     let mut config = local_cluster(
         &protocol,
         args.dcs,
         args.nodes_per_dc,
-        data.clone(),
+        data,
         args.port_base,
         args.resp_port_base,
     )
@@ -86,15 +150,25 @@ fn prepare(args: &UpArgs) -> Result<(ClusterConfig, PathBuf), String> {
     if let Some(rtt) = args.rtt_ms {
         config.rtt_ms = Some(uniform_rtt(args.dcs, rtt)?);
     }
+    if let Some(section) = protocol_section(args)? {
+        config.protocols.insert(protocol, section);
+    }
     assign_metrics_ports(&mut config, args.metrics_port_base)?;
     config.validate()?;
+    Ok(config)
+}
+
+/// Writes the cluster file, refusing to reuse a data directory made for another cluster.
+fn prepare(args: &UpArgs) -> Result<(ClusterConfig, PathBuf), String> {
+    let data = std::path::absolute(&args.data).map_err(|e| format!("--data: {e}"))?;
+    let config = cluster_config(args, data.clone())?;
     std::fs::create_dir_all(&data).map_err(|e| format!("cannot create {}: {e}", data.display()))?;
     let path = data.join("cluster.toml");
     let text = config.to_toml();
     if let Ok(old) = std::fs::read_to_string(&path) {
         if old != text {
             return Err(format!(
-                "{} holds a different cluster (another protocol, size or ports); fix: pass another --data directory or delete this one",
+                "{} holds a different cluster (another protocol, size, ports or protocol settings); fix: pass another --data directory or delete this one",
                 data.display()
             ));
         }
@@ -117,6 +191,15 @@ fn assign_metrics_ports(config: &mut ClusterConfig, base: u16) -> Result<(), Str
     Ok(())
 }
 
+/// One node process `up` started.
+struct NodeProc {
+    name: String,
+    dc: String,
+    child: Child,
+    /// Set once the process has exited and been reported.
+    exited: Option<ExitStatus>,
+}
+
 fn spawn_node(config_path: &Path, data: &Path, name: &str) -> Result<Child, String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the causeway binary: {e}"))?;
@@ -127,26 +210,74 @@ fn spawn_node(config_path: &Path, data: &Path, name: &str) -> Result<Child, Stri
         .open(&log_path)
         .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
     let err = log.try_clone().map_err(|e| e.to_string())?;
-    Command::new(exe)
-        .args(["server", "--config"])
+    let mut cmd = Command::new(exe);
+    cmd.args(["server", "--config"])
         .arg(config_path)
         .args(["--node", name])
         .stdin(Stdio::null())
         .stdout(log)
-        .stderr(err)
-        .spawn()
+        .stderr(err);
+    stop_with_parent(&mut cmd);
+    cmd.spawn()
         .map_err(|e| format!("cannot start node {name}: {e}"))
 }
 
-fn wait_ready(config: &ClusterConfig, children: &mut [(String, Child)]) -> Result<(), String> {
+/// Asks the kernel to SIGTERM the node when `up` dies (even by SIGKILL), so no node is left
+/// orphaned. PR_SET_PDEATHSIG follows the spawning thread: nodes are spawned from the main
+/// thread, which lives as long as `up`.
+fn stop_with_parent(cmd: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: prctl(2) and getppid(2) are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if libc::getppid() as u32 != parent {
+                return Err(std::io::Error::other("causeway up exited"));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Starts every node of the cluster (stopping those started if one cannot be).
+fn spawn_all(config: &ClusterConfig, path: &Path) -> Result<Vec<NodeProc>, String> {
+    let mut nodes = Vec::new();
+    for node in &config.nodes {
+        match spawn_node(path, &config.data_dir, &node.name) {
+            Ok(child) => nodes.push(NodeProc {
+                name: node.name.clone(),
+                dc: node.dc.clone(),
+                child,
+                exited: None,
+            }),
+            Err(e) => {
+                stop_all(&mut nodes);
+                return Err(e);
+            }
+        }
+    }
+    Ok(nodes)
+}
+
+/// Writes `DATA/up.pids`: one `NAME DC PID` line per node.
+fn write_pids(data: &Path, nodes: &[NodeProc]) -> Result<(), String> {
+    let text: String = nodes
+        .iter()
+        .map(|n| format!("{} {} {}\n", n.name, n.dc, n.child.id()))
+        .collect();
+    let path = data.join(PID_FILE);
+    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn wait_ready(config: &ClusterConfig, nodes: &mut [NodeProc]) -> Result<(), String> {
     let deadline = Instant::now() + READY_TIMEOUT;
     for node in config.nodes.iter() {
         let Some(addr) = node.client_addr else {
             continue;
         };
         while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            if let Some(dead) = exited(children) {
-                return Err(dead);
+            if let Some(dead) = newly_exited(nodes, &config.data_dir).first() {
+                return Err(dead.clone());
             }
             if Instant::now() > deadline {
                 return Err(format!(
@@ -160,34 +291,60 @@ fn wait_ready(config: &ClusterConfig, children: &mut [(String, Child)]) -> Resul
     Ok(())
 }
 
-/// A line about the first child that exited, if any did.
-fn exited(children: &mut [(String, Child)]) -> Option<String> {
-    children
-        .iter_mut()
-        .find_map(|(name, child)| match child.try_wait() {
-            Ok(Some(status)) => Some(format!(
-                "node {name} exited ({status}); see its log {name}.log in the data directory"
-            )),
-            _ => None,
-        })
+/// The last non-empty line of a node's log (why it exited, usually).
+fn last_log_line(data: &Path, name: &str) -> String {
+    let text = std::fs::read_to_string(data.join(format!("{name}.log"))).unwrap_or_default();
+    let line = text.lines().rev().find(|l| !l.trim().is_empty());
+    line.unwrap_or("").trim().to_string()
 }
 
-fn stop_all(children: &mut [(String, Child)]) {
-    for (_, child) in children.iter_mut() {
+/// One line per node that exited since the last call (each is reported once).
+fn newly_exited(nodes: &mut [NodeProc], data: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for node in nodes.iter_mut().filter(|n| n.exited.is_none()) {
+        if let Ok(Some(status)) = node.child.try_wait() {
+            node.exited = Some(status);
+            lines.push(exit_line(node, status, data));
+        }
+    }
+    lines
+}
+
+/// `node NAME of DC DC exited (STATUS)`, with the log's last line when the node exited by
+/// itself (its error, usually) rather than by a signal.
+fn exit_line(node: &NodeProc, status: ExitStatus, data: &Path) -> String {
+    let log = data.join(format!("{}.log", node.name));
+    let why = match status.code() {
+        Some(_) => format!(": {}", last_log_line(data, &node.name)),
+        None => String::new(),
+    };
+    format!(
+        "node {} of DC {} exited ({status}){why} (log: {})",
+        node.name,
+        node.dc,
+        log.display()
+    )
+}
+
+fn stop_all(nodes: &mut [NodeProc]) {
+    for node in nodes.iter().filter(|n| n.exited.is_none()) {
         // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
         unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+            libc::kill(node.child.id() as libc::pid_t, libc::SIGTERM);
         }
     }
     let deadline = Instant::now() + STOP_TIMEOUT;
-    for (name, child) in children.iter_mut() {
+    for node in nodes.iter_mut() {
         loop {
-            match child.try_wait() {
+            match node.child.try_wait() {
                 Ok(Some(_)) | Err(_) => break,
                 Ok(None) if Instant::now() > deadline => {
-                    eprintln!("node {name} did not stop in {STOP_TIMEOUT:?}; killing it");
-                    let _ = child.kill();
-                    let _ = child.wait();
+                    eprintln!(
+                        "node {} did not stop in {STOP_TIMEOUT:?}; killing it",
+                        node.name
+                    );
+                    let _ = node.child.kill();
+                    let _ = node.child.wait();
                     break;
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(20)),
@@ -219,12 +376,27 @@ fn print_addresses(config: &ClusterConfig, data: &Path) {
     }
     println!("  data and logs in {}", data.display());
     println!(
+        "  node pids in {} (NAME DC PID per line)",
+        data.join(PID_FILE).display()
+    );
+    println!(
         "  try: causeway cli --addr {} -c \"begin; set photo p1; commit\"",
         config.nodes[0]
             .client_addr
             .expect("dc1 has a client address")
     );
     println!("press Ctrl-C to stop");
+}
+
+/// Starts the nodes and waits until every DC answers.
+fn start(config: &ClusterConfig, path: &Path) -> Result<Vec<NodeProc>, String> {
+    let mut nodes = spawn_all(config, path)?;
+    let ready = write_pids(&config.data_dir, &nodes).and_then(|()| wait_ready(config, &mut nodes));
+    if let Err(e) = ready {
+        stop_all(&mut nodes);
+        return Err(e);
+    }
+    Ok(nodes)
 }
 
 pub fn run(args: UpArgs) -> ExitCode {
@@ -236,31 +408,44 @@ pub fn run(args: UpArgs) -> ExitCode {
         }
     };
     let data = config.data_dir.clone();
-    let mut children = Vec::new();
-    for node in &config.nodes {
-        match spawn_node(&path, &data, &node.name) {
-            Ok(child) => children.push((node.name.clone(), child)),
-            Err(e) => {
-                eprintln!("error: {e}");
-                stop_all(&mut children);
-                return ExitCode::FAILURE;
-            }
+    let mut nodes = match start(&config, &path) {
+        Ok(nodes) => nodes,
+        Err(e) => {
+            eprintln!("error: {e}");
+            let _ = std::fs::remove_file(data.join(PID_FILE));
+            return ExitCode::FAILURE;
         }
-    }
-    if let Err(e) = wait_ready(&config, &mut children) {
-        eprintln!("error: {e}");
-        stop_all(&mut children);
-        return ExitCode::FAILURE;
-    }
+    };
     print_addresses(&config, &data);
-    let code = supervise(&mut children);
-    stop_all(&mut children);
+    let code = supervise(&mut nodes, &data, args.on_node_exit);
+    stop_all(&mut nodes);
+    let _ = std::fs::remove_file(data.join(PID_FILE));
     println!("causeway: stopped");
     code
 }
 
-/// Waits for Ctrl-C / SIGTERM (success) or a node exiting on its own (failure).
-fn supervise(children: &mut [(String, Child)]) -> ExitCode {
+/// Reports nodes that exited since the last look; whether `up` should stop now.
+fn report_exits(nodes: &mut [NodeProc], data: &Path, policy: OnNodeExit) -> Option<ExitCode> {
+    let exits = newly_exited(nodes, data);
+    for line in &exits {
+        match policy {
+            OnNodeExit::Keep => eprintln!("warning: {line}; the other nodes keep running"),
+            OnNodeExit::Stop => eprintln!("error: {line}; stopping the cluster"),
+        }
+    }
+    let stop = !exits.is_empty() && policy == OnNodeExit::Stop;
+    if stop || nodes.iter().all(|n| n.exited.is_some()) {
+        if !stop {
+            eprintln!("error: every node has exited; stopping");
+        }
+        return Some(ExitCode::FAILURE);
+    }
+    None
+}
+
+/// Waits for Ctrl-C / SIGTERM (success) while reporting nodes that exit on their own;
+/// returns failure when one does under `--on-node-exit stop`, or when every node has.
+fn supervise(nodes: &mut [NodeProc], data: &Path, policy: OnNodeExit) -> ExitCode {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -272,12 +457,56 @@ fn supervise(children: &mut [(String, Child)]) -> ExitCode {
             tokio::select! {
                 _ = &mut signal => return ExitCode::SUCCESS,
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {
-                    if let Some(dead) = exited(children) {
-                        eprintln!("error: {dead}; stopping the cluster");
-                        return ExitCode::FAILURE;
+                    if let Some(code) = report_exits(nodes, data, policy) {
+                        return code;
                     }
                 }
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        up: UpArgs,
+    }
+
+    fn args(extra: &[&str]) -> UpArgs {
+        let argv = ["up", "--data", "/tmp/causeway-up-unit"]
+            .iter()
+            .chain(extra);
+        Cli::try_parse_from(argv).expect("valid options").up
+    }
+
+    #[test]
+    fn set_and_f_fill_the_running_protocols_section() {
+        let a = args(&["--protocol", "unistore", "--f", "1", "--set", "lease_ns=5"]);
+        let config = cluster_config(&a, "/tmp/causeway-up-unit".into()).unwrap();
+        let section = config.section();
+        assert_eq!(section, serde_json::json!({ "f": 1, "lease_ns": 5 }));
+        assert!(config.to_toml().contains("[protocols.unistore]"));
+        assert_eq!(a.on_node_exit, OnNodeExit::Keep, "the default");
+    }
+
+    #[test]
+    fn bad_settings_are_refused_with_the_reason() {
+        let e = cluster_config(&args(&["--f", "1"]), "/tmp/x".into()).unwrap_err();
+        assert!(
+            e.contains("protocols.cure") && e.contains("unknown field `f`"),
+            "{e}"
+        );
+        let a = args(&["--protocol", "unistore", "--f", "3"]);
+        let e = cluster_config(&a, "/tmp/x".into()).unwrap_err();
+        assert!(e.contains("f = 3 needs at least f+1 = 4 DCs"), "{e}");
+        assert!(parse_setting("f").is_err());
+        assert!(parse_setting("a.b=1").is_err());
+        let (key, value) = parse_setting(" name = some text").unwrap();
+        assert_eq!((key.as_str(), value.as_str()), ("name", Some("some text")));
+    }
 }

@@ -1,71 +1,17 @@
 //! The README quickstart end to end: `causeway up` starts a local cluster, the CLI writes
 //! at one DC and reads causally at another (through a token), RESP answers at its port
-//! (`INFO causeway` lists the node's gauges), and Ctrl-C (SIGINT) stops everything cleanly.
+//! (`INFO causeway` lists the node's gauges), cure refuses uniform barriers with a clear
+//! "unsupported" error (CLI and RESP), and Ctrl-C (SIGINT) stops everything cleanly. With
+//! `--on-node-exit stop`, one node killed stops the whole cluster.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+mod up;
+
 use std::time::{Duration, Instant};
-
-/// A port base whose client, peer and RESP ports (for 2 DCs of 1 node) are all free now.
-fn free_base() -> u16 {
-    let mut base = 30_000 + (std::process::id() % 250) as u16 * 100;
-    loop {
-        let ports = [
-            base + 1,
-            base + 2,
-            base + 100,
-            base + 101,
-            base + 51,
-            base + 52,
-            base + 60,
-            base + 61,
-        ];
-        let held: Vec<_> = ports
-            .iter()
-            .filter_map(|p| TcpListener::bind(("127.0.0.1", *p)).ok())
-            .collect();
-        if held.len() == ports.len() {
-            return base;
-        }
-        base = if base > 55_000 { 30_000 } else { base + 100 };
-    }
-}
-
-fn cli(addr: &str, script: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_causeway"))
-        .args(["cli", "--addr", addr, "-c", script])
-        .output()
-        .expect("run causeway cli");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "cli {script}: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
-}
+use up::{cli, cli_result, resp_command, resp_connect, Up};
 
 /// `INFO causeway` over RESP2 (a bulk string reply).
 fn resp_info(addr: &str) -> String {
-    let mut stream = TcpStream::connect(addr).expect("connect to RESP");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("read timeout");
-    stream
-        .write_all(b"*2\r\n$4\r\nINFO\r\n$8\r\ncauseway\r\n")
-        .expect("send INFO");
-    let mut reader = BufReader::new(stream);
-    let mut header = String::new();
-    reader.read_line(&mut header).expect("INFO header");
-    let len: usize = header
-        .trim()
-        .strip_prefix('$')
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("INFO answers a bulk string, not {header:?}"));
-    let mut body = vec![0; len];
-    reader.read_exact(&mut body).expect("INFO body");
-    String::from_utf8(body).expect("INFO is text")
+    resp_command(&mut resp_connect(addr), &["INFO", "causeway"])
 }
 
 /// The `name:value` lines after `dc_count`, which are the gauges; waits (the node
@@ -89,63 +35,74 @@ fn published_gauges(addr: &str) -> Vec<String> {
     }
 }
 
+/// Cure has no uniform barrier: the CLI and RESP say so, naming the protocol.
+fn cure_refuses_barriers(up: &Up) {
+    let (ok, out) = cli_result(&up.client_addr(0), "barrier");
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("protocol 'cure' does not support uniform barriers"),
+        "{out}"
+    );
+    let reply = resp_command(&mut resp_connect(&up.resp_addr(0)), &["CAUSAL.BARRIER"]);
+    assert!(reply.starts_with("-ERR"), "{reply}");
+    assert!(
+        reply.contains("'cure' does not support uniform barriers"),
+        "{reply}"
+    );
+}
+
 #[test]
 fn up_then_cli_writes_at_one_dc_and_reads_causally_at_another_then_ctrl_c_stops() {
-    let base = free_base();
-    let data = std::env::temp_dir().join(format!("causeway-it-up-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data);
-    let mut up = Command::new(env!("CARGO_BIN_EXE_causeway"))
-        .args(["up", "--dcs", "2", "--nodes-per-dc", "1", "--data"])
-        .arg(&data)
-        .args([
-            "--port-base",
-            &base.to_string(),
-            "--resp-port-base",
-            &(base + 50).to_string(),
-            "--metrics-port-base",
-            &(base + 60).to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start causeway up");
-    let mut lines = BufReader::new(up.stdout.take().expect("stdout")).lines();
-    let mut banner = String::new();
-    for line in lines.by_ref() {
-        let line = line.expect("read up's output");
-        banner.push_str(&line);
-        banner.push('\n');
-        if line.contains("press Ctrl-C") {
-            break;
-        }
-    }
-    let (dc1, dc2) = (
-        format!("127.0.0.1:{}", base + 1),
-        format!("127.0.0.1:{}", base + 2),
-    );
+    let mut up = Up::start("up", 2, 1, &[]);
+    let (dc1, dc2) = (up.client_addr(0), up.client_addr(1));
+    let banner = &up.banner;
+    assert!(banner.contains("running protocol cure"), "{banner}");
     assert!(
         banner.contains(&format!("dc1: clients at {dc1}")),
         "{banner}"
     );
-    let metrics = format!("dc2-n1: metrics at http://127.0.0.1:{}/metrics", base + 61);
+    let metrics = format!(
+        "dc2-n1: metrics at http://127.0.0.1:{}/metrics",
+        up.base + 61
+    );
     assert!(banner.contains(&metrics), "{banner}");
     let out = cli(&dc1, "begin; set photo p1; commit; token");
     let token = out.lines().last().expect("a token line").trim().to_string();
     let out = cli(&dc2, &format!("attach {token}; begin; get photo; commit"));
     assert!(out.contains("photo = p1"), "{out}");
-    let gauges = published_gauges(&format!("127.0.0.1:{}", base + 51));
+    let gauges = published_gauges(&up.resp_addr(1));
     let names: Vec<&str> = gauges.iter().filter_map(|g| g.split(':').next()).collect();
     assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted: {gauges:?}");
     assert!(names.contains(&"sessions"), "{gauges:?}");
     assert!(!names.iter().any(|n| n.ends_with("_ns")), "{gauges:?}");
-    // SAFETY: kill(2) on our child.
-    unsafe {
-        libc::kill(up.id() as libc::pid_t, libc::SIGINT);
-    }
-    let status = up.wait().expect("wait for up");
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    cure_refuses_barriers(&up);
+    let (status, rest) = up.interrupt();
     assert!(status.success(), "up exited with {status}: {rest:?}");
     assert!(rest.iter().any(|l| l.contains("stopped")), "{rest:?}");
-    let log = std::fs::read_to_string(data.join("dc1-n1.log")).expect("node log");
+    let log = std::fs::read_to_string(up.data.join("dc1-n1.log")).expect("node log");
     assert!(log.contains("stopped"), "the node shut down cleanly: {log}");
-    let _ = std::fs::remove_dir_all(&data);
+    assert_eq!(
+        up.live_nodes(),
+        Vec::<String>::new(),
+        "no node left running"
+    );
+    assert!(!up.data.join("up.pids").exists(), "up removes its pid file");
+}
+
+#[test]
+fn with_on_node_exit_stop_a_dead_node_stops_the_whole_cluster() {
+    let mut up = Up::start("up-stop", 2, 1, &["--on-node-exit", "stop"]);
+    let killed = up.kill_dc("dc2");
+    assert_eq!(killed.len(), 1, "{:?}", up.pids);
+    let (status, _) = up.wait_exit();
+    assert!(!status.success(), "up fails when a node dies under `stop`");
+    let stderr = up.stderr();
+    let line = "error: node dc2-n1 of DC dc2 exited (signal: 9 (SIGKILL))";
+    assert!(stderr.contains(line), "{stderr}");
+    assert!(stderr.contains("stopping the cluster"), "{stderr}");
+    assert_eq!(
+        up.live_nodes(),
+        Vec::<String>::new(),
+        "no node left running"
+    );
 }

@@ -12,6 +12,9 @@ use causeway_core::limits::{COORD_TXNS_MAX, TXN_UPDATES_MAX};
 use causeway_core::{Addr, Ctx, Error, Key, NodeId, Object, PartitionId, TxnId, TxnKind, Vc};
 use std::collections::BTreeMap;
 
+/// Why a txn whose votes did not all arrive in time ends.
+const PREPARE_TIMED_OUT: &str = "prepare timed out";
+
 /// What an open txn is doing.
 #[derive(Debug)]
 enum Step {
@@ -27,6 +30,9 @@ enum Step {
         req: u64,
         /// Prepare times voted so far (`kit::twopc`), with the abort deadline.
         votes: Votes<u64>,
+        /// One participant commits it alone (one-phase commit): past the deadline the
+        /// outcome is unknown here, not an abort.
+        one_phase: bool,
     },
 }
 
@@ -263,7 +269,11 @@ impl Node {
             }
         }
         let result = result.map(|_| values);
-        Coord::reply(ctx, t.client, Msg::ReadResult { txn, req, result });
+        let client = t.client;
+        if matches!(result, Err(Error::Aborted(_))) {
+            self.coord.txns.remove(&txn); // the session ends it too (session.rs)
+        }
+        Coord::reply(ctx, client, Msg::ReadResult { txn, req, result });
     }
 
     pub(super) fn on_commit(
@@ -307,9 +317,11 @@ impl Node {
         let topo = &self.topo;
         let groups = t.buffer.group_by(|k| topo.partition_of(k));
         let deadline = self.time.clock + self.cfg.prepare_timeout_ns;
+        let one_phase = self.cfg.one_phase && groups.len() == 1;
         t.step = Step::Preparing {
             req,
             votes: Votes::new(groups.keys().copied(), deadline),
+            one_phase,
         };
         for (partition, updates) in groups {
             let to = Addr::Node(topo.node_of(dc, partition));
@@ -318,6 +330,7 @@ impl Node {
                 partition,
                 svc: t.svc.clone(),
                 updates,
+                one_phase,
             }; // Alg. 1 l.29
             ctx.send(to, m);
         }
@@ -355,6 +368,25 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// A single-partition txn's partition committed it (one-phase commit): answer.
+    pub(super) fn on_one_phase_done(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, ct: Vc) {
+        let Some(Txn {
+            step: Step::Preparing {
+                one_phase: true, ..
+            },
+            ..
+        }) = self.coord.txns.get(&txn)
+        else {
+            return; // answered already (timed out as unknown)
+        };
+        let t = self.coord.txns.remove(&txn).expect("present");
+        let Step::Preparing { req, .. } = t.step else {
+            unreachable!("matched above")
+        };
+        let result = Ok(ct);
+        Coord::reply(ctx, t.client, Msg::CommitResult { txn, req, result });
     }
 
     /// Commit time and commit vector (Alg. 1 l.31-36); the decision is persisted before
@@ -415,12 +447,24 @@ impl Node {
             return;
         };
         let dc = DcIdOf::dc(self.d);
-        if let Step::Preparing { req, votes, .. } = t.step {
+        if let Step::Preparing {
+            req,
+            votes,
+            one_phase,
+        } = t.step
+        {
             for p in votes.participants() {
                 let to = Addr::Node(self.topo.node_of(dc, p));
                 ctx.send(to, Msg::AbortTxn { txn, partition: p });
             }
-            let result = Err(Error::Aborted(why.to_string()));
+            // A one-phase txn may commit at its partition whatever we do here.
+            let result = if one_phase && why == PREPARE_TIMED_OUT {
+                Err(Error::Unavailable(
+                    "commit outcome unknown (timed out)".into(),
+                ))
+            } else {
+                Err(Error::Aborted(why.to_string()))
+            };
             Coord::reply(ctx, t.client, Msg::CommitResult { txn, req, result });
         }
     }
@@ -466,7 +510,7 @@ impl Node {
             .map(|(id, _)| *id)
             .collect();
         for txn in expired {
-            self.abort_txn(ctx, txn, "prepare timed out");
+            self.abort_txn(ctx, txn, PREPARE_TIMED_OUT);
             self.coord.txns.remove(&txn);
         }
     }

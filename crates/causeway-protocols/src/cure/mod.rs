@@ -32,6 +32,7 @@
 //!
 //! # Code layout
 //!
+//! `uniform.rs`: UniStore's flavor (STABLEVEC, `uniformVec`, barrier, attach, snapshots).
 //! `node.rs`: the node's state, recovery, dispatch, the partition side of reads and 2PC,
 //! timers (`kit::timers`), invariants, persist-before-release (`kit::durability`) and the
 //! clock and lease (`kit::clock`). `coord.rs`: the TC (Alg. 1), its 2PC bookkeeping on
@@ -99,6 +100,15 @@
 //! - Tokens are the postcard-encoded `cvc`; `Attach` joins one into `cvc`. Barriers and
 //!   strong transactions are unsupported.
 //!
+//! # Flavors: one engine, three protocols
+//!
+//! [`Flavor`] selects the protocol this engine runs: `Cure` (all of the above), or the
+//! protocols built on it, `UniStore` (registry entry `unistore.rs`) and its baseline
+//! `CureFt` (`cureft.rs`). They share every mechanism here and differ where
+//! `uniform.rs` and the flavor branches say: START's snapshot (UniStore Alg. 1 l.2-7 in
+//! place of Cure Alg. 1 l.2-6), the visible vector (`uniformVec` from STABLEVEC, or the GSS),
+//! the GC bound of future snapshots, UNIFORM_BARRIER and ATTACH.
+//!
 //! [`VERSIONS_PER_KEY_MAX`]: causeway_core::limits::VERSIONS_PER_KEY_MAX
 
 mod coord;
@@ -111,6 +121,8 @@ mod session;
 #[cfg(test)]
 mod tests;
 mod uniform;
+#[cfg(test)]
+mod unistore_tests;
 
 pub use msg::{Msg, ReplTxn, Stream};
 pub use node::Node;
@@ -199,6 +211,8 @@ pub struct Config {
     pub lag_grace_ns: Nanos,
     /// A sibling silent this long is presumed failed for log GC.
     pub silent_sibling_ns: Nanos,
+    /// Commit single-partition txns in one phase (the partition alone, one record).
+    pub one_phase: bool,
 }
 
 impl Default for Config {
@@ -210,6 +224,7 @@ impl Default for Config {
             txn_idle_ns: TXN_IDLE_NS,
             lag_grace_ns: LAG_GRACE_NS,
             silent_sibling_ns: SILENT_SIBLING_NS,
+            one_phase: true,
         }
     }
 }
@@ -220,11 +235,8 @@ impl Default for Config {
 /// wait is covered by a unit test instead.)
 pub const MUTATIONS: &[&str] = &["no-read-wait", "pvc-ignores-prepared", "commit-time-min"];
 /// UniStore's deliberately broken variants (on top of Cure's).
-pub const UNISTORE_MUTATIONS: &[&str] = &[
-    "no-forwarding",
-    "visible-before-uniform",
-    "attach-no-wait",
-];
+pub const UNISTORE_MUTATIONS: &[&str] =
+    &["no-forwarding", "visible-before-uniform", "attach-no-wait"];
 
 /// How far ahead of the clock the persisted lease on claimed timestamps reaches.
 pub const LEASE_NS: Nanos = 200_000_000;

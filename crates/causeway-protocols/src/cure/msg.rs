@@ -85,12 +85,21 @@ pub enum Msg {
         partition: PartitionId,
         objects: Vec<(Key, Result<Object, Error>)>,
     },
-    /// PREPARE(T, ws[p], svc) (Alg. 1 l.29, Alg. 2 l.6).
+    /// PREPARE(T, ws[p], svc) (Alg. 1 l.29, Alg. 2 l.6). `one_phase`: the txn updates
+    /// only this partition, which commits it at its prepare time on its own (one-phase
+    /// commit, docs/ARCHITECTURE.md) and answers with `OnePhaseDone`.
     Prepare {
         txn: TxnId,
         partition: PartitionId,
         svc: Vc,
         updates: Updates,
+        one_phase: bool,
+    },
+    /// A one-phase commit is durable at the partition: the txn's commit vector.
+    OnePhaseDone {
+        txn: TxnId,
+        partition: PartitionId,
+        ct: Vc,
     },
     /// The prepare time (Alg. 2 l.11), or why the partition cannot prepare.
     Prepared {
@@ -135,12 +144,23 @@ pub enum Msg {
     },
     // ---- UniStore: node <-> sibling node in another DC ----
     /// STABLEVEC(d, stableVec) (UniStore Alg. 2 l.25): the sender DC's stable vector.
-    StableVec { stable: Vc },
+    StableVec {
+        stable: Vc,
+    },
     // ---- UniStore: session <-> node ----
     /// UNIFORM_BARRIER(V) (UniStore Alg. 1 l.49).
-    Barrier { req: u64, past: Vc },
+    Barrier {
+        req: u64,
+        past: Vc,
+    },
     /// ATTACH(V) (UniStore Alg. 1 l.51).
-    Attach { req: u64, past: Vc },
+    Attach {
+        req: u64,
+        past: Vc,
+    },
     /// The barrier or attach of request `req` holds.
-    WaitDone { req: u64, result: Result<(), Error> },
+    WaitDone {
+        req: u64,
+        result: Result<(), Error>,
+    },
 }

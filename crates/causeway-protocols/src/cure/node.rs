@@ -37,6 +37,15 @@ pub enum Timer {
 
 pub use crate::kit::clock::Time;
 
+/// Where a PREPARE is for and who coordinates it.
+#[derive(Clone, Copy, Debug)]
+pub struct Participant {
+    pub partition: PartitionId,
+    pub coord: NodeId,
+    pub txn: TxnId,
+    pub one_phase: bool,
+}
+
 /// Something to do once every record up to an lsn is durable.
 #[derive(Debug)]
 pub enum Deferred {
@@ -47,6 +56,12 @@ pub enum Deferred {
         upto: u64,
     },
     Decision(TxnId),
+    /// A one-phase commit's record is durable: the txn commits at its partition.
+    OnePhase {
+        partition: PartitionId,
+        txn: TxnId,
+        ct: Vc,
+    },
 }
 
 pub struct Node {
@@ -167,8 +182,29 @@ impl Node {
                     prep_time,
                     inquiry: Retry::default(), // inquire at once after a restart
                     ops,
+                    one_phase: false,
                 };
                 self.part(partition).prepared.insert(txn, p);
+            }
+            Record::OnePhase {
+                partition,
+                txn,
+                coord,
+                ct,
+                ops,
+            } => {
+                let prep_time = ct.get(d);
+                self.time.last = self.time.last.max(prep_time);
+                let p = Prepared {
+                    coord,
+                    prep_time,
+                    inquiry: Retry::default(),
+                    ops,
+                    one_phase: true,
+                };
+                let part = self.part(partition);
+                part.prepared.insert(txn, p);
+                part.commit(d, txn, &ct, false);
             }
             Record::Commit { partition, txn, ct } => {
                 let broken = self.mutation.commit_time_min;
@@ -249,6 +285,10 @@ impl Node {
                 part.pvc.set(o, part.pvc.get(o).max(upto));
             }
             Deferred::Decision(txn) => self.coord.decision_durable(txn),
+            Deferred::OnePhase { partition, txn, ct } => {
+                let d = self.d;
+                self.part(partition).commit(d, txn, &ct, false);
+            }
         }
     }
 
@@ -404,7 +444,16 @@ impl Node {
                     txn,
                     svc,
                     updates,
-                } => self.prepare(ctx, pid, coord, txn, svc, updates),
+                    one_phase,
+                } => {
+                    let to = Participant {
+                        partition: pid,
+                        coord,
+                        txn,
+                        one_phase,
+                    };
+                    self.prepare(ctx, to, svc, updates)
+                }
             }
         }
     }
@@ -414,12 +463,16 @@ impl Node {
     fn prepare(
         &mut self,
         ctx: &mut Ctx<Msg>,
-        partition: PartitionId,
-        coord: NodeId,
-        txn: TxnId,
+        to: Participant,
         svc: Vc,
         updates: super::msg::Updates,
     ) {
+        let Participant {
+            partition,
+            coord,
+            txn,
+            one_phase,
+        } = to;
         if self.parts[&partition].prepared.contains_key(&txn) {
             return; // a duplicate PREPARE: the first one votes
         }
@@ -445,8 +498,12 @@ impl Node {
             prep_time,
             inquiry: Retry::sent_at(self.time.clock),
             ops: ops.clone(),
+            one_phase,
         };
         self.part(partition).prepared.insert(txn, p);
+        if one_phase {
+            return self.commit_one_phase(ctx, to, svc, prep_time, ops);
+        }
         let record = Record::Prepare {
             partition,
             txn,
@@ -461,6 +518,42 @@ impl Node {
             result: Ok(prep_time),
         };
         self.persist(ctx, record, vec![(Addr::Node(coord), vote)]);
+    }
+
+    /// One-phase commit of a single-partition txn: the partition is its own coordinator.
+    /// The commit time is the prepare time (Alg. 1 l.31 over one participant), the commit
+    /// vector `svc` with it as local entry (l.32-33). One record holds prepare and commit;
+    /// the txn stays prepared (holding `pvc[d]` below its time, Alg. 2 l.20) until the
+    /// record is durable, then commits, and only then does the answer leave.
+    fn commit_one_phase(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        to: Participant,
+        svc: Vc,
+        prep_time: u64,
+        ops: Vec<(
+            causeway_core::Key,
+            causeway_core::OpId,
+            causeway_core::crdt::Effect,
+        )>,
+    ) {
+        let mut ct = svc;
+        ct.set(self.d, prep_time);
+        let (partition, txn) = (to.partition, to.txn);
+        let record = Record::OnePhase {
+            partition,
+            txn,
+            coord: to.coord,
+            ct: ct.clone(),
+            ops,
+        };
+        let done = Msg::OnePhaseDone {
+            txn,
+            partition,
+            ct: ct.clone(),
+        };
+        self.persist(ctx, record, vec![(Addr::Node(to.coord), done)]);
+        self.after_durable(Deferred::OnePhase { partition, txn, ct });
     }
 
     /// COMMIT (Cure Alg. 2 l.13-16); the ack leaves once the commit is durable.
@@ -492,7 +585,7 @@ impl Node {
     fn inquire(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
         for (pid, part) in self.parts.iter_mut() {
-            for (txn, p) in part.prepared.iter_mut() {
+            for (txn, p) in part.prepared.iter_mut().filter(|(_, p)| !p.one_phase) {
                 if p.inquiry.due(clock, self.cfg.inquire_after_ns) {
                     let m = Msg::Inquire {
                         txn: *txn,
@@ -548,6 +641,7 @@ impl Node {
                 partition,
                 svc,
                 updates,
+                one_phase,
             } => {
                 self.adopt_remote(&svc); // UniStore Alg. 1 l.37-38
                 let w = Waiting::Prepare {
@@ -555,6 +649,7 @@ impl Node {
                     txn,
                     svc,
                     updates,
+                    one_phase,
                 };
                 self.park(ctx, partition, w);
             }
@@ -565,9 +660,13 @@ impl Node {
             } => self.on_prepared(ctx, txn, partition, result),
             Msg::CommitTxn { txn, partition, ct } => self.commit_txn(ctx, from, txn, partition, ct),
             Msg::CommitAck { txn, partition } => self.on_commit_ack(ctx, txn, partition),
+            Msg::OnePhaseDone { txn, ct, .. } => self.on_one_phase_done(ctx, txn, ct),
             Msg::AbortTxn { txn, partition } => {
                 if let Some(part) = self.parts.get_mut(&partition) {
-                    part.prepared.remove(&txn);
+                    // A one-phase txn is the partition's own decision: not abortable.
+                    if part.prepared.get(&txn).is_some_and(|p| !p.one_phase) {
+                        part.prepared.remove(&txn);
+                    }
                 }
                 self.serve_waiting(ctx);
             }

@@ -18,6 +18,9 @@ pub struct Prepared {
     /// Paces inquiries to the coordinator (due at once after a restart).
     pub inquiry: Retry,
     pub ops: Vec<(Key, OpId, Effect)>,
+    /// Committed by this partition alone once its record is durable: no coordinator
+    /// decides it, so it is never inquired about nor aborted.
+    pub one_phase: bool,
 }
 
 /// A request parked until `pvc[d] >= svc[d]` (reads) or also `Clock > svc[d]` (prepares).
@@ -35,6 +38,7 @@ pub enum Waiting {
         txn: TxnId,
         svc: Vc,
         updates: Updates,
+        one_phase: bool,
     },
 }
 

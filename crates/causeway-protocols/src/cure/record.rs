@@ -32,6 +32,15 @@ pub enum Record {
         upto: u64,
         txns: Vec<ReplTxn>,
     },
+    /// A single-partition txn committed by its partition alone (one-phase commit): the
+    /// prepare and the commit in one record.
+    OnePhase {
+        partition: PartitionId,
+        txn: TxnId,
+        coord: NodeId,
+        ct: Vc,
+        ops: Vec<(Key, OpId, Effect)>,
+    },
     /// A coordinator's commit decision, persisted before any COMMIT leaves.
     Decision {
         txn: TxnId,

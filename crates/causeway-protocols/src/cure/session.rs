@@ -17,7 +17,9 @@ enum Pending {
     Read,
     Commit,
     /// A UNIFORM_BARRIER or an ATTACH (UniStore), with the past it attaches.
-    Wait { attach: Option<Vc> },
+    Wait {
+        attach: Option<Vc>,
+    },
 }
 
 /// The client side of Cure.
@@ -240,7 +242,17 @@ impl ClientProtocol for Client {
                 Pending::Read,
             ) if t == txn && core.is_current(req) => {
                 self.pending = Pending::None;
-                core.answer(ctx, result.map_or_else(Response::Error, Response::Values));
+                let response = match result {
+                    Ok(values) => Response::Values(values),
+                    // The coordinator dropped the txn (e.g. "snapshot too old"): it is
+                    // over here too, so the session is idle again.
+                    Err(Error::Aborted(reason)) => {
+                        core.txn = None;
+                        Response::Aborted { reason }
+                    }
+                    Err(e) => Response::Error(e),
+                };
+                core.answer(ctx, response);
             }
             (
                 Msg::CommitResult {

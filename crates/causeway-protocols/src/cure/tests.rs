@@ -210,8 +210,13 @@ fn txn_id(seq: u64) -> TxnId {
 /// One node of a one-DC, one-partition cluster, started with its lease durable.
 fn lone_node(mutation: Option<&str>, records: &[Vec<u8>], clock: u64) -> (Node, Vec<Vec<u8>>) {
     let topo = Topology::full(1, 1, 1);
-    let mut node =
-        Node::recover(config(&topo, 0, mutation), Config::default(), super::Flavor::Cure, records).expect("node");
+    let mut node = Node::recover(
+        config(&topo, 0, mutation),
+        Config::default(),
+        super::Flavor::Cure,
+        records,
+    )
+    .expect("node");
     let mut ctx = Ctx::new(TrueTime(clock), clock);
     node.start(&mut ctx);
     let out = drain_persisting(&mut node, ctx, clock);
@@ -281,6 +286,7 @@ fn prepare_msg(seq: u64, svc_d: u64, key: &Key, value: &str) -> Msg {
             extra: vec![],
         },
         updates,
+        one_phase: false,
     }
 }
 
@@ -415,5 +421,101 @@ fn recovery_never_reissues_a_timestamp() {
     assert!(
         second > first && second > T + super::LEASE_NS / 2,
         "reissued {second} <= {first}"
+    );
+}
+
+/// A read whose snapshot was folded away ("snapshot too old") ends the transaction at the
+/// coordinator and at the session: the session is idle again, not stuck inside it.
+#[test]
+fn a_snapshot_too_old_leaves_the_session_idle() {
+    let topo = Topology::full(1, 1, 1);
+    let mut net = net(topo, None);
+    net.session(1, 0);
+    net.session(2, 0);
+    net.run(20);
+    let k = Key::from("k");
+    let begin = Request::Begin {
+        kind: TxnKind::Causal,
+    };
+    assert!(matches!(
+        net.request(1, begin.clone()),
+        Response::Begun { .. }
+    ));
+    let over = causeway_core::limits::VERSIONS_PER_KEY_MAX + 10;
+    for i in 0..over {
+        net.txn(2, vec![assign(&k, &format!("v{i}"))]);
+    }
+    net.run(20); // GC folds past the limit, above session 1's snapshot
+    let read = Request::Read {
+        keys: vec![(k.clone(), ObjType::Lww)],
+    };
+    match net.request(1, read.clone()) {
+        Response::Aborted { reason } => assert!(reason.contains("too old"), "{reason}"),
+        other => panic!("an old snapshot read answered {other:?}"),
+    }
+    assert!(matches!(net.request(1, begin), Response::Begun { .. }));
+    assert!(matches!(net.request(1, read), Response::Values(_)));
+    net.check_invariants().unwrap();
+}
+
+/// A single-partition txn commits in one phase: one durable record (prepare and commit
+/// together), no coordinator decision; a txn over two partitions still runs 2PC. The
+/// record alone restores the write after a restart.
+#[test]
+fn single_partition_txns_commit_in_one_phase_with_one_record() {
+    let topo = Topology::full(1, 1, 4);
+    let mut net = net(topo.clone(), None);
+    let (photo, comment) = key_pair_on_two_partitions(&topo);
+    net.session(1, 0);
+    net.run(20);
+    let kinds = |net: &Net| -> Vec<&'static str> {
+        net.records[0]
+            .iter()
+            .enumerate()
+            .map(|(i, b)| match Record::decode(i, b).expect("record") {
+                Record::OnePhase { .. } => "one-phase",
+                Record::Prepare { .. } => "prepare",
+                Record::Decision { .. } => "decision",
+                Record::Commit { .. } => "commit",
+                _ => "other",
+            })
+            .filter(|k| *k != "other")
+            .collect()
+    };
+    net.txn(1, vec![assign(&photo, "p1")]);
+    assert_eq!(kinds(&net), vec!["one-phase"]);
+    net.txn(1, vec![assign(&photo, "p2"), assign(&comment, "c")]);
+    let two = kinds(&net);
+    assert_eq!(
+        two.iter().filter(|k| **k == "prepare").count(),
+        2,
+        "{two:?}"
+    );
+    assert_eq!(
+        two.iter().filter(|k| **k == "decision").count(),
+        1,
+        "{two:?}"
+    );
+    // Recover from the records up to the one-phase commit only.
+    let records = net.records[0].clone();
+    let upto = records
+        .iter()
+        .enumerate()
+        .position(|(i, b)| matches!(Record::decode(i, b), Ok(Record::OnePhase { .. })))
+        .expect("a one-phase record");
+    let cfg = config(&topo, 0, None);
+    let flavor = super::Flavor::Cure;
+    let node = Node::recover(cfg, Config::default(), flavor, &records[..=upto]).expect("node");
+    assert!(node.check_invariants().is_ok());
+    let keys = [(photo.clone(), ObjType::Lww)];
+    let part = topo.partition_of(&photo);
+    let all = Vc {
+        dcs: vec![u64::MAX],
+        extra: vec![],
+    };
+    let got = node.parts[&part].read(&all, &keys);
+    assert!(
+        matches!(&got[0].1, Ok(o) if o.value() == ObjValue::Lww(Some(b"p1".to_vec()))),
+        "{got:?}"
     );
 }

@@ -68,6 +68,7 @@ async fn run(args: Args) -> std::io::Result<()> {
         dcs: args.dcs,
         strong: !args.no_strong,
         tokens: !args.no_tokens,
+        aborted_reads: 0,
     });
     let mut servers = tokio::task::JoinSet::new();
     for dc in 0..args.dcs {

@@ -266,6 +266,8 @@ impl LocalCluster {
             .args(["--resp-port-base", &resp.to_string()])
             // The bench reads its own numbers; metrics ports would only risk a clash.
             .args(["--metrics-port-base", "0"])
+            // A node that dies would skew the numbers: the whole run fails instead.
+            .args(["--on-node-exit", "stop"])
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)

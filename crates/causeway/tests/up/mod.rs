@@ -1,0 +1,284 @@
+//! `causeway up` as a test fixture: starts a local cluster on free loopback ports (DC i,
+//! from 0, serves clients at BASE+1+i and RESP at BASE+51+i; node k listens at BASE+100+k
+//! and serves metrics at BASE+60+k), in its own process group, and reads its banner.
+//! Learns the node pids from `DATA/up.pids`, SIGKILLs a whole DC, runs `causeway cli` and
+//! plain RESP commands. Dropping it stops the group (SIGINT, then SIGKILL) and removes the
+//! directory (kept on failure or when `CAUSEWAY_KEEP_LOGS` is set).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Lines, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long `up` may take to stop after SIGINT.
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The ports a cluster of `dcs` DCs and `nodes` nodes uses from `base` (layout above).
+fn ports(base: u16, dcs: u16, nodes: u16) -> Vec<u16> {
+    let dc_ports = (1..=dcs).flat_map(|i| [base + i, base + 50 + i]);
+    let node_ports = (0..nodes).flat_map(|k| [base + 60 + k, base + 100 + k]);
+    dc_ports.chain(node_ports).collect()
+}
+
+/// Port bases handed out in this test process (tests run in parallel), never twice.
+static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+
+/// A port base whose ports (for `dcs` DCs and `nodes` nodes) are all free now. Bases are
+/// 200 apart, so two clusters' ranges never overlap.
+pub fn free_base(dcs: u16, nodes: u16) -> u16 {
+    let mut base = 30_000 + (std::process::id() % 125) as u16 * 200;
+    loop {
+        let wanted = ports(base, dcs, nodes);
+        let held: Vec<_> = wanted
+            .iter()
+            .filter_map(|p| TcpListener::bind(("127.0.0.1", *p)).ok())
+            .collect();
+        let mut used = HANDED_OUT.lock().expect("bases lock");
+        if held.len() == wanted.len() && !used.contains(&base) {
+            used.push(base);
+            return base;
+        }
+        base = if base > 55_000 { 30_000 } else { base + 200 };
+    }
+}
+
+/// A running `causeway up`.
+pub struct Up {
+    child: Option<Child>,
+    lines: Lines<BufReader<ChildStdout>>,
+    pub banner: String,
+    pub data: PathBuf,
+    pub base: u16,
+    /// Pids of every node, read once the cluster is up: `(name, dc, pid)`.
+    pub pids: Vec<(String, String, i32)>,
+}
+
+impl Up {
+    /// Runs `causeway up --dcs DCS --nodes-per-dc NODES` plus `extra` on free ports (metrics
+    /// on) and waits for its banner.
+    pub fn start(name: &str, dcs: u16, nodes: u16, extra: &[&str]) -> Up {
+        let base = free_base(dcs, dcs * nodes);
+        let data = std::env::temp_dir().join(format!("causeway-it-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&data);
+        std::fs::create_dir_all(&data).expect("create the data directory");
+        let stderr = std::fs::File::create(data.join("up.stderr")).expect("up's stderr file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_causeway"));
+        cmd.arg("up")
+            .args([
+                "--dcs",
+                &dcs.to_string(),
+                "--nodes-per-dc",
+                &nodes.to_string(),
+            ])
+            .arg("--data")
+            .arg(&data)
+            .args(["--port-base", &base.to_string()])
+            .args(["--resp-port-base", &(base + 50).to_string()])
+            .args(["--metrics-port-base", &(base + 60).to_string()])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .process_group(0);
+        let mut child = cmd.spawn().expect("start causeway up");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut up = Up {
+            child: Some(child),
+            lines,
+            banner: String::new(),
+            data,
+            base,
+            pids: Vec::new(),
+        };
+        up.read_banner();
+        up.pids = up.read_pids();
+        up
+    }
+
+    fn read_banner(&mut self) {
+        for line in self.lines.by_ref() {
+            let line = line.expect("read up's output");
+            self.banner.push_str(&line);
+            self.banner.push('\n');
+            if line.contains("press Ctrl-C") {
+                return;
+            }
+        }
+        panic!(
+            "up exited before its banner: {}{}",
+            self.banner,
+            self.stderr()
+        );
+    }
+
+    /// `DATA/up.pids`: `NAME DC PID` per line.
+    fn read_pids(&self) -> Vec<(String, String, i32)> {
+        let text = std::fs::read_to_string(self.data.join("up.pids")).expect("up.pids");
+        text.lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                assert_eq!(f.len(), 3, "a NAME DC PID line: {l:?}");
+                (f[0].into(), f[1].into(), f[2].parse().expect("a pid"))
+            })
+            .collect()
+    }
+
+    /// The native client address of DC `dc` (from 0).
+    pub fn client_addr(&self, dc: u16) -> String {
+        format!("127.0.0.1:{}", self.base + 1 + dc)
+    }
+
+    /// The RESP address of DC `dc` (from 0).
+    pub fn resp_addr(&self, dc: u16) -> String {
+        format!("127.0.0.1:{}", self.base + 51 + dc)
+    }
+
+    /// What `up` wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.data.join("up.stderr")).unwrap_or_default()
+    }
+
+    /// SIGKILLs every node process of DC `dc_name` (`dc1`...); returns their pids.
+    pub fn kill_dc(&self, dc_name: &str) -> Vec<i32> {
+        let pids: Vec<i32> = self
+            .pids
+            .iter()
+            .filter(|(_, dc, _)| dc == dc_name)
+            .map(|(_, _, pid)| *pid)
+            .collect();
+        for pid in &pids {
+            // SAFETY: kill(2) on a node process our `up` child started and has not reaped.
+            assert_eq!(unsafe { libc::kill(*pid, libc::SIGKILL) }, 0, "kill {pid}");
+        }
+        pids
+    }
+
+    /// SIGINT to `up` alone (as Ctrl-C would): waits for it and returns its status and the
+    /// rest of its output.
+    pub fn interrupt(&mut self) -> (ExitStatus, Vec<String>) {
+        let mut child = self.child.take().expect("up runs");
+        // SAFETY: kill(2) on our child.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+        }
+        let status = wait_for(&mut child, STOP_TIMEOUT).expect("up stops after SIGINT");
+        let rest = self.lines.by_ref().map_while(Result::ok).collect();
+        (status, rest)
+    }
+
+    /// Waits for `up` to exit by itself; its status and the rest of its output.
+    pub fn wait_exit(&mut self) -> (ExitStatus, Vec<String>) {
+        let mut child = self.child.take().expect("up runs");
+        let status = wait_for(&mut child, STOP_TIMEOUT).expect("up exits by itself");
+        let rest = self.lines.by_ref().map_while(Result::ok).collect();
+        (status, rest)
+    }
+
+    /// Node processes of this cluster still alive (by pid, checked against its command line,
+    /// so a reused pid does not count).
+    pub fn live_nodes(&self) -> Vec<String> {
+        let mark = self.data.to_string_lossy().to_string();
+        self.pids
+            .iter()
+            .filter(|(_, _, pid)| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                String::from_utf8_lossy(&cmdline).contains(&mark)
+            })
+            .map(|(name, _, pid)| format!("{name} (pid {pid})"))
+            .collect()
+    }
+}
+
+/// Waits up to `timeout` for `child` to exit.
+fn wait_for(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let group = child.id() as libc::pid_t;
+            // SAFETY: kill(2) on the process group of a child we spawned (its nodes).
+            unsafe { libc::kill(-group, libc::SIGINT) };
+            if wait_for(&mut child, STOP_TIMEOUT).is_none() {
+                // SAFETY: as above.
+                unsafe { libc::kill(-group, libc::SIGKILL) };
+                let _ = child.wait();
+            }
+        }
+        if !std::thread::panicking() && std::env::var_os("CAUSEWAY_KEEP_LOGS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.data);
+        } else {
+            eprintln!("cluster data and logs kept in {}", self.data.display());
+        }
+    }
+}
+
+/// Runs `causeway cli --addr ADDR -c SCRIPT`: whether it succeeded, and its stdout and
+/// stderr.
+pub fn cli_result(addr: &str, script: &str) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_causeway"))
+        .args(["cli", "--addr", addr, "-c", script])
+        .output()
+        .expect("run causeway cli");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Runs a CLI script that must succeed; its output.
+pub fn cli(addr: &str, script: &str) -> String {
+    let (ok, text) = cli_result(addr, script);
+    assert!(ok, "cli {script}: {text}");
+    text
+}
+
+/// One RESP2 command on a connection; its reply: a status, error or integer line as sent
+/// (`+OK`, `-ERR ...`, `:1`), a bulk string's body, or `(nil)`. Arrays are not read.
+pub fn resp_command(conn: &mut BufReader<TcpStream>, args: &[&str]) -> String {
+    let mut frame = format!("*{}\r\n", args.len());
+    for a in args {
+        frame.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    conn.get_mut()
+        .write_all(frame.as_bytes())
+        .expect("send a RESP command");
+    let mut header = String::new();
+    conn.read_line(&mut header).expect("a RESP reply");
+    let header = header.trim_end().to_string();
+    let Some(len) = header.strip_prefix('$') else {
+        return header;
+    };
+    let Ok(len) = len.parse::<usize>() else {
+        return "(nil)".into();
+    };
+    let mut body = vec![0; len + 2];
+    conn.read_exact(&mut body).expect("a bulk string body");
+    String::from_utf8_lossy(&body[..len]).to_string()
+}
+
+/// A RESP connection (30 s read timeout).
+pub fn resp_connect(addr: &str) -> BufReader<TcpStream> {
+    let stream = TcpStream::connect(addr).expect("connect to RESP");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("read timeout");
+    BufReader::new(stream)
+}
