@@ -3,12 +3,14 @@
 //! history: transactional causal consistency ([`tcc`]) and convergence ([`convergence`]).
 //! A violation names the transactions and the edges involved.
 
+pub mod conflict;
 pub mod convergence;
 pub mod graph;
 pub mod history;
 pub mod jsonl;
 pub mod tcc;
 
+pub use conflict::{ConflictRelation, ConflictRule, KeyPattern};
 pub use history::{FinalRead, HOp, History, Outcome, TxnRecord};
 pub use jsonl::{read_history, write_history};
 pub use tcc::{Stats, CHECK_TXNS_MAX};
