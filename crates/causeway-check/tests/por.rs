@@ -423,3 +423,83 @@ fn a_long_chain_of_strong_read_modify_writes_is_accepted() {
     assert_eq!(stats.strong, N as usize);
     assert_eq!(stats.conflict_edges, 0);
 }
+
+/// A serial history (each txn reads the latest write of its keys, so it is correct
+/// under any relation): causal txns read and write cold keys, every fifth txn is strong,
+/// reads two of `hot` hot keys and writes the second. The strong reads prove many
+/// conflict orders that no read observes, which PoR must accept.
+fn serial(n: u64, hot: u64) -> History {
+    let mut x: u64 = 7;
+    let mut draw = |m: u64| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) % m
+    };
+    let mut latest: std::collections::BTreeMap<String, OpId> = Default::default();
+    let mut seqs = vec![0; 50];
+    let mut txns = Vec::new();
+    for i in 0..n {
+        let s = draw(50);
+        seqs[s as usize] += 1;
+        let at = (s + 1, seqs[s as usize]);
+        let keys = match i % 5 {
+            0 => [0, 1].map(|_| format!("hot{}", draw(hot))),
+            _ => [0, 1].map(|_| format!("k{}", draw(1000))),
+        };
+        let mut ops: Vec<HOp> = keys
+            .iter()
+            .map(|k| {
+                get(
+                    k,
+                    latest
+                        .get(k)
+                        .map(|id| ((id.txn.session.0, id.txn.seq, 0), "v")),
+                )
+            })
+            .collect();
+        let k = &keys[(i % 5 == 0) as usize];
+        ops.push(set(k, "v", (at.0, at.1, 0)));
+        latest.insert(k.clone(), oid((at.0, at.1, 0)));
+        let kind = if i % 5 == 0 {
+            TxnKind::Strong
+        } else {
+            TxnKind::Causal
+        };
+        txns.push(txn(kind, at, ops));
+    }
+    history(txns)
+}
+
+#[test]
+fn serial_histories_with_unobserved_conflict_orders_are_accepted() {
+    for hot in [3, 20] {
+        let stats = check(&serial(3_000, hot), Guarantee::Por).expect("a serial history");
+        assert!(stats.conflict_edges > 100, "{stats:?}");
+    }
+}
+
+#[test]
+fn a_lost_update_injected_into_a_serial_history_is_rejected() {
+    let mut h = serial(3_000, 20);
+    // A strong txn late in the run re-reads and overwrites the first strong write of hot
+    // keys, as if it missed everything since.
+    let first = h.txns[0].clone();
+    let HOp::Write { key, id, .. } = first.ops[2].clone() else {
+        panic!("the first txn writes")
+    };
+    let at = (99, 1);
+    let stale = HOp::Read {
+        key: key.clone(),
+        obj: ObjType::Lww,
+        value: ObjValue::Lww(Some(b"v".to_vec())),
+        observed: vec![id],
+    };
+    let k = String::from_utf8(key.0).expect("utf-8");
+    h.txns
+        .push(strong(at, vec![stale, set(&k, "v", (99, 1, 0))]));
+    check(&h, Guarantee::Tcc).expect("TCC alone accepts it");
+    let v = check(&h, Guarantee::Por).expect_err("a lost update");
+    assert_eq!(v.kind, ViolationKind::LostUpdate, "{v}");
+    assert!(v.txns.contains(&tid(99, 1)), "{v}");
+}
