@@ -6,6 +6,8 @@
 //! starts one `causeway server` process per node with its log in
 //! `DATA/NODE.log`, waits until every DC answers, prints the addresses and runs until
 //! Ctrl-C or SIGTERM; then it asks every node to stop (SIGTERM) and waits for them.
+//! Meanwhile it serves the live cluster page (`causeway_runtime::dashboard`) at
+//! http://127.0.0.1:HTTP_PORT/, built from scraping every node's metrics each second.
 
 use causeway_runtime::{local_cluster, ClusterConfig};
 use clap::Args;
@@ -40,6 +42,10 @@ pub struct UpArgs {
     /// (0: no metrics endpoints).
     #[arg(long, default_value_t = 9100)]
     metrics_port_base: u16,
+    /// The live cluster page at http://127.0.0.1:HTTP_PORT/ (and its JSON at /api/cluster,
+    /// what `causeway top` reads); 0: no page. Needs the metrics endpoints.
+    #[arg(long, default_value_t = 9000)]
+    http_port: u16,
     /// Emulated round trip between every pair of DCs, in ms (default: the PaRiS Fig. 1
     /// matrix of the cluster file's documentation).
     #[arg(long)]
@@ -196,7 +202,22 @@ fn stop_all(children: &mut [(String, Child)]) {
     }
 }
 
-fn print_addresses(config: &ClusterConfig, data: &Path) {
+/// Binds the page's port before any node starts, so a taken port fails at once.
+fn bind_page(args: &UpArgs) -> Result<Option<std::net::TcpListener>, String> {
+    if args.http_port == 0 {
+        return Ok(None);
+    }
+    if args.metrics_port_base == 0 {
+        return Err("the cluster page needs the metrics endpoints; fix: pass --http-port 0 or a --metrics-port-base".into());
+    }
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], args.http_port));
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|e| format!("cannot listen on {addr} for the cluster page: {e}; fix: pass another --http-port (0: no page)"))?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    Ok(Some(listener))
+}
+
+fn print_addresses(config: &ClusterConfig, data: &Path, page: Option<&std::net::TcpListener>) {
     println!(
         "causeway: cluster '{}' running protocol {} ({} nodes)",
         config.cluster,
@@ -217,6 +238,9 @@ fn print_addresses(config: &ClusterConfig, data: &Path) {
             println!("  {}: metrics at http://{addr}/metrics", node.name);
         }
     }
+    if let Some(addr) = page.and_then(|l| l.local_addr().ok()) {
+        println!("  cluster page at http://{addr}/ (in a terminal: causeway top --addr {addr})");
+    }
     println!("  data and logs in {}", data.display());
     println!(
         "  try: causeway cli --addr {} -c \"begin; set photo p1; commit\"",
@@ -228,7 +252,8 @@ fn print_addresses(config: &ClusterConfig, data: &Path) {
 }
 
 pub fn run(args: UpArgs) -> ExitCode {
-    let (config, path) = match prepare(&args) {
+    let prepared = prepare(&args).and_then(|p| Ok((p, bind_page(&args)?)));
+    let ((config, path), page) = match prepared {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: {e}");
@@ -252,20 +277,30 @@ pub fn run(args: UpArgs) -> ExitCode {
         stop_all(&mut children);
         return ExitCode::FAILURE;
     }
-    print_addresses(&config, &data);
-    let code = supervise(&mut children);
+    print_addresses(&config, &data, page.as_ref());
+    let code = supervise(&mut children, page.map(|l| (l, config.clone())));
     stop_all(&mut children);
     println!("causeway: stopped");
     code
 }
 
-/// Waits for Ctrl-C / SIGTERM (success) or a node exiting on its own (failure).
-fn supervise(children: &mut [(String, Child)]) -> ExitCode {
+/// Waits for Ctrl-C / SIGTERM (success) or a node exiting on its own (failure), serving
+/// the cluster page meanwhile when `page` has its listener.
+fn supervise(
+    children: &mut [(String, Child)],
+    page: Option<(std::net::TcpListener, ClusterConfig)>,
+) -> ExitCode {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("build the tokio runtime");
     runtime.block_on(async {
+        if let Some((listener, config)) = page {
+            match tokio::net::TcpListener::from_std(listener) {
+                Ok(l) => drop(tokio::spawn(causeway_runtime::dashboard::serve(l, config))),
+                Err(e) => eprintln!("warning: the cluster page cannot be served: {e}"),
+            }
+        }
         let signal = crate::server_cmd::shutdown_signal();
         tokio::pin!(signal);
         loop {
