@@ -43,7 +43,7 @@ pub struct UpArgs {
     #[arg(long, default_value_t = 9100)]
     metrics_port_base: u16,
     /// The live cluster page at http://127.0.0.1:HTTP_PORT/ (and its JSON at /api/cluster,
-    /// what `causeway top` reads); 0: no page. Needs the metrics endpoints.
+    /// what `causeway top` reads); 0: no page. No page either with --metrics-port-base 0.
     #[arg(long, default_value_t = 9000)]
     http_port: u16,
     /// Emulated round trip between every pair of DCs, in ms (default: the PaRiS Fig. 1
@@ -204,11 +204,9 @@ fn stop_all(children: &mut [(String, Child)]) {
 
 /// Binds the page's port before any node starts, so a taken port fails at once.
 fn bind_page(args: &UpArgs) -> Result<Option<std::net::TcpListener>, String> {
-    if args.http_port == 0 {
+    // The page is built from the metrics endpoints: none, no page.
+    if args.http_port == 0 || args.metrics_port_base == 0 {
         return Ok(None);
-    }
-    if args.metrics_port_base == 0 {
-        return Err("the cluster page needs the metrics endpoints; fix: pass --http-port 0 or a --metrics-port-base".into());
     }
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], args.http_port));
     let listener = std::net::TcpListener::bind(addr)

@@ -104,6 +104,9 @@ fn up_then_cli_writes_at_one_dc_and_reads_causally_at_another_then_ctrl_c_stops(
             &(base + 50).to_string(),
             "--metrics-port-base",
             &(base + 60).to_string(),
+            // The cluster page has its own test (cluster_page.rs); its default port could clash.
+            "--http-port",
+            "0",
         ])
         .stdout(Stdio::piped())
         .spawn()

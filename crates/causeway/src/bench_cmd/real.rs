@@ -266,6 +266,7 @@ impl LocalCluster {
             .args(["--resp-port-base", &resp.to_string()])
             // The bench reads its own numbers; metrics ports would only risk a clash.
             .args(["--metrics-port-base", "0"])
+            .args(["--http-port", "0"])
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)
