@@ -151,11 +151,11 @@ function nodeRow(view, n) {
   const age = n.last_scrape_ms === null ? '–' : `${fmt((view.now_ms - n.last_scrape_ms) / 1000, 1)} s ago`;
   cell(row, age);
   cell(row, fmt(n.commits_per_s));
-  cell(row, fmt(n.aborts_per_s));
   cell(row, n.latency_mean_ms === null ? '–' : `${fmt(n.latency_mean_ms)} ms`);
   cell(row, fmtCount(n.gauges.sessions ?? 0));
   cell(row, fmtCount(n.gauges.link_queue_depth ?? 0));
-  cell(row, protocolGauges(n.gauges));
+  const gauges = protocolGauges(n.gauges);
+  cell(row, gauges).title = gauges;
   return row;
 }
 
@@ -206,7 +206,7 @@ function yTop(values) {
 function niceMax(v) {
   if (!(v > 0)) return 1;
   const p = Math.pow(10, Math.floor(Math.log10(v)));
-  for (const m of [1, 2, 2.5, 5, 10]) if (v <= m * p) return m * p;
+  for (const m of [1, 2, 4, 8, 10]) if (v <= m * p) return m * p;
   return 10 * p;
 }
 
@@ -229,8 +229,10 @@ function windowOf(view) {
   return Math.min(WINDOW_MAX_MS, Math.max(WINDOW_MIN_MS, minutes * 60000));
 }
 
+// Digits of the y labels: the four steps of a nice top are whole from a top of 4 up.
 function axisDigits(yMax) {
-  return yMax >= 10 ? 0 : yMax >= 1 ? 1 : 2;
+  const step = yMax / 4;
+  return step >= 1 ? 0 : step >= 0.1 ? 1 : 2;
 }
 
 function drawAxes(c, box, yMax, span) {
