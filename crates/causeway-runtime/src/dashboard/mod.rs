@@ -81,3 +81,51 @@ async fn scrape_forever(board: Arc<Mutex<Board>>) {
         board.lock().expect("board lock").record(now_ms(), results);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const METRICS: &str = "# TYPE causeway_txn_commits_total counter\ncauseway_txn_commits_total{kind=\"causal\"} 5\n";
+
+    /// A cluster file of two DCs whose first node's metrics are served by a fake endpoint
+    /// and whose second node's metrics port is closed.
+    async fn cluster_with_one_live_node() -> ClusterConfig {
+        let live = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = crate::local_cluster("cure", 2, 1, "/tmp/x".into(), 7100, 7000).unwrap();
+        c.nodes[0].metrics_addr = Some(live.local_addr().unwrap());
+        c.nodes[1].metrics_addr = Some(dead.local_addr().unwrap());
+        drop(dead);
+        tokio::spawn(metrics_http::serve(live, Arc::new(|| METRICS.to_string())));
+        c
+    }
+
+    #[tokio::test]
+    async fn serves_the_page_and_the_states_of_the_nodes_it_scrapes() {
+        let config = cluster_with_one_live_node().await;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(serve(listener, config));
+        let timeout = Duration::from_secs(5);
+        let html = scrape::get(&addr, "/", timeout).await.unwrap();
+        assert!(html.contains("<canvas id=\"c-tps\"") && html.contains("/app.js"));
+        assert!(scrape::get(&addr, "/app.js", timeout)
+            .await
+            .unwrap()
+            .contains("/api/cluster"));
+        assert!(
+            scrape::get(&addr, "/nothing", timeout).await.is_err(),
+            "404"
+        );
+        tokio::time::sleep(SCRAPE_INTERVAL + Duration::from_millis(300)).await;
+        let json = scrape::get(&addr, "/api/cluster?points=5", timeout)
+            .await
+            .unwrap();
+        let view: api::ClusterView = serde_json::from_str(&json).unwrap();
+        let states: Vec<&str> = view.nodes.iter().map(|n| n.state.as_str()).collect();
+        assert_eq!(states, ["up", "down"], "{json}");
+        assert_eq!(view.dcs.len(), 2);
+        assert!(view.dcs[0].series.len() <= 5);
+    }
+}
