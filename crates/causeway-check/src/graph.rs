@@ -12,6 +12,9 @@ pub enum EdgeKind {
     WriteRead,
     /// Arbitration: the source's write of a key must lose to the target's.
     Arbitration,
+    /// Conflict order: two conflicting strong transactions, where the target is provably
+    /// not in the source's past, so PoR puts the source in the target's.
+    Conflict,
 }
 
 impl EdgeKind {
@@ -20,6 +23,7 @@ impl EdgeKind {
             EdgeKind::Session => "so",
             EdgeKind::WriteRead => "wr",
             EdgeKind::Arbitration => "ar",
+            EdgeKind::Conflict => "cf",
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The history model: per transaction its session, DC, kind, start and end times, its
-//! operations in order (reads with the write ids they observed, writes with their unique
+//! The history model: per transaction its session, DC, kind, optional type label, start
+//! and end times, its operations in order (reads with the write ids they observed, writes with their unique
 //! op id) and its outcome; plus the final reads taken at every DC after the run healed and
 //! quiesced, for the convergence check.
 
@@ -37,6 +37,9 @@ pub struct TxnRecord {
     pub session: SessionId,
     pub dc: DcId,
     pub kind: TxnKind,
+    /// The transaction's type (`registerUser`, `storeBid`, ...), which a declared conflict
+    /// relation names ([`crate::conflict`]); `None` for an ad-hoc transaction.
+    pub label: Option<String>,
     pub start_ns: Nanos,
     pub end_ns: Nanos,
     pub ops: Vec<HOp>,

@@ -27,6 +27,9 @@ struct JTxn {
     session: u64,
     dc: u16,
     kind: String,
+    /// The transaction's type; absent for ad-hoc transactions and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
     start_ns: u64,
     end_ns: u64,
     outcome: String,
@@ -219,6 +222,7 @@ fn txn_to_json(t: &TxnRecord) -> JTxn {
             TxnKind::Causal => "causal".into(),
             TxnKind::Strong => "strong".into(),
         },
+        label: t.label.clone(),
         start_ns: t.start_ns,
         end_ns: t.end_ns,
         outcome: outcome_name(t.outcome).into(),
@@ -232,6 +236,7 @@ fn txn_from_json(t: JTxn) -> Result<TxnRecord, String> {
         session: SessionId(t.session),
         dc: DcId(t.dc),
         kind: kind_parse(&t.kind)?,
+        label: t.label,
         start_ns: t.start_ns,
         end_ns: t.end_ns,
         outcome: outcome_parse(&t.outcome)?,

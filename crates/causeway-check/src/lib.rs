@@ -1,14 +1,18 @@
 //! Causeway checker (layer 3): the history model recorded by simulated and real clients,
 //! its JSON-lines form (docs/HISTORY.md), and the consistency checkers that judge a
-//! history: transactional causal consistency ([`tcc`]) and convergence ([`convergence`]).
-//! A violation names the transactions and the edges involved.
+//! history: transactional causal consistency ([`tcc`]), UniStore's partial
+//! order-restrictions for strong transactions ([`por`], under a [`conflict`] relation) and
+//! convergence ([`convergence`]). A violation names the transactions and the edges involved.
 
+pub mod conflict;
 pub mod convergence;
 pub mod graph;
 pub mod history;
 pub mod jsonl;
+pub mod por;
 pub mod tcc;
 
+pub use conflict::{ConflictRelation, ConflictRule, KeyPattern};
 pub use history::{FinalRead, HOp, History, Outcome, TxnRecord};
 pub use jsonl::{read_history, write_history};
 pub use tcc::{Stats, CHECK_TXNS_MAX};
@@ -23,6 +27,10 @@ pub enum Guarantee {
     Tcc,
     /// Convergence of the final reads only (what `eventual` promises).
     Convergence,
+    /// TCC, plus Conflict Ordering of strong transactions (UniStore's PoR), plus
+    /// convergence. The conflict relation is [`check_with`]'s argument ([`check`] uses the
+    /// default one for ad-hoc strong transactions).
+    Por,
 }
 
 impl Guarantee {
@@ -30,6 +38,7 @@ impl Guarantee {
         match text {
             "tcc" => Some(Guarantee::Tcc),
             "convergence" => Some(Guarantee::Convergence),
+            "por" => Some(Guarantee::Por),
             _ => None,
         }
     }
@@ -56,6 +65,10 @@ pub enum ViolationKind {
     ArbitrationCycle,
     /// Replicas disagree after quiescence.
     Divergence,
+    /// Two committed strong transactions read one version of a key and both overwrote it.
+    LostUpdate,
+    /// Two conflicting strong transactions that causality cannot order (PoR).
+    ConflictOrder,
 }
 
 /// A counterexample: its kind, the transactions involved and a sentence with the edges.
@@ -80,10 +93,21 @@ impl fmt::Display for Violation {
 
 impl std::error::Error for Violation {}
 
-/// Checks `history` against `guarantee`.
+/// Checks `history` against `guarantee`, with the default conflict relation for `Por`.
 pub fn check(history: &History, guarantee: Guarantee) -> Result<Stats, Violation> {
+    check_with(history, guarantee, &ConflictRelation::ad_hoc())
+}
+
+/// Checks `history` against `guarantee`; `conflicts` says which strong transactions
+/// conflict (used by `Por` only).
+pub fn check_with(
+    history: &History,
+    guarantee: Guarantee,
+    conflicts: &ConflictRelation,
+) -> Result<Stats, Violation> {
     let stats = match guarantee {
         Guarantee::Tcc => tcc::check_tcc(history)?,
+        Guarantee::Por => por::check_por(history, conflicts)?,
         Guarantee::Convergence => Stats {
             txns: history.txns.len(),
             finals: history.finals.len(),

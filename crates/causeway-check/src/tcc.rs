@@ -42,34 +42,39 @@ pub struct Stats {
     pub causal_edges: usize,
     pub arbitration_edges: usize,
     pub finals: usize,
+    /// Counted strong transactions (PoR checks only).
+    pub strong: usize,
+    /// Conflict-order edges PoR forced between causally unordered strong transactions.
+    pub conflict_edges: usize,
 }
 
 /// A write as the checker indexes it.
 #[derive(Clone, Debug)]
-struct WriteInfo<'a> {
-    node: usize,
-    key: &'a Key,
-    update: &'a Update,
+pub(crate) struct WriteInfo<'a> {
+    pub(crate) node: usize,
+    pub(crate) key: &'a Key,
+    pub(crate) update: &'a Update,
 }
 
 /// A set add or remove: its op id, its transaction's node and the element.
 type SetOp<'a> = (OpId, usize, &'a [u8]);
 
 /// The counted transactions and their writes.
-struct Model<'a> {
-    txns: Vec<&'a TxnRecord>,
+pub(crate) struct Model<'a> {
+    /// The counted transactions; a transaction's index here is its node in the graphs.
+    pub(crate) txns: Vec<&'a TxnRecord>,
     node_of: BTreeMap<TxnId, usize>,
-    writes: BTreeMap<OpId, WriteInfo<'a>>,
+    pub(crate) writes: BTreeMap<OpId, WriteInfo<'a>>,
     /// Writes of aborted or unobserved-unknown transactions, for clear messages.
     dropped: BTreeMap<OpId, Outcome>,
     /// Counted writers of each key, deduplicated, in node order.
     writers: BTreeMap<&'a Key, Vec<usize>>,
     /// Set adds and removes of each key: (op, node, element).
     adds: BTreeMap<&'a Key, Vec<SetOp<'a>>>,
-    removes: BTreeMap<&'a Key, Vec<SetOp<'a>>>,
+    pub(crate) removes: BTreeMap<&'a Key, Vec<SetOp<'a>>>,
     /// Set removes of transactions with an unknown outcome that nobody observed: they
     /// may have committed and hidden adds, though no read reveals them.
-    maybe_removes: BTreeSet<(&'a Key, &'a [u8])>,
+    pub(crate) maybe_removes: BTreeSet<(&'a Key, &'a [u8])>,
 }
 
 fn observed_ids(history: &History) -> BTreeSet<OpId> {
@@ -91,7 +96,7 @@ fn observed_ids(history: &History) -> BTreeSet<OpId> {
     ids
 }
 
-fn writes_of(t: &TxnRecord) -> impl Iterator<Item = (&Key, &Update, OpId)> {
+pub(crate) fn writes_of(t: &TxnRecord) -> impl Iterator<Item = (&Key, &Update, OpId)> {
     t.ops.iter().filter_map(|op| match op {
         HOp::Write { key, update, id } => Some((key, update, *id)),
         HOp::Read { .. } => None,
@@ -172,7 +177,7 @@ impl<'a> Model<'a> {
         Ok(())
     }
 
-    fn id(&self, node: usize) -> TxnId {
+    pub(crate) fn id(&self, node: usize) -> TxnId {
         self.txns[node].id
     }
 }
@@ -291,7 +296,10 @@ fn causal_graph(m: &Model) -> Graph {
     g
 }
 
-fn describe_cycle(m: &Model, cycle: &[(usize, usize, EdgeKind)]) -> (Vec<TxnId>, String) {
+pub(crate) fn describe_cycle(
+    m: &Model,
+    cycle: &[(usize, usize, EdgeKind)],
+) -> (Vec<TxnId>, String) {
     let txns: Vec<TxnId> = cycle.iter().map(|(from, _, _)| m.id(*from)).collect();
     let path: Vec<String> = cycle
         .iter()
@@ -310,7 +318,7 @@ struct Walk<'m, 'a> {
 }
 
 /// Runs checks 3-5 over every committed read, collecting arbitration edges.
-fn check_reads(
+pub(crate) fn check_reads(
     m: &Model,
     anc: &[BitSet],
     ar: &mut Vec<(usize, usize)>,
@@ -565,7 +573,11 @@ impl<'m, 'a> Walk<'m, 'a> {
 }
 
 /// Check 6: arbitration must be explainable by one order extending causality.
-fn check_arbitration(m: &Model, mut g: Graph, ar: &[(usize, usize)]) -> Result<usize, Violation> {
+pub(crate) fn check_arbitration(
+    m: &Model,
+    mut g: Graph,
+    ar: &[(usize, usize)],
+) -> Result<usize, Violation> {
     let before = g.edge_count();
     for &(from, to) in ar {
         g.add(from, to, EdgeKind::Arbitration);
@@ -584,8 +596,24 @@ fn check_arbitration(m: &Model, mut g: Graph, ar: &[(usize, usize)]) -> Result<u
     }
 }
 
+/// What a passed TCC check built, for checks layered on it ([`crate::por`]).
+pub(crate) struct Analysis<'a> {
+    pub(crate) m: Model<'a>,
+    /// `so ∪ wr`.
+    pub(crate) g: Graph,
+    /// A topological order of `g` and the strict ancestors of each node along it.
+    pub(crate) order: Vec<usize>,
+    pub(crate) anc: Vec<BitSet>,
+    pub(crate) stats: Stats,
+}
+
 /// Checks `history` for TCC (checks 1-6 above); convergence is separate.
 pub fn check_tcc(history: &History) -> Result<Stats, Violation> {
+    analyze(history).map(|a| a.stats)
+}
+
+/// Runs checks 1-6 and keeps what they built.
+pub(crate) fn analyze(history: &History) -> Result<Analysis<'_>, Violation> {
     if history.txns.len() > CHECK_TXNS_MAX {
         return Err(Violation::new(
             ViolationKind::Malformed,
@@ -617,6 +645,12 @@ pub fn check_tcc(history: &History) -> Result<Stats, Violation> {
     };
     let mut ar = Vec::new();
     check_reads(&m, &anc, &mut ar, &mut stats)?;
-    stats.arbitration_edges = check_arbitration(&m, g, &ar)?;
-    Ok(stats)
+    stats.arbitration_edges = check_arbitration(&m, g.clone(), &ar)?;
+    Ok(Analysis {
+        m,
+        g,
+        order,
+        anc,
+        stats,
+    })
 }

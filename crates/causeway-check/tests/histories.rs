@@ -27,6 +27,7 @@ fn txn(session: u64, seq: u64, ops: Vec<HOp>) -> TxnRecord {
         session: SessionId(session),
         dc: DcId(0),
         kind: TxnKind::Causal,
+        label: None,
         start_ns: seq * 10,
         end_ns: seq * 10 + 5,
         ops,
@@ -402,8 +403,18 @@ fn an_unknown_outcome_nobody_saw_imposes_nothing() {
 }
 
 #[test]
+fn a_history_without_labels_still_reads() {
+    let line = r#"{"type":"txn","id":"s1.t1","session":1,"dc":0,"kind":"strong","start_ns":0,"end_ns":1,"outcome":"committed","ops":[]}"#;
+    let h = read_history(line.as_bytes()).expect("an old line without a label");
+    assert_eq!(h.txns[0].label, None);
+    assert_eq!(h.txns[0].kind, TxnKind::Strong);
+}
+
+#[test]
 fn histories_round_trip_through_json_lines() {
     let mut h = history(photo_then_comment());
+    h.txns[1].kind = TxnKind::Strong;
+    h.txns[1].label = Some("registerUser".into());
     h.txns[0].ops.push(HOp::Write {
         key: Key(vec![0, 255, b'\\']),
         update: Update::Increment(-3),
@@ -420,6 +431,12 @@ fn histories_round_trip_through_json_lines() {
     write_history(&h, &mut bytes).expect("write");
     let back = read_history(&bytes[..]).expect("read");
     assert_eq!(back, h);
+    let text = String::from_utf8(bytes).expect("utf-8");
+    assert_eq!(
+        text.matches("\"label\"").count(),
+        1,
+        "only labelled txns carry one"
+    );
     let err = read_history(&b"{\"type\":\"txn\"}\n"[..]).expect_err("missing fields");
     assert!(err.starts_with("line 1"), "{err}");
 }

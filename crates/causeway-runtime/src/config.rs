@@ -18,6 +18,7 @@
 //! client_addr = "127.0.0.1:7101" # optional: native client endpoint of the DC
 //! resp_addr = "127.0.0.1:7001"   # optional: RESP endpoint of the DC
 //! metrics_addr = "127.0.0.1:9100" # optional: Prometheus `GET /metrics` of this node
+//! http_addr = "127.0.0.1:9000"   # optional: the live cluster page (scrapes every metrics_addr)
 //! ```
 
 use causeway_core::{DcId, NodeId, Topology};
@@ -97,6 +98,10 @@ pub struct NodeSpec {
     /// Where this node serves Prometheus metrics (`GET /metrics`); none: no endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Where this node serves the live cluster page (`GET /`, `/api/cluster`), built from
+    /// scraping every node's `metrics_addr`; none: no page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_addr: Option<SocketAddr>,
     /// Overrides `data_dir/<name>` as this node's log directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
@@ -311,9 +316,15 @@ impl ClusterConfig {
             let mut used: Vec<SocketAddr> = Vec::new();
             for m in &self.nodes[..i] {
                 used.extend(
-                    [Some(m.addr), m.client_addr, m.resp_addr, m.metrics_addr]
-                        .into_iter()
-                        .flatten(),
+                    [
+                        Some(m.addr),
+                        m.client_addr,
+                        m.resp_addr,
+                        m.metrics_addr,
+                        m.http_addr,
+                    ]
+                    .into_iter()
+                    .flatten(),
                 );
             }
             for (f, a) in [
@@ -321,6 +332,7 @@ impl ClusterConfig {
                 ("client_addr", n.client_addr),
                 ("resp_addr", n.resp_addr),
                 ("metrics_addr", n.metrics_addr),
+                ("http_addr", n.http_addr),
             ] {
                 if a.is_some_and(|a| used.contains(&a)) {
                     let problem =
@@ -525,6 +537,7 @@ pub fn local_cluster(
                     None
                 },
                 metrics_addr: None,
+                http_addr: None,
                 data_dir: None,
             });
         }
@@ -597,6 +610,12 @@ mod tests {
         c.nodes[2].metrics_addr = Some("127.0.0.1:9102".parse().unwrap());
         let text = c.to_toml();
         assert!(text.contains("metrics_addr = \"127.0.0.1:9102\""), "{text}");
+        assert_eq!(ClusterConfig::parse(&text).unwrap(), c);
+        c.nodes[1].http_addr = c.nodes[2].metrics_addr;
+        assert!(c.validate().unwrap_err().contains("nodes[2].metrics_addr"));
+        c.nodes[1].http_addr = Some("127.0.0.1:9000".parse().unwrap());
+        let text = c.to_toml();
+        assert!(text.contains("http_addr = \"127.0.0.1:9000\""), "{text}");
         assert_eq!(ClusterConfig::parse(&text).unwrap(), c);
         let mut c = local();
         c.nodes.pop();

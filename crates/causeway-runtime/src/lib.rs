@@ -8,7 +8,8 @@
 //! listener for incoming ones ([`transport`], wire in [`peer`]), and, when the cluster
 //! file gives the node a `client_addr`, the native client endpoint ([`gateway`]), and,
 //! when it gives a `metrics_addr`, the Prometheus endpoint ([`metrics_http`]) over the
-//! node's metrics registry ([`telemetry`]).
+//! node's metrics registry ([`telemetry`]), and, when it gives an `http_addr`, the live
+//! cluster page ([`dashboard`]) that scrapes every node's metrics.
 //! The gateway and the node task know each other only through [`control`] (the requests,
 //! limits, session-id layout and gauge board they share); [`samples`] turns the machine's
 //! measurement samples into published gauges.
@@ -16,6 +17,7 @@
 
 pub mod config;
 pub mod control;
+pub mod dashboard;
 pub mod gateway;
 pub mod metrics_http;
 pub mod node;
@@ -169,7 +171,7 @@ fn node_metrics(config: &ClusterConfig, placement: &Placement) -> NodeMetrics {
 }
 
 /// Opens the endpoints the cluster file gives the node: native clients at `client_addr`,
-/// Prometheus metrics at `metrics_addr`.
+/// Prometheus metrics at `metrics_addr`, the cluster page at `http_addr`.
 async fn open_endpoints(
     config: &ClusterConfig,
     placement: &Placement,
@@ -187,6 +189,10 @@ async fn open_endpoints(
         let listener = bind(addr, "metrics_addr").await?;
         tasks.push(tokio::spawn(metrics_http::serve(listener, render)));
     }
+    if let Some(addr) = placement.spec.http_addr {
+        let listener = bind(addr, "http_addr").await?;
+        tasks.push(tokio::spawn(dashboard::serve(listener, config.clone())));
+    }
     Ok(tasks)
 }
 
@@ -199,6 +205,7 @@ fn log_ready(config: &ClusterConfig, placement: &Placement) {
         peers = %placement.spec.addr,
         clients = ?placement.spec.client_addr,
         metrics = ?placement.spec.metrics_addr,
+        page = ?placement.spec.http_addr,
         "node ready"
     );
 }

@@ -1,6 +1,8 @@
-//! The node's metrics endpoint: a deliberately tiny HTTP/1.1 server. `GET /metrics`
-//! answers the Prometheus text format (`text/plain; version=0.0.4`); anything else gets
-//! 404. One request per connection (`Connection: close`), which is all a scraper needs.
+//! The node's small HTTP/1.1 server: `GET /metrics` answers the Prometheus text format
+//! (`text/plain; version=0.0.4`) through [`serve`]; [`serve_routes`] serves any read-only
+//! set of paths (the cluster page of [`crate::dashboard`] uses it). Anything not routed,
+//! and any method but GET, gets 404. One request per connection (`Connection: close`),
+//! which is all a scraper or a browser polling once a second needs.
 //!
 //! It is ours rather than the exporter's `http-listener` (hyper) to keep the dependency
 //! tree small and the limits explicit: at most [`SCRAPE_CONNECTIONS_MAX`] connections at
@@ -26,8 +28,29 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// Renders the metrics text at each scrape.
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
+/// One answer to a GET.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+/// Answers `GET path?query` (`query` empty when none), or `None` for 404.
+pub type Routes = Arc<dyn Fn(&str, &str) -> Option<Answer> + Send + Sync>;
+
 /// Serves `GET /metrics` on `listener` forever.
 pub async fn serve(listener: TcpListener, render: Render) {
+    let routes: Routes = Arc::new(move |path, _query| {
+        (path == "/metrics").then(|| Answer {
+            content_type: CONTENT_TYPE,
+            body: render(),
+        })
+    });
+    serve_routes(listener, routes).await
+}
+
+/// Serves GETs of `routes` on `listener` forever.
+pub async fn serve_routes(listener: TcpListener, routes: Routes) {
     let permits = Arc::new(Semaphore::new(SCRAPE_CONNECTIONS_MAX));
     loop {
         let (stream, addr) = match listener.accept().await {
@@ -42,9 +65,9 @@ pub async fn serve(listener: TcpListener, render: Render) {
             tracing::debug!(%addr, "too many metrics connections: closing one");
             continue;
         };
-        let render = render.clone();
+        let routes = routes.clone();
         tokio::spawn(async move {
-            if let Err(e) = scrape(stream, &render).await {
+            if let Err(e) = answer(stream, &routes).await {
                 tracing::debug!(%addr, "metrics connection ended: {e}");
             }
             drop(permit);
@@ -52,17 +75,14 @@ pub async fn serve(listener: TcpListener, render: Render) {
     }
 }
 
-async fn scrape(mut stream: TcpStream, render: &Render) -> Result<(), String> {
+async fn answer(mut stream: TcpStream, routes: &Routes) -> Result<(), String> {
     let head = tokio::time::timeout(IO_TIMEOUT, read_head(&mut stream))
         .await
         .map_err(|_| "no request in time".to_string())??;
-    let answer = match route(&head) {
-        Some(()) => response("200 OK", CONTENT_TYPE, &render()),
-        None => response(
-            "404 Not Found",
-            "text/plain",
-            "only GET /metrics is served\n",
-        ),
+    let found = route(&head).and_then(|(path, query)| routes(&path, &query));
+    let answer = match found {
+        Some(a) => response("200 OK", a.content_type, &a.body),
+        None => response("404 Not Found", "text/plain", "not found\n"),
     };
     tokio::time::timeout(IO_TIMEOUT, stream.write_all(answer.as_bytes()))
         .await
@@ -89,19 +109,19 @@ async fn read_head(stream: &mut TcpStream) -> Result<Vec<u8>, String> {
     Ok(head)
 }
 
-/// `Some` for `GET /metrics` (any query string), `None` for anything else.
-fn route(head: &[u8]) -> Option<()> {
+/// The path and query string of a GET, `None` for any other method or a malformed line.
+fn route(head: &[u8]) -> Option<(String, String)> {
     let line = head.split(|b| *b == b'\r').next()?;
     let line = std::str::from_utf8(line).ok()?;
     let mut parts = line.split(' ');
     let (method, target) = (parts.next()?, parts.next()?);
-    let path = target.split('?').next()?;
-    (method == "GET" && path == "/metrics").then_some(())
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    (method == "GET").then(|| (path.to_string(), query.to_string()))
 }
 
 fn response(status: &str, content_type: &str, body: &str) -> String {
     format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
 }
@@ -111,13 +131,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_get_metrics_is_routed() {
-        assert!(route(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").is_some());
-        assert!(route(b"GET /metrics?name=a HTTP/1.0\r\n\r\n").is_some());
-        assert!(route(b"POST /metrics HTTP/1.1\r\n\r\n").is_none());
-        assert!(route(b"GET / HTTP/1.1\r\n\r\n").is_none());
-        assert!(route(b"GET /metricsx HTTP/1.1\r\n\r\n").is_none());
-        assert!(route(b"\xff\r\n\r\n").is_none());
+    fn only_gets_are_routed_with_their_query() {
+        let get = |path: &str, query: &str| Some((path.to_string(), query.to_string()));
+        assert_eq!(
+            route(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"),
+            get("/metrics", "")
+        );
+        assert_eq!(
+            route(b"GET /metrics?name=a HTTP/1.0\r\n\r\n"),
+            get("/metrics", "name=a")
+        );
+        assert_eq!(route(b"POST /metrics HTTP/1.1\r\n\r\n"), None);
+        assert_eq!(route(b"GET / HTTP/1.1\r\n\r\n"), get("/", ""));
+        assert_eq!(route(b"\xff\r\n\r\n"), None);
     }
 
     async fn get(addr: std::net::SocketAddr, request: &[u8]) -> String {

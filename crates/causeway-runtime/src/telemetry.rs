@@ -265,10 +265,18 @@ fn metric_name(name: &str) -> String {
 }
 
 /// The histogram a sample feeds and the factor its values are scaled by: `*_ns` becomes
-/// `*_seconds` (Prometheus' base unit), anything else keeps its name and value.
+/// `*_seconds` (Prometheus' base unit), and so does `STEM_ns.PART` (one series per part,
+/// as UniStore's `uniform_extra_ns.from0`) as `STEM_PART_seconds`; anything else keeps its
+/// name and value.
 fn sample_series(name: &str) -> (String, f64) {
-    match name.strip_suffix("_ns") {
-        Some(stem) => (format!("{}_seconds", metric_name(stem)), 1e-9),
+    if let Some(stem) = name.strip_suffix("_ns") {
+        return (format!("{}_seconds", metric_name(stem)), 1e-9);
+    }
+    match name.split_once("_ns.") {
+        Some((stem, part)) => (
+            format!("{}_seconds", metric_name(&format!("{stem}_{part}"))),
+            1e-9,
+        ),
         None => (metric_name(name), 1.0),
     }
 }
@@ -392,5 +400,9 @@ mod tests {
             ("causeway_gss_lag_seconds".to_string(), 1e-9)
         );
         assert_eq!(sample_series("a-b"), ("causeway_a_b".to_string(), 1.0));
+        assert_eq!(
+            sample_series("uniform_extra_ns.from1"),
+            ("causeway_uniform_extra_from1_seconds".to_string(), 1e-9)
+        );
     }
 }

@@ -142,12 +142,14 @@ impl World {
             return;
         }
         let mut kind = TxnKind::Causal;
+        let mut label = None;
         if !slot.final_reader {
             if self.stopping {
                 return;
             }
             let plan = self.workload.plan(slot.dc, &mut self.work_rng);
             kind = plan.kind;
+            label = Some(plan.name.to_string());
             self.clients[c].steps = plan.steps;
         }
         let slot = &mut self.clients[c];
@@ -163,6 +165,7 @@ impl World {
             session: slot.id,
             dc: DcId(slot.dc),
             kind,
+            label,
             start_ns: self.now,
             end_ns: self.now,
             ops: Vec::new(),

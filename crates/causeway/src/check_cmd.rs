@@ -1,6 +1,7 @@
-//! `causeway check --guarantee tcc --history FILE`: checks a saved history.
+//! `causeway check --guarantee tcc|convergence|por [--conflicts REL] --history FILE`: checks
+//! a saved history.
 
-use causeway_check::{check, read_history, Guarantee};
+use causeway_check::{check_with, read_history, ConflictRelation, Guarantee};
 use clap::Args;
 use std::fs::File;
 use std::io::BufReader;
@@ -8,9 +9,16 @@ use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct CheckArgs {
-    /// The guarantee to check: tcc or convergence.
+    /// The guarantee to check: tcc, convergence, or por (tcc plus the conflict ordering
+    /// of strong transactions, UniStore's PoR).
     #[arg(long, default_value = "tcc")]
     guarantee: String,
+    /// The conflict relation of strong transactions for por: `default` (ad-hoc: a common
+    /// written key, or one reads what the other writes), `rubis`, or rules
+    /// `TYPE TYPE PATTERN; ...` over the transactions' labels, e.g.
+    /// `registerUser registerUser users/{}/name`.
+    #[arg(long, default_value = "default")]
+    conflicts: String,
     /// A history in the JSON-lines format of docs/HISTORY.md.
     #[arg(long)]
     history: String,
@@ -19,10 +27,17 @@ pub struct CheckArgs {
 pub fn run(args: CheckArgs) -> ExitCode {
     let Some(guarantee) = Guarantee::parse(&args.guarantee) else {
         eprintln!(
-            "error: unknown guarantee '{}'; use tcc or convergence",
+            "error: unknown guarantee '{}'; use tcc, convergence or por",
             args.guarantee
         );
         return ExitCode::from(2);
+    };
+    let conflicts = match ConflictRelation::parse(&args.conflicts) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: bad --conflicts: {e}");
+            return ExitCode::from(2);
+        }
     };
     let file = match File::open(&args.history) {
         Ok(f) => f,
@@ -38,10 +53,17 @@ pub fn run(args: CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match check(&history, guarantee) {
+    match check_with(&history, guarantee, &conflicts) {
         Ok(stats) => {
+            let strong = match guarantee {
+                Guarantee::Por => format!(
+                    ", {} strong txns, {} conflict edges",
+                    stats.strong, stats.conflict_edges
+                ),
+                _ => String::new(),
+            };
             println!(
-                "ok: {} txns ({} counted), {} reads, {} causal edges, {} arbitration edges, {} final reads",
+                "ok: {} txns ({} counted), {} reads, {} causal edges, {} arbitration edges, {} final reads{strong}",
                 stats.txns,
                 stats.counted,
                 stats.reads,

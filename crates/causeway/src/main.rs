@@ -7,6 +7,7 @@ mod cli_cmd;
 mod load_cmd;
 mod server_cmd;
 mod sim_cmd;
+mod top_cmd;
 mod up_cmd;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +41,8 @@ enum Command {
     /// Drive a running cluster with closed-loop clients (YCSB A/B/C, ro-wo); latency table,
     /// optional history for `check`, `--sweep` over client counts.
     Load(load_cmd::LoadArgs),
+    /// The live cluster page's figures in the terminal (`--addr` of `up`'s page), every second.
+    Top(top_cmd::TopArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,5 +55,6 @@ fn main() -> ExitCode {
         Command::Up(args) => up_cmd::run(args),
         Command::Cli(args) => cli_cmd::run(args),
         Command::Load(args) => load_cmd::run(args),
+        Command::Top(args) => top_cmd::run(args),
     }
 }

@@ -7,7 +7,9 @@
 //! starts one `causeway server` process per node with its log in `DATA/NODE.log` and its
 //! pid in `DATA/up.pids` (`NAME DC PID` per line), waits until every DC answers, prints the
 //! addresses and runs until Ctrl-C or SIGTERM; then it asks every node to stop (SIGTERM),
-//! waits for them and removes the pid file.
+//! waits for them and removes the pid file. Meanwhile it serves the live cluster page
+//! (`causeway_runtime::dashboard`) at http://127.0.0.1:HTTP_PORT/, built from scraping
+//! every node's metrics each second.
 //!
 //! A node that exits on its own (a crash, a `kill -9` in a DC-failure experiment) is
 //! reported on stderr with its name, DC and exit status; with `--on-node-exit keep` (the
@@ -58,6 +60,10 @@ pub struct UpArgs {
     /// (0: no metrics endpoints).
     #[arg(long, default_value_t = 9100)]
     metrics_port_base: u16,
+    /// The live cluster page at http://127.0.0.1:HTTP_PORT/ (and its JSON at /api/cluster,
+    /// what `causeway top` reads); 0: no page. No page either with --metrics-port-base 0.
+    #[arg(long, default_value_t = 9000)]
+    http_port: u16,
     /// Emulated round trip between every pair of DCs, in ms (default: the PaRiS Fig. 1
     /// matrix of the cluster file's documentation).
     #[arg(long)]
@@ -353,7 +359,23 @@ fn stop_all(nodes: &mut [NodeProc]) {
     }
 }
 
-fn print_addresses(config: &ClusterConfig, data: &Path) {
+/// Binds the page's port before any node starts, so a taken port fails at once.
+fn bind_page(args: &UpArgs) -> Result<Option<std::net::TcpListener>, String> {
+    // The page is built from the metrics endpoints: none, no page.
+    if args.http_port == 0 || args.metrics_port_base == 0 {
+        return Ok(None);
+    }
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], args.http_port));
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| {
+        format!(
+            "cannot listen on {addr} for the cluster page: {e}; fix: pass another --http-port (0: no page)"
+        )
+    })?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    Ok(Some(listener))
+}
+
+fn print_addresses(config: &ClusterConfig, data: &Path, page: Option<&std::net::TcpListener>) {
     println!(
         "causeway: cluster '{}' running protocol {} ({} nodes)",
         config.cluster,
@@ -373,6 +395,9 @@ fn print_addresses(config: &ClusterConfig, data: &Path) {
         if let Some(addr) = node.metrics_addr {
             println!("  {}: metrics at http://{addr}/metrics", node.name);
         }
+    }
+    if let Some(addr) = page.and_then(|l| l.local_addr().ok()) {
+        println!("  cluster page at http://{addr}/ (in a terminal: causeway top --addr {addr})");
     }
     println!("  data and logs in {}", data.display());
     println!(
@@ -400,7 +425,8 @@ fn start(config: &ClusterConfig, path: &Path) -> Result<Vec<NodeProc>, String> {
 }
 
 pub fn run(args: UpArgs) -> ExitCode {
-    let (config, path) = match prepare(&args) {
+    let prepared = prepare(&args).and_then(|p| Ok((p, bind_page(&args)?)));
+    let ((config, path), page) = match prepared {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: {e}");
@@ -416,8 +442,9 @@ pub fn run(args: UpArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    print_addresses(&config, &data);
-    let code = supervise(&mut nodes, &data, args.on_node_exit);
+    print_addresses(&config, &data, page.as_ref());
+    let page = page.map(|l| (l, config.clone()));
+    let code = supervise(&mut nodes, &data, args.on_node_exit, page);
     stop_all(&mut nodes);
     let _ = std::fs::remove_file(data.join(PID_FILE));
     println!("causeway: stopped");
@@ -445,12 +472,24 @@ fn report_exits(nodes: &mut [NodeProc], data: &Path, policy: OnNodeExit) -> Opti
 
 /// Waits for Ctrl-C / SIGTERM (success) while reporting nodes that exit on their own;
 /// returns failure when one does under `--on-node-exit stop`, or when every node has.
-fn supervise(nodes: &mut [NodeProc], data: &Path, policy: OnNodeExit) -> ExitCode {
+/// Serves the cluster page meanwhile when `page` has its listener.
+fn supervise(
+    nodes: &mut [NodeProc],
+    data: &Path,
+    policy: OnNodeExit,
+    page: Option<(std::net::TcpListener, ClusterConfig)>,
+) -> ExitCode {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("build the tokio runtime");
     runtime.block_on(async {
+        if let Some((listener, config)) = page {
+            match tokio::net::TcpListener::from_std(listener) {
+                Ok(l) => drop(tokio::spawn(causeway_runtime::dashboard::serve(l, config))),
+                Err(e) => eprintln!("warning: the cluster page cannot be served: {e}"),
+            }
+        }
         let signal = crate::server_cmd::shutdown_signal();
         tokio::pin!(signal);
         loop {

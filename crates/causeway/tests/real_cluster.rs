@@ -226,6 +226,7 @@ fn recorded_txn(
         session: id.session,
         dc: DcId(dc),
         kind: TxnKind::Causal,
+        label: None,
         start_ns,
         end_ns: rec.base.elapsed().as_nanos() as u64,
         ops,

@@ -75,10 +75,40 @@ fn a_linearizable_setup_passes_sim_and_check() {
 }
 
 #[test]
+fn check_por_rejects_a_lost_update_that_tcc_accepts() {
+    let history = temp_path("lost-update.jsonl");
+    let txn = |s: u64, label: &str| {
+        format!(
+            r#"{{"type":"txn","id":"s{s}.t1","session":{s},"dc":0,"kind":"strong","label":"{label}","start_ns":0,"end_ns":1,"outcome":"committed","ops":[{{"op":"read","key":"users/5/name","obj":"lww","value":{{"lww":null}},"observed":[]}},{{"op":"write","key":"users/5/name","update":{{"assign":"me"}},"id":"s{s}.t1.o0"}}]}}"#
+        )
+    };
+    let lines = [txn(1, "registerUser"), txn(2, "registerUser")].join("\n");
+    std::fs::write(&history, lines).expect("write the history");
+    let (code, out) = causeway(&["check", "--guarantee", "tcc", "--history", &history]);
+    assert_eq!(code, 0, "{out}");
+    // Under the third relation registerUser is ad-hoc (no rule names it): default rule.
+    for conflicts in ["default", "rubis", "storeBid closeAuction items/{}/*"] {
+        let args = ["check", "--guarantee", "por", "--conflicts", conflicts];
+        let (code, out) = causeway(&[&args[..], &["--history", &history]].concat());
+        assert_eq!(code, 1, "{out}");
+        assert!(out.starts_with("violation: LostUpdate"), "{out}");
+    }
+    // Under a relation that declares registerUser but not with itself, nothing is wrong.
+    let other = "registerUser closeAuction users/{}/name";
+    let args = ["check", "--guarantee", "por", "--conflicts", other];
+    let (code, out) = causeway(&[&args[..], &["--history", &history]].concat());
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("2 strong txns, 0 conflict edges"), "{out}");
+}
+
+#[test]
 fn bad_arguments_are_refused_with_a_clear_error() {
     let (code, out) = causeway(&["check", "--guarantee", "linearizable", "--history", "x"]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("unknown guarantee 'linearizable'"), "{out}");
+    let (code, out) = causeway(&["check", "--conflicts", "a b", "--history", "x"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("bad --conflicts"), "{out}");
     let (code, out) = causeway(&["check", "--history", "/nonexistent/h.jsonl"]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("cannot open history"), "{out}");

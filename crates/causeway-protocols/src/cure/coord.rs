@@ -2,7 +2,7 @@
 //! the session's past, reads through READ_KEY with the write-set overlay, and 2PC inside
 //! the DC with the commit decision persisted before any COMMIT leaves (presumed abort).
 
-use super::msg::{Msg, Updates};
+use super::msg::{First, Msg, Updates};
 use super::node::{Deferred, Node};
 use super::record::Record;
 use crate::kit::twopc::{Answer, Decisions, Votes};
@@ -45,11 +45,20 @@ pub struct Txn {
     last_active: u64,
 }
 
+/// A START not yet served, with the first request that came with it, if any.
+#[derive(Debug)]
+struct PendingStart {
+    txn: TxnId,
+    client: Addr,
+    cvc: Vc,
+    first: First,
+}
+
 #[derive(Debug, Default)]
 pub struct Coord {
     pub txns: BTreeMap<TxnId, Txn>,
-    /// START requests waiting for the GSS (Alg. 1 l.2-3): (txn, session, cvc).
-    starts: Vec<(TxnId, Addr, Vc)>,
+    /// START requests waiting for the GSS (Alg. 1 l.2-3).
+    starts: Vec<PendingStart>,
     /// Commit decisions until every participant acknowledged (commit vector each).
     pub decisions: Decisions<Vc>,
     reads: BTreeMap<u64, TxnId>,
@@ -72,12 +81,25 @@ impl Coord {
 }
 
 impl Node {
-    pub(super) fn on_start(&mut self, ctx: &mut Ctx<Msg>, from: Addr, txn: TxnId, cvc: Vc) {
+    /// START (Alg. 1 l.1) with the txn's first request (`first`).
+    pub(super) fn on_start(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        from: Addr,
+        txn: TxnId,
+        cvc: Vc,
+        first: First,
+    ) {
         if self.coord.txns.len() + self.coord.starts.len() >= COORD_TXNS_MAX {
-            let result = Err(limit("transactions per coordinator", COORD_TXNS_MAX));
-            return Coord::reply(ctx, from, Msg::Started { txn, result });
+            let e = limit("transactions per coordinator", COORD_TXNS_MAX);
+            return Coord::reply(ctx, from, refusal(txn, first, e));
         }
-        self.coord.starts.push((txn, from, cvc));
+        self.coord.starts.push(PendingStart {
+            txn,
+            client: from,
+            cvc,
+            first,
+        });
         self.try_starts(ctx);
     }
 
@@ -92,31 +114,41 @@ impl Node {
             let starts = std::mem::take(&mut self.coord.starts);
             starts
                 .into_iter()
-                .map(|(txn, client, cvc)| (txn, client, self.unistore_snapshot(&cvc)))
+                .map(|s| {
+                    let svc = self.unistore_snapshot(&s.cvc);
+                    (s, svc)
+                })
                 .collect()
         } else {
             self.cure_snapshots(clock)
         };
-        for (txn, client, svc) in go {
+        for (s, svc) in go {
             let t = Txn {
-                client,
+                client: s.client,
                 svc,
-                buffer: TxnBuffer::new(txn, TxnKind::Causal),
+                buffer: TxnBuffer::new(s.txn, TxnKind::Causal),
                 step: Step::Idle,
                 last_active: clock,
             };
-            self.coord.txns.insert(txn, t);
-            let started = Msg::Started {
-                txn,
-                result: Ok(()),
-            };
-            Coord::reply(ctx, client, started);
+            self.coord.txns.insert(s.txn, t);
+            self.go_on(ctx, s);
+        }
+    }
+
+    /// A started txn: serve the request that came with its START.
+    fn go_on(&mut self, ctx: &mut Ctx<Msg>, s: PendingStart) {
+        let (txn, client) = (s.txn, s.client);
+        match s.first {
+            First::Read { req, keys, updates } => {
+                self.on_read(ctx, client, txn, req, keys, updates)
+            }
+            First::Commit { req, updates } => self.on_commit(ctx, client, txn, req, updates),
         }
     }
 
     /// Cure Alg. 1 l.2-6: the STARTs whose past the GSS covers, with their snapshots
     /// `svc = GSS`, `svc[d] = max(cvc[d], Clock)`; the others keep waiting.
-    fn cure_snapshots(&mut self, clock: u64) -> Vec<(TxnId, Addr, Vc)> {
+    fn cure_snapshots(&mut self, clock: u64) -> Vec<(PendingStart, Vc)> {
         if !self.gss.complete() {
             return Vec::new();
         }
@@ -125,13 +157,13 @@ impl Node {
         let covered = |cvc: &Vc| (0..gss.dcs.len()).all(|k| k == d || cvc.get(k) <= gss.get(k));
         let (go, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.coord.starts)
             .into_iter()
-            .partition(|(_, _, cvc)| covered(cvc));
+            .partition(|s| covered(&s.cvc));
         self.coord.starts = wait;
         go.into_iter()
-            .map(|(txn, client, cvc)| {
+            .map(|s| {
                 let mut svc = gss.clone(); // Alg. 1 l.4
-                svc.set(d, cvc.get(d).max(clock)); // Alg. 1 l.5
-                (txn, client, svc)
+                svc.set(d, s.cvc.get(d).max(clock)); // Alg. 1 l.5
+                (s, svc)
             })
             .collect()
     }
@@ -268,7 +300,7 @@ impl Node {
                 }
             }
         }
-        let result = result.map(|_| values);
+        let result = result.map(|_| (values, t.svc.clone()));
         let client = t.client;
         if matches!(result, Err(Error::Aborted(_))) {
             self.coord.txns.remove(&txn); // the session ends it too (session.rs)
@@ -526,6 +558,22 @@ impl Node {
             oldest.meet(&t.svc);
         }
         oldest
+    }
+}
+
+/// The answer to a START that cannot be served, in the shape its session waits for.
+fn refusal(txn: TxnId, first: First, e: Error) -> Msg {
+    match first {
+        First::Read { req, .. } => Msg::ReadResult {
+            txn,
+            req,
+            result: Err(e),
+        },
+        First::Commit { req, .. } => Msg::CommitResult {
+            txn,
+            req,
+            result: Err(e),
+        },
     }
 }
 

@@ -32,13 +32,31 @@ impl crate::kit::repl::Replicated for ReplTxn {
 /// Updates as the session buffered them, with the op ids it assigned.
 pub type Updates = Vec<(Key, Update, OpId)>;
 
+/// The first request of a txn, sent with its START ([`Msg::StartWith`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum First {
+    Read {
+        req: u64,
+        keys: Vec<(Key, ObjType)>,
+        updates: Updates,
+    },
+    Commit {
+        req: u64,
+        updates: Updates,
+    },
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
     // ---- session -> coordinator ----
-    /// START_TRANSACTION(cvc) (Alg. 1 l.1).
-    Start {
+    /// START_TRANSACTION(cvc) (Alg. 1 l.1) with the txn's first request riding along (one
+    /// round trip instead of two): sent to the node owning the first key's partition, so
+    /// a single-partition read or write is served where the data is (one-hop reads,
+    /// one-phase commits).
+    StartWith {
         txn: TxnId,
         cvc: Vc,
+        first: First,
     },
     /// READ_OBJECTS, carrying the updates buffered since the last request.
     Read {
@@ -57,14 +75,12 @@ pub enum Msg {
         txn: TxnId,
     },
     // ---- coordinator -> session ----
-    Started {
-        txn: TxnId,
-        result: Result<(), Error>,
-    },
+    /// The values read, with the txn's snapshot (a read-only txn commits at it without
+    /// another message).
     ReadResult {
         txn: TxnId,
         req: u64,
-        result: Result<Vec<ReadValue>, Error>,
+        result: Result<(Vec<ReadValue>, Vc), Error>,
     },
     /// The commit vector (or the snapshot of a read-only txn), or why it aborted.
     CommitResult {

@@ -605,7 +605,7 @@ impl Node {
             Addr::Client(_) => self.me,
         };
         match msg {
-            Msg::Start { txn, cvc } => self.on_start(ctx, from, txn, cvc),
+            Msg::StartWith { txn, cvc, first } => self.on_start(ctx, from, txn, cvc, first),
             Msg::Read {
                 txn,
                 req,
@@ -690,10 +690,7 @@ impl Node {
                 let w = ClientWait::new(from, req, past, true);
                 self.on_client_wait(ctx, w)
             }
-            Msg::Started { .. }
-            | Msg::ReadResult { .. }
-            | Msg::CommitResult { .. }
-            | Msg::WaitDone { .. } => {}
+            Msg::ReadResult { .. } | Msg::CommitResult { .. } | Msg::WaitDone { .. } => {}
         }
     }
 

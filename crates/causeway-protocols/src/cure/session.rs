@@ -4,7 +4,7 @@
 //! coordinator of the session's DC in turn, so the START wait (Alg. 1 l.2-3) matters
 //! whenever coordinators' GSS differ.
 
-use super::msg::{Msg, Updates};
+use super::msg::{First, Msg, Updates};
 use super::Flavor;
 use crate::kit::session::{ClientProtocol, SessionCore};
 use causeway_core::crdt::ObjType;
@@ -13,7 +13,6 @@ use causeway_core::{Addr, Ctx, Error, Key, NodeId, Response, Topology, TxnKind, 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Pending {
     None,
-    Begin,
     Read,
     Commit,
     /// A UNIFORM_BARRIER or an ATTACH (UniStore), with the past it attaches.
@@ -32,6 +31,10 @@ pub struct Client {
     shipped: usize,
     pending: Pending,
     flavor: Flavor,
+    /// The open txn's START went out (with its first read or its commit).
+    started: bool,
+    /// The open txn's snapshot, once a read returned it.
+    svc: Option<Vc>,
 }
 
 impl Client {
@@ -42,7 +45,40 @@ impl Client {
             shipped: 0,
             pending: Pending::None,
             flavor,
+            started: false,
+            svc: None,
         }
+    }
+
+    /// The node of the session's DC owning `key`'s partition: the coordinator of a txn
+    /// whose first request touches `key`, so that a single-partition txn is served where
+    /// its data is (one hop for reads, one-phase commits without a remote participant).
+    fn owner(core: &SessionCore, key: &Key) -> NodeId {
+        let topo = &core.topology;
+        topo.node_of(core.dc, topo.partition_of(key))
+    }
+
+    /// Sends the START with the txn's first request (Alg. 1 l.1 and the request).
+    fn start_with(&mut self, core: &SessionCore, ctx: &mut Ctx<Msg>, key: &Key, first: First) {
+        self.coord = Self::owner(core, key);
+        self.started = true;
+        let txn = core.txn_id();
+        let cvc = self.cvc.clone();
+        self.send(ctx, Msg::StartWith { txn, cvc, first });
+    }
+
+    /// Commits without a message: a txn that never started (nothing read, nothing
+    /// written), or a read-only one at its snapshot (what its coordinator would answer).
+    fn commit_locally(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
+        if self.started {
+            let txn = core.txn_id();
+            self.send(ctx, Msg::Abort { txn }); // frees its state at the coordinator
+        }
+        if let Some(svc) = self.svc.take() {
+            self.cvc.join(&svc); // Cure: a read-only txn's place in causality is its svc
+        }
+        core.txn = None;
+        core.answer(ctx, Response::Committed);
     }
 
     /// The node of the session's DC that serves its barriers and attaches.
@@ -114,20 +150,6 @@ impl Client {
         out
     }
 
-    fn started(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, r: Result<(), Error>) {
-        self.pending = Pending::None;
-        match r {
-            Ok(()) => {
-                let txn = core.txn_id();
-                core.answer(ctx, Response::Begun { txn });
-            }
-            Err(e) => {
-                core.txn = None;
-                core.answer(ctx, Response::Error(e));
-            }
-        }
-    }
-
     fn committed(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, r: Result<Vc, Error>) {
         self.pending = Pending::None;
         core.txn = None;
@@ -147,26 +169,28 @@ impl Client {
 impl ClientProtocol for Client {
     type Msg = Msg;
 
+    /// BEGIN opens the txn at the session only: its START goes out with the first read
+    /// or the commit, to the node of the first key's partition.
     fn begin(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, kind: TxnKind) {
         if kind == TxnKind::Strong {
             let e = core.unsupported("strong transactions");
             return core.answer(ctx, Response::Error(e));
         }
         let txn = core.open_txn(kind);
-        let n = core.topology.nodes_per_dc;
-        let index = ((core.id.0 + txn.seq) % u64::from(n)) as u32;
-        self.coord = NodeId(u32::from(core.dc.0) * n + index);
         self.shipped = 0;
-        self.pending = Pending::Begin;
-        core.start_request(ctx);
-        let cvc = self.cvc.clone();
-        self.send(ctx, Msg::Start { txn, cvc }); // Alg. 1 l.1
+        self.started = false;
+        self.svc = None;
+        core.answer(ctx, Response::Begun { txn });
     }
 
     fn read(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, keys: Vec<(Key, ObjType)>) {
         let updates = self.unshipped(core);
         self.pending = Pending::Read;
         let req = core.start_request(ctx);
+        if !self.started {
+            let key = keys[0].0.clone();
+            return self.start_with(core, ctx, &key, First::Read { req, keys, updates });
+        }
         let txn = core.txn_id();
         self.send(
             ctx,
@@ -180,16 +204,25 @@ impl ClientProtocol for Client {
     }
 
     fn commit(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
+        if core.buffer().updates.is_empty() && (!self.started || self.svc.is_some()) {
+            return self.commit_locally(core, ctx);
+        }
         let updates = self.unshipped(core);
         self.pending = Pending::Commit;
         let req = core.start_request(ctx);
+        if !self.started {
+            let key = updates[0].0.clone();
+            return self.start_with(core, ctx, &key, First::Commit { req, updates });
+        }
         let txn = core.txn_id();
         self.send(ctx, Msg::Commit { txn, req, updates });
     }
 
     fn abort(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
-        let txn = core.txn_id();
-        self.send(ctx, Msg::Abort { txn });
+        if self.started {
+            let txn = core.txn_id();
+            self.send(ctx, Msg::Abort { txn });
+        }
     }
 
     fn token(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
@@ -230,9 +263,6 @@ impl ClientProtocol for Client {
         }
         let txn = core.txn_id();
         match (msg, self.pending.clone()) {
-            (Msg::Started { txn: t, result }, Pending::Begin) if t == txn => {
-                self.started(core, ctx, result)
-            }
             (
                 Msg::ReadResult {
                     txn: t,
@@ -243,7 +273,10 @@ impl ClientProtocol for Client {
             ) if t == txn && core.is_current(req) => {
                 self.pending = Pending::None;
                 let response = match result {
-                    Ok(values) => Response::Values(values),
+                    Ok((values, svc)) => {
+                        self.svc = Some(svc);
+                        Response::Values(values)
+                    }
                     // The coordinator dropped the txn (e.g. "snapshot too old"): it is
                     // over here too, so the session is idle again.
                     Err(Error::Aborted(reason)) => {

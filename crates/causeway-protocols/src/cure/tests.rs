@@ -182,14 +182,15 @@ fn start_waits_for_the_gss_to_cover_the_session_past() {
         net.request(1, Request::Attach { token }),
         Response::Attached
     );
-    net.session_call(1, |s, ctx| {
-        s.submit(
-            ctx,
-            Request::Begin {
-                kind: TxnKind::Causal,
-            },
-        )
-    });
+    let begin = Request::Begin {
+        kind: TxnKind::Causal,
+    };
+    assert!(matches!(net.request(1, begin), Response::Begun { .. }));
+    // The START goes out with the first read, and waits there.
+    let read = Request::Read {
+        keys: vec![(Key::from("k"), ObjType::Lww)],
+    };
+    net.session_call(1, |s, ctx| s.submit(ctx, read));
     net.run(50);
     assert!(
         net.replies.get(&1).is_none_or(VecDeque::is_empty),
@@ -197,7 +198,7 @@ fn start_waits_for_the_gss_to_cover_the_session_past() {
     );
     net.run(100);
     let r = net.replies.get_mut(&1).and_then(VecDeque::pop_front);
-    assert!(matches!(r, Some(Response::Begun { .. })), "got {r:?}");
+    assert!(matches!(r, Some(Response::Values(_))), "got {r:?}");
 }
 
 fn txn_id(seq: u64) -> TxnId {
@@ -437,18 +438,20 @@ fn a_snapshot_too_old_leaves_the_session_idle() {
     let begin = Request::Begin {
         kind: TxnKind::Causal,
     };
+    let read = Request::Read {
+        keys: vec![(k.clone(), ObjType::Lww)],
+    };
     assert!(matches!(
         net.request(1, begin.clone()),
         Response::Begun { .. }
     ));
+    // The first read fixes the snapshot.
+    assert!(matches!(net.request(1, read.clone()), Response::Values(_)));
     let over = causeway_core::limits::VERSIONS_PER_KEY_MAX + 10;
     for i in 0..over {
         net.txn(2, vec![assign(&k, &format!("v{i}"))]);
     }
     net.run(20); // GC folds past the limit, above session 1's snapshot
-    let read = Request::Read {
-        keys: vec![(k.clone(), ObjType::Lww)],
-    };
     match net.request(1, read.clone()) {
         Response::Aborted { reason } => assert!(reason.contains("too old"), "{reason}"),
         other => panic!("an old snapshot read answered {other:?}"),

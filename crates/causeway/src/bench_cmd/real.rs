@@ -268,6 +268,7 @@ impl LocalCluster {
             .args(["--metrics-port-base", "0"])
             // A node that dies would skew the numbers: the whole run fails instead.
             .args(["--on-node-exit", "stop"])
+            .args(["--http-port", "0"])
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)

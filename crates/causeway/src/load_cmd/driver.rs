@@ -227,6 +227,7 @@ impl Worker {
             session: txn.session,
             dc: self.dc,
             kind: TxnKind::Causal,
+            label: None,
             start_ns,
             end_ns: self.clock.now_ns(),
             ops,

@@ -58,6 +58,7 @@ impl Cluster {
                     client_addr: (i == 0).then(|| free_addr(&mut held)),
                     resp_addr: None,
                     metrics_addr: Some(free_addr(&mut held)),
+                    http_addr: None,
                     data_dir: None,
                 });
             }

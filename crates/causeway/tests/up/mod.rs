@@ -80,6 +80,8 @@ impl Up {
             .args(["--port-base", &base.to_string()])
             .args(["--resp-port-base", &(base + 50).to_string()])
             .args(["--metrics-port-base", &(base + 60).to_string()])
+            // The cluster page has its own test (cluster_page.rs); its port could clash.
+            .args(["--http-port", "0"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
