@@ -9,7 +9,7 @@ pub mod history;
 pub mod jsonl;
 pub mod tcc;
 
-pub use history::{FinalRead, HOp, History, Outcome, TxnRecord};
+pub use history::{session_order, BarrierRecord, FinalRead, HOp, History, Outcome, TxnRecord};
 pub use jsonl::{read_history, write_history};
 pub use tcc::{Stats, CHECK_TXNS_MAX};
 
