@@ -130,10 +130,15 @@ mod tests {
         assert_eq!(group_floor(10, &[3, 7, 5], 1), 7);
         assert_eq!(group_floor(10, &[3, 7, 5], 2), 5);
         assert_eq!(group_floor(4, &[3, 7, 5], 1), 4, "capped by our own row");
-        assert_eq!(group_floor(10, &[3], 2), 0, "fewer DCs than the group needs");
+        assert_eq!(
+            group_floor(10, &[3], 2),
+            0,
+            "fewer DCs than the group needs"
+        );
     }
 
     #[test]
+    #[allow(clippy::needless_range_loop)] // j is a DC index, into both the rows and the vector
     fn brute_force_over_groups_agrees() {
         // Alg. 2 l.33-35 literally, over every group of f+1 DCs that includes DC 0.
         let rows = [[9u64, 4, 6, 2], [5, 8, 1, 7], [3, 3, 9, 9], [6, 2, 2, 5]];
