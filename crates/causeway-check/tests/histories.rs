@@ -463,5 +463,9 @@ fn session_order_spans_a_move_to_another_protocol_session() {
     // the move is broken (an ATTACH that did not wait).
     let mut bad = before;
     bad.push(moved(1, 100, vec![get("y", None)]));
-    rejects(&history(bad), ViolationKind::CausalViolation, &[tid(9, 1), tid(1, 2)]);
+    rejects(
+        &history(bad),
+        ViolationKind::CausalViolation,
+        &[tid(9, 1), tid(1, 2)],
+    );
 }

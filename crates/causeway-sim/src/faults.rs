@@ -18,6 +18,21 @@ const SKEW_OFFSET_MAX_NS: u64 = 50_000_000;
 /// Largest clock drift drawn for a node, either way, in parts per million.
 const SKEW_DRIFT_MAX_PPM: u64 = 200;
 
+/// How many DCs a plan may fail: one for a protocol that promises nothing about DC
+/// failures (or tolerates none); for one that tolerates `f` (UniStore), at most `f` (what
+/// its barriers survive) and at most `dcs - f - 1` (the survivors must still number f+1 to
+/// make new transactions uniform), which may leave none.
+pub fn dc_failures_max(config: &SimConfig) -> usize {
+    let dcs = usize::from(config.dcs);
+    let f = causeway_protocols::entry(&config.protocol)
+        .and_then(|e| e.tolerated_failures(&config.section, config.dcs))
+        .unwrap_or(0);
+    match f {
+        0 => usize::from(dcs >= 2),
+        f => f.min(dcs.saturating_sub(f + 1)),
+    }
+}
+
 /// One timed fault. DCs and nodes are indices of the topology.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FaultEvent {
@@ -85,16 +100,33 @@ impl FaultPlan {
                 }
                 FaultKind::Skew => plan.draw_skew(&mut rng, topology.node_count() as usize),
                 FaultKind::Slow => plan.draw_slow(&mut rng, topology.node_count() as usize, span),
-                FaultKind::DcFailure if config.dcs >= 2 => {
-                    let dc = rng.range(0, u64::from(config.dcs)) as u16;
-                    let at = T0 + span / 5 + rng.range(0, span * 3 / 5);
-                    plan.events.push((at, FaultEvent::FailDc { dc }));
+                FaultKind::DcFailure => {
+                    let max = dc_failures_max(config);
+                    plan.draw_dc_failures(&mut rng, config.dcs, max, span)
                 }
-                FaultKind::DcFailure => {}
             }
         }
         plan.events.sort_by_key(|(at, _)| *at);
         plan
+    }
+
+    /// 1..=`max` DC failures at distinct DCs, each at a time in the middle three fifths
+    /// of the fault phase (one failure draws exactly what a single-failure plan drew).
+    fn draw_dc_failures(&mut self, rng: &mut SimRng, dcs: u16, max: usize, span: Nanos) {
+        if max == 0 || dcs < 2 {
+            return;
+        }
+        let count = if max > 1 {
+            rng.range(1, max as u64 + 1) as usize
+        } else {
+            1
+        };
+        let mut alive: Vec<u16> = (0..dcs).collect();
+        for _ in 0..count {
+            let dc = alive.remove(rng.range(0, alive.len() as u64) as usize);
+            let at = T0 + span / 5 + rng.range(0, span * 3 / 5);
+            self.events.push((at, FaultEvent::FailDc { dc }));
+        }
     }
 
     fn draw_partitions(&mut self, rng: &mut SimRng, dcs: u16, span: Nanos) {

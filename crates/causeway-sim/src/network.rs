@@ -77,7 +77,7 @@ impl World {
     pub(crate) fn dc_of_addr(&self, addr: Addr) -> u16 {
         match addr {
             Addr::Node(n) => self.nodes[n.0 as usize].dc,
-            Addr::Client(s) => self.clients[(s.0 - 1) as usize].dc,
+            Addr::Client(s) => self.routes[&s].dc,
         }
     }
 
@@ -170,7 +170,11 @@ impl World {
             }
             Addr::Node(NodeId(n)) => self.deliver_to_node(n as usize, from, msg, incarnation),
             Addr::Client(s) => {
-                let c = (s.0 - 1) as usize;
+                let route = self.routes[&s];
+                if route.retired {
+                    return; // its client moved on to a session at another DC
+                }
+                let c = route.slot;
                 let mut wrong = None;
                 self.with_client(c, |s, ctx| wrong = s.handle_message(ctx, from, msg).err());
                 if let Some(e) = wrong {

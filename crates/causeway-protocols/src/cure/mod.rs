@@ -220,11 +220,8 @@ impl Default for Config {
 /// wait is covered by a unit test instead.)
 pub const MUTATIONS: &[&str] = &["no-read-wait", "pvc-ignores-prepared", "commit-time-min"];
 /// UniStore's deliberately broken variants (on top of Cure's).
-pub const UNISTORE_MUTATIONS: &[&str] = &[
-    "no-forwarding",
-    "visible-before-uniform",
-    "attach-no-wait",
-];
+pub const UNISTORE_MUTATIONS: &[&str] =
+    &["no-forwarding", "visible-before-uniform", "attach-no-wait"];
 
 /// How far ahead of the clock the persisted lease on claimed timestamps reaches.
 pub const LEASE_NS: Nanos = 200_000_000;

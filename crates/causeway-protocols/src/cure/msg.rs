@@ -135,12 +135,23 @@ pub enum Msg {
     },
     // ---- UniStore: node <-> sibling node in another DC ----
     /// STABLEVEC(d, stableVec) (UniStore Alg. 2 l.25): the sender DC's stable vector.
-    StableVec { stable: Vc },
+    StableVec {
+        stable: Vc,
+    },
     // ---- UniStore: session <-> node ----
     /// UNIFORM_BARRIER(V) (UniStore Alg. 1 l.49).
-    Barrier { req: u64, past: Vc },
+    Barrier {
+        req: u64,
+        past: Vc,
+    },
     /// ATTACH(V) (UniStore Alg. 1 l.51).
-    Attach { req: u64, past: Vc },
+    Attach {
+        req: u64,
+        past: Vc,
+    },
     /// The barrier or attach of request `req` holds.
-    WaitDone { req: u64, result: Result<(), Error> },
+    WaitDone {
+        req: u64,
+        result: Result<(), Error>,
+    },
 }

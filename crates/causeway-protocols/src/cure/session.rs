@@ -17,7 +17,9 @@ enum Pending {
     Read,
     Commit,
     /// A UNIFORM_BARRIER or an ATTACH (UniStore), with the past it attaches.
-    Wait { attach: Option<Vc> },
+    Wait {
+        attach: Option<Vc>,
+    },
 }
 
 /// The client side of Cure.

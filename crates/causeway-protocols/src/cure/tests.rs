@@ -210,8 +210,13 @@ fn txn_id(seq: u64) -> TxnId {
 /// One node of a one-DC, one-partition cluster, started with its lease durable.
 fn lone_node(mutation: Option<&str>, records: &[Vec<u8>], clock: u64) -> (Node, Vec<Vec<u8>>) {
     let topo = Topology::full(1, 1, 1);
-    let mut node =
-        Node::recover(config(&topo, 0, mutation), Config::default(), super::Flavor::Cure, records).expect("node");
+    let mut node = Node::recover(
+        config(&topo, 0, mutation),
+        Config::default(),
+        super::Flavor::Cure,
+        records,
+    )
+    .expect("node");
     let mut ctx = Ctx::new(TrueTime(clock), clock);
     node.start(&mut ctx);
     let out = drain_persisting(&mut node, ctx, clock);

@@ -146,7 +146,11 @@ impl Node {
                 let visible = (0..ct.dcs.len()).all(|k| k == d || ct.get(k) <= uniform.get(k));
                 if visible {
                     let since_commit = clock.saturating_sub(ct.get(usize::from(o.0)));
-                    seen.push((usize::from(o.0), clock.saturating_sub(*stable_at), since_commit));
+                    seen.push((
+                        usize::from(o.0),
+                        clock.saturating_sub(*stable_at),
+                        since_commit,
+                    ));
                 }
                 !visible
             });
