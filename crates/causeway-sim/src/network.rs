@@ -4,7 +4,8 @@
 //! jitter, plus the extra delay of a slow receiver, and never overtakes the previous message
 //! of its link. A cut between two DCs holds its links' messages, in order, until it heals.
 //! Messages to a node carry the incarnation they were sent to: one that reaches a node that
-//! crashed since (or is down) is lost, as a broken connection would lose it.
+//! crashed since (or is down) is lost, as a broken connection would lose it. When a DC
+//! fails, the messages its links still hold across a cut are lost with it.
 
 use crate::cpu::NodeInput;
 use crate::rng::SimRng;
@@ -144,7 +145,17 @@ impl World {
         }
     }
 
-    /// Hands an arrived message to its node or client session.
+    /// Drops the messages held on links from DC `dc` (it failed: what its nodes and
+    /// clients had not delivered yet dies with them; what is already on the wire arrives).
+    pub(crate) fn drop_held_from(&mut self, dc: u16) {
+        let links: Vec<(Addr, Addr)> = self.network.held.keys().copied().collect();
+        for (from, to) in links {
+            if self.dc_of_addr(from) == dc {
+                self.network.held.remove(&(from, to));
+            }
+        }
+    }
+
     /// Hands `msg` to node `n`'s machine, unless that incarnation is gone.
     pub(crate) fn deliver_to_node(&mut self, n: usize, from: Addr, msg: Msg, incarnation: u32) {
         if self.nodes[n].incarnation != incarnation || self.nodes[n].machine.is_none() {

@@ -289,9 +289,11 @@ impl World {
         }
     }
 
-    /// Fails DC `dc` for good: its nodes crash and never restart, its clients stop.
+    /// Fails DC `dc` for good: its nodes crash and never restart, its clients stop, and
+    /// what its links held across a cut is lost.
     fn fail_dc(&mut self, dc: u16) {
         self.failed_dcs.insert(dc);
+        self.drop_held_from(dc);
         for n in 0..self.nodes.len() {
             if self.nodes[n].dc == dc {
                 self.crash(n);
