@@ -476,4 +476,47 @@ mod tests {
         let e = crate::run(&c).expect_err("refused, not run");
         assert!(e.contains("cure needs full replication"), "{e}");
     }
+
+    #[test]
+    fn barriers_and_moves_default_by_protocol_and_are_validated() {
+        let uni = SimConfig {
+            protocol: "unistore".into(),
+            ..SimConfig::default()
+        };
+        assert_eq!(uni.barrier_ratio(), BARRIER_RATIO_DEFAULT);
+        assert_eq!(uni.migrate_ratio(), MIGRATE_RATIO_DEFAULT);
+        let cure = SimConfig {
+            protocol: "cure".into(),
+            ..SimConfig::default()
+        };
+        assert_eq!((cure.barrier_ratio(), cure.migrate_ratio()), (0.0, 0.0));
+        let e = SimConfig {
+            barrier_ratio: Some(0.1),
+            ..cure.clone()
+        }
+        .validate()
+        .expect_err("cure has no uniform barriers");
+        assert!(
+            e.starts_with("--barrier-ratio needs a protocol with uniform barriers"),
+            "{e}"
+        );
+        let e = SimConfig {
+            migrate_ratio: Some(0.7),
+            barrier_ratio: Some(0.5),
+            ..uni.clone()
+        }
+        .validate()
+        .expect_err("sum above 1");
+        assert!(e.contains("--barrier-ratio + --migrate-ratio"), "{e}");
+        let e = SimConfig {
+            migrate_ratio: Some(-0.1),
+            ..uni
+        }
+        .validate()
+        .expect_err("negative");
+        assert!(
+            e.starts_with("--migrate-ratio must be between 0 and 1"),
+            "{e}"
+        );
+    }
 }
