@@ -24,6 +24,7 @@ pub mod durability;
 pub mod gossip;
 pub mod lattice;
 pub mod mvstore;
+pub mod paxos;
 pub mod repl;
 pub mod session;
 pub mod testnet;

@@ -1,0 +1,445 @@
+//! Multi-Paxos for one consensus group (UniStore §6.3: each partition's replicas in all
+//! DCs, one leader, majority quorums), as a deterministic sans-IO machine generic over the
+//! value type. The embedder runs one [`Paxos`] per group per node, tags its messages with
+//! the group, sends them, persists its records, and drives its deadlines.
+//!
+//! # The protocol
+//!
+//! - **Ballots** are `(round, member)`, ordered by round then member; a member never reuses
+//!   a round. **Phase 1**: a candidate persists its own ballot, then sends `Prepare(b,
+//!   from)` (`from` = its decided prefix); an acceptor that has not promised more promises
+//!   `b` and answers `Promise` with its decided prefix and every accepted, undecided slot
+//!   at or above `from` (at most twice the window, so one message). With a majority of
+//!   promises the candidate leads: slots below `target` (the highest decided prefix among
+//!   the promises) were decided before this ballot and are **learned by catch-up** from a
+//!   promiser that has them (the leader-elect proposes nothing until its prefix reaches
+//!   `target`); every slot above is re-proposed with the value of the highest ballot any
+//!   promise reports, gaps with a no-op (`None`, never delivered).
+//! - **Phase 2**: the leader sends `Accept(b, decided_upto, entries)` to every member
+//!   (itself included); an acceptor that has not promised more than `b` accepts, and after
+//!   its record is durable answers `Accepted`. A slot acknowledged by a majority is decided;
+//!   the decided prefix advances in slot order. Accepts unacknowledged for `resend_ns` are
+//!   sent again.
+//! - **Learning**: `decided_upto` in every `Accept` and `Heartbeat` is the leader's commit
+//!   index: a slot below it that the receiver accepted *in the same ballot* holds the
+//!   decided value (a leader proposes one value per slot per ballot, and its prefix only
+//!   counts slots it decided itself or learned before proposing anything). A member whose
+//!   prefix is still below the leader's asks `CatchUp(from)` and gets `Decided` values,
+//!   [`Config::batch_max`] at a time. Decisions are delivered by [`Paxos::take_decided`]
+//!   in slot order, each once per incarnation.
+//! - **Failover**: the leader heartbeats every `heartbeat_ns`. A member that hears no
+//!   leader for `election_timeout_ns`, plus half of it per rank (its distance from the
+//!   preferred member, so members rarely duel), campaigns with a round above every one it
+//!   saw. A leader that has not heard from a majority for an election timeout steps down
+//!   (so a minority-side leader stops claiming the group), as does anyone that sees a
+//!   higher ballot. An acceptor that heard its leader within an election timeout ignores
+//!   the prepares of other members (no disruption by a member coming back from a
+//!   partition), except those of the preferred member.
+//! - **Preferred leader**: the configured member, once it has followed another leader for
+//!   an election timeout and is caught up to within the window, campaigns and so takes the
+//!   leadership back (UniStore: all leaders in one DC). Its rank is 0, so it is also the
+//!   first to campaign when the group starts.
+//!
+//! # Persistence contract
+//!
+//! Every state change of the acceptor is a [`Record`] in [`Output::Persist`] with a
+//! sequence number (1, 2, ... per incarnation). The embedder appends the records in order
+//! and calls [`Paxos::handle_persisted`]`(seq)` once `seq` and everything before it are
+//! durable. Every [`Output::Send`] may leave at once: the machine itself holds back what
+//! must wait, namely its promises and acceptances (and its own votes, which count only
+//! once durable) until the records before them are durable, and a candidate's prepares
+//! until its own ballot is (so a restarted member never reuses a round). Decisions wait
+//! for nothing. [`Paxos::recover`] takes every durable record in order; a
+//! [`Record::Checkpoint`] (from [`Paxos::compact`]) stands for everything before it, so
+//! once it is durable the embedder may drop the older records. With kit::durability, an
+//! embedder persists each record as `persist(ctx, bytes, vec![])` and parks a
+//! `Run(PaxosPersisted(group, seq))` action with `after_durable`.
+//!
+//! # Proposals, limits, truncation
+//!
+//! [`Paxos::propose`] on the leader returns the slot; while this member is a leader-elect
+//! (phase 1 or its catch-up) or its window ([`Config::in_flight_max`] ≤ [`IN_FLIGHT_MAX`]
+//! undecided slots) is full, the value is queued (at most [`QUEUED_MAX`]) and gets the
+//! next free slots in order. When leadership is lost, queued values come back from
+//! [`Paxos::take_dropped`] (never proposed, so never decided); values already given a
+//! slot may still be decided, by this ballot or the next leader's recovery, or not at all:
+//! the embedder watches `take_decided` (its values carry their own ids). Every message
+//! carries at most [`Config::batch_max`] ≤ [`BATCH_MAX`] entries, and bigger ones are
+//! ignored; groups have at most [`MEMBERS_MAX`] members. [`Paxos::truncate`] forgets the
+//! slots the embedder says are applied everywhere; a member that asks for one of them gets
+//! `Truncated` and the embedder sees [`Output::SnapshotNeeded`], copies its own state and
+//! calls [`Paxos::install_snapshot`] (a member needing a snapshot does not campaign).
+//! After recovery, delivery restarts at the truncation point.
+
+mod acceptor;
+mod leader;
+mod log;
+#[cfg(test)]
+mod sim;
+#[cfg(test)]
+mod tests;
+mod types;
+
+pub use types::{
+    Ballot, Checkpoint, Config, Entry, Member, Msg, Mutations, Output, ProposeError, Proposed,
+    Record, Slot, BATCH_MAX, ELECTION_TIMEOUT_NS, HEARTBEAT_NS, IN_FLIGHT_MAX, MEMBERS_MAX,
+    MUTATIONS, QUEUED_MAX, RESEND_NS,
+};
+
+use super::durability::RECORDS_IN_FLIGHT_MAX;
+use super::timers::Timers;
+use causeway_core::Nanos;
+use leader::{Candidate, Leader};
+use log::Log;
+use serde::{de::DeserializeOwned, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Debug;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    /// Follower: campaign (the leader is silent, or the preferred reclaims). Candidate:
+    /// campaign again. Leader-elect: its catch-up stalled, campaign again.
+    Election,
+    Heartbeat,
+    /// Leader: re-send unacknowledged accepts.
+    Resend,
+    /// Ask again for decided values.
+    CatchUp,
+}
+
+/// The last catch-up request: to whom, from which slot, when.
+#[derive(Clone, Copy, Debug)]
+struct Ask {
+    from: Slot,
+    at: Nanos,
+}
+
+#[derive(Debug)]
+enum Role<V> {
+    Follower,
+    Candidate(Candidate<V>),
+    Leader(Box<Leader<V>>),
+}
+
+/// One member of one consensus group. See the module doc.
+#[derive(Debug)]
+pub struct Paxos<V> {
+    cfg: Config,
+    log: Log<V>,
+    /// `take_decided` hands out slots from here.
+    delivered: Slot,
+    role: Role<V>,
+    /// The leader this member follows (itself when leading).
+    leader: Option<Member>,
+    heard_leader_at: Option<Nanos>,
+    following_since: Nanos,
+    /// The followed leader's decided prefix, as last heard.
+    leader_decided_upto: Slot,
+    round_seen: u64,
+    timers: Timers<Timer>,
+    last_seq: u64,
+    durable_seq: u64,
+    /// Messages waiting for the record of their key to be durable.
+    held: BTreeMap<u64, Vec<(Member, Msg<V>)>>,
+    /// Messages to this member itself, handled before the current call returns.
+    inbox: VecDeque<Msg<V>>,
+    outputs: Vec<Output<V>>,
+    queued: VecDeque<V>,
+    dropped: Vec<V>,
+    ask: Option<Ask>,
+    snapshot_needed: Option<Slot>,
+    now: Nanos,
+}
+
+impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
+    /// A member with nothing on disk, at clock `now`.
+    pub fn new(cfg: Config, now: Nanos) -> Paxos<V> {
+        Paxos::recover(cfg, &[], now).expect("a fresh member")
+    }
+
+    /// Rebuilds a member from every durable record it wrote, in order. It starts as a
+    /// follower; delivery restarts at its truncation point.
+    pub fn recover(cfg: Config, records: &[Record<V>], now: Nanos) -> Result<Paxos<V>, String> {
+        cfg.validate()?;
+        let mut log = Log::new();
+        for (i, r) in records.iter().enumerate() {
+            log.apply(r).map_err(|e| format!("record {i}: {e}"))?;
+        }
+        let mut px = Paxos {
+            delivered: log.truncated_below(),
+            round_seen: log.promised.round,
+            cfg,
+            log,
+            role: Role::Follower,
+            leader: None,
+            heard_leader_at: None,
+            following_since: now,
+            leader_decided_upto: 0,
+            timers: Timers::default(),
+            last_seq: 0,
+            durable_seq: 0,
+            held: BTreeMap::new(),
+            inbox: VecDeque::new(),
+            outputs: Vec::new(),
+            queued: VecDeque::new(),
+            dropped: Vec::new(),
+            ask: None,
+            snapshot_needed: None,
+            now,
+        };
+        px.arm_election(now);
+        px.check_invariants()?;
+        Ok(px)
+    }
+
+    /// A message from member `from` (ignored if `from` is no member or a batch is over
+    /// the limit).
+    pub fn handle_message(&mut self, now: Nanos, from: Member, msg: Msg<V>) {
+        self.now = now;
+        if from < self.cfg.members && self.within_limits(&msg) {
+            self.dispatch(from, msg);
+        }
+        self.finish();
+    }
+
+    /// The clock reached [`Paxos::poll_timeout`]: runs every due timer.
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        self.now = now;
+        for t in self.timers.take_due(now) {
+            match t {
+                Timer::Election => self.on_election_timer(),
+                Timer::Heartbeat => self.on_heartbeat_timer(),
+                Timer::Resend => self.on_resend_timer(),
+                Timer::CatchUp => self.on_catch_up_timer(),
+            }
+        }
+        self.finish();
+    }
+
+    /// Record `seq` and every one before it are durable: releases what waited for them.
+    pub fn handle_persisted(&mut self, now: Nanos, seq: u64) {
+        assert!(seq <= self.last_seq, "record {seq} was never handed out");
+        self.now = now;
+        self.durable_seq = self.durable_seq.max(seq);
+        let later = self.held.split_off(&(seq + 1));
+        for (to, msg) in std::mem::replace(&mut self.held, later)
+            .into_values()
+            .flatten()
+        {
+            self.send(to, msg);
+        }
+        self.finish();
+    }
+
+    /// The earliest deadline, in this member's clock.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.timers.next()
+    }
+
+    /// Proposes `value`: see the module doc for slots, queueing and errors.
+    pub fn propose(&mut self, now: Nanos, value: V) -> Result<Proposed, ProposeError> {
+        self.now = now;
+        if matches!(self.role, Role::Follower) {
+            return Err(ProposeError::NotLeader { hint: self.leader });
+        }
+        let proposed = if self.queued.is_empty() && self.window_open() {
+            Proposed::Slot(self.assign(value))
+        } else if self.queued.len() < QUEUED_MAX {
+            self.queued.push_back(value);
+            Proposed::Queued
+        } else {
+            return Err(ProposeError::Busy);
+        };
+        self.finish();
+        Ok(proposed)
+    }
+
+    /// What the embedder must do, in order.
+    pub fn take_outputs(&mut self) -> Vec<Output<V>> {
+        std::mem::take(&mut self.outputs)
+    }
+
+    /// Newly decided values, in slot order (no-ops skipped).
+    pub fn take_decided(&mut self) -> Vec<(Slot, V)> {
+        let upto = self.log.decided_upto();
+        let taken = (self.delivered..upto).filter_map(|s| {
+            let v = self.log.decided(s).expect("undelivered slots are kept");
+            v.clone().map(|v| (s, v))
+        });
+        let taken = taken.collect();
+        self.delivered = upto;
+        taken
+    }
+
+    /// Queued proposals that lost their leader (never proposed).
+    pub fn take_dropped(&mut self) -> Vec<V> {
+        std::mem::take(&mut self.dropped)
+    }
+
+    /// Forgets the slots below `below`, which the embedder applied at every member (they
+    /// must have been taken from `take_decided`).
+    pub fn truncate(&mut self, below: Slot) {
+        assert!(
+            below <= self.delivered,
+            "truncating below {below}, undelivered slots"
+        );
+        if below > self.log.truncated_below() {
+            self.log.truncate(below);
+            self.persist(Record::Truncated { below });
+        }
+    }
+
+    /// The embedder installed a snapshot of every slot below `upto` (after
+    /// [`Output::SnapshotNeeded`]): the decided prefix jumps there.
+    pub fn install_snapshot(&mut self, now: Nanos, upto: Slot) {
+        self.now = now;
+        if self.snapshot_needed.is_some_and(|b| b <= upto) {
+            self.snapshot_needed = None;
+        }
+        if upto <= self.log.decided_upto() {
+            return;
+        }
+        self.step_down();
+        self.log.truncate(upto);
+        self.delivered = self.delivered.max(upto);
+        self.persist(Record::Truncated { below: upto });
+        self.ask = None;
+        self.retry_catch_up();
+        self.finish();
+    }
+
+    /// Emits a [`Record::Checkpoint`] of the whole acceptor state; once it is durable the
+    /// records before it may be dropped.
+    pub fn compact(&mut self) {
+        let c = self.log.checkpoint();
+        self.persist(Record::Checkpoint(Box::new(c)));
+    }
+
+    /// Leading in phase 2 (proposals get slots at once).
+    pub fn is_leader(&self) -> bool {
+        matches!(&self.role, Role::Leader(l) if l.phase2)
+    }
+
+    /// The leader this member follows (itself when leading or leader-elect).
+    pub fn leader(&self) -> Option<Member> {
+        self.leader
+    }
+
+    pub fn promised(&self) -> Ballot {
+        self.log.promised
+    }
+
+    /// Every slot below this is decided here.
+    pub fn decided_upto(&self) -> Slot {
+        self.log.decided_upto()
+    }
+
+    pub fn truncated_below(&self) -> Slot {
+        self.log.truncated_below()
+    }
+
+    /// The decided value of `slot` (`Some(None)` for a no-op), if decided and kept.
+    pub fn decided_value(&self, slot: Slot) -> Option<Option<&V>> {
+        self.log.decided(slot).map(Option::as_ref)
+    }
+
+    /// On the leader: the lowest decided prefix any member reported (a GC hint).
+    pub fn decided_everywhere(&self) -> Option<Slot> {
+        match &self.role {
+            Role::Leader(l) => l.decided_at.iter().min().copied(),
+            _ => None,
+        }
+    }
+
+    /// A snapshot is needed below this before this member can catch up.
+    pub fn snapshot_needed(&self) -> Option<Slot> {
+        self.snapshot_needed
+    }
+
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.log.check(self.cfg.accept_window())?;
+        let d = self.log.decided_upto();
+        let t = self.log.truncated_below();
+        if !(t <= self.delivered && self.delivered <= d) {
+            return Err(format!("delivered {} outside {t}..={d}", self.delivered));
+        }
+        if self.round_seen < self.log.promised.round {
+            return Err(format!("round seen {} below promised", self.round_seen));
+        }
+        if self.durable_seq > self.last_seq {
+            return Err(format!("durable seq {} above last", self.durable_seq));
+        }
+        if self
+            .held
+            .keys()
+            .next()
+            .is_some_and(|k| *k <= self.durable_seq)
+        {
+            return Err("messages held on a durable record".into());
+        }
+        if self.queued.len() > QUEUED_MAX {
+            return Err(format!("{} proposals queued", self.queued.len()));
+        }
+        self.check_role()
+    }
+
+    fn within_limits(&self, msg: &Msg<V>) -> bool {
+        let len = match msg {
+            Msg::Promise { accepted, .. } => accepted.len(),
+            Msg::Accept { entries, .. } => entries.len(),
+            Msg::Accepted { slots, .. } => slots.len(),
+            Msg::Decided { values, .. } => values.len(),
+            _ => 0,
+        };
+        len <= self.cfg.batch_max
+    }
+
+    /// Handles the messages to itself, then sends what the leader batched, until quiet.
+    fn finish(&mut self) {
+        loop {
+            while let Some(msg) = self.inbox.pop_front() {
+                self.dispatch(self.cfg.me, msg);
+            }
+            if !self.flush() {
+                break;
+            }
+        }
+    }
+
+    fn persist(&mut self, record: Record<V>) {
+        assert!(
+            self.last_seq - self.durable_seq < RECORDS_IN_FLIGHT_MAX as u64,
+            "too many records in flight: the disk stopped answering"
+        );
+        self.last_seq += 1;
+        let seq = self.last_seq;
+        self.outputs.push(Output::Persist { seq, record });
+    }
+
+    fn send(&mut self, to: Member, msg: Msg<V>) {
+        if to == self.cfg.me {
+            self.inbox.push_back(msg);
+        } else {
+            self.outputs.push(Output::Send { to, msg });
+        }
+    }
+
+    /// Sends `msg` once every record persisted so far is durable.
+    fn send_durable(&mut self, to: Member, msg: Msg<V>) {
+        if self.durable_seq >= self.last_seq {
+            self.send(to, msg);
+        } else {
+            self.held.entry(self.last_seq).or_default().push((to, msg));
+        }
+    }
+
+    fn others(&self) -> impl Iterator<Item = Member> {
+        let me = self.cfg.me;
+        (0..self.cfg.members).filter(move |m| *m != me)
+    }
+
+    fn arm_election(&mut self, since: Nanos) {
+        let at = self.cfg.election_deadline(since);
+        self.timers.set(Timer::Election, at);
+    }
+}
