@@ -359,8 +359,16 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
         }
     }
 
+    /// A member promised a higher ballot: the preferred member campaigns again at once
+    /// (a member back from a partition rejoins without waiting); others step down.
     pub(super) fn on_nack(&mut self, promised: Ballot) {
-        self.saw_ballot(promised);
+        let preempted = self.role_ballot().is_some_and(|b| b < promised);
+        self.round_seen = self.round_seen.max(promised.round);
+        if preempted && self.cfg.me == self.cfg.preferred {
+            self.campaign();
+        } else {
+            self.saw_ballot(promised);
+        }
     }
 
     /// Back to follower: queued proposals are dropped (the embedder takes them back).

@@ -107,7 +107,7 @@ enum Timer {
     CatchUp,
 }
 
-/// The last catch-up request: to whom, from which slot, when.
+/// The last catch-up request: from which slot, when.
 #[derive(Clone, Copy, Debug)]
 struct Ask {
     from: Slot,
