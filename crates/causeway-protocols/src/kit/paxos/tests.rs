@@ -114,8 +114,8 @@ impl Group {
                 }
             }
             self.deliver();
-            for i in 0..self.px.len() {
-                self.px[i].as_ref().map(|p| p.check_invariants().unwrap());
+            for p in self.px.iter().flatten() {
+                p.check_invariants().unwrap();
             }
         }
     }
