@@ -1,75 +1,100 @@
-//! Multi-Paxos for one consensus group (UniStore §6.3: each partition's replicas in all
-//! DCs, one leader, majority quorums), as a deterministic sans-IO machine generic over the
+//! Multi-Paxos for one consensus group (UniStore §6.3: a partition's replicas in all DCs,
+//! one leader, majority quorums), as a deterministic sans-IO machine generic over the
 //! value type. The embedder runs one [`Paxos`] per group per node, tags its messages with
-//! the group, sends them, persists its records, and drives its deadlines.
+//! the group, sends them, persists its records and drives its deadlines: it calls
+//! `handle_message`, `handle_timeout` (at [`Paxos::poll_timeout`], in the node's clock
+//! nanoseconds), `handle_persisted` and `propose`, then drains [`Paxos::take_outputs`]
+//! and [`Paxos::take_decided`]. Messages from a member to itself never leave the machine.
 //!
 //! # The protocol
 //!
 //! - **Ballots** are `(round, member)`, ordered by round then member; a member never reuses
-//!   a round. **Phase 1**: a candidate persists its own ballot, then sends `Prepare(b,
-//!   from)` (`from` = its decided prefix); an acceptor that has not promised more promises
-//!   `b` and answers `Promise` with its decided prefix and every accepted, undecided slot
-//!   at or above `from` (at most twice the window, so one message). With a majority of
-//!   promises the candidate leads: slots below `target` (the highest decided prefix among
-//!   the promises) were decided before this ballot and are **learned by catch-up** from a
-//!   promiser that has them (the leader-elect proposes nothing until its prefix reaches
-//!   `target`); every slot above is re-proposed with the value of the highest ballot any
-//!   promise reports, gaps with a no-op (`None`, never delivered).
-//! - **Phase 2**: the leader sends `Accept(b, decided_upto, entries)` to every member
-//!   (itself included); an acceptor that has not promised more than `b` accepts, and after
-//!   its record is durable answers `Accepted`. A slot acknowledged by a majority is decided;
-//!   the decided prefix advances in slot order. Accepts unacknowledged for `resend_ns` are
-//!   sent again.
+//!   a round (its own ballot is durable before its prepares leave).
+//! - **Phase 1**: a candidate sends `Prepare(b, from)` (`from` = its decided prefix). An
+//!   acceptor that promised nothing higher promises `b`, durably, and answers `Promise`
+//!   with its decided prefix and every accepted, undecided slot at or above `from` (at
+//!   most twice the window: one message). With a majority of promises the candidate leads:
+//!   slots below `target`, the highest decided prefix among the promises, were decided
+//!   before this ballot and are *learned* by catch-up from a promiser that has them (the
+//!   leader-elect proposes nothing until its prefix reaches `target`); every slot from
+//!   `target` on is re-proposed with the value of the highest ballot any promise reports,
+//!   a gap with a no-op (`None`, never delivered).
+//! - **Phase 2**: the leader sends `Accept(b, decided_upto, entries)` to every member,
+//!   itself included. An acceptor that promised nothing higher accepts, durably, and then
+//!   answers `Accepted`; a slot it has already decided is acknowledged without being
+//!   stored (a Paxos acceptor may accept in any ballot it promised; for a decided slot its
+//!   later promises report the decided value through their prefix, which is what any
+//!   choice there is, and a stale ballot still finds no majority: the quorum that chose
+//!   promised higher). A slot acknowledged by a majority is decided; the decided prefix
+//!   advances in slot order. Accepts unacknowledged for `resend_ns` are sent again.
 //! - **Learning**: `decided_upto` in every `Accept` and `Heartbeat` is the leader's commit
-//!   index: a slot below it that the receiver accepted *in the same ballot* holds the
-//!   decided value (a leader proposes one value per slot per ballot, and its prefix only
-//!   counts slots it decided itself or learned before proposing anything). A member whose
-//!   prefix is still below the leader's asks `CatchUp(from)` and gets `Decided` values,
-//!   [`Config::batch_max`] at a time. Decisions are delivered by [`Paxos::take_decided`]
-//!   in slot order, each once per incarnation.
-//! - **Failover**: the leader heartbeats every `heartbeat_ns`. A member that hears no
-//!   leader for `election_timeout_ns`, plus half of it per rank (its distance from the
-//!   preferred member, so members rarely duel), campaigns with a round above every one it
-//!   saw. A leader that has not heard from a majority for an election timeout steps down
-//!   (so a minority-side leader stops claiming the group), as does anyone that sees a
-//!   higher ballot. An acceptor that heard its leader within an election timeout ignores
-//!   the prepares of other members (no disruption by a member coming back from a
-//!   partition), except those of the preferred member.
-//! - **Preferred leader**: the configured member, once it has followed another leader for
-//!   an election timeout and is caught up to within the window, campaigns and so takes the
-//!   leadership back (UniStore: all leaders in one DC). Its rank is 0, so it is also the
-//!   first to campaign when the group starts.
+//!   index: a slot below it that the receiver accepted *in that same ballot* holds the
+//!   decided value, since a leader proposes one value per slot per ballot and counts in
+//!   its prefix only slots it decided itself or learned before proposing anything (a
+//!   leader in phase 2 ignores `Decided` messages). A member whose prefix is below the
+//!   leader's asks `CatchUp(from)` and gets `Decided` values, `batch_max` at a time.
+//!   [`Paxos::take_decided`] delivers decisions in slot order, each once per incarnation.
+//!
+//! # Choices Paxos leaves open
+//!
+//! - **Election timeout**: the leader heartbeats every `heartbeat_ns`. A member that hears
+//!   no leader for `election_timeout_ns` plus half of it per rank (its distance from the
+//!   preferred member: no randomness, and members rarely duel) campaigns with a round above
+//!   every one it saw; a candidate without a majority by then campaigns again.
+//! - **Check-quorum and stickiness**: a leader that heard from no majority within an
+//!   election timeout steps down (a minority-side leader stops claiming the group). An
+//!   acceptor that heard its leader within an election timeout ignores the prepares of
+//!   other members, except the preferred one's (a member back from a partition does not
+//!   depose a working leader). Anyone that sees a higher ballot steps down; a nacked
+//!   leader that is the preferred member campaigns again at once instead.
+//! - **Preferred leader**: the configured member (UniStore: every partition's leader in
+//!   one DC) has rank 0, so it campaigns first; once it has followed another leader for an
+//!   election timeout and is caught up to within the window, it campaigns and takes the
+//!   leadership back. A member waiting for a snapshot never campaigns.
+//! - **Catch-up** is pulled: a member asks whoever showed a longer prefix (the leader, or
+//!   for a leader-elect its promisers in turn), again after `resend_ns` without an answer
+//!   and at once after each answer while still behind. A leader-elect whose catch-up makes
+//!   no progress for two election timeouts campaigns again.
 //!
 //! # Persistence contract
 //!
-//! Every state change of the acceptor is a [`Record`] in [`Output::Persist`] with a
-//! sequence number (1, 2, ... per incarnation). The embedder appends the records in order
-//! and calls [`Paxos::handle_persisted`]`(seq)` once `seq` and everything before it are
-//! durable. Every [`Output::Send`] may leave at once: the machine itself holds back what
-//! must wait, namely its promises and acceptances (and its own votes, which count only
-//! once durable) until the records before them are durable, and a candidate's prepares
-//! until its own ballot is (so a restarted member never reuses a round). Decisions wait
-//! for nothing. [`Paxos::recover`] takes every durable record in order; a
+//! Every acceptor state change is a [`Record`] in an [`Output::Persist`] with a sequence
+//! number (1, 2, ... per incarnation). The embedder appends the records in order and calls
+//! [`Paxos::handle_persisted`]`(seq)` once `seq` and everything before it are durable.
+//! Every [`Output::Send`] may leave at once: the machine itself holds back what must wait,
+//! namely promises and acceptances (and its own votes, which count only once durable)
+//! until the records before them are durable, and a candidate's prepares until its ballot
+//! is. Decisions wait for nothing. [`Paxos::recover`] takes every durable record in order
+//! and rebuilds the promise, the accepted values and the decided prefix; a
 //! [`Record::Checkpoint`] (from [`Paxos::compact`]) stands for everything before it, so
-//! once it is durable the embedder may drop the older records. With kit::durability, an
-//! embedder persists each record as `persist(ctx, bytes, vec![])` and parks a
-//! `Run(PaxosPersisted(group, seq))` action with `after_durable`.
+//! once it is durable the embedder may drop the older records. With `kit::durability`,
+//! an embedder persists each record as `persist(ctx, bytes, vec![])`, parks an action
+//! `(group, seq)` with `after_durable`, and calls `handle_persisted` when it runs.
 //!
 //! # Proposals, limits, truncation
 //!
-//! [`Paxos::propose`] on the leader returns the slot; while this member is a leader-elect
-//! (phase 1 or its catch-up) or its window ([`Config::in_flight_max`] ≤ [`IN_FLIGHT_MAX`]
-//! undecided slots) is full, the value is queued (at most [`QUEUED_MAX`]) and gets the
-//! next free slots in order. When leadership is lost, queued values come back from
-//! [`Paxos::take_dropped`] (never proposed, so never decided); values already given a
-//! slot may still be decided, by this ballot or the next leader's recovery, or not at all:
-//! the embedder watches `take_decided` (its values carry their own ids). Every message
-//! carries at most [`Config::batch_max`] ≤ [`BATCH_MAX`] entries, and bigger ones are
-//! ignored; groups have at most [`MEMBERS_MAX`] members. [`Paxos::truncate`] forgets the
-//! slots the embedder says are applied everywhere; a member that asks for one of them gets
-//! `Truncated` and the embedder sees [`Output::SnapshotNeeded`], copies its own state and
-//! calls [`Paxos::install_snapshot`] (a member needing a snapshot does not campaign).
-//! After recovery, delivery restarts at the truncation point.
+//! [`Paxos::propose`] on the leader returns the slot. While this member is a leader-elect
+//! (phase 1 or its catch-up), or its window (`in_flight_max` ≤ [`IN_FLIGHT_MAX`]
+//! undecided slots) is full, the value is queued (at most [`QUEUED_MAX`], then
+//! [`ProposeError::Busy`]) and takes the next free slots in order. When leadership is
+//! lost, queued values come back from [`Paxos::take_dropped`] (never proposed, so never
+//! decided); a value already given a slot may still be decided there, by this ballot or
+//! through the next leader's recovery, or not at all: the embedder watches
+//! `take_decided` (its values carry their own ids) and retries or aborts after a timeout.
+//! A message carries at most `batch_max` ≤ [`BATCH_MAX`] entries (bigger ones are
+//! ignored), a group has at most [`MEMBERS_MAX`] members. [`Paxos::truncate`] forgets the
+//! slots the embedder applied at every member ([`Paxos::decided_everywhere`] is a hint on
+//! the leader). A member that asks for a truncated slot gets `Truncated`: the embedder
+//! sees [`Output::SnapshotNeeded`] (repeated while the member asks), copies its own state
+//! from `source` and calls [`Paxos::install_snapshot`]. After recovery, delivery restarts
+//! at the truncation point (the embedder's snapshot covers what is below).
+//!
+//! # Tests
+//!
+//! `tests.rs` drives a hand-run group; `sim.rs` is a seeded simulator (delays, drops,
+//! duplicates, partitions, crashes losing unsynced records, snapshots, checkpoints) whose
+//! sweeps check agreement, validity, chosen values never lost, and liveness once healed,
+//! and catch the `paxos-no-majority` and `paxos-skip-recovery` mutations ([`MUTATIONS`]).
 
 mod acceptor;
 mod leader;
