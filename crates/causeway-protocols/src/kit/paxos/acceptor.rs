@@ -2,7 +2,7 @@
 //! commit index, and catch-up (asking for decided values and serving them).
 
 use super::types::{Ballot, Msg, Output, Record, Slot};
-use super::{Ask, Member, Paxos, Role, Timer};
+use super::{Ahead, Ask, Member, Paxos, Role, Timer};
 use serde::{de::DeserializeOwned, Serialize};
 use std::fmt::Debug;
 
@@ -43,11 +43,15 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
     /// Phase 1b: promise (durably) and report the accepted, undecided slots.
     fn on_prepare(&mut self, from: Member, ballot: Ballot, from_slot: Slot) {
         if ballot < self.log.promised {
-            return self.nack(from);
+            self.nack(from);
+            return self.yield_to_preferred(from);
         }
         if ballot > self.log.promised {
             if self.sticky(from) {
                 return;
+            }
+            if self.far_behind(from_slot) {
+                return self.on_catch_up(from, from_slot);
             }
             self.saw_ballot(ballot);
             self.log.promised = ballot;
@@ -83,6 +87,23 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
         alive && from != self.cfg.me && from != self.cfg.preferred && self.leader != Some(from)
     }
 
+    /// Whether a candidate whose decided prefix is `from_slot` lags ours by more than the
+    /// window: it gets decided values instead of a promise, so that a member back from a
+    /// long absence does not win and then stall the group while it catches up (Raft's
+    /// up-to-date rule; a liveness choice only, the most advanced member always passes).
+    fn far_behind(&self, from_slot: Slot) -> bool {
+        let window = self.cfg.in_flight_max as u64;
+        self.log.decided_upto() > from_slot.saturating_add(window)
+    }
+
+    /// A candidate that hears the preferred member campaign stops campaigning (the nack
+    /// lets the preferred member pick a higher round; campaigning on would only tie it).
+    fn yield_to_preferred(&mut self, from: Member) {
+        if from == self.cfg.preferred && matches!(self.role, Role::Candidate(_)) {
+            self.step_down();
+        }
+    }
+
     fn nack(&mut self, to: Member) {
         let promised = self.log.promised;
         self.send(to, Msg::Nack { promised });
@@ -101,11 +122,10 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
         self.saw_ballot(ballot);
         if self.leader != Some(from) {
             self.following_since = self.now;
-            self.leader_decided_upto = 0;
         }
         self.leader = Some(from);
         self.heard_leader_at = Some(self.now);
-        self.leader_decided_upto = self.leader_decided_upto.max(upto);
+        self.saw_prefix(from, upto);
         let preferred = self.cfg.me == self.cfg.preferred;
         let since = if preferred {
             self.following_since
@@ -268,11 +288,12 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
                 self.persist(Record::Decided { upto, learned });
             }
         }
-        if self.leader == Some(from) {
-            self.leader_decided_upto = self.leader_decided_upto.max(theirs);
-        }
+        self.saw_prefix(from, theirs);
         if self.log.decided_upto() > d0 {
             self.caught_up_some();
+        }
+        if matches!(self.role, Role::Candidate(_)) && self.far_ahead().is_some() {
+            self.step_down();
         }
         if theirs > self.log.decided_upto() {
             self.ask_catch_up(from);
@@ -301,13 +322,43 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
         }
     }
 
-    /// Asks the followed leader again if it has more, or if a snapshot is awaited (its
-    /// `Truncated` answer repeats the signal).
+    /// Asks again whoever showed more lately, or the leader if a snapshot is awaited
+    /// (its `Truncated` answer repeats the signal).
     pub(super) fn retry_catch_up(&mut self) {
-        let behind = self.leader_decided_upto > self.log.decided_upto();
-        match self.leader.filter(|l| *l != self.cfg.me) {
-            Some(l) if behind || self.snapshot_needed.is_some() => self.send_ask(l),
-            _ => {}
+        let ahead = self.ahead_by(0);
+        let leader = self.leader.filter(|_| self.snapshot_needed.is_some());
+        if let Some(m) = ahead.or(leader).filter(|m| *m != self.cfg.me) {
+            self.send_ask(m);
         }
+    }
+
+    /// `member` showed decided prefix `upto`: remember the longest heard lately.
+    fn saw_prefix(&mut self, member: Member, upto: Slot) {
+        let timeout = self.cfg.election_timeout_ns;
+        let replace = self
+            .ahead
+            .is_none_or(|a| a.member == member || upto >= a.upto || self.now >= a.at + timeout);
+        if replace && member != self.cfg.me {
+            let now = self.now;
+            self.ahead = Some(Ahead {
+                member,
+                upto,
+                at: now,
+            });
+        }
+    }
+
+    /// The member that showed, within an election timeout, a decided prefix more than
+    /// `by` slots past ours.
+    pub(super) fn ahead_by(&self, by: u64) -> Option<Member> {
+        let (d, timeout) = (self.log.decided_upto(), self.cfg.election_timeout_ns);
+        let fresh = self.ahead.filter(|a| self.now < a.at + timeout);
+        fresh.filter(|a| a.upto > d + by).map(|a| a.member)
+    }
+
+    /// A member more than a window ahead, heard lately: this one should catch up from it
+    /// rather than campaign (it would be refused, and its rounds would only delay others).
+    pub(super) fn far_ahead(&self) -> Option<Member> {
+        self.ahead_by(self.cfg.in_flight_max as u64)
     }
 }

@@ -78,7 +78,8 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
         self.leader = None;
         self.heard_leader_at = None;
         self.timers.cancel(Timer::Heartbeat);
-        self.timers.cancel(Timer::Resend);
+        self.timers
+            .set(Timer::Resend, self.now + self.cfg.resend_ns);
         self.arm_election(self.now);
         self.log.promised = ballot;
         self.persist(Record::Promised { ballot });
@@ -143,6 +144,7 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
         };
         self.role = Role::Leader(Box::new(leader));
         self.leader = Some(self.cfg.me);
+        self.timers.cancel(Timer::Resend);
         self.on_heartbeat_timer();
         if d >= target {
             self.start_phase2();
@@ -389,6 +391,10 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
     pub(super) fn on_election_timer(&mut self) {
         match &self.role {
             Role::Follower => self.election_due(),
+            Role::Candidate(_) if self.far_ahead().is_some() => {
+                self.step_down();
+                self.retry_catch_up();
+            }
             Role::Candidate(_) => self.campaign(),
             Role::Leader(l) if !l.phase2 => self.campaign(),
             Role::Leader(_) => {}
@@ -396,12 +402,10 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
     }
 
     /// A follower's election deadline passed: the leader is silent, or (the preferred
-    /// member) it reclaims the leadership once caught up to within the window.
+    /// member) it reclaims the leadership; either way only once caught up to within the
+    /// window of every member heard lately.
     fn election_due(&mut self) {
-        let window = self.cfg.in_flight_max as u64;
-        let lagging = self.leader_decided_upto > self.log.decided_upto() + window;
-        let following = self.leader.is_some() && self.heard_leader_at.is_some();
-        if self.cfg.me == self.cfg.preferred && following && lagging {
+        if self.far_ahead().is_some() {
             self.retry_catch_up();
             return self.arm_election(self.now);
         }
@@ -425,10 +429,31 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
             .set(Timer::Heartbeat, now + self.cfg.heartbeat_ns);
     }
 
-    /// Re-sends the accepts a member has not acknowledged for `resend_ns`.
+    /// A candidate re-sends its prepare to the members that have not promised, every
+    /// `resend_ns` (a lost message costs a re-send, not an election timeout).
+    fn resend_prepares(&mut self) {
+        let Role::Candidate(c) = &self.role else {
+            return;
+        };
+        let (ballot, from) = (c.ballot, self.log.decided_upto());
+        let silent: Vec<Member> = (self.others())
+            .filter(|m| !c.promises.contains_key(m))
+            .collect();
+        for m in silent {
+            self.send_durable(m, Msg::Prepare { ballot, from });
+        }
+        self.timers
+            .set(Timer::Resend, self.now + self.cfg.resend_ns);
+    }
+
+    /// Re-sends the accepts a member has not acknowledged for `resend_ns` (a candidate:
+    /// its prepares).
     pub(super) fn on_resend_timer(&mut self) {
         let (now, d, me) = (self.now, self.log.decided_upto(), self.cfg.me);
         let stale_at = now.saturating_sub(self.cfg.resend_ns);
+        if matches!(self.role, Role::Candidate(_)) {
+            return self.resend_prepares();
+        }
         let Role::Leader(l) = &mut self.role else {
             return;
         };
@@ -534,12 +559,12 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
             ),
         };
         format!(
-            "{role}; promised {:?}, decided {}, leader {:?} (at {:?}, upto {}), queued {}, snapshot {:?}, timers next {:?}, seq {}/{}, accepted {:?}",
+            "{role}; promised {:?}, decided {}, leader {:?} (at {:?}, ahead {:?}), queued {}, snapshot {:?}, timers next {:?}, seq {}/{}, accepted {:?}",
             self.log.promised,
             self.log.decided_upto(),
             self.leader,
             self.heard_leader_at,
-            self.leader_decided_upto,
+            self.ahead,
             self.queued.len(),
             self.snapshot_needed,
             self.timers.next(),

@@ -40,13 +40,23 @@
 //! - **Election timeout**: the leader heartbeats every `heartbeat_ns`. A member that hears
 //!   no leader for `election_timeout_ns` plus half of it per rank (its distance from the
 //!   preferred member: no randomness, and members rarely duel) campaigns with a round above
-//!   every one it saw; a candidate without a majority by then campaigns again.
+//!   every one it saw, re-sends its prepare to the silent members every `resend_ns`, and
+//!   without a majority by the next deadline campaigns again.
 //! - **Check-quorum and stickiness**: a leader that heard from no majority within an
 //!   election timeout steps down (a minority-side leader stops claiming the group). An
 //!   acceptor that heard its leader within an election timeout ignores the prepares of
 //!   other members, except the preferred one's (a member back from a partition does not
 //!   depose a working leader). Anyone that sees a higher ballot steps down; a nacked
-//!   leader that is the preferred member campaigns again at once instead.
+//!   leader that is the preferred member campaigns again at once instead, and a candidate
+//!   that hears the preferred member campaign stops campaigning (it still nacks a lower
+//!   ballot, so the preferred member's next round wins instead of tying with it).
+//! - **Up-to-date candidates**: an acceptor does not promise a new ballot to a candidate
+//!   whose decided prefix lags its own by more than the window; it sends it decided values
+//!   instead (Raft's up-to-date rule), and a member that heard, within an election
+//!   timeout, of a prefix more than a window past its own does not campaign (a candidate
+//!   steps down) but catches up. A member back from a long absence so catches up before it
+//!   can lead, rather than stalling the group while it does (or duelling with higher and
+//!   higher rounds); the most advanced live member always passes.
 //! - **Preferred leader**: the configured member (UniStore: every partition's leader in
 //!   one DC) has rank 0, so it campaigns first; once it has followed another leader for an
 //!   election timeout and is caught up to within the window, it campaigns and takes the
@@ -86,8 +96,11 @@
 //! slots the embedder applied at every member ([`Paxos::decided_everywhere`] is a hint on
 //! the leader). A member that asks for a truncated slot gets `Truncated`: the embedder
 //! sees [`Output::SnapshotNeeded`] (repeated while the member asks), copies its own state
-//! from `source` and calls [`Paxos::install_snapshot`]. After recovery, delivery restarts
-//! at the truncation point (the embedder's snapshot covers what is below).
+//! from `source` and calls [`Paxos::install_snapshot`]`(below)` (nothing below is then
+//! delivered, even if this member caught up meanwhile). After recovery, delivery restarts
+//! at the truncation point: the embedder's state must cover what is below it, and an
+//! embedder whose applied state is durable skips the slots it applied already (each
+//! decision comes with its slot).
 //!
 //! # Tests
 //!
@@ -126,7 +139,7 @@ enum Timer {
     /// campaign again. Leader-elect: its catch-up stalled, campaign again.
     Election,
     Heartbeat,
-    /// Leader: re-send unacknowledged accepts.
+    /// Leader: re-send unacknowledged accepts. Candidate: re-send unanswered prepares.
     Resend,
     /// Ask again for decided values.
     CatchUp,
@@ -136,6 +149,14 @@ enum Timer {
 #[derive(Clone, Copy, Debug)]
 struct Ask {
     from: Slot,
+    at: Nanos,
+}
+
+/// Another member's decided prefix, and when we heard it: whom to catch up from.
+#[derive(Clone, Copy, Debug)]
+struct Ahead {
+    member: Member,
+    upto: Slot,
     at: Nanos,
 }
 
@@ -158,8 +179,8 @@ pub struct Paxos<V> {
     leader: Option<Member>,
     heard_leader_at: Option<Nanos>,
     following_since: Nanos,
-    /// The followed leader's decided prefix, as last heard.
-    leader_decided_upto: Slot,
+    /// The longest decided prefix another member showed lately.
+    ahead: Option<Ahead>,
     round_seen: u64,
     timers: Timers<Timer>,
     last_seq: u64,
@@ -199,7 +220,7 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
             leader: None,
             heard_leader_at: None,
             following_since: now,
-            leader_decided_upto: 0,
+            ahead: None,
             timers: Timers::default(),
             last_seq: 0,
             durable_seq: 0,
@@ -314,21 +335,24 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
         }
     }
 
-    /// The embedder installed a snapshot of every slot below `upto` (after
-    /// [`Output::SnapshotNeeded`]): the decided prefix jumps there.
+    /// The embedder's state now covers every slot below `upto` (a snapshot installed
+    /// after [`Output::SnapshotNeeded`]): those slots are not delivered and are forgotten
+    /// as by [`Paxos::truncate`]; past the decided prefix, the prefix jumps to `upto`.
     pub fn install_snapshot(&mut self, now: Nanos, upto: Slot) {
         self.now = now;
         if self.snapshot_needed.is_some_and(|b| b <= upto) {
             self.snapshot_needed = None;
         }
-        if upto <= self.log.decided_upto() {
+        if upto <= self.log.truncated_below() {
             return;
         }
-        self.step_down();
-        self.log.truncate(upto);
+        if upto > self.log.decided_upto() {
+            self.step_down();
+            self.ask = None;
+        }
         self.delivered = self.delivered.max(upto);
+        self.log.truncate(upto);
         self.persist(Record::Truncated { below: upto });
-        self.ask = None;
         self.retry_catch_up();
         self.finish();
     }

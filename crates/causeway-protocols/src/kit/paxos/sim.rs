@@ -1,4 +1,5 @@
-//! A seeded simulator for [`Paxos`]: one group on a network that delays (so reorders),
+//! A seeded simulator for [`Paxos`]: one group on a network that delays (so reorders;
+//! now and then past several election timeouts, so stale ballots arrive after failovers),
 //! drops and duplicates messages, with disks that lose unsynced records, members that
 //! crash and restart from their durable records only, partitions, truncation with
 //! snapshots, and checkpoints. After a chaotic phase the network heals with at most f
@@ -18,9 +19,13 @@ use super::{
 use std::collections::{BTreeMap, BTreeSet};
 
 const MS: u64 = 1_000_000;
-/// Simulated time with faults, then quiet time for the group to settle.
+/// Simulated time with faults, then at most this long for the healed group to settle:
+/// the preferred member (if up) leads, every live member within the window of it.
 const CHAOS_MS: u64 = 1_500;
-const SETTLE_MS: u64 = 600;
+const SETTLE_MAX_MS: u64 = 3_000;
+/// The longest a message is delayed in the chaotic phase: settling is checked only once
+/// every message sent before healing has arrived.
+const LATE_MAX_MS: u64 = 320;
 /// Values proposed once quiet, and how long they may take to be decided everywhere.
 const LIVE_VALUES: usize = 20;
 const LIVE_MS: u64 = 1_500;
@@ -64,6 +69,8 @@ pub(super) struct Stats {
     pub checkpoints: u64,
     /// Ballots seen leading (phase 2).
     pub leaderships: u64,
+    /// The longest time a healed group took to settle.
+    pub settle_max_ms: u64,
     /// Slots a true majority acknowledged in one ballot.
     pub chosen: u64,
 }
@@ -109,9 +116,7 @@ pub(super) fn run(seed: u64, members: usize, mutations: Mutations) -> Result<Sta
         sim.step()?;
     }
     sim.heal();
-    for _ in 0..SETTLE_MS {
-        sim.step()?;
-    }
+    sim.settle()?;
     sim.liveness()?;
     Ok(sim.stats)
 }
@@ -242,7 +247,13 @@ impl Sim {
         }
         let copies = if self.rng.one_in(30) { 2 } else { 1 };
         for _ in 0..copies {
-            let at = self.t + (1 + self.rng.below(10)) * MS;
+            let late = self.chaos && self.rng.one_in(50);
+            let delay_ms = if late {
+                20 + self.rng.below(LATE_MAX_MS - 20)
+            } else {
+                1 + self.rng.below(10)
+            };
+            let at = self.t + delay_ms * MS;
             self.wire_seq += 1;
             self.wire
                 .insert((at, self.wire_seq), (from, to, msg.clone()));
@@ -481,26 +492,49 @@ impl Sim {
         Ok(())
     }
 
-    /// Proposes values at the leader of the healed group; each must be decided at every
-    /// live member within `LIVE_MS`.
+    /// The leader, if one member (the preferred one if it is up) leads in phase 2 and every
+    /// live member follows it, within the window of its decided prefix.
+    fn settled_leader(&self) -> Option<Member> {
+        let up = |i: usize| self.nodes[i].px.as_ref();
+        let l = (0..self.nodes.len()).find(|i| up(*i).is_some_and(|p| p.is_leader()))?;
+        let preferred = self.nodes[0].cfg.preferred;
+        if l != preferred && up(preferred).is_some() {
+            return None;
+        }
+        let upto = up(l)?.decided_upto();
+        let window = self.nodes[l].cfg.in_flight_max as u64;
+        let mut members = (0..self.nodes.len()).filter_map(up);
+        let settled = members.all(|p| p.leader() == Some(l) && p.decided_upto() + window >= upto);
+        settled.then_some(l)
+    }
+
+    fn settle(&mut self) -> Result<(), String> {
+        for ms in 0..SETTLE_MAX_MS {
+            if ms >= LATE_MAX_MS && self.settled_leader().is_some() {
+                self.stats.settle_max_ms = ms;
+                return Ok(());
+            }
+            self.step()?;
+        }
+        let state = self.describe();
+        Err(format!(
+            "liveness: not settled {SETTLE_MAX_MS} ms after healing\n{state}"
+        ))
+    }
+
+    /// Proposes values at the leader of the settled group; each must be decided at every
+    /// live member within `LIVE_MS`, with no change of leader.
     fn liveness(&mut self) -> Result<(), String> {
         let mut live = Vec::new();
+        let l = self.settled_leader().expect("settled");
         for _ in 0..LIVE_VALUES {
-            let leader = (0..self.nodes.len())
-                .find(|i| self.nodes[*i].px.as_ref().is_some_and(|p| p.is_leader()));
-            let Some(l) = leader else {
-                return Err(format!("liveness: no leader {SETTLE_MS} ms after healing"));
-            };
-            let preferred = self.nodes[0].cfg.preferred;
-            if l != preferred && self.nodes[preferred].px.is_some() {
-                return Err(format!("member {l} leads, preferred {preferred} is up"));
-            }
             let v = self.next_value;
             match self.propose_at(l, v) {
                 Some(Ok(_)) => live.push(v),
                 other => {
                     return Err(format!(
-                        "liveness: leader {l} refused a proposal: {other:?}"
+                        "liveness: leader {l} refused a proposal: {other:?}\n{}",
+                        self.describe()
                     ))
                 }
             }

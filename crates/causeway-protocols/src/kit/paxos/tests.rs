@@ -415,6 +415,40 @@ fn the_preferred_member_takes_the_leadership_back() {
 }
 
 #[test]
+fn a_member_far_behind_catches_up_before_it_can_lead() {
+    let mut g = Group::new(3, 2);
+    g.cut.insert(2);
+    g.run(300);
+    let l = g
+        .leader()
+        .expect("0 or 1 leads while the preferred is cut off");
+    for v in 0..40 {
+        g.propose(l, v).unwrap();
+        g.run(1);
+    }
+    g.run(10);
+    assert!(
+        g.px(2).promised().round > g.px(l).promised().round,
+        "it campaigned alone"
+    );
+    g.cut.clear();
+    g.call(2, |px, now| px.handle_timeout(now + 1_000 * MS));
+    g.deliver();
+    assert_eq!(
+        g.leader(),
+        Some(l),
+        "refused: it lags by more than the window"
+    );
+    assert!(
+        g.px(2).decided_upto() > 0,
+        "it got decided values instead of promises"
+    );
+    g.run(300);
+    assert_eq!(g.leader(), Some(2), "caught up, the preferred takes over");
+    assert_eq!(g.decided(2).len(), 40);
+}
+
+#[test]
 fn a_leader_cut_off_from_the_majority_steps_down() {
     let mut g = Group::new(5, 0);
     g.run(100);
@@ -478,6 +512,7 @@ fn sweep(seeds: std::ops::Range<u64>, members: usize) -> Result<Stats, String> {
         total.checkpoints += s.checkpoints;
         total.leaderships += s.leaderships;
         total.chosen += s.chosen;
+        total.settle_max_ms = total.settle_max_ms.max(s.settle_max_ms);
     }
     Ok(total)
 }
@@ -512,6 +547,21 @@ fn replay_one_seed() {
     };
     let (seed, members) = (var("PAXOS_SEED", 17), var("PAXOS_MEMBERS", 3));
     run(seed, members as usize, Mutations::default()).unwrap();
+}
+
+/// A longer sweep for changes to the protocol: `PAXOS_SEEDS` seeds (default 5000) per
+/// group size (`cargo test --release -p causeway-protocols long_sweep -- --ignored`).
+#[test]
+#[ignore]
+fn long_sweep() {
+    let seeds = std::env::var("PAXOS_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let seeds: u64 = seeds.unwrap_or(5_000);
+    for members in [3, 5] {
+        let base = 1_000_000 * members as u64;
+        assert_eventful(sweep(base..base + seeds, members).unwrap(), seeds);
+    }
 }
 
 /// The first of 500 seeds on which mutation `name` breaks agreement.
