@@ -104,10 +104,12 @@
 //!
 //! # Tests
 //!
-//! `tests.rs` drives a hand-run group; `sim.rs` is a seeded simulator (delays, drops,
-//! duplicates, partitions, crashes losing unsynced records, snapshots, checkpoints) whose
-//! sweeps check agreement, validity, chosen values never lost, and liveness once healed,
-//! and catch the `paxos-no-majority` and `paxos-skip-recovery` mutations ([`MUTATIONS`]).
+//! `tests.rs` drives a hand-run group; `sim.rs` is a seeded simulator (delays, some far
+//! past the election timeout, drops, duplicates, partitions, crashes losing unsynced
+//! records, snapshots, checkpoints) whose sweeps (500 seeds by default, `long_sweep` for
+//! more) check agreement, validity, that no majority-accepted value is lost, and liveness
+//! once healed, and catch the `paxos-no-majority` and `paxos-skip-recovery` mutations
+//! ([`MUTATIONS`]).
 
 mod acceptor;
 mod leader;
