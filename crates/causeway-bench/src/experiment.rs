@@ -255,6 +255,10 @@ impl Plan<'_> {
         c.protocol = protocol.to_string();
         c.clients_per_dc = clients;
         c.seed = seed;
+        // The papers' workloads have no barriers or moves: none unless the experiment
+        // asks (the simulator's default gives them to protocols with uniform barriers).
+        c.barrier_ratio.get_or_insert(0.0);
+        c.migrate_ratio.get_or_insert(0.0);
         c.duration_ms = if self.quick {
             e.quick_duration_ms
         } else {

@@ -1,9 +1,10 @@
-//! The JSON-lines form of a [`History`] (docs/HISTORY.md): one object per line, either a
-//! transaction (`"type":"txn"`) or a final read taken after healing (`"type":"final"`).
+//! The JSON-lines form of a [`History`] (docs/HISTORY.md): one object per line, a
+//! transaction (`"type":"txn"`), a completed uniform barrier (`"type":"barrier"`) or a
+//! final read taken after healing (`"type":"final"`).
 //! Keys and byte values are written as text with `\xNN` escapes for non-printable bytes
 //! (`causeway_core::ids::escape_bytes`), op ids as `s<session>.t<seq>.o<index>`.
 
-use crate::history::{FinalRead, HOp, History, Outcome, TxnRecord};
+use crate::history::{BarrierRecord, FinalRead, HOp, History, Outcome, TxnRecord};
 use causeway_core::ids::{escape_bytes, unescape_bytes};
 use causeway_core::{DcId, Key, ObjType, ObjValue, OpId, SessionId, TxnId, TxnKind, Update};
 use serde::{Deserialize, Serialize};
@@ -18,7 +19,17 @@ pub const LINES_MAX: usize = 10_000_000;
 #[serde(tag = "type", rename_all = "lowercase")]
 enum Line {
     Txn(JTxn),
+    Barrier(JBarrier),
     Final(JFinal),
+}
+
+#[derive(Serialize, Deserialize)]
+struct JBarrier {
+    session: u64,
+    dc: u16,
+    start_ns: u64,
+    end_ns: u64,
+    txns: usize,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -272,12 +283,34 @@ fn final_from_json(f: JFinal) -> Result<FinalRead, String> {
     })
 }
 
-/// Writes `history` as JSON lines: the transactions, then the final reads.
+fn barrier_to_json(b: &BarrierRecord) -> JBarrier {
+    JBarrier {
+        session: b.session.0,
+        dc: b.dc.0,
+        start_ns: b.start_ns,
+        end_ns: b.end_ns,
+        txns: b.txns,
+    }
+}
+
+fn barrier_from_json(b: JBarrier) -> BarrierRecord {
+    BarrierRecord {
+        session: SessionId(b.session),
+        dc: DcId(b.dc),
+        start_ns: b.start_ns,
+        end_ns: b.end_ns,
+        txns: b.txns,
+    }
+}
+
+/// Writes `history` as JSON lines: the transactions, the barriers, then the final reads.
 pub fn write_history(history: &History, out: &mut impl Write) -> std::io::Result<()> {
+    let barriers = history.barriers.iter();
     let lines = history
         .txns
         .iter()
         .map(|t| Line::Txn(txn_to_json(t)))
+        .chain(barriers.map(|b| Line::Barrier(barrier_to_json(b))))
         .chain(history.finals.iter().map(|f| Line::Final(final_to_json(f))));
     for line in lines {
         serde_json::to_writer(&mut *out, &line)?;
@@ -307,6 +340,7 @@ pub fn read_history(input: impl BufRead) -> Result<History, String> {
             Line::Txn(t) => history
                 .txns
                 .push(txn_from_json(t).map_err(|e| format!("line {at}: {e}"))?),
+            Line::Barrier(b) => history.barriers.push(barrier_from_json(b)),
             Line::Final(f) => history
                 .finals
                 .push(final_from_json(f).map_err(|e| format!("line {at}: {e}"))?),

@@ -13,7 +13,7 @@ pub mod por;
 pub mod tcc;
 
 pub use conflict::{ConflictRelation, ConflictRule, KeyPattern};
-pub use history::{FinalRead, HOp, History, Outcome, TxnRecord};
+pub use history::{session_order, BarrierRecord, FinalRead, HOp, History, Outcome, TxnRecord};
 pub use jsonl::{read_history, write_history};
 pub use tcc::{Stats, CHECK_TXNS_MAX};
 

@@ -269,16 +269,21 @@ fn check_register_value(
 /// Builds `so ∪ wr` (check 2's graph).
 fn causal_graph(m: &Model) -> Graph {
     let mut g = Graph::new(m.txns.len());
-    let mut last_committed: BTreeMap<_, (u64, usize)> = BTreeMap::new();
+    let mut last_committed: BTreeMap<_, usize> = BTreeMap::new();
+    // Session order as `history::session_order` has it: by time, not by txn id, since a
+    // session that moved DCs (ATTACH) continues with the ids of a new protocol session.
     let mut by_session: Vec<usize> = (0..m.txns.len()).collect();
-    by_session.sort_by_key(|&v| (m.txns[v].session, m.txns[v].id.seq, m.txns[v].start_ns));
+    by_session.sort_by_key(|&v| {
+        let t = m.txns[v];
+        (t.session, t.start_ns, t.end_ns, t.id.seq, t.id.session)
+    });
     for v in by_session {
         let t = m.txns[v];
-        if let Some((_, prev)) = last_committed.get(&t.session) {
+        if let Some(prev) = last_committed.get(&t.session) {
             g.add(*prev, v, EdgeKind::Session);
         }
         if t.outcome == Outcome::Committed {
-            last_committed.insert(t.session, (t.id.seq, v));
+            last_committed.insert(t.session, v);
         }
     }
     for (v, t) in m.txns.iter().enumerate() {

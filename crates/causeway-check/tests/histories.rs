@@ -2,8 +2,8 @@
 //! ones it must accept. A checker that cannot fail proves nothing.
 
 use causeway_check::{
-    check, read_history, write_history, FinalRead, Guarantee, HOp, History, Outcome, TxnRecord,
-    ViolationKind,
+    check, read_history, session_order, write_history, BarrierRecord, FinalRead, Guarantee, HOp,
+    History, Outcome, TxnRecord, ViolationKind,
 };
 use causeway_core::{DcId, Key, ObjType, ObjValue, OpId, SessionId, TxnId, TxnKind, Update};
 
@@ -88,7 +88,7 @@ fn smembers(key: &str, adds: &[((u64, u64, u32), &str)]) -> HOp {
 fn history(txns: Vec<TxnRecord>) -> History {
     History {
         txns,
-        finals: Vec::new(),
+        ..History::default()
     }
 }
 
@@ -427,6 +427,13 @@ fn histories_round_trip_through_json_lines() {
         value: ObjValue::Set(vec![b"a".to_vec()]),
         observed: vec![oid(1, 1, 0)],
     });
+    h.barriers.push(BarrierRecord {
+        session: SessionId(1),
+        dc: DcId(1),
+        start_ns: 12,
+        end_ns: 40,
+        txns: 1,
+    });
     let mut bytes = Vec::new();
     write_history(&h, &mut bytes).expect("write");
     let back = read_history(&bytes[..]).expect("read");
@@ -439,4 +446,43 @@ fn histories_round_trip_through_json_lines() {
     );
     let err = read_history(&b"{\"type\":\"txn\"}\n"[..]).expect_err("missing fields");
     assert!(err.starts_with("line 1"), "{err}");
+}
+
+/// Session 1 moves to DC 1 after its second transaction (ATTACH): its later transactions
+/// carry ids of protocol session 9, but stay in session 1's order.
+fn moved(seq: u64, at: u64, ops: Vec<HOp>) -> TxnRecord {
+    let mut t = txn(9, seq, ops);
+    t.session = SessionId(1);
+    t.dc = DcId(1);
+    t.start_ns = at;
+    t.end_ns = at + 5;
+    t
+}
+
+#[test]
+fn session_order_spans_a_move_to_another_protocol_session() {
+    let before = vec![
+        txn(1, 1, vec![set("x", "a", (1, 1, 0))]),
+        txn(1, 2, vec![set("y", "b", (1, 2, 0))]),
+    ];
+    // At the new DC, the session reads its own earlier writes: good.
+    let mut good = before.clone();
+    good.push(moved(1, 100, vec![get("x", Some(((1, 1, 0), "a")))]));
+    good.push(moved(2, 110, vec![get("y", Some(((1, 2, 0), "b")))]));
+    let h = history(good);
+    check(&h, Guarantee::Tcc).expect("the moved session sees its past");
+    let order: Vec<TxnId> = session_order(&h)[&SessionId(1)]
+        .iter()
+        .map(|&i| h.txns[i].id)
+        .collect();
+    assert_eq!(order, vec![tid(1, 1), tid(1, 2), tid(9, 1), tid(9, 2)]);
+    // The first txn at the new DC misses the session's own write: read-your-writes across
+    // the move is broken (an ATTACH that did not wait).
+    let mut bad = before;
+    bad.push(moved(1, 100, vec![get("y", None)]));
+    rejects(
+        &history(bad),
+        ViolationKind::CausalViolation,
+        &[tid(9, 1), tid(1, 2)],
+    );
 }

@@ -86,7 +86,7 @@ fn smembers(key: &str, adds: &[((u64, u64, u32), &str)]) -> HOp {
 fn history(txns: Vec<TxnRecord>) -> History {
     History {
         txns,
-        finals: Vec::new(),
+        ..History::default()
     }
 }
 

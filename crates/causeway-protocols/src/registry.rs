@@ -76,6 +76,12 @@ pub trait Protocol: 'static {
         records: &[Vec<u8>],
     ) -> Result<Self::Node, String>;
 
+    /// How many DC failures the protocol tolerates with `section` on `dcs` DCs: its
+    /// completed uniform barriers survive that many (0 where nothing is promised).
+    fn tolerated_failures(_section: &Self::Config, _dcs: u16) -> usize {
+        0
+    }
+
     /// Builds a client session living in `dc`.
     fn session(
         id: SessionId,
@@ -252,6 +258,8 @@ pub trait Entry: Sync {
     fn requirements(&self) -> Requirements;
     /// Checks a config section (unknown fields and bad values are errors naming them).
     fn check_section(&self, section: &serde_json::Value) -> Result<(), String>;
+    /// DC failures tolerated under `section` on `dcs` DCs (see `Protocol`).
+    fn tolerated_failures(&self, section: &serde_json::Value, dcs: u16) -> Result<usize, String>;
     fn new_node(&self, config: &NodeConfig, records: &[Vec<u8>]) -> Result<BoxedNode, String>;
     fn new_session(
         &self,
@@ -303,6 +311,9 @@ where
     }
     fn check_section(&self, section: &serde_json::Value) -> Result<(), String> {
         section_of::<P>(section).map(|_| ())
+    }
+    fn tolerated_failures(&self, section: &serde_json::Value, dcs: u16) -> Result<usize, String> {
+        section_of::<P>(section).map(|s| P::tolerated_failures(&s, dcs))
     }
     fn new_node(&self, config: &NodeConfig, records: &[Vec<u8>]) -> Result<BoxedNode, String> {
         check_topology::<P>(&config.topology)?;

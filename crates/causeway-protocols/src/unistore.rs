@@ -58,6 +58,10 @@ impl Protocol for UniStore {
         Node::recover(config.clone(), section.engine(), flavor, records)
     }
 
+    fn tolerated_failures(section: &Config, dcs: u16) -> usize {
+        section.f_for(dcs)
+    }
+
     fn session(
         id: SessionId,
         dc: DcId,

@@ -5,13 +5,16 @@
 //! after quiescence (one fresh session per surviving DC), and abandoning transactions whose
 //! client will never hear back (unknown outcome).
 //!
+//! After a committed transaction a client may instead ask for a uniform barrier or move to
+//! another DC (`crate::barriers`); [`Next`] says which.
+//!
 //! A transaction whose begin fails, or that the protocol refuses (a strong transaction
 //! where the protocol has none: `Error::Unsupported`), is recorded as aborted; refusals are
 //! counted. Such a transaction never got an id from its session, so the record carries
 //! `seq = NOT_BEGUN_SEQ + its index in the session`, which no session issues.
 
 use crate::workload::Step;
-use crate::world::{Ev, World, T0};
+use crate::world::{Ev, Route, World, T0};
 use causeway_check::{FinalRead, HOp, Outcome, TxnRecord};
 use causeway_core::clock::Nanos;
 use causeway_core::{
@@ -33,42 +36,89 @@ pub(crate) enum Phase {
     Stepping,
     Committing,
     Aborting,
+    /// Waiting for `Token` (the first step of a move to another DC).
+    Token,
+    /// Waiting for a uniform barrier; `then_move`: a move to another DC follows.
+    Barrier {
+        then_move: bool,
+    },
+    /// Waiting for `Attach` of the token on the session at the new DC.
+    Attach,
+}
+
+/// What an idle workload client does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    Txn,
+    Barrier,
+    /// Token, barrier, then a new session at another surviving DC that attaches.
+    Move,
+    /// Retry the attach of a move whose attach failed.
+    Attach,
 }
 
 pub(crate) struct ClientSlot {
-    session: BoxedSession,
-    id: SessionId,
+    pub(crate) session: BoxedSession,
+    /// The protocol session serving the client now (a move to another DC replaces it).
+    pub(crate) id: SessionId,
+    /// The history's session: the client's first protocol session, kept across moves.
+    pub(crate) logical: SessionId,
     pub dc: u16,
     steps: Vec<Step>,
     next_step: usize,
     /// Transactions this client started, the current one included.
-    started: u64,
+    pub(crate) started: u64,
     record: Option<TxnRecord>,
-    phase: Phase,
+    pub(crate) phase: Phase,
+    pub(crate) next: Next,
+    /// The causal token of a move in progress.
+    pub(crate) token: Option<Vec<u8>>,
+    /// When the running barrier was asked for.
+    pub(crate) barrier_start: Nanos,
     /// A session of the final reads, not of the workload.
     final_reader: bool,
     /// A final reader that finished.
     done: bool,
     /// Its DC failed or the run is draining: it starts nothing and ignores replies.
     pub stopped: bool,
-    timer_at: Option<Nanos>,
+    pub(crate) timer_at: Option<Nanos>,
 }
 
 impl World {
-    fn add_client(&mut self, dc: u16, final_reader: bool) -> Result<usize, String> {
-        let id = SessionId(self.clients.len() as u64 + 1);
+    /// A new protocol session at `dc` for client slot `slot`, with the next free id.
+    pub(crate) fn open_session(
+        &mut self,
+        slot: usize,
+        dc: u16,
+    ) -> Result<(SessionId, BoxedSession), String> {
+        let id = SessionId(self.routes.len() as u64 + 1);
         let cfg = &self.config;
         let (topo, params, section) = (&self.topology, &cfg.params, &cfg.section);
         let session = new_session(&cfg.protocol, id, DcId(dc), topo, params, section)?;
+        let route = Route {
+            slot,
+            dc,
+            retired: false,
+        };
+        self.routes.insert(id, route);
+        Ok((id, session))
+    }
+
+    fn add_client(&mut self, dc: u16, final_reader: bool) -> Result<usize, String> {
+        let (id, session) = self.open_session(self.clients.len(), dc)?;
         self.clients.push(ClientSlot {
             session,
             id,
+            logical: id,
             dc,
             steps: Vec::new(),
             next_step: 0,
             started: 0,
             record: None,
             phase: Phase::Idle,
+            next: Next::Txn,
+            token: None,
+            barrier_start: 0,
             final_reader,
             done: false,
             stopped: false,
@@ -131,7 +181,7 @@ impl World {
         }
     }
 
-    fn submit(&mut self, c: usize, request: Request) {
+    pub(crate) fn submit(&mut self, c: usize, request: Request) {
         self.with_client(c, |s, ctx| s.submit(ctx, request));
     }
 
@@ -147,6 +197,12 @@ impl World {
             if self.stopping {
                 return;
             }
+            match slot.next {
+                Next::Txn => {}
+                Next::Barrier => return self.start_barrier(c, false),
+                Next::Move => return self.start_move(c),
+                Next::Attach => return self.start_attach(c),
+            }
             let plan = self.workload.plan(slot.dc, &mut self.work_rng);
             kind = plan.kind;
             label = Some(plan.name.to_string());
@@ -159,10 +215,10 @@ impl World {
         slot.record = Some(TxnRecord {
             // Replaced by the session's id once it begins.
             id: TxnId {
-                session: slot.id,
+                session: slot.logical,
                 seq: NOT_BEGUN_SEQ + slot.started,
             },
-            session: slot.id,
+            session: slot.logical,
             dc: DcId(slot.dc),
             kind,
             label,
@@ -209,6 +265,9 @@ impl World {
             return; // its DC failed or the run ended: nobody is listening
         }
         let phase = self.clients[c].phase;
+        if matches!(phase, Phase::Token | Phase::Barrier { .. } | Phase::Attach) {
+            return self.on_barrier_reply(c, phase, resp);
+        }
         match (phase, resp) {
             (Phase::Beginning, Response::Begun { txn }) => {
                 if let Some(r) = self.clients[c].record.as_mut() {
@@ -324,8 +383,17 @@ impl World {
             }
             self.history.txns.push(r);
         }
-        let think = self.config.think_time_ns;
-        self.schedule(now + think, Ev::ClientNext { client: c });
+        if outcome == Outcome::Committed {
+            self.clients[c].next = self.next_after_commit(c);
+        }
+        self.idle_then_next(c);
+    }
+
+    /// The client is idle; its next action follows after the think time.
+    pub(crate) fn idle_then_next(&mut self, c: usize) {
+        self.clients[c].phase = Phase::Idle;
+        let at = self.now + self.config.think_time_ns;
+        self.schedule(at, Ev::ClientNext { client: c });
     }
 
     /// Records a transaction the client will never finish (its DC failed, or the run
@@ -362,7 +430,7 @@ impl World {
         self.final_started = true;
         let keys = self.workload.all_keys();
         for dc in 0..self.config.dcs {
-            if Some(dc) == self.failed_dc {
+            if self.failed_dcs.contains(&dc) {
                 continue;
             }
             let c = match self.add_client(dc, true) {

@@ -122,6 +122,11 @@ impl WorkloadFamily {
     }
 }
 
+/// `barrier_ratio` of a protocol with uniform barriers, unless set.
+pub const BARRIER_RATIO_DEFAULT: f64 = 0.05;
+/// `migrate_ratio` of a protocol with uniform barriers, unless set.
+pub const MIGRATE_RATIO_DEFAULT: f64 = 0.02;
+
 /// Largest `--value-bytes`: a register value stays a small message payload.
 pub const VALUE_BYTES_MAX: u32 = 1 << 20;
 /// Largest `--rubis-scale` (10 000 users, 50 000 items).
@@ -159,6 +164,15 @@ pub struct SimConfig {
     pub remote_ratio: f64,
     /// RUBiS database size: 100 x scale users, 500 x scale items.
     pub rubis_scale: u32,
+    /// Fraction of committed transactions after which the client asks for a uniform
+    /// barrier (`Request::Barrier`); `None`: [`BARRIER_RATIO_DEFAULT`] for protocols with
+    /// uniform barriers, 0 otherwise. Only protocols with uniform barriers take a nonzero one.
+    pub barrier_ratio: Option<f64>,
+    /// Fraction of committed transactions after which the client moves to another
+    /// surviving DC: `Token`, `Barrier`, then `Attach` on a new protocol session there
+    /// (its history session stays the same); `None`: [`MIGRATE_RATIO_DEFAULT`] for
+    /// protocols with uniform barriers, 0 otherwise.
+    pub migrate_ratio: Option<f64>,
     /// Length of the fault phase, during which clients run.
     pub duration_ms: u64,
     /// Length of the heal-and-quiesce phase before the final reads.
@@ -218,6 +232,8 @@ impl Default for SimConfig {
             value_bytes: 0,
             remote_ratio: 0.0,
             rubis_scale: 1,
+            barrier_ratio: None,
+            migrate_ratio: None,
             duration_ms: 3_000,
             quiesce_ms: 3_000,
             faults: FaultSel::None,
@@ -307,6 +323,55 @@ impl SimConfig {
         Ok(())
     }
 
+    /// Whether the protocol answers uniform barriers (false for an unknown protocol).
+    fn has_barriers(&self) -> bool {
+        causeway_protocols::entry(&self.protocol).is_ok_and(|e| e.requirements().uniform_barrier)
+    }
+
+    /// The barrier ratio in effect (the protocol's default unless set).
+    pub fn barrier_ratio(&self) -> f64 {
+        let default = if self.has_barriers() {
+            BARRIER_RATIO_DEFAULT
+        } else {
+            0.0
+        };
+        self.barrier_ratio.unwrap_or(default)
+    }
+
+    /// The migration ratio in effect (the protocol's default unless set).
+    pub fn migrate_ratio(&self) -> f64 {
+        let default = if self.has_barriers() {
+            MIGRATE_RATIO_DEFAULT
+        } else {
+            0.0
+        };
+        self.migrate_ratio.unwrap_or(default)
+    }
+
+    /// Barriers and migrations: ratios in [0, 1] summing to at most 1, and only for a
+    /// protocol with uniform barriers.
+    fn validate_barriers(&self) -> Result<(), String> {
+        let (b, m) = (self.barrier_ratio(), self.migrate_ratio());
+        for (name, r) in [("--barrier-ratio", b), ("--migrate-ratio", m)] {
+            if !(0.0..=1.0).contains(&r) {
+                return Err(format!("{name} must be between 0 and 1, not {r}"));
+            }
+            if r > 0.0 && !self.has_barriers() {
+                return Err(format!(
+                    "{name} needs a protocol with uniform barriers (unistore), not {}",
+                    self.protocol
+                ));
+            }
+        }
+        if b + m > 1.0 + 1e-9 {
+            return Err(format!(
+                "--barrier-ratio + --migrate-ratio must be at most 1, not {}",
+                b + m
+            ));
+        }
+        Ok(())
+    }
+
     /// The cluster's shape: full replication unless `replication_factor` says otherwise.
     pub fn topology(&self) -> Topology {
         let factor = self.replication_factor.unwrap_or(self.dcs);
@@ -345,6 +410,7 @@ impl SimConfig {
         }
         self.validate_ratios()?;
         self.validate_family()?;
+        self.validate_barriers()?;
         if self.samples_by_dc.len() > SAMPLES_BY_DC_MAX {
             return Err(format!(
                 "at most {SAMPLES_BY_DC_MAX} sample names may be kept per DC"
@@ -427,5 +493,48 @@ mod tests {
         };
         let e = crate::run(&c).expect_err("refused, not run");
         assert!(e.contains("cure needs full replication"), "{e}");
+    }
+
+    #[test]
+    fn barriers_and_moves_default_by_protocol_and_are_validated() {
+        let uni = SimConfig {
+            protocol: "unistore".into(),
+            ..SimConfig::default()
+        };
+        assert_eq!(uni.barrier_ratio(), BARRIER_RATIO_DEFAULT);
+        assert_eq!(uni.migrate_ratio(), MIGRATE_RATIO_DEFAULT);
+        let cure = SimConfig {
+            protocol: "cure".into(),
+            ..SimConfig::default()
+        };
+        assert_eq!((cure.barrier_ratio(), cure.migrate_ratio()), (0.0, 0.0));
+        let e = SimConfig {
+            barrier_ratio: Some(0.1),
+            ..cure.clone()
+        }
+        .validate()
+        .expect_err("cure has no uniform barriers");
+        assert!(
+            e.starts_with("--barrier-ratio needs a protocol with uniform barriers"),
+            "{e}"
+        );
+        let e = SimConfig {
+            migrate_ratio: Some(0.7),
+            barrier_ratio: Some(0.5),
+            ..uni.clone()
+        }
+        .validate()
+        .expect_err("sum above 1");
+        assert!(e.contains("--barrier-ratio + --migrate-ratio"), "{e}");
+        let e = SimConfig {
+            migrate_ratio: Some(-0.1),
+            ..uni
+        }
+        .validate()
+        .expect_err("negative");
+        assert!(
+            e.starts_with("--migrate-ratio must be between 0 and 1"),
+            "{e}"
+        );
     }
 }

@@ -18,6 +18,27 @@ const SKEW_OFFSET_MAX_NS: u64 = 50_000_000;
 /// Largest clock drift drawn for a node, either way, in parts per million.
 const SKEW_DRIFT_MAX_PPM: u64 = 200;
 
+/// How many DCs a plan may fail: one for a protocol that promises nothing about DC
+/// failures (or tolerates none); for one that tolerates `f` (UniStore), at most `f` (what
+/// its barriers survive) and at most `dcs - f - 1` (the survivors must still number f+1 to
+/// make new transactions uniform), which may leave none.
+pub fn dc_failures_max(config: &SimConfig) -> usize {
+    let dcs = usize::from(config.dcs);
+    let f = causeway_protocols::entry(&config.protocol)
+        .and_then(|e| e.tolerated_failures(&config.section, config.dcs))
+        .unwrap_or(0);
+    match f {
+        0 => usize::from(dcs >= 2),
+        f => f.min(dcs.saturating_sub(f + 1)),
+    }
+}
+
+/// How often a DC failure is preceded by cuts of the failing DC's links.
+const CUT_BEFORE_FAILURE_CHANCE: f64 = 0.6;
+/// How long before the failure those cuts start, at least and at most.
+const CUT_LEAD_MIN_NS: Nanos = 50_000_000;
+const CUT_LEAD_MAX_NS: Nanos = 500_000_000;
+
 /// One timed fault. DCs and nodes are indices of the topology.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FaultEvent {
@@ -85,16 +106,56 @@ impl FaultPlan {
                 }
                 FaultKind::Skew => plan.draw_skew(&mut rng, topology.node_count() as usize),
                 FaultKind::Slow => plan.draw_slow(&mut rng, topology.node_count() as usize, span),
-                FaultKind::DcFailure if config.dcs >= 2 => {
-                    let dc = rng.range(0, u64::from(config.dcs)) as u16;
-                    let at = T0 + span / 5 + rng.range(0, span * 3 / 5);
-                    plan.events.push((at, FaultEvent::FailDc { dc }));
+                FaultKind::DcFailure => {
+                    let max = dc_failures_max(config);
+                    plan.draw_dc_failures(&mut rng, config.dcs, max, span)
                 }
-                FaultKind::DcFailure => {}
             }
         }
         plan.events.sort_by_key(|(at, _)| *at);
         plan
+    }
+
+    /// 1..=`max` DC failures at distinct DCs, each at a time in the middle three fifths
+    /// of the fault phase (one failure draws exactly what a single-failure plan drew).
+    fn draw_dc_failures(&mut self, rng: &mut SimRng, dcs: u16, max: usize, span: Nanos) {
+        if max == 0 || dcs < 2 {
+            return;
+        }
+        let count = if max > 1 {
+            rng.range(1, max as u64 + 1) as usize
+        } else {
+            1
+        };
+        let mut alive: Vec<u16> = (0..dcs).collect();
+        for _ in 0..count {
+            let dc = alive.remove(rng.range(0, alive.len() as u64) as usize);
+            let at = T0 + span / 5 + rng.range(0, span * 3 / 5);
+            self.events.push((at, FaultEvent::FailDc { dc }));
+            self.draw_cut_before_failure(rng, dcs, dc, at);
+        }
+    }
+
+    /// Often a failing DC first loses its links to the others: to all of them (isolated),
+    /// or to one. What it sent across the cut dies with it (`World::fail_dc`), so its last
+    /// transactions reach only some DCs, or none (UniStore §5.5-5.6: what forwarding and
+    /// barriers are for). The cuts heal when it fails (nothing is left to deliver).
+    fn draw_cut_before_failure(&mut self, rng: &mut SimRng, dcs: u16, dc: u16, at: Nanos) {
+        if !rng.chance(CUT_BEFORE_FAILURE_CHANCE) {
+            return;
+        }
+        let lead = rng.range(CUT_LEAD_MIN_NS, CUT_LEAD_MAX_NS);
+        let start = at.saturating_sub(lead).max(T0);
+        let others: Vec<u16> = (0..dcs).filter(|o| *o != dc).collect();
+        let cut = if rng.chance(0.5) {
+            others
+        } else {
+            vec![rng.pick(&others)]
+        };
+        for b in cut {
+            self.events.push((start, FaultEvent::Cut { a: dc, b }));
+            self.events.push((at, FaultEvent::Heal { a: dc, b }));
+        }
     }
 
     fn draw_partitions(&mut self, rng: &mut SimRng, dcs: u16, span: Nanos) {
@@ -198,5 +259,46 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn failed_dcs(c: &SimConfig) -> Vec<u16> {
+        let plan = FaultPlan::draw(c, &c.topology());
+        let dcs: Vec<u16> = plan
+            .events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                FaultEvent::FailDc { dc } => Some(*dc),
+                _ => None,
+            })
+            .collect();
+        let distinct: std::collections::BTreeSet<u16> = dcs.iter().copied().collect();
+        assert_eq!(distinct.len(), dcs.len(), "distinct DCs: {dcs:?}");
+        dcs
+    }
+
+    #[test]
+    fn dc_failures_go_up_to_what_the_protocol_tolerates() {
+        let config = |protocol: &str, dcs, f: Option<usize>, seed| SimConfig {
+            protocol: protocol.into(),
+            dcs,
+            seed,
+            faults: FaultSel::One(FaultKind::DcFailure),
+            section: f.map_or(serde_json::Value::Null, |f| serde_json::json!({ "f": f })),
+            ..SimConfig::default()
+        };
+        let counts = |protocol, dcs, f| -> Vec<usize> {
+            (1..40)
+                .map(|seed| failed_dcs(&config(protocol, dcs, f, seed)).len())
+                .collect()
+        };
+        assert!(counts("cure", 5, None).iter().all(|n| *n == 1));
+        assert!(counts("unistore", 3, None).iter().all(|n| *n == 1), "f = 1");
+        let five = counts("unistore", 5, None);
+        assert!(five.iter().all(|n| (1..=2).contains(n)), "f = 2: {five:?}");
+        assert!(five.contains(&2), "two failures drawn sometimes: {five:?}");
+        // f = 2 of 4 DCs: the survivors must number f+1, so one failure at most.
+        assert!(counts("unistore", 4, Some(2)).iter().all(|n| *n == 1));
+        // f = 2 of 3 DCs: no failure leaves f+1 DCs to make anything uniform.
+        assert!(counts("unistore", 3, Some(2)).iter().all(|n| *n == 0));
     }
 }

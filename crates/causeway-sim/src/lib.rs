@@ -6,10 +6,12 @@
 //! Modules by concern: `world` (event loop, dispatch, phases), `network` (links, cuts,
 //! held messages), `disk` (unsynced and durable records), `nodes` (machines, clocks,
 //! deadline wake-ups, crash and restart), `clients` (workload sessions, history
-//! recording, final reads), `faults` (the fault plan, as data), `workload` (what each
+//! recording, final reads), `barriers` (uniform barriers and moves to another DC),
+//! `faults` (the fault plan, as data), `workload` (what each
 //! transaction does, one planner per family: custom, YCSB, RUBiS), `liveness` (final-state
-//! checks), `config` and `rng`.
+//! checks), `required` (which failed-DC transactions must survive), `config` and `rng`.
 
+mod barriers;
 mod clients;
 pub mod config;
 pub mod cpu;
@@ -18,6 +20,7 @@ pub mod faults;
 pub mod liveness;
 mod network;
 mod nodes;
+pub mod required;
 pub mod rng;
 pub mod workload;
 pub mod world;
@@ -108,16 +111,6 @@ fn checker_guarantee(g: Guarantee) -> causeway_check::Guarantee {
     }
 }
 
-/// The history with the final reads that must agree: all of them, unless a DC failed, in
-/// which case keys it wrote are left out (its updates may stay invisible, Cure §IV-A).
-fn comparable(history: &History, failed_dc: Option<u16>) -> History {
-    let tainted = liveness::tainted_keys(history, failed_dc);
-    let mut h = history.clone();
-    h.finals
-        .retain(|f| !tainted.contains(&f.key) && Some(f.dc.0) != failed_dc);
-    h
-}
-
 /// The per-DC samples keyed `name@dcN`.
 fn by_dc_names(samples: BTreeMap<(String, u16), Vec<u64>>) -> BTreeMap<String, Vec<u64>> {
     samples
@@ -144,10 +137,11 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
     let mut world = world::World::new(config.clone())?;
     world.run();
     let history = std::mem::take(&mut world.history);
-    // Writes of a failed DC are exempt only where the protocol says they may vanish.
-    let exempt = world
-        .failed_dc
-        .filter(|_| entry.requirements().failed_dc_writes_may_vanish);
+    let failures = liveness::DcFailures {
+        failed: world.failed_dcs.clone(),
+        may_vanish: entry.requirements().failed_dc_writes_may_vanish,
+        tolerated: entry.tolerated_failures(&config.section, config.dcs)?,
+    };
     let mut violation = world.metrics.invariants.first().cloned();
     if violation.is_none() {
         violation = world.metrics.liveness.first().cloned();
@@ -157,12 +151,13 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
     // it to account, and the result says it was not checked.
     let checked = !config.allow_unchecked || history.txns.len() <= CHECK_TXNS_MAX;
     if violation.is_none() && checked {
-        violation = check(&comparable(&history, exempt), checker_guarantee(guarantee))
+        let comparable = liveness::comparable(&history, &failures);
+        violation = check(&comparable, checker_guarantee(guarantee))
             .err()
             .map(|v| format!("safety: {v}"));
     }
     if violation.is_none() {
-        violation = liveness::check_final_state(&history, exempt).err();
+        violation = liveness::check_final_state(&history, &failures).err();
     }
     let samples_by_dc = by_dc_names(std::mem::take(&mut world.metrics.samples_by_dc));
     let count = |o: causeway_check::Outcome| history.txns.iter().filter(|t| t.outcome == o).count();

@@ -1,42 +1,84 @@
 //! Liveness after healing: what the final reads must show once every fault healed and the
 //! system quiesced. Convergence (every surviving DC reads the same) is the checker's; here
-//! are the checks that need outcomes: every committed counter increment is counted, every
-//! committed set add that nothing removed is visible. Writes that originate in a failed DC
-//! may stay invisible (Cure §IV-A), so keys such a DC wrote are left out, and the failed
-//! DC's reads too.
+//! are the checks that need outcomes: every required counter increment is counted, every
+//! required set add that nothing removed is visible, where a committed transaction of a
+//! surviving DC is required and an unknown outcome may or may not be visible.
+//!
+//! DC failures ([`DcFailures`]): the failed DCs' final reads are never taken. Where the
+//! protocol lets their writes vanish (Cure §IV-A, eventual), every key a failed DC wrote is
+//! left out of both checks (`tainted_keys`). Otherwise (UniStore, CUREFT) every key stays
+//! in, and a failed DC's transaction counts as required when `crate::required` says it
+//! must survive, and as an unknown outcome otherwise.
 
-use causeway_check::{HOp, History, Outcome};
+use crate::required::required_txns;
+use causeway_check::{HOp, History, Outcome, TxnRecord};
 use causeway_core::crdt::Update;
 use causeway_core::{DcId, Key, ObjValue, OpId};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// The DCs that failed in a run and what the protocol promises about their writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DcFailures {
+    /// The DCs that failed for good.
+    pub failed: BTreeSet<u16>,
+    /// Their writes may vanish (`Requirements::failed_dc_writes_may_vanish`).
+    pub may_vanish: bool,
+    /// How many DC failures the protocol's completed barriers survive (its `f`).
+    pub tolerated: usize,
+}
+
+impl DcFailures {
+    /// Whether `t` ran at a failed DC.
+    pub fn has_failed(&self, t: &TxnRecord) -> bool {
+        self.failed.contains(&t.dc.0)
+    }
+}
+
+/// How a transaction's writes weigh in the final state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Weight {
+    /// Must be visible.
+    Required,
+    /// May or may not be visible.
+    Maybe,
+    /// Never visible (aborted).
+    Void,
+}
+
 #[derive(Default)]
 struct KeyFacts {
-    sum_committed: i64,
-    unknown_neg: i64,
-    unknown_pos: i64,
+    sum_required: i64,
+    maybe_neg: i64,
+    maybe_pos: i64,
     adds: Vec<(Vec<u8>, OpId)>,
     removed: BTreeSet<Vec<u8>>,
 }
 
-fn collect(history: &History, failed_dc: Option<u16>) -> (BTreeMap<Key, KeyFacts>, BTreeSet<Key>) {
+fn weight(t: &TxnRecord, failed_here: bool, required: bool) -> Weight {
+    match t.outcome {
+        Outcome::Aborted => Weight::Void,
+        _ if required => Weight::Required,
+        Outcome::Committed if !failed_here => Weight::Required,
+        _ => Weight::Maybe,
+    }
+}
+
+fn collect(history: &History, failures: &DcFailures) -> BTreeMap<Key, KeyFacts> {
+    let required = required_txns(history, failures);
     let mut facts: BTreeMap<Key, KeyFacts> = BTreeMap::new();
-    let mut tainted = BTreeSet::new();
-    for txn in &history.txns {
+    for (i, txn) in history.txns.iter().enumerate() {
+        let w = weight(txn, failures.has_failed(txn), required.contains(&i));
         for op in &txn.ops {
             let HOp::Write { key, update, id } = op else {
                 continue;
             };
-            if Some(txn.dc.0) == failed_dc && txn.outcome != Outcome::Aborted {
-                tainted.insert(key.clone());
-            }
             let f = facts.entry(key.clone()).or_default();
-            match (update, txn.outcome) {
-                (_, Outcome::Aborted) => {}
-                (Update::Increment(d), Outcome::Committed) => f.sum_committed += d,
-                (Update::Increment(d), _) if *d < 0 => f.unknown_neg += d,
-                (Update::Increment(d), _) => f.unknown_pos += d,
-                (Update::Add(e), Outcome::Committed) => f.adds.push((e.clone(), *id)),
+            match (update, w) {
+                (_, Weight::Void) => {}
+                (Update::Increment(d), Weight::Required) => f.sum_required += d,
+                (Update::Increment(d), _) if *d < 0 => f.maybe_neg += d,
+                (Update::Increment(d), _) => f.maybe_pos += d,
+                (Update::Add(e), Weight::Required) => f.adds.push((e.clone(), *id)),
                 (Update::Remove(e), _) => {
                     f.removed.insert(e.clone());
                 }
@@ -44,22 +86,42 @@ fn collect(history: &History, failed_dc: Option<u16>) -> (BTreeMap<Key, KeyFacts
             }
         }
     }
-    (facts, tainted)
+    facts
 }
 
-/// Keys written (with a possibly committed transaction) from the failed DC: their final
-/// state may legitimately differ between surviving DCs.
-pub fn tainted_keys(history: &History, failed_dc: Option<u16>) -> BTreeSet<Key> {
-    collect(history, failed_dc).1
+/// Keys whose final state may legitimately differ between surviving DCs: those a failed
+/// DC wrote (with a possibly committed transaction), where its writes may vanish; none
+/// otherwise.
+pub fn tainted_keys(history: &History, failures: &DcFailures) -> BTreeSet<Key> {
+    if !failures.may_vanish {
+        return BTreeSet::new();
+    }
+    let from_failed = history
+        .txns
+        .iter()
+        .filter(|t| failures.has_failed(t) && t.outcome != Outcome::Aborted);
+    let writes = from_failed.flat_map(|t| &t.ops).filter_map(|op| match op {
+        HOp::Write { key, .. } => Some(key.clone()),
+        HOp::Read { .. } => None,
+    });
+    writes.collect()
 }
 
-/// Checks the final reads against the committed writes.
-pub fn check_final_state(history: &History, failed_dc: Option<u16>) -> Result<(), String> {
-    let (facts, tainted) = collect(history, failed_dc);
-    for read in &history.finals {
-        if tainted.contains(&read.key) || Some(read.dc.0) == failed_dc {
-            continue;
-        }
+/// The history with the final reads that must agree: those of surviving DCs, without the
+/// tainted keys.
+pub fn comparable(history: &History, failures: &DcFailures) -> History {
+    let tainted = tainted_keys(history, failures);
+    let mut h = history.clone();
+    h.finals
+        .retain(|f| !tainted.contains(&f.key) && !failures.failed.contains(&f.dc.0));
+    h
+}
+
+/// Checks the final reads against the required writes.
+pub fn check_final_state(history: &History, failures: &DcFailures) -> Result<(), String> {
+    let facts = collect(history, failures);
+    let comparable = comparable(history, failures);
+    for read in &comparable.finals {
         let Some(f) = facts.get(&read.key) else {
             continue;
         };
@@ -77,15 +139,12 @@ fn check_key(
 ) -> Result<(), String> {
     match value {
         ObjValue::Counter(v) => {
-            let (lo, hi) = (
-                f.sum_committed + f.unknown_neg,
-                f.sum_committed + f.unknown_pos,
-            );
+            let (lo, hi) = (f.sum_required + f.maybe_neg, f.sum_required + f.maybe_pos);
             if *v < lo || *v > hi {
                 return Err(format!(
-                    "liveness: counter {key} reads {v} at DC {} after quiescence; committed increments sum to {} \
+                    "liveness: counter {key} reads {v} at DC {} after quiescence; required increments sum to {} \
                      (unknown outcomes allow {lo}..={hi})",
-                    dc.0, f.sum_committed
+                    dc.0, f.sum_required
                 ));
             }
         }
@@ -93,7 +152,7 @@ fn check_key(
             for (elem, id) in &f.adds {
                 if !f.removed.contains(elem) && !observed.contains(id) {
                     return Err(format!(
-                        "liveness: committed add {id} to set {key} never removed but invisible at DC {} after quiescence",
+                        "liveness: required add {id} to set {key} never removed but invisible at DC {} after quiescence",
                         dc.0
                     ));
                 }

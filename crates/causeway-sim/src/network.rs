@@ -4,7 +4,8 @@
 //! jitter, plus the extra delay of a slow receiver, and never overtakes the previous message
 //! of its link. A cut between two DCs holds its links' messages, in order, until it heals.
 //! Messages to a node carry the incarnation they were sent to: one that reaches a node that
-//! crashed since (or is down) is lost, as a broken connection would lose it.
+//! crashed since (or is down) is lost, as a broken connection would lose it. When a DC
+//! fails, the messages its links still hold across a cut are lost with it.
 
 use crate::cpu::NodeInput;
 use crate::rng::SimRng;
@@ -77,7 +78,7 @@ impl World {
     pub(crate) fn dc_of_addr(&self, addr: Addr) -> u16 {
         match addr {
             Addr::Node(n) => self.nodes[n.0 as usize].dc,
-            Addr::Client(s) => self.clients[(s.0 - 1) as usize].dc,
+            Addr::Client(s) => self.routes[&s].dc,
         }
     }
 
@@ -144,7 +145,17 @@ impl World {
         }
     }
 
-    /// Hands an arrived message to its node or client session.
+    /// Drops the messages held on links from DC `dc` (it failed: what its nodes and
+    /// clients had not delivered yet dies with them; what is already on the wire arrives).
+    pub(crate) fn drop_held_from(&mut self, dc: u16) {
+        let links: Vec<(Addr, Addr)> = self.network.held.keys().copied().collect();
+        for (from, to) in links {
+            if self.dc_of_addr(from) == dc {
+                self.network.held.remove(&(from, to));
+            }
+        }
+    }
+
     /// Hands `msg` to node `n`'s machine, unless that incarnation is gone.
     pub(crate) fn deliver_to_node(&mut self, n: usize, from: Addr, msg: Msg, incarnation: u32) {
         if self.nodes[n].incarnation != incarnation || self.nodes[n].machine.is_none() {
@@ -170,7 +181,11 @@ impl World {
             }
             Addr::Node(NodeId(n)) => self.deliver_to_node(n as usize, from, msg, incarnation),
             Addr::Client(s) => {
-                let c = (s.0 - 1) as usize;
+                let route = self.routes[&s];
+                if route.retired {
+                    return; // its client moved on to a session at another DC
+                }
+                let c = route.slot;
                 let mut wrong = None;
                 self.with_client(c, |s, ctx| wrong = s.handle_message(ctx, from, msg).err());
                 if let Some(e) = wrong {

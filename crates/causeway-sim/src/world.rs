@@ -16,10 +16,10 @@ use crate::rng::SimRng;
 use crate::workload::Workload;
 use causeway_check::History;
 use causeway_core::clock::Nanos;
-use causeway_core::{Addr, Lsn, Topology};
+use causeway_core::{Addr, Lsn, SessionId, Topology};
 use causeway_protocols::Msg;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 /// Virtual time starts at 1 s so that negative clock offsets stay positive.
 pub const T0: Nanos = 1_000_000_000;
@@ -70,6 +70,16 @@ pub(crate) enum Ev {
     Gauges,
 }
 
+/// Where a protocol session's messages go.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Route {
+    /// The client slot it serves (or served).
+    pub slot: usize,
+    pub dc: u16,
+    /// Retired: its client moved to another DC; messages to it are dropped.
+    pub retired: bool,
+}
+
 /// Counters and samples gathered during a run.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -100,6 +110,9 @@ pub struct World {
     events: BTreeMap<u64, Ev>,
     pub(crate) nodes: Vec<NodeSlot>,
     pub(crate) clients: Vec<ClientSlot>,
+    /// Every protocol session ever created, by id (ids count from 1): where its messages
+    /// go. A client that moved DCs retires its old session (see `crate::barriers`).
+    pub(crate) routes: BTreeMap<SessionId, Route>,
     pub(crate) network: Network,
     pub(crate) work_rng: SimRng,
     pub(crate) workload: Workload,
@@ -110,7 +123,9 @@ pub struct World {
     pub metrics: Metrics,
     pub trace_hash: u64,
     pub fault_log: Vec<String>,
-    pub(crate) failed_dc: Option<u16>,
+    /// DCs failed for good (at most what the fault plan allows; see
+    /// `faults::dc_failures_max`).
+    pub(crate) failed_dcs: BTreeSet<u16>,
     pub(crate) end_faults_at: Nanos,
     /// How long after `now` the outputs being routed leave (the running handler's cost
     /// under the CPU model; 0 otherwise).
@@ -133,6 +148,7 @@ impl World {
             events: BTreeMap::new(),
             nodes: Vec::new(),
             clients: Vec::new(),
+            routes: BTreeMap::new(),
             network: Network::new(config.seed),
             work_rng: SimRng::new(config.seed, 2),
             workload: Workload::new(&config),
@@ -142,7 +158,7 @@ impl World {
             metrics: Metrics::default(),
             trace_hash: TRACE_HASH_INIT,
             fault_log: Vec::new(),
-            failed_dc: None,
+            failed_dcs: BTreeSet::new(),
             end_faults_at: T0 + config.duration_ms * 1_000_000,
             out_delay_ns: 0,
             cpu_input_bytes: None,
@@ -270,15 +286,16 @@ impl World {
                 until,
                 extra_ns,
             } => self.nodes[node].slow_down(until, extra_ns),
-            // One DC failure per run: the checks exempt one failed DC.
-            FaultEvent::FailDc { dc } if self.failed_dc.is_none() => self.fail_dc(dc),
+            FaultEvent::FailDc { dc } if !self.failed_dcs.contains(&dc) => self.fail_dc(dc),
             FaultEvent::FailDc { .. } => {}
         }
     }
 
-    /// Fails DC `dc` for good: its nodes crash and never restart, its clients stop.
+    /// Fails DC `dc` for good: its nodes crash and never restart, its clients stop, and
+    /// what its links held across a cut is lost.
     fn fail_dc(&mut self, dc: u16) {
-        self.failed_dc = Some(dc);
+        self.failed_dcs.insert(dc);
+        self.drop_held_from(dc);
         for n in 0..self.nodes.len() {
             if self.nodes[n].dc == dc {
                 self.crash(n);

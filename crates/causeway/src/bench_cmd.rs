@@ -103,7 +103,10 @@ fn pool(protocol: &str, clients: u32, results: &[SimResult], duration_ms: u64) -
 }
 
 fn run_protocol(protocol: &str, args: &BenchArgs, seeds: (u64, u64)) -> Result<Row, String> {
-    let base = workload_config(protocol, &args.workload, FaultSel::None, !args.no_cpu)?;
+    let mut base = workload_config(protocol, &args.workload, FaultSel::None, !args.no_cpu)?;
+    // Throughput of the workload itself: no barriers or moves between transactions.
+    base.barrier_ratio = Some(0.0);
+    base.migrate_ratio = Some(0.0);
     let bar = progress(seeds.1 - seeds.0 + 1);
     bar.set_message(protocol.to_string());
     let mut results = Vec::new();

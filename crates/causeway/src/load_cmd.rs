@@ -419,7 +419,11 @@ fn write_history(
     if !converged {
         eprintln!("warning: the DCs still disagree on some key after the run; the history records what each DC read");
     }
-    let history = History { txns, finals };
+    let history = History {
+        txns,
+        finals,
+        ..History::default()
+    };
     crate::sim_cmd::write_history(&path.to_string_lossy(), &history)?;
     println!(
         "history: {} txns and {} final reads in {} (check it: causeway check --guarantee tcc --history {})",

@@ -44,6 +44,19 @@ pub struct SimArgs {
     /// Charge CPU time per input (the CPU model; see --cores, --cpu-msg-ns ...).
     #[arg(long)]
     cpu: bool,
+    /// Fraction of committed transactions followed by a uniform barrier (default: 0.05
+    /// for protocols with uniform barriers, e.g. unistore; others take only 0).
+    #[arg(long)]
+    barrier_ratio: Option<f64>,
+    /// Fraction of committed transactions after which the client moves to another DC
+    /// (token, barrier, attach on a new session there; default: 0.02 for protocols with
+    /// uniform barriers, others take only 0).
+    #[arg(long)]
+    migrate_ratio: Option<f64>,
+    /// DC failures the protocol tolerates (unistore's `f`; default (dcs - 1) / 2). The
+    /// dc-failure fault then fails up to that many DCs.
+    #[arg(long = "f", value_name = "N")]
+    f: Option<usize>,
 }
 
 /// Topology and workload options shared by `sim` and `bench`.
@@ -199,8 +212,32 @@ fn config(args: &SimArgs) -> Result<SimConfig, String> {
         .map(causeway_protocols::Guarantee::parse)
         .transpose()?;
     c.check_invariants = !args.no_invariants;
+    c.barrier_ratio = args.barrier_ratio;
+    c.migrate_ratio = args.migrate_ratio;
+    if let Some(f) = args.f {
+        c.section = section_with_f(&args.protocol, &c.section, f)?;
+    }
     c.validate()?;
     Ok(c)
+}
+
+/// The protocol's config section with `f` set, or an error if the protocol has no `f`.
+fn section_with_f(
+    protocol: &str,
+    section: &serde_json::Value,
+    f: usize,
+) -> Result<serde_json::Value, String> {
+    let mut merged = match section {
+        serde_json::Value::Object(m) => m.clone(),
+        _ => serde_json::Map::new(),
+    };
+    merged.insert("f".into(), f.into());
+    let merged = serde_json::Value::Object(merged);
+    let entry = causeway_protocols::entry(protocol)?;
+    entry.check_section(&merged).map_err(|e| {
+        format!("--f: protocol {protocol} has no tolerated DC failures to set ({e})")
+    })?;
+    Ok(merged)
 }
 
 pub(crate) fn progress(total: u64) -> ProgressBar {
@@ -261,6 +298,21 @@ pub fn run(args: SimArgs) -> ExitCode {
     summarize(&args, &results)
 }
 
+/// The replay line's flags for barriers, moves and `--f`, when given.
+fn replay_flags(args: &SimArgs) -> String {
+    let mut out = String::new();
+    if let Some(r) = args.barrier_ratio {
+        out += &format!(" --barrier-ratio {r}");
+    }
+    if let Some(r) = args.migrate_ratio {
+        out += &format!(" --migrate-ratio {r}");
+    }
+    if let Some(f) = args.f {
+        out += &format!(" --f {f}");
+    }
+    out
+}
+
 fn has_failure(results: &[SimResult]) -> bool {
     results.iter().any(|r| r.violation.is_some())
 }
@@ -270,10 +322,11 @@ fn report_seed(args: &SimArgs, bar: &ProgressBar, r: &SimResult) {
         bar.suspend(|| {
             println!("seed={} FAILED: {v}", r.seed);
             println!(
-                "  replay: causeway sim --protocol {} --seeds {} --faults {}{}{}{}",
+                "  replay: causeway sim --protocol {} --seeds {} --faults {}{}{}{}{}",
                 r.protocol,
                 r.seed,
                 args.faults,
+                replay_flags(args),
                 args.mutation
                     .as_ref()
                     .map(|m| format!(" --mutation {m}"))

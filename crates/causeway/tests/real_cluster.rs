@@ -290,6 +290,7 @@ fn a_history_recorded_by_real_clients_passes_the_tcc_checker() {
     let history = History {
         txns: std::mem::take(&mut *rec.txns.lock().expect("recorder")),
         finals: final_reads(&c, 2),
+        ..History::default()
     };
     let committed = history
         .txns

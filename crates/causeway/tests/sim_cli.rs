@@ -165,3 +165,65 @@ fn workload_options_are_checked_naming_the_flag() {
         assert!(out.contains(flag), "{args:?}: {out}");
     }
 }
+
+#[test]
+fn unistore_barriers_moves_and_f_run_and_the_history_keeps_the_barriers() {
+    let history = temp_path("unistore.jsonl");
+    let (code, out) = causeway(&[
+        "sim",
+        "--protocol",
+        "unistore",
+        "--seeds",
+        "2",
+        "--duration-ms",
+        "1000",
+        "--faults",
+        "dc-failure",
+        "--f",
+        "1",
+        "--barrier-ratio",
+        "0.1",
+        "--migrate-ratio",
+        "0.05",
+        "--history",
+        &history,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.trim_end().ends_with("violations=0"), "{out}");
+    let text = std::fs::read_to_string(&history).expect("history written");
+    assert!(text.contains("\"type\":\"barrier\""), "barriers recorded");
+    let (code, out) = causeway(&["check", "--guarantee", "tcc", "--history", &history]);
+    assert_eq!(code, 0, "the saved history checks too: {out}");
+}
+
+#[test]
+fn f_and_barrier_options_are_refused_where_the_protocol_lacks_them() {
+    for (args, what) in [
+        (
+            &["--protocol", "cure", "--f", "1"][..],
+            "--f: protocol cure",
+        ),
+        (
+            &["--protocol", "cure", "--barrier-ratio", "0.1"][..],
+            "--barrier-ratio needs a protocol with uniform barriers",
+        ),
+        (
+            &["--protocol", "cureft", "--migrate-ratio", "0.1"][..],
+            "--migrate-ratio needs a protocol with uniform barriers",
+        ),
+        (
+            &["--protocol", "unistore", "--migrate-ratio", "2"][..],
+            "--migrate-ratio must be between 0 and 1",
+        ),
+    ] {
+        let mut all = vec!["sim", "--seeds", "1"];
+        all.extend_from_slice(args);
+        let (code, out) = causeway(&all);
+        assert_eq!(code, 2, "{args:?}: {out}");
+        assert!(out.contains(what), "{args:?}: {out}");
+    }
+    // f must leave f+1 DCs: the protocol refuses f = 3 of 3 DCs when the run starts.
+    let (code, out) = causeway(&["sim", "--protocol", "unistore", "--seeds", "1", "--f", "3"]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("f = 3 needs at least f+1 = 4 DCs"), "{out}");
+}

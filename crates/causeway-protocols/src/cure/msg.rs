@@ -101,7 +101,7 @@ pub enum Msg {
         partition: PartitionId,
         objects: Vec<(Key, Result<Object, Error>)>,
     },
-    /// PREPARE(T, ws[p], svc) (Alg. 1 l.29, Alg. 2 l.6). `one_phase`: the txn updates
+    /// PREPARE(T, ws\[p\], svc) (Alg. 1 l.29, Alg. 2 l.6). `one_phase`: the txn updates
     /// only this partition, which commits it at its prepare time on its own (one-phase
     /// commit, docs/ARCHITECTURE.md) and answers with `OnePhaseDone`.
     Prepare {

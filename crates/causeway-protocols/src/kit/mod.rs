@@ -18,12 +18,16 @@
 //! - [`uniform`]: UniStore's stable matrix and `uniformVec` (what f+1 DCs store).
 //! - [`mvstore`]: the multi-version store with checkpoint GC, generic over the snapshot
 //!   timestamp (vector or scalar).
+//! - [`paxos`]: Multi-Paxos for one consensus group (a partition's replicas in all DCs):
+//!   ballots, both phases, catch-up, a preferred leader, persist-before-reply, truncation
+//!   with snapshots, and its own seeded simulator.
 
 pub mod clock;
 pub mod durability;
 pub mod gossip;
 pub mod lattice;
 pub mod mvstore;
+pub mod paxos;
 pub mod repl;
 pub mod session;
 pub mod testnet;

@@ -1,0 +1,124 @@
+//! Which transactions of failed DCs must survive them, for protocols whose failed-DC writes
+//! may not vanish (UniStore, CUREFT: `failed_dc_writes_may_vanish == false`). A failed DC's
+//! transaction is *required* (it must be visible at every surviving DC after quiescence,
+//! like any committed transaction) when
+//!
+//! - (a) a read at a surviving DC observed one of its writes (a transaction's read, whatever
+//!   its outcome, or a final read): that DC stores it, and forwarding must bring it to the
+//!   others;
+//! - (b) it precedes a completed uniform barrier of its session (the session's committed
+//!   transactions before it), provided no more DCs failed than the protocol tolerates;
+//! - or it is in the causal past of a required transaction or of a committed transaction of
+//!   a surviving DC: it wrote what such a transaction read, or it is a committed
+//!   transaction earlier in its session (a snapshot holds the session's past, and a moved
+//!   session's ATTACH made that past visible at the new DC).
+//!
+//! Counters show no write ids, so a transaction is required through its other writes, (b)
+//! or causality. A failed DC's transaction that is not required may or may not be visible.
+
+use crate::liveness::DcFailures;
+use causeway_check::{session_order, HOp, History, Outcome, TxnRecord};
+use causeway_core::OpId;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Indices (into `history.txns`) of the failed DCs' transactions that must survive.
+pub fn required_txns(history: &History, failures: &DcFailures) -> BTreeSet<usize> {
+    if failures.failed.is_empty() || failures.may_vanish {
+        return BTreeSet::new();
+    }
+    let writers = writers(history);
+    let prev = previous_committed(history);
+    let mut seen = BTreeSet::new();
+    let mut frontier = seeds(history, failures, &writers);
+    while let Some(i) = frontier.pop() {
+        if !seen.insert(i) {
+            continue;
+        }
+        frontier.extend(observed_by(&history.txns[i], &writers));
+        frontier.extend(prev[i]);
+    }
+    seen.retain(|&i| failures.has_failed(&history.txns[i]));
+    seen
+}
+
+/// The transaction (index) of each write id, aborted transactions left out.
+fn writers(history: &History) -> BTreeMap<OpId, usize> {
+    let mut writers = BTreeMap::new();
+    for (i, t) in history.txns.iter().enumerate() {
+        if t.outcome == Outcome::Aborted {
+            continue;
+        }
+        for op in &t.ops {
+            if let HOp::Write { id, .. } = op {
+                writers.insert(*id, i);
+            }
+        }
+    }
+    writers
+}
+
+/// The writers of what `t`'s reads observed.
+fn observed_by(t: &TxnRecord, writers: &BTreeMap<OpId, usize>) -> Vec<usize> {
+    let ids = t.ops.iter().flat_map(|op| match op {
+        HOp::Read { observed, .. } => &observed[..],
+        HOp::Write { .. } => &[],
+    });
+    ids.filter_map(|id| writers.get(id).copied()).collect()
+}
+
+/// For each transaction, the last committed transaction before it in its session.
+fn previous_committed(history: &History) -> Vec<Option<usize>> {
+    let mut prev = vec![None; history.txns.len()];
+    for order in session_order(history).values() {
+        let mut last = None;
+        for &i in order {
+            prev[i] = last;
+            if history.txns[i].outcome == Outcome::Committed {
+                last = Some(i);
+            }
+        }
+    }
+    prev
+}
+
+/// Where the walk starts: committed transactions of surviving DCs, the writers that reads
+/// at surviving DCs observed (a), and the committed transactions before each completed
+/// barrier (b).
+fn seeds(history: &History, failures: &DcFailures, writers: &BTreeMap<OpId, usize>) -> Vec<usize> {
+    let mut seeds = Vec::new();
+    for (i, t) in history.txns.iter().enumerate() {
+        if failures.has_failed(t) {
+            continue;
+        }
+        if t.outcome == Outcome::Committed {
+            seeds.push(i);
+        }
+        seeds.extend(observed_by(t, writers)); // (a), whatever the reader's outcome
+    }
+    for f in history.finals.iter() {
+        if !failures.failed.contains(&f.dc.0) {
+            seeds.extend(f.observed.iter().filter_map(|id| writers.get(id).copied()));
+        }
+    }
+    if failures.failed.len() <= failures.tolerated {
+        seeds.extend(before_barriers(history));
+    }
+    seeds
+}
+
+/// (b): each session's committed transactions before one of its completed barriers.
+fn before_barriers(history: &History) -> Vec<usize> {
+    let order = session_order(history);
+    let mut out = Vec::new();
+    for b in &history.barriers {
+        let Some(txns) = order.get(&b.session) else {
+            continue;
+        };
+        let before = &txns[..b.txns.min(txns.len())];
+        let committed = before
+            .iter()
+            .filter(|&&i| history.txns[i].outcome == Outcome::Committed);
+        out.extend(committed);
+    }
+    out
+}
