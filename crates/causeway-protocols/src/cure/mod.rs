@@ -4,11 +4,19 @@
 //!
 //! # The protocol (paper §III)
 //!
-//! - A session holds `cvc`. `Begin` sends `Start{cvc}` to the txn's coordinator, chosen
-//!   round-robin per txn among the DC's nodes (node `(session + seq) % nodes_per_dc` of the
-//!   DC), so consecutive txns of a session usually have different TCs. The TC waits until
-//!   `cvc[k] <= GSS[k]` for every remote DC `k` and takes `svc = GSS`,
-//!   `svc[d] = max(cvc[d], Clock)` (Alg. 1 l.1-6).
+//! - A session holds `cvc`. `Begin` is answered by the session; START (`StartWith{cvc}`)
+//!   rides with the txn's first read or its commit to the node owning the first key's
+//!   partition, which coordinates the txn (TC), so consecutive txns of a session on other
+//!   keys have different TCs. The TC waits until `cvc[k] <= GSS[k]` for every remote DC
+//!   `k` and takes `svc = GSS`, `svc[d] = max(cvc[d], Clock)` (Alg. 1 l.1-6). A read-only
+//!   txn commits at the session at its `svc` (what the TC would answer, Alg. 1 l.26-28).
+//! - One-phase commit (on by default, `one_phase`): a txn that updates one partition is
+//!   committed by that partition alone: its commit time is its prepare time (Alg. 1 l.31
+//!   over one participant), `ct = svc` with that local entry (l.32-33), one record holds
+//!   prepare and commit, and the txn stays prepared, holding `pvc[d]` below its time
+//!   (Alg. 2 l.20), until the record is durable. Nothing else changes: the same waits,
+//!   the same vector, the same visibility, so the argument of Cure's correctness holds
+//!   with the coordinator's decision replaced by the participant's own durable record.
 //! - Updates are buffered by the session (it assigns the op ids, so it can answer
 //!   `Response::Updated` at once) and shipped to the TC with the next read or the commit;
 //!   the TC keeps the write set (Alg. 1 l.8-14) and overlays it on what it reads (l.20-21).

@@ -1,8 +1,11 @@
 //! The Cure client side, on the kit's session core: holds `cvc` (the session's causal
 //! past), lets the core buffer updates (it assigns op ids, so `Update` is answered at once)
-//! and ships them to the coordinator with the next read or the commit. Each txn picks a
-//! coordinator of the session's DC in turn, so the START wait (Alg. 1 l.2-3) matters
-//! whenever coordinators' GSS differ.
+//! and ships them to the coordinator with the next read or the commit. BEGIN is answered
+//! here; the START goes out with the txn's first read or its commit, to the node of the
+//! first key's partition, which coordinates the txn (one hop for a single-partition read,
+//! a local one-phase commit for a single-partition write). A read-only txn commits here,
+//! at the snapshot its reads returned. Consecutive txns of a session on different keys
+//! have different coordinators, so the START wait (Alg. 1 l.2-3) still matters.
 
 use super::msg::{First, Msg, Updates};
 use super::Flavor;
