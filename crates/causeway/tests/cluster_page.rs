@@ -9,9 +9,11 @@
 //! fails, saying so; `CAUSEWAY_SKIP_BROWSER=1` skips the browser part on a machine
 //! without it, except under CI (`CI` set), where it is refused.
 
+mod http;
+
 use causeway_runtime::dashboard::api::ClusterView;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -116,19 +118,10 @@ fn start_load(base: u16) -> Child {
         .expect("start causeway load")
 }
 
-/// A plain HTTP/1.1 GET: the status line and the body.
+/// A GET: the status line and the body.
 fn get(addr: SocketAddr, path: &str) -> (String, String) {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("read timeout");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
-    stream.write_all(request.as_bytes()).expect("send the GET");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("read the answer");
-    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
-    let status = head.lines().next().unwrap_or_default().to_string();
-    (status, body.to_string())
+    let (status, _, body) = http::get(addr, path);
+    (status, body)
 }
 
 fn cluster_view(page: SocketAddr) -> ClusterView {
