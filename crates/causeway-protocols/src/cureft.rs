@@ -6,7 +6,7 @@
 //! barrier (nothing tracks what f+1 DCs store). The config section is Cure's.
 
 use crate::cure::{Client, Config, Flavor, Msg, Node, MUTATIONS};
-use crate::kit::session::{Session, SessionCore};
+use crate::kit::session::Session;
 use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
 use causeway_core::{DcId, SessionId, Topology};
 
@@ -38,7 +38,6 @@ impl Protocol for CureFt {
         params: &Params,
         _: &Config,
     ) -> Session<Client> {
-        let core = SessionCore::new(Self::NAME, id, dc, topology.clone(), params.clone());
-        Session::new(core, Client::new(topology, Flavor::CureFt))
+        crate::cure::session(Flavor::CureFt, id, dc, topology, params)
     }
 }

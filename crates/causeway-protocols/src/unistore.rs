@@ -19,7 +19,7 @@
 //! transactions of part 2. `f` defaults to the most a majority tolerates, (dcs - 1) / 2.
 
 use crate::cure::{self, Client, Flavor, Msg, Node};
-use crate::kit::session::{Session, SessionCore};
+use crate::kit::session::Session;
 use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
 use causeway_core::{DcId, SessionId, Topology};
 use serde::{Deserialize, Serialize};
@@ -69,11 +69,10 @@ impl Protocol for UniStore {
         params: &Params,
         section: &Config,
     ) -> Session<Client> {
-        let core = SessionCore::new(Self::NAME, id, dc, topology.clone(), params.clone());
         let flavor = Flavor::UniStore {
             f: section.f_for(topology.dcs),
         };
-        Session::new(core, Client::new(topology, flavor))
+        cure::session(flavor, id, dc, topology, params)
     }
 }
 

@@ -151,8 +151,8 @@ impl Protocol for Cure {
     const MUTATIONS: &'static [&'static str] = MUTATIONS;
     const REQUIREMENTS: Requirements = Requirements {
         full_replication: true,
-        failed_dc_writes_may_vanish: true,
-        uniform_barrier: false, // Cure §IV-A
+        failed_dc_writes_may_vanish: true, // Cure §IV-A
+        uniform_barrier: false,
     };
     type Msg = Msg;
     type Config = Config;
@@ -170,9 +170,20 @@ impl Protocol for Cure {
         params: &Params,
         _: &Config,
     ) -> Session<Client> {
-        let core = SessionCore::new(Self::NAME, id, dc, topology.clone(), params.clone());
-        Session::new(core, Client::new(topology, Flavor::Cure))
+        session(Flavor::Cure, id, dc, topology, params)
     }
+}
+
+/// A client session of the engine running `flavor` (cure, cureft or unistore).
+pub fn session(
+    flavor: Flavor,
+    id: SessionId,
+    dc: DcId,
+    topology: &Topology,
+    params: &Params,
+) -> Session<Client> {
+    let core = SessionCore::new(flavor.name(), id, dc, topology.clone(), params.clone());
+    Session::new(core, Client::new(topology, flavor))
 }
 
 /// Which protocol this engine runs: Cure itself, or a protocol built on its code.
