@@ -139,14 +139,22 @@ impl Vc {
         }
     }
 
-    /// Largest DC entry.
+    /// Largest entry, extras included (UniStore's strong timestamp grows along causality
+    /// like the DC entries, so orders built on this stay causal).
     pub fn max_entry(&self) -> u64 {
-        self.dcs.iter().copied().max().unwrap_or(0)
+        let extras = self.extra.iter().map(|(_, v)| *v);
+        self.dcs.iter().copied().chain(extras).max().unwrap_or(0)
     }
 
-    /// Sum of the DC entries (saturating).
+    /// Sum of the entries, extras included (saturating): `a < b` entry-wise implies a
+    /// smaller sum.
     pub fn sum(&self) -> u64 {
-        self.dcs.iter().fold(0u64, |acc, v| acc.saturating_add(*v))
+        let extras = self.extra.iter().map(|(_, v)| *v);
+        self.dcs
+            .iter()
+            .copied()
+            .chain(extras)
+            .fold(0u64, |acc, v| acc.saturating_add(v))
     }
 }
 
@@ -195,7 +203,10 @@ mod tests {
         assert_eq!(a.dcs, vec![2, 5, 3]);
         assert_eq!(a.get_extra(Extra::Strong), 7);
         assert!(b.le(&a));
-        assert_eq!(a.max_entry(), 5);
-        assert_eq!(a.sum(), 10);
+        // The strong entry counts in the causal order keys.
+        assert_eq!(a.max_entry(), 7);
+        assert_eq!(a.sum(), 17);
+        assert_eq!(m.max_entry(), 4);
+        assert_eq!(m.sum(), 8);
     }
 }

@@ -22,6 +22,7 @@
 //!   ballots, both phases, catch-up, a preferred leader, persist-before-reply, truncation
 //!   with snapshots, and its own seeded simulator.
 
+pub mod certify;
 pub mod clock;
 pub mod durability;
 pub mod gossip;

@@ -1,0 +1,458 @@
+//! Certification of strong transactions at one partition (UniStore §6.3, Alg. 3), as a
+//! deterministic state machine over the partition's consensus log: every replica of the
+//! partition applies the same decided [`CertEntry`]s in the same order and so computes the
+//! same votes, strong timestamps and deliveries. Only the leader talks to coordinators;
+//! a new leader continues from the same state.
+//!
+//! - **Prepare** (the certification request of one partition's part of a txn): optimistic
+//!   concurrency control in the log's (certification) order. The txn is voted down when it
+//!   conflicts with a txn still prepared here, or with a committed one whose strong
+//!   timestamp is above the txn's snapshot (`svc[strong]`): that one is certified before
+//!   it and not in its snapshot. Otherwise it is prepared with a proposed timestamp
+//!   `max(last + 1, proposer's clock, svc[strong] + 1)`: above every timestamp of this log
+//!   (so the final timestamp, the max over the participants, orders conflicting txns by
+//!   certification order: Property 5) and above its snapshot (so its commit vector
+//!   exceeds everything it read).
+//! - **Decide**: the coordinator's (or a recovery's) decision, commit at the max of the
+//!   participants' proposals or abort.
+//! - **Fence**: a recovery coordinator asks for this partition's vote on a txn; if the
+//!   txn never arrived here it is voted down now, durably, so a late Prepare cannot
+//!   vote commit after the recovery decided abort.
+//! - **Heartbeat** (Alg. 3 l.9): moves `last` to the proposer's clock when the partition
+//!   has no strong txns, so `knownVec[strong]` advances.
+//!
+//! `known` is `knownVec[strong]` of the replica (Property 6): every txn this log will
+//! ever commit has a timestamp above it, so the committed txns at or below it are
+//! delivered (DELIVER_UPDATES, Alg. 3 l.4-8) in timestamp order. It is the lowest
+//! prepared proposal minus one, or `last` when nothing is prepared.
+//!
+//! Conflict relations: `AdHoc` (UniStore's default for ad-hoc strong txns: a common
+//! written key, or one reads a key the other writes; with every txn strong this is
+//! serializability) and `All` (every two strong txns conflict: RedBlue's, with one
+//! central certifying partition). Limits: decisions are remembered for the last
+//! [`DECIDED_KEPT_MAX`] txns (a Prepare of an older one would be certified again; its
+//! coordinator stopped retrying long before).
+
+use causeway_core::crdt::Effect;
+use causeway_core::{Key, NodeId, OpId, PartitionId, TxnId, Vc};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Decisions remembered per partition (for duplicate Prepares and recovery queries).
+pub const DECIDED_KEPT_MAX: usize = 65_536;
+
+/// One partition's part of a strong txn, as its coordinator submits it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CertTxn {
+    pub txn: TxnId,
+    pub coord: NodeId,
+    /// The snapshot: the commit vector copies its DC entries (§6.3).
+    pub svc: Vc,
+    /// Keys of this partition the txn read (its read set, Alg. 1 l.14).
+    pub reads: Vec<Key>,
+    /// Keys of this partition the txn wrote, and the effects to deliver.
+    pub writes: Vec<Key>,
+    pub ops: Vec<(Key, OpId, Effect)>,
+    /// Every partition the txn touches (a recovery asks them all).
+    pub participants: Vec<PartitionId>,
+}
+
+/// One decided entry of a partition's certification log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CertEntry {
+    Prepare { t: CertTxn, clock: u64 },
+    Decide { txn: TxnId, commit: Option<u64> },
+    Fence { txn: TxnId, asker: NodeId },
+    Heartbeat { clock: u64 },
+}
+
+/// What the leader tells a coordinator or recovery after applying an entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// This partition's vote: `Ok(proposed timestamp)` or why it votes abort.
+    Vote {
+        txn: TxnId,
+        to: NodeId,
+        vote: Result<u64, String>,
+    },
+    /// The txn is decided already (`Some(ts)` = committed at `ts`).
+    Decided {
+        txn: TxnId,
+        to: NodeId,
+        commit: Option<u64>,
+    },
+}
+
+/// A committed strong txn ready to be applied to this replica's store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub txn: TxnId,
+    pub ts: u64,
+    pub svc: Vc,
+    pub ops: Vec<(Key, OpId, Effect)>,
+}
+
+/// Which strong txns conflict.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Relation {
+    /// A common written key, or one reads a key the other writes.
+    #[default]
+    AdHoc,
+    /// Every two strong txns conflict (RedBlue).
+    All,
+}
+
+/// A txn prepared here, with its proposed timestamp and when it was proposed.
+#[derive(Clone, Debug)]
+pub struct Pending {
+    pub t: CertTxn,
+    pub ts: u64,
+    pub proposed_at: u64,
+}
+
+/// The highest strong timestamps of committed writes and reads of one key.
+#[derive(Clone, Copy, Debug, Default)]
+struct Marks {
+    write_ts: u64,
+    read_ts: u64,
+}
+
+/// One replica's certification state (see the module doc).
+#[derive(Debug, Default)]
+pub struct Certifier {
+    relation: Relation,
+    /// The `certify-ignores-conflicts` mutation: every txn is voted commit.
+    ignore_conflicts: bool,
+    last: u64,
+    prepared: BTreeMap<TxnId, Pending>,
+    decided: BTreeMap<TxnId, Option<u64>>,
+    decided_order: VecDeque<TxnId>,
+    marks: BTreeMap<Key, Marks>,
+    /// The highest committed timestamp (the `All` relation's single mark).
+    committed_max: u64,
+    ready: BTreeMap<(u64, TxnId), Delivery>,
+    applied: u64,
+}
+
+impl Certifier {
+    pub fn new(relation: Relation, ignore_conflicts: bool) -> Certifier {
+        Certifier {
+            relation,
+            ignore_conflicts,
+            ..Certifier::default()
+        }
+    }
+
+    /// `knownVec[strong]` (module doc).
+    pub fn known(&self) -> u64 {
+        match self.prepared.values().map(|p| p.ts).min() {
+            Some(min) => min - 1,
+            None => self.last,
+        }
+    }
+
+    /// Entries applied so far.
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    pub fn prepared(&self) -> impl Iterator<Item = (&TxnId, &Pending)> {
+        self.prepared.iter()
+    }
+
+    pub fn prepared_ts(&self, txn: &TxnId) -> Option<u64> {
+        self.prepared.get(txn).map(|p| p.ts)
+    }
+
+    /// The decision, if this replica remembers one.
+    pub fn decision(&self, txn: &TxnId) -> Option<Option<u64>> {
+        self.decided.get(txn).copied()
+    }
+
+    /// What this replica can answer about `txn` without a new log entry.
+    pub fn answer(&self, txn: TxnId, to: NodeId) -> Option<Reply> {
+        if let Some(ts) = self.prepared_ts(&txn) {
+            return Some(Reply::Vote {
+                txn,
+                to,
+                vote: Ok(ts),
+            });
+        }
+        self.decision(&txn)
+            .map(|commit| Reply::Decided { txn, to, commit })
+    }
+
+    /// Applies the next decided entry; the reply the leader sends, if any.
+    pub fn apply(&mut self, entry: CertEntry) -> Option<Reply> {
+        self.applied += 1;
+        match entry {
+            CertEntry::Prepare { t, clock } => self.prepare(t, clock),
+            CertEntry::Decide { txn, commit } => {
+                self.decide(txn, commit);
+                None
+            }
+            CertEntry::Fence { txn, asker } => {
+                if self.answer(txn, asker).is_none() {
+                    self.remember(txn, None); // never arrived: voted down for good
+                }
+                self.answer(txn, asker)
+            }
+            CertEntry::Heartbeat { clock } => {
+                self.last = self.last.max(clock);
+                None
+            }
+        }
+    }
+
+    /// Committed txns now at or below `known`, in timestamp order (Alg. 3 l.5).
+    pub fn take_deliveries(&mut self) -> Vec<Delivery> {
+        let known = self.known();
+        let min = TxnId {
+            session: causeway_core::SessionId(0),
+            seq: 0,
+        };
+        let later = self.ready.split_off(&(known + 1, min));
+        std::mem::replace(&mut self.ready, later)
+            .into_values()
+            .collect()
+    }
+
+    fn prepare(&mut self, t: CertTxn, clock: u64) -> Option<Reply> {
+        let (txn, to) = (t.txn, t.coord);
+        if let Some(reply) = self.answer(txn, to) {
+            return Some(reply); // a duplicate: the first one voted
+        }
+        if let Some(why) = self.conflict(&t) {
+            self.remember(txn, None);
+            let vote = Err(why);
+            return Some(Reply::Vote { txn, to, vote });
+        }
+        let snap = t.svc.get_extra(causeway_core::clock::Extra::Strong);
+        let ts = (self.last + 1).max(clock).max(snap + 1);
+        self.last = ts;
+        let p = Pending {
+            t,
+            ts,
+            proposed_at: clock,
+        };
+        self.prepared.insert(txn, p);
+        let vote = Ok(ts);
+        Some(Reply::Vote { txn, to, vote })
+    }
+
+    /// Why `t` cannot commit: a conflicting txn prepared, or committed after its snapshot.
+    fn conflict(&self, t: &CertTxn) -> Option<String> {
+        if self.ignore_conflicts {
+            return None;
+        }
+        let snap = t.svc.get_extra(causeway_core::clock::Extra::Strong);
+        if let Some(p) = self.prepared.values().find(|p| conflicts(self.relation, t, &p.t)) {
+            return Some(format!("conflict with strong txn {:?} (prepared)", p.t.txn));
+        }
+        if self.relation == Relation::All && self.committed_max > snap {
+            return Some("conflict with a strong txn committed after the snapshot".into());
+        }
+        let after = |k: &Key, writes_only: bool| {
+            self.marks.get(k).is_some_and(|m| {
+                m.write_ts > snap || (!writes_only && m.read_ts > snap)
+            })
+        };
+        let hit = t.writes.iter().find(|k| after(k, false));
+        let hit = hit.or_else(|| t.reads.iter().find(|k| after(k, true)));
+        hit.map(|k| format!("conflict on key {k} with a strong txn committed after the snapshot"))
+    }
+
+    fn decide(&mut self, txn: TxnId, commit: Option<u64>) {
+        let Some(p) = self.prepared.remove(&txn) else {
+            if self.decision(&txn).is_none() {
+                self.remember(txn, commit);
+            }
+            return;
+        };
+        self.remember(txn, commit);
+        let Some(ts) = commit else {
+            return;
+        };
+        assert!(ts >= p.ts, "a commit timestamp below this partition's proposal");
+        self.last = self.last.max(ts);
+        self.committed_max = self.committed_max.max(ts);
+        for k in &p.t.writes {
+            let m = self.marks.entry(k.clone()).or_default();
+            m.write_ts = m.write_ts.max(ts);
+        }
+        for k in &p.t.reads {
+            let m = self.marks.entry(k.clone()).or_default();
+            m.read_ts = m.read_ts.max(ts);
+        }
+        let d = Delivery {
+            txn,
+            ts,
+            svc: p.t.svc,
+            ops: p.t.ops,
+        };
+        self.ready.insert((ts, txn), d);
+    }
+
+    fn remember(&mut self, txn: TxnId, commit: Option<u64>) {
+        if self.decided.insert(txn, commit).is_none() {
+            self.decided_order.push_back(txn);
+        }
+        while self.decided_order.len() > DECIDED_KEPT_MAX {
+            if let Some(old) = self.decided_order.pop_front() {
+                self.decided.remove(&old);
+            }
+        }
+    }
+
+    /// `known` never passes a prepared proposal; deliveries wait above it.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let known = self.known();
+        if let Some(p) = self.prepared.values().find(|p| p.ts <= known) {
+            return Err(format!("known {known} at or above prepared {}", p.ts));
+        }
+        if self.prepared.values().any(|p| p.ts > self.last) {
+            return Err(format!("a prepared proposal above last {}", self.last));
+        }
+        Ok(())
+    }
+}
+
+/// Whether two strong txns conflict under `relation` (on this partition's keys).
+pub fn conflicts(relation: Relation, a: &CertTxn, b: &CertTxn) -> bool {
+    if relation == Relation::All {
+        return true;
+    }
+    let touches = |keys: &[Key], k: &Key| keys.contains(k);
+    a.writes
+        .iter()
+        .any(|k| touches(&b.writes, k) || touches(&b.reads, k))
+        || a.reads.iter().any(|k| touches(&b.writes, k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::clock::Extra;
+    use causeway_core::SessionId;
+
+    fn txn(n: u64) -> TxnId {
+        TxnId {
+            session: SessionId(n),
+            seq: 1,
+        }
+    }
+
+    fn cert(n: u64, snap: u64, reads: &[&str], writes: &[&str]) -> CertTxn {
+        let mut svc = Vc::zero(3);
+        svc.set_extra(Extra::Strong, snap);
+        let keys = |ks: &[&str]| ks.iter().map(|k| Key::from(*k)).collect();
+        CertTxn {
+            txn: txn(n),
+            coord: NodeId(0),
+            svc,
+            reads: keys(reads),
+            writes: keys(writes),
+            ops: Vec::new(),
+            participants: vec![PartitionId(0)],
+        }
+    }
+
+    fn vote(r: Option<Reply>) -> Result<u64, String> {
+        match r {
+            Some(Reply::Vote { vote, .. }) => vote,
+            other => panic!("expected a vote, got {other:?}"),
+        }
+    }
+
+    fn prepare(c: &mut Certifier, t: CertTxn, clock: u64) -> Result<u64, String> {
+        vote(c.apply(CertEntry::Prepare { t, clock }))
+    }
+
+    #[test]
+    fn a_conflicting_txn_committed_after_the_snapshot_votes_abort() {
+        let mut c = Certifier::new(Relation::AdHoc, false);
+        let ts1 = prepare(&mut c, cert(1, 0, &["x"], &["x"]), 10).unwrap();
+        c.apply(CertEntry::Decide {
+            txn: txn(1),
+            commit: Some(ts1),
+        });
+        // Snapshot before t1: lost update, aborted.
+        assert!(prepare(&mut c, cert(2, 0, &["x"], &["x"]), 20).is_err());
+        // Snapshot including t1: commits, above t1 (Property 5).
+        let ts3 = prepare(&mut c, cert(3, ts1, &["x"], &["x"]), 5).unwrap();
+        assert!(ts3 > ts1);
+        // A txn on another key never conflicts.
+        assert!(prepare(&mut c, cert(4, 0, &["y"], &["y"]), 30).is_ok());
+    }
+
+    #[test]
+    fn prepared_txns_block_conflicting_ones_and_read_write_conflicts_count() {
+        let mut c = Certifier::new(Relation::AdHoc, false);
+        prepare(&mut c, cert(1, 0, &[], &["x"]), 10).unwrap();
+        assert!(prepare(&mut c, cert(2, 0, &["x"], &[]), 11).is_err(), "reads x");
+        assert!(prepare(&mut c, cert(3, 0, &["y"], &["y"]), 12).is_ok());
+        // Two readers of the same key do not conflict.
+        let mut r = Certifier::new(Relation::AdHoc, false);
+        prepare(&mut r, cert(1, 0, &["x"], &[]), 10).unwrap();
+        assert!(prepare(&mut r, cert(2, 0, &["x"], &[]), 11).is_ok());
+    }
+
+    #[test]
+    fn all_relation_conflicts_everything_and_the_mutation_nothing() {
+        let mut c = Certifier::new(Relation::All, false);
+        prepare(&mut c, cert(1, 0, &[], &["x"]), 10).unwrap();
+        assert!(prepare(&mut c, cert(2, 0, &[], &["y"]), 11).is_err());
+        let mut m = Certifier::new(Relation::AdHoc, true);
+        prepare(&mut m, cert(1, 0, &[], &["x"]), 10).unwrap();
+        assert!(prepare(&mut m, cert(2, 0, &[], &["x"]), 11).is_ok());
+    }
+
+    #[test]
+    fn known_stays_below_prepared_and_deliveries_come_in_timestamp_order() {
+        let mut c = Certifier::new(Relation::AdHoc, false);
+        let a = prepare(&mut c, cert(1, 0, &[], &["a"]), 100).unwrap();
+        let b = prepare(&mut c, cert(2, 0, &[], &["b"]), 90).unwrap();
+        assert!(b > a, "timestamps grow in log order whatever the clock");
+        assert_eq!(c.known(), a - 1);
+        c.apply(CertEntry::Decide {
+            txn: txn(2),
+            commit: Some(b + 5),
+        });
+        assert!(c.take_deliveries().is_empty(), "t1 still prepared below");
+        c.apply(CertEntry::Decide {
+            txn: txn(1),
+            commit: Some(a),
+        });
+        let got: Vec<u64> = c.take_deliveries().iter().map(|d| d.ts).collect();
+        assert_eq!(got, vec![a, b + 5]);
+        assert_eq!(c.known(), b + 5);
+        c.apply(CertEntry::Heartbeat { clock: 1_000 });
+        assert_eq!(c.known(), 1_000);
+        c.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn duplicates_repeat_the_vote_and_a_fence_votes_down_a_late_prepare() {
+        let mut c = Certifier::new(Relation::AdHoc, false);
+        let ts = prepare(&mut c, cert(1, 0, &[], &["x"]), 10).unwrap();
+        assert_eq!(prepare(&mut c, cert(1, 0, &[], &["x"]), 50), Ok(ts));
+        let fenced = c.apply(CertEntry::Fence {
+            txn: txn(7),
+            asker: NodeId(3),
+        });
+        assert_eq!(
+            fenced,
+            Some(Reply::Decided {
+                txn: txn(7),
+                to: NodeId(3),
+                commit: None
+            })
+        );
+        // The fenced txn's Prepare arrives late: decided abort already.
+        let late = c.apply(CertEntry::Prepare {
+            t: cert(7, 0, &[], &["z"]),
+            clock: 60,
+        });
+        assert!(matches!(late, Some(Reply::Decided { commit: None, .. })));
+    }
+}
