@@ -79,4 +79,6 @@ registry! {
     Cure => cure::Cure,
     CureFt => cureft::CureFt,
     UniStore => unistore::UniStore,
+    Strong => unistore::StrongBaseline,
+    RedBlue => unistore::RedBlue,
 }

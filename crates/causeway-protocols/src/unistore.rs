@@ -15,13 +15,21 @@
 //!   session's DC until `uniformVec` covers the session's own-DC entry (barrier) or every
 //!   remote entry of the attached token (attach).
 //!
-//! The strong entry of the vectors (`Extra::Strong` of `Vc`) is left for the strong
-//! transactions of part 2. `f` defaults to the most a majority tolerates, (dcs - 1) / 2.
+//! - **Strong transactions** (§6, Alg. 3; `cure/strong.rs`): speculative execution on a
+//!   snapshot with a strong entry, COMMIT_STRONG = uniform barrier + certification by 2PC
+//!   over per-partition consensus groups (`kit::paxos` + `kit::certify`), delivery in
+//!   strong-timestamp order, strong heartbeats, recovery of orphaned txns.
+//!
+//! `f` defaults to the most a majority tolerates, (dcs - 1) / 2. The baselines of §8.1
+//! are registry entries on the same code: `strong` (every txn strong: serializability)
+//! and `redblue` (all strong txns conflict, certified centrally by partition 0's group);
+//! `causal` is `unistore` with `strong_txns = false`.
 
-use crate::cure::{self, Client, Flavor, Msg, Node};
+use crate::cure::{self, Client, Flavor, Msg, Node, StrongConfig};
+use crate::kit::certify::Relation;
 use crate::kit::session::Session;
 use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
-use causeway_core::{DcId, SessionId, Topology};
+use causeway_core::{DcId, SessionId, Topology, TxnKind};
 use serde::{Deserialize, Serialize};
 
 /// The `unistore` protocol (registry entry).
@@ -35,27 +43,72 @@ const MUTATIONS: &[&str] = &[
     "no-forwarding",
     "visible-before-uniform",
     "attach-no-wait",
+    "no-uniform-barrier",
+    "certify-ignores-conflicts",
+    "paxos-no-majority",
 ];
+
+const REQUIREMENTS: Requirements = Requirements {
+    full_replication: true,
+    failed_dc_writes_may_vanish: false, // §4: Eventual Visibility despite f failures
+    uniform_barrier: true,
+};
+
+/// Which of the three protocols on UniStore's code runs.
+#[derive(Clone, Copy)]
+enum Mode {
+    UniStore,
+    /// §8.1 STRONG: every txn strong, conflicts by the ad-hoc relation.
+    Strong,
+    /// §8.1 REDBLUE: every two strong txns conflict, one central certifier.
+    RedBlue,
+}
+
+fn recover(
+    mode: Mode,
+    config: &NodeConfig,
+    section: &Config,
+    records: &[Vec<u8>],
+) -> Result<Node, String> {
+    section.validate(config.topology.dcs)?;
+    let flavor = Flavor::UniStore {
+        f: section.f_for(config.topology.dcs),
+    };
+    Node::recover(config.clone(), section.engine(mode), flavor, records)
+}
+
+fn session(
+    mode: Mode,
+    id: SessionId,
+    dc: DcId,
+    topology: &Topology,
+    params: &Params,
+    section: &Config,
+) -> Session<Client> {
+    let flavor = Flavor::UniStore {
+        f: section.f_for(topology.dcs),
+    };
+    let mut s = cure::session(flavor, id, dc, topology, params);
+    s.client.kind_override = match mode {
+        Mode::Strong => Some(TxnKind::Strong),
+        _ if section.strong_txns == Some(false) => Some(TxnKind::Causal),
+        _ => None,
+    };
+    s
+}
 
 impl Protocol for UniStore {
     const NAME: &'static str = "unistore";
     const GUARANTEE: Guarantee = Guarantee::Tcc;
     const MUTATIONS: &'static [&'static str] = MUTATIONS;
-    const REQUIREMENTS: Requirements = Requirements {
-        full_replication: true,
-        failed_dc_writes_may_vanish: false, // §4: Eventual Visibility despite f failures
-        uniform_barrier: true,
-    };
+    const REQUIREMENTS: Requirements = REQUIREMENTS;
     type Msg = Msg;
     type Config = Config;
     type Node = Node;
     type Session = Session<Client>;
 
     fn recover(config: &NodeConfig, section: &Config, records: &[Vec<u8>]) -> Result<Node, String> {
-        let flavor = Flavor::UniStore {
-            f: section.f_for(config.topology.dcs),
-        };
-        Node::recover(config.clone(), section.engine(), flavor, records)
+        recover(Mode::UniStore, config, section, records)
     }
 
     fn tolerated_failures(section: &Config, dcs: u16) -> usize {
@@ -69,21 +122,92 @@ impl Protocol for UniStore {
         params: &Params,
         section: &Config,
     ) -> Session<Client> {
-        let flavor = Flavor::UniStore {
-            f: section.f_for(topology.dcs),
-        };
-        cure::session(flavor, id, dc, topology, params)
+        session(Mode::UniStore, id, dc, topology, params, section)
     }
 }
 
-/// `[protocols.unistore]`: how many DC failures to tolerate, and the engine's tunables
-/// (the same as `[protocols.cure]`, same defaults).
+/// UniStore's STRONG baseline (§8.1): every txn strong (registry entry `strong`).
+pub struct StrongBaseline;
+
+impl Protocol for StrongBaseline {
+    const NAME: &'static str = "strong";
+    const GUARANTEE: Guarantee = Guarantee::Tcc;
+    const MUTATIONS: &'static [&'static str] = &["certify-ignores-conflicts"];
+    const REQUIREMENTS: Requirements = REQUIREMENTS;
+    type Msg = Msg;
+    type Config = Config;
+    type Node = Node;
+    type Session = Session<Client>;
+
+    fn recover(config: &NodeConfig, section: &Config, records: &[Vec<u8>]) -> Result<Node, String> {
+        recover(Mode::Strong, config, section, records)
+    }
+
+    fn tolerated_failures(section: &Config, dcs: u16) -> usize {
+        section.f_for(dcs)
+    }
+
+    fn session(
+        id: SessionId,
+        dc: DcId,
+        topology: &Topology,
+        params: &Params,
+        section: &Config,
+    ) -> Session<Client> {
+        session(Mode::Strong, id, dc, topology, params, section)
+    }
+}
+
+/// UniStore's REDBLUE baseline (§8.1): all strong txns conflict, certified centrally
+/// (registry entry `redblue`).
+pub struct RedBlue;
+
+impl Protocol for RedBlue {
+    const NAME: &'static str = "redblue";
+    const GUARANTEE: Guarantee = Guarantee::Tcc;
+    const MUTATIONS: &'static [&'static str] = &["certify-ignores-conflicts"];
+    const REQUIREMENTS: Requirements = REQUIREMENTS;
+    type Msg = Msg;
+    type Config = Config;
+    type Node = Node;
+    type Session = Session<Client>;
+
+    fn recover(config: &NodeConfig, section: &Config, records: &[Vec<u8>]) -> Result<Node, String> {
+        recover(Mode::RedBlue, config, section, records)
+    }
+
+    fn tolerated_failures(section: &Config, dcs: u16) -> usize {
+        section.f_for(dcs)
+    }
+
+    fn session(
+        id: SessionId,
+        dc: DcId,
+        topology: &Topology,
+        params: &Params,
+        section: &Config,
+    ) -> Session<Client> {
+        session(Mode::RedBlue, id, dc, topology, params, section)
+    }
+}
+
+/// `[protocols.unistore]` (also `[protocols.strong]`, `[protocols.redblue]`): how many
+/// DC failures to tolerate, strong-transaction settings, and the engine's tunables (the
+/// same as `[protocols.cure]`, same defaults).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// DC failures tolerated: a txn is uniform once f+1 DCs store it. Default:
     /// (dcs - 1) / 2, the most a majority of DCs tolerates. Must be below the DC count.
     pub f: Option<usize>,
+    /// The DC whose replicas lead the certification groups while up (default 0).
+    pub leader_dc: Option<u16>,
+    /// `false`: strong txns run causal (the paper's CAUSAL baseline). Default true.
+    pub strong_txns: Option<bool>,
+    pub strong_heartbeat_ns: Option<u64>,
+    pub strong_recover_ns: Option<u64>,
+    pub strong_timeout_ns: Option<u64>,
+    pub strong_retry_ns: Option<u64>,
     pub lease_ns: Option<u64>,
     pub inquire_after_ns: Option<u64>,
     pub prepare_timeout_ns: Option<u64>,
@@ -99,9 +223,32 @@ impl Config {
         self.f.unwrap_or(usize::from(dcs.saturating_sub(1)) / 2)
     }
 
+    fn validate(&self, dcs: u16) -> Result<(), String> {
+        if let Some(l) = self.leader_dc.filter(|l| *l >= dcs) {
+            return Err(format!("leader_dc = {l}, the cluster has DCs 0..{dcs}"));
+        }
+        if self.strong_heartbeat_ns == Some(0) {
+            return Err("strong_heartbeat_ns must be positive".into());
+        }
+        Ok(())
+    }
+
     /// The engine's tunables: ours where set, Cure's defaults otherwise.
-    pub fn engine(&self) -> cure::Config {
+    fn engine(&self, mode: Mode) -> cure::Config {
         let d = cure::Config::default();
+        let s = StrongConfig::default();
+        let strong = StrongConfig {
+            leader_dc: self.leader_dc.unwrap_or(s.leader_dc),
+            heartbeat_ns: self.strong_heartbeat_ns.unwrap_or(s.heartbeat_ns),
+            recover_ns: self.strong_recover_ns.unwrap_or(s.recover_ns),
+            timeout_ns: self.strong_timeout_ns.unwrap_or(s.timeout_ns),
+            retry_ns: self.strong_retry_ns.unwrap_or(s.retry_ns),
+            relation: match mode {
+                Mode::RedBlue => Relation::All,
+                _ => Relation::AdHoc,
+            },
+            central: matches!(mode, Mode::RedBlue),
+        };
         cure::Config {
             lease_ns: self.lease_ns.unwrap_or(d.lease_ns),
             inquire_after_ns: self.inquire_after_ns.unwrap_or(d.inquire_after_ns),
@@ -110,6 +257,7 @@ impl Config {
             lag_grace_ns: self.lag_grace_ns.unwrap_or(d.lag_grace_ns),
             silent_sibling_ns: self.silent_sibling_ns.unwrap_or(d.silent_sibling_ns),
             one_phase: self.one_phase.unwrap_or(d.one_phase),
+            strong,
         }
     }
 }

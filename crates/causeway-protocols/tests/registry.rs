@@ -17,14 +17,22 @@ fn topo() -> Topology {
 
 #[test]
 fn every_protocol_is_listed_once_with_its_mutations() {
-    assert_eq!(PROTOCOLS, &["eventual", "cure", "cureft", "unistore"]);
+    assert_eq!(
+        PROTOCOLS,
+        &["eventual", "cure", "cureft", "unistore", "strong", "redblue"]
+    );
     assert!(mutations("cure").contains(&"no-read-wait"));
     assert!(mutations("unistore").contains(&"no-forwarding"));
     assert!(mutations("unistore").contains(&"visible-before-uniform"));
+    assert!(mutations("unistore").contains(&"certify-ignores-conflicts"));
+    assert!(mutations("strong").contains(&"certify-ignores-conflicts"));
     assert!(!mutations("cureft").contains(&"no-forwarding"));
     assert!(mutations("eventual").is_empty());
     let e = entry("nope").err().expect("unknown protocol");
-    assert!(e.contains("known: eventual, cure, cureft, unistore"), "{e}");
+    assert!(
+        e.contains("known: eventual, cure, cureft, unistore, strong, redblue"),
+        "{e}"
+    );
 }
 
 #[test]

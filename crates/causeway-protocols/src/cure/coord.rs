@@ -17,8 +17,10 @@ const PREPARE_TIMED_OUT: &str = "prepare timed out";
 
 /// What an open txn is doing.
 #[derive(Debug)]
-enum Step {
+pub(super) enum Step {
     Idle,
+    /// A strong txn's COMMIT_STRONG (strong.rs).
+    Strong(super::strong::StrongStep),
     Reading {
         req: u64,
         rid: u64,
@@ -38,17 +40,23 @@ enum Step {
 
 #[derive(Debug)]
 pub struct Txn {
-    client: Addr,
+    pub(super) client: Addr,
     pub svc: Vc,
-    buffer: TxnBuffer,
-    step: Step,
+    pub(super) buffer: TxnBuffer,
+    pub(super) step: Step,
     last_active: u64,
+    /// When the coordinator started it (clock).
+    pub(super) started: u64,
+    pub(super) kind: TxnKind,
+    /// A strong txn's read set (Alg. 1 l.14), for certification.
+    pub(super) reads: std::collections::BTreeSet<Key>,
 }
 
 /// A START not yet served, with the first request that came with it, if any.
 #[derive(Debug)]
 struct PendingStart {
     txn: TxnId,
+    kind: TxnKind,
     client: Addr,
     cvc: Vc,
     first: First,
@@ -87,15 +95,24 @@ impl Node {
         ctx: &mut Ctx<Msg>,
         from: Addr,
         txn: TxnId,
+        kind: TxnKind,
         cvc: Vc,
         first: First,
     ) {
+        if kind == TxnKind::Strong && self.strong.is_none() {
+            let e = Error::Unsupported {
+                protocol: self.flavor.name().into(),
+                capability: "strong transactions".into(),
+            };
+            return Coord::reply(ctx, from, refusal(txn, first, e));
+        }
         if self.coord.txns.len() + self.coord.starts.len() >= COORD_TXNS_MAX {
             let e = limit("transactions per coordinator", COORD_TXNS_MAX);
             return Coord::reply(ctx, from, refusal(txn, first, e));
         }
         self.coord.starts.push(PendingStart {
             txn,
+            kind,
             client: from,
             cvc,
             first,
@@ -126,9 +143,12 @@ impl Node {
             let t = Txn {
                 client: s.client,
                 svc,
-                buffer: TxnBuffer::new(s.txn, TxnKind::Causal),
+                buffer: TxnBuffer::new(s.txn, s.kind),
                 step: Step::Idle,
                 last_active: clock,
+                started: clock,
+                kind: s.kind,
+                reads: Default::default(),
             };
             self.coord.txns.insert(s.txn, t);
             self.go_on(ctx, s);
@@ -222,6 +242,9 @@ impl Node {
             .get_mut(&txn)
             .expect("checked by take_updates");
         let svc = t.svc.clone();
+        if t.kind == TxnKind::Strong {
+            t.reads.extend(keys.iter().map(|(k, _)| k.clone())); // Alg. 1 l.14
+        }
         t.step = Step::Reading {
             req,
             rid,
@@ -333,6 +356,9 @@ impl Node {
             .txns
             .get_mut(&txn)
             .expect("checked by take_updates");
+        if t.kind == TxnKind::Strong {
+            return self.commit_strong(ctx, txn, req); // Alg. 3
+        }
         if t.buffer.updates.is_empty() {
             // Read-only: the snapshot is the txn's place in causality.
             let t = self.coord.txns.remove(&txn).expect("present");
@@ -537,6 +563,7 @@ impl Node {
             .iter()
             .filter(|(_, t)| match t.step {
                 Step::Preparing { ref votes, .. } => votes.expired(clock),
+                Step::Strong(_) => false, // strong.rs times these out
                 _ => clock.saturating_sub(t.last_active) > self.cfg.txn_idle_ns,
             })
             .map(|(id, _)| *id)
@@ -551,6 +578,11 @@ impl Node {
     /// bound on future ones (GSS, with the clock as local entry).
     pub(super) fn oldest_snapshot(&self) -> Vc {
         let mut oldest = self.visible_vec().clone();
+        if self.strong.is_some() {
+            // Future snapshots' strong entry is at least stableVec[strong] (Alg. 1 l.7).
+            let strong = self.stable_strong();
+            oldest.set_extra(causeway_core::clock::Extra::Strong, strong);
+        }
         if !self.flavor.unistore_rules() {
             oldest.set(self.d, self.time.last); // Cure: svc[d] >= Clock (Alg. 1 l.5)
         } // UniStore: a future snapshot is at or above the visible vector (Alg. 1 l.5-6)

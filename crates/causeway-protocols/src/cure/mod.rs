@@ -41,6 +41,8 @@
 //! # Code layout
 //!
 //! `uniform.rs`: UniStore's flavor (STABLEVEC, `uniformVec`, barrier, attach, snapshots).
+//! `strong.rs`: UniStore's strong txns (COMMIT_STRONG, certification over per-partition
+//! `kit::paxos` groups with `kit::certify`, DELIVER_UPDATES, heartbeats, recovery).
 //! `node.rs`: the node's state, recovery, dispatch, the partition side of reads and 2PC,
 //! timers (`kit::timers`), invariants, persist-before-release (`kit::durability`) and the
 //! clock and lease (`kit::clock`). `coord.rs`: the TC (Alg. 1), its 2PC bookkeeping on
@@ -126,6 +128,7 @@ mod part;
 mod record;
 mod repl;
 mod session;
+mod strong;
 #[cfg(test)]
 mod tests;
 mod uniform;
@@ -135,6 +138,7 @@ mod unistore_tests;
 pub use msg::{Msg, ReplTxn, Stream};
 pub use node::Node;
 pub use session::Client;
+pub use strong::StrongConfig;
 
 use crate::kit::session::{Session, SessionCore};
 use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
@@ -232,6 +236,9 @@ pub struct Config {
     pub silent_sibling_ns: Nanos,
     /// Commit single-partition txns in one phase (the partition alone, one record).
     pub one_phase: bool,
+    /// UniStore's strong transactions (set from `[protocols.unistore]`, not a Cure key).
+    #[serde(skip)]
+    pub strong: StrongConfig,
 }
 
 impl Default for Config {
@@ -244,6 +251,7 @@ impl Default for Config {
             lag_grace_ns: LAG_GRACE_NS,
             silent_sibling_ns: SILENT_SIBLING_NS,
             one_phase: true,
+            strong: StrongConfig::default(),
         }
     }
 }
@@ -254,8 +262,14 @@ impl Default for Config {
 /// wait is covered by a unit test instead.)
 pub const MUTATIONS: &[&str] = &["no-read-wait", "pvc-ignores-prepared", "commit-time-min"];
 /// UniStore's deliberately broken variants (on top of Cure's).
-pub const UNISTORE_MUTATIONS: &[&str] =
-    &["no-forwarding", "visible-before-uniform", "attach-no-wait"];
+pub const UNISTORE_MUTATIONS: &[&str] = &[
+    "no-forwarding",
+    "visible-before-uniform",
+    "attach-no-wait",
+    "no-uniform-barrier",
+    "certify-ignores-conflicts",
+    "paxos-no-majority",
+];
 
 /// How far ahead of the clock the persisted lease on claimed timestamps reaches.
 pub const LEASE_NS: Nanos = 200_000_000;
@@ -287,6 +301,13 @@ pub(crate) struct Mutation {
     pub visible_before_uniform: bool,
     /// ATTACH answers at once (breaks UniStore Alg. 1 l.52).
     pub attach_no_wait: bool,
+    /// COMMIT_STRONG certifies without the uniform barrier (breaks UniStore Alg. 3 l.2,
+    /// the liveness failure of §4, Figure 2).
+    pub no_uniform_barrier: bool,
+    /// Certification votes commit whatever conflicts (breaks §6.3's OCC).
+    pub certify_ignores_conflicts: bool,
+    /// The certification groups decide with n/2 votes, not a majority.
+    pub paxos_no_majority: bool,
 }
 
 impl Mutation {
@@ -301,6 +322,9 @@ impl Mutation {
             Some("no-forwarding") if uni => m.no_forwarding = true,
             Some("visible-before-uniform") if uni => m.visible_before_uniform = true,
             Some("attach-no-wait") if uni => m.attach_no_wait = true,
+            Some("no-uniform-barrier") if uni => m.no_uniform_barrier = true,
+            Some("certify-ignores-conflicts") if uni => m.certify_ignores_conflicts = true,
+            Some("paxos-no-majority") if uni => m.paxos_no_majority = true,
             Some(other) => {
                 return Err(format!("{} has no mutation '{other}'", flavor.name()));
             }

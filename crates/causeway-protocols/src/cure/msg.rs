@@ -2,8 +2,10 @@
 //! partition to sibling partition in another DC (replication), node to node inside a DC
 //! (GSS and GC exchange).
 
-use causeway_core::crdt::{ObjType, Object, Op, Update};
-use causeway_core::{Error, Key, OpId, PartitionId, ReadValue, TxnId, Vc};
+use crate::kit::certify::{CertEntry, CertTxn};
+use crate::kit::paxos;
+use causeway_core::crdt::{Effect, ObjType, Object, Op, Update};
+use causeway_core::{Error, Key, OpId, PartitionId, ReadValue, TxnId, TxnKind, Vc};
 use serde::{Deserialize, Serialize};
 
 /// A committed transaction's updates of one partition, as replicated (Alg. 2 l.29).
@@ -55,6 +57,7 @@ pub enum Msg {
     /// one-phase commits).
     StartWith {
         txn: TxnId,
+        kind: TxnKind,
         cvc: Vc,
         first: First,
     },
@@ -178,5 +181,55 @@ pub enum Msg {
     WaitDone {
         req: u64,
         result: Result<(), Error>,
+    },
+    // ---- UniStore strong txns (strong.rs) ----
+    /// Coordinator -> partition of its DC: the effects of a strong txn's updates at its
+    /// snapshot (computed where the snapshot is readable, then certified everywhere).
+    StrongEffects {
+        txn: TxnId,
+        partition: PartitionId,
+        svc: Vc,
+        updates: Updates,
+    },
+    Effects {
+        txn: TxnId,
+        partition: PartitionId,
+        result: Result<Vec<(Key, OpId, Effect)>, Error>,
+    },
+    /// CERTIFY (Alg. 3 l.3): one partition's part of a strong txn, to its group's leader
+    /// (any member forwards it there once: `forwarded`).
+    CertPrepare {
+        partition: PartitionId,
+        t: CertTxn,
+        forwarded: bool,
+    },
+    /// A partition's vote (its leader's, once the vote is in the log).
+    CertVote {
+        txn: TxnId,
+        partition: PartitionId,
+        vote: Result<u64, String>,
+    },
+    /// The txn is decided at that partition already (`Some(ts)`: committed at `ts`).
+    CertDecided {
+        txn: TxnId,
+        partition: PartitionId,
+        commit: Option<u64>,
+    },
+    /// The decision, to a participant's leader, which appends it to its log.
+    CertDecide {
+        txn: TxnId,
+        partition: PartitionId,
+        commit: Option<u64>,
+        forwarded: bool,
+    },
+    /// A recovery coordinator asks for the partition's vote on an orphaned txn.
+    CertQuery {
+        txn: TxnId,
+        partition: PartitionId,
+    },
+    /// A message of the partition's consensus group (kit::paxos).
+    Paxos {
+        partition: PartitionId,
+        msg: paxos::Msg<CertEntry>,
     },
 }

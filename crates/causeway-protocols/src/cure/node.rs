@@ -33,6 +33,8 @@ pub enum Timer {
     Stabilize,
     /// The earliest clock wait of a parked PREPARE (`Clock > svc[d]`, Alg. 2 l.8).
     ClockWait,
+    /// UniStore: strong heartbeats, recoveries, coordinator retries (strong.rs).
+    Strong,
 }
 
 pub use crate::kit::clock::Time;
@@ -56,6 +58,11 @@ pub enum Deferred {
         upto: u64,
     },
     Decision(TxnId),
+    /// A record of a partition's certification group is durable.
+    Paxos {
+        partition: PartitionId,
+        seq: u64,
+    },
     /// A one-phase commit's record is durable: the txn commits at its partition.
     OnePhase {
         partition: PartitionId,
@@ -84,6 +91,8 @@ pub struct Node {
     /// UNIFORM_BARRIER and ATTACH requests waiting for their condition (UniStore Alg. 1
     /// l.49-52), at most `WAITING_REQUESTS_MAX`.
     pub(super) client_waits: Vec<ClientWait>,
+    /// UniStore's strong txns: certification groups and recoveries (`None` otherwise).
+    pub(super) strong: Option<super::strong::Strong>,
     pub(super) durability: Durability<Msg, Deferred>,
     timers: Timers<Timer>,
     /// (partition, sibling DC) still to be told that we restarted.
@@ -126,7 +135,12 @@ impl Node {
         let parts = topo
             .partitions_of(config.node)
             .into_iter()
-            .map(|p| (p, Part::new(dcs, d)))
+            .map(|p| {
+                (
+                    p,
+                    Part::new(dcs, d, matches!(flavor, Flavor::UniStore { .. })),
+                )
+            })
             .collect();
         let mut node = Node {
             me: config.node,
@@ -134,6 +148,7 @@ impl Node {
             flavor,
             uniform,
             client_waits: Vec::new(),
+            strong: matches!(flavor, Flavor::UniStore { .. }).then(Default::default),
             mutation,
             time: Time::default(),
             parts,
@@ -234,6 +249,11 @@ impl Node {
                     self.coord.decisions.forget(t);
                 }
             }
+            Record::Paxos { partition, record } => {
+                if let Some(st) = self.strong.as_mut() {
+                    st.recovered.entry(partition).or_default().push(record);
+                }
+            }
         }
     }
 
@@ -285,6 +305,7 @@ impl Node {
                 part.pvc.set(o, part.pvc.get(o).max(upto));
             }
             Deferred::Decision(txn) => self.coord.decision_durable(txn),
+            Deferred::Paxos { partition, seq } => self.strong_persisted(partition, seq),
             Deferred::OnePhase { partition, txn, ct } => {
                 let d = self.d;
                 self.part(partition).commit(d, txn, &ct, false);
@@ -382,6 +403,14 @@ impl Node {
                 };
                 ctx.send(Addr::Node(coord), m);
             }
+            Waiting::Effects { coord, txn, .. } => {
+                let m = Msg::Effects {
+                    txn,
+                    partition,
+                    result: Err(e),
+                };
+                ctx.send(Addr::Node(coord), m);
+            }
         }
     }
 
@@ -401,19 +430,23 @@ impl Node {
                 continue;
             }
             let pvc_d = part.pvc_local(d, clock, lease, m.pvc_ignores_prepared);
+            let known_strong = part.pvc.get_extra(causeway_core::clock::Extra::Strong);
             let (go, stay): (Vec<Waiting>, Vec<Waiting>) = std::mem::take(&mut part.waiting)
                 .into_iter()
                 .partition(|w| {
                     let s = w.svc_local(d);
+                    // UniStore Alg. 1 l.21: the snapshot's strong txns are delivered here.
+                    let stable = pvc_d >= s && known_strong >= w.svc_strong();
                     match w {
                         // Cure Alg. 2 l.2: wait until pvc[d] >= svc[d].
-                        Waiting::Read { .. } => m.no_read_wait || pvc_d >= s,
+                        Waiting::Read { .. } => m.no_read_wait || stable,
                         // Cure Alg. 2 l.8: wait until Clock > svc[d]. Effects generated
                         // from the observed state (a set remove, an mvreg assignment) need
                         // the snapshot stable too, like a read; the others do not wait.
                         Waiting::Prepare { updates, .. } => {
-                            clock > s && (pvc_d >= s || !reads_snapshot(updates))
+                            clock > s && (stable || !reads_snapshot(updates))
                         }
+                        Waiting::Effects { .. } => stable,
                     }
                 });
             part.waiting = stay;
@@ -453,6 +486,21 @@ impl Node {
                         one_phase,
                     };
                     self.prepare(ctx, to, svc, updates)
+                }
+                Waiting::Effects {
+                    coord,
+                    txn,
+                    svc,
+                    updates,
+                } => {
+                    let result = self.parts[&pid].effects(&svc, &updates);
+                    self.work += updates.len() as u64;
+                    let m = Msg::Effects {
+                        txn,
+                        partition: pid,
+                        result,
+                    };
+                    ctx.send(Addr::Node(coord), m);
                 }
             }
         }
@@ -605,7 +653,12 @@ impl Node {
             Addr::Client(_) => self.me,
         };
         match msg {
-            Msg::StartWith { txn, cvc, first } => self.on_start(ctx, from, txn, cvc, first),
+            Msg::StartWith {
+                txn,
+                kind,
+                cvc,
+                first,
+            } => self.on_start(ctx, from, txn, kind, cvc, first),
             Msg::Read {
                 txn,
                 req,
@@ -691,6 +744,59 @@ impl Node {
                 self.on_client_wait(ctx, w)
             }
             Msg::ReadResult { .. } | Msg::CommitResult { .. } | Msg::WaitDone { .. } => {}
+            msg => self.dispatch_strong(ctx, from_node, msg),
+        }
+    }
+
+    /// UniStore's strong-txn messages (strong.rs).
+    fn dispatch_strong(&mut self, ctx: &mut Ctx<Msg>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::StrongEffects {
+                txn,
+                partition,
+                svc,
+                updates,
+            } => {
+                let w = Waiting::Effects {
+                    coord: from,
+                    txn,
+                    svc,
+                    updates,
+                };
+                self.park(ctx, partition, w);
+            }
+            Msg::Effects {
+                txn,
+                partition,
+                result,
+            } => self.on_effects(ctx, txn, partition, result),
+            Msg::CertPrepare {
+                partition,
+                t,
+                forwarded,
+            } => self.on_cert_prepare(ctx, partition, t, forwarded),
+            Msg::CertVote {
+                txn,
+                partition,
+                vote,
+            } => {
+                let answer = vote.map_err(Err);
+                self.on_cert_answer(ctx, from, txn, partition, answer)
+            }
+            Msg::CertDecided {
+                txn,
+                partition,
+                commit,
+            } => self.on_cert_answer(ctx, from, txn, partition, Err(Ok(commit))),
+            Msg::CertDecide {
+                txn,
+                partition,
+                commit,
+                forwarded,
+            } => self.on_cert_decide(ctx, txn, partition, commit, forwarded),
+            Msg::CertQuery { txn, partition } => self.on_cert_query(ctx, from, txn, partition),
+            Msg::Paxos { partition, msg } => self.on_paxos(from, partition, msg),
+            _ => {}
         }
     }
 
@@ -713,6 +819,11 @@ impl Node {
                     self.coord_tick(ctx);
                 }
                 Timer::ClockWait => {}
+                Timer::Strong => {
+                    let every = self.cfg.strong.heartbeat_ns;
+                    self.timers.set(Timer::Strong, clock + every);
+                    self.strong_tick(ctx);
+                }
             }
         }
         self.serve_waiting(ctx);
@@ -742,19 +853,27 @@ impl ServerNode for Node {
         let clock = self.time.read(ctx.clock);
         self.timers.set(Timer::Replicate, clock);
         self.timers.set(Timer::Stabilize, clock);
+        if self.strong.is_some() {
+            self.timers.set(Timer::Strong, clock);
+            self.start_strong(ctx);
+        }
         self.run_timers(ctx);
+        self.pump_strong(ctx);
         self.set_clock_wait();
     }
 
     fn handle_message(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         self.time.read(ctx.clock);
         self.dispatch(ctx, from, msg);
+        self.pump_strong(ctx);
         self.set_clock_wait();
     }
 
     fn handle_timeout(&mut self, ctx: &mut Ctx<Msg>) {
         self.time.read(ctx.clock);
+        self.strong_timeouts();
         self.run_timers(ctx);
+        self.pump_strong(ctx);
         self.set_clock_wait();
     }
 
@@ -764,18 +883,23 @@ impl ServerNode for Node {
             self.run_deferred(action);
         }
         self.serve_waiting(ctx);
+        self.pump_strong(ctx);
         self.set_clock_wait();
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
-        self.timers.next()
+        match (self.timers.next(), self.strong_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn check_invariants(&self) -> Result<(), String> {
         self.durability.check_invariants()?;
         self.coord.decisions.check_invariants()?;
         self.check_clock_invariants()?;
-        self.check_partition_invariants()
+        self.check_partition_invariants()?;
+        self.check_strong_invariants()
     }
 
     fn gauges(&self, _clock: Nanos) -> Vec<(&'static str, f64)> {

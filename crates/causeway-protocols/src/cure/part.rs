@@ -6,6 +6,7 @@ use super::msg::{ReplTxn, Updates};
 use crate::kit::mvstore::Store;
 use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::twopc::Retry;
+use causeway_core::clock::Extra;
 use causeway_core::crdt::{ArbTs, Effect, ObjType, Op};
 use causeway_core::{DcId, Error, Key, NodeId, OpId, TxnId, Vc};
 use std::collections::BTreeMap;
@@ -40,12 +41,30 @@ pub enum Waiting {
         updates: Updates,
         one_phase: bool,
     },
+    /// A strong txn's effects at its snapshot (UniStore, strong.rs): waits like a read.
+    Effects {
+        coord: NodeId,
+        txn: TxnId,
+        svc: Vc,
+        updates: Updates,
+    },
 }
 
 impl Waiting {
     pub fn svc_local(&self, d: usize) -> u64 {
         match self {
-            Waiting::Read { svc, .. } | Waiting::Prepare { svc, .. } => svc.get(d),
+            Waiting::Read { svc, .. }
+            | Waiting::Prepare { svc, .. }
+            | Waiting::Effects { svc, .. } => svc.get(d),
+        }
+    }
+
+    /// The snapshot's strong entry (0 outside UniStore).
+    pub fn svc_strong(&self) -> u64 {
+        match self {
+            Waiting::Read { svc, .. }
+            | Waiting::Prepare { svc, .. }
+            | Waiting::Effects { svc, .. } => svc.get_extra(Extra::Strong),
         }
     }
 }
@@ -76,14 +95,20 @@ pub struct Part {
 pub const UNSEEN_MAX: usize = 4096;
 
 impl Part {
-    pub fn new(dcs: usize, d: usize) -> Part {
+    /// A partition of DC `d` of `dcs`; `strong`: its `pvc` has UniStore's strong entry
+    /// (`knownVec[strong]`).
+    pub fn new(dcs: usize, d: usize, strong: bool) -> Part {
         let me = DcId(d as u16);
         let all = (0..dcs as u16).map(DcId);
+        let mut pvc = Vc::zero(dcs);
+        if strong {
+            pvc.set_extra(Extra::Strong, 0);
+        }
         Part {
             store: Store::default(),
             prepared: BTreeMap::new(),
             waiting: Vec::new(),
-            pvc: Vc::zero(dcs),
+            pvc,
             received: Received::new(me, dcs),
             log: ReplLog::default(),
             sibs: Siblings::new(me, all),

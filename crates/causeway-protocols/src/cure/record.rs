@@ -49,6 +49,11 @@ pub enum Record {
     },
     /// Decisions every participant acknowledged: recovery need not re-send them.
     Ended { txns: Vec<TxnId> },
+    /// A record of the partition's certification group (kit::paxos), UniStore only.
+    Paxos {
+        partition: PartitionId,
+        record: crate::kit::paxos::Record<crate::kit::certify::CertEntry>,
+    },
 }
 
 impl Record {

@@ -38,6 +38,10 @@ pub struct Client {
     started: bool,
     /// The open txn's snapshot, once a read returned it.
     svc: Option<Vc>,
+    /// The open txn's kind.
+    kind: TxnKind,
+    /// Baselines: run every txn as this kind (`strong`: all strong; `causal`: none).
+    pub kind_override: Option<TxnKind>,
 }
 
 impl Client {
@@ -50,6 +54,8 @@ impl Client {
             flavor,
             started: false,
             svc: None,
+            kind: TxnKind::Causal,
+            kind_override: None,
         }
     }
 
@@ -67,7 +73,16 @@ impl Client {
         self.started = true;
         let txn = core.txn_id();
         let cvc = self.cvc.clone();
-        self.send(ctx, Msg::StartWith { txn, cvc, first });
+        let kind = self.kind;
+        self.send(
+            ctx,
+            Msg::StartWith {
+                txn,
+                kind,
+                cvc,
+                first,
+            },
+        );
     }
 
     /// Commits without a message: a txn that never started (nothing read, nothing
@@ -161,10 +176,9 @@ impl Client {
                 self.cvc.join(&ct); // the session's past now includes the txn
                 core.answer(ctx, Response::Committed);
             }
-            Err(e) => {
-                let reason = e.to_string();
-                core.answer(ctx, Response::Aborted { reason });
-            }
+            Err(Error::Aborted(reason)) => core.answer(ctx, Response::Aborted { reason }),
+            // Not an abort: the outcome may be unknown ("timed out"); the txn is over here.
+            Err(e) => core.answer(ctx, Response::Error(e)),
         }
     }
 }
@@ -175,11 +189,14 @@ impl ClientProtocol for Client {
     /// BEGIN opens the txn at the session only: its START goes out with the first read
     /// or the commit, to the node of the first key's partition.
     fn begin(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, kind: TxnKind) {
-        if kind == TxnKind::Strong {
+        let strong_ok = matches!(self.flavor, Flavor::UniStore { .. });
+        if kind == TxnKind::Strong && !strong_ok {
             let e = core.unsupported("strong transactions");
             return core.answer(ctx, Response::Error(e));
         }
+        let kind = self.kind_override.unwrap_or(kind);
         let txn = core.open_txn(kind);
+        self.kind = kind;
         self.shipped = 0;
         self.started = false;
         self.svc = None;
@@ -207,7 +224,9 @@ impl ClientProtocol for Client {
     }
 
     fn commit(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
-        if core.buffer().updates.is_empty() && (!self.started || self.svc.is_some()) {
+        // A strong txn that read anything is certified, even read-only (UniStore §6.2).
+        let certify = self.kind == TxnKind::Strong && self.started;
+        if core.buffer().updates.is_empty() && (!self.started || self.svc.is_some()) && !certify {
             return self.commit_locally(core, ctx);
         }
         let updates = self.unshipped(core);

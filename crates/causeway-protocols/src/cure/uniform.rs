@@ -14,6 +14,7 @@
 use super::msg::Msg;
 use super::node::Node;
 use super::Flavor;
+use causeway_core::clock::Extra;
 use causeway_core::limits::WAITING_REQUESTS_MAX;
 use causeway_core::{Addr, Ctx, DcId, Error, NodeId, Vc};
 
@@ -66,8 +67,20 @@ impl Node {
         self.adopt_remote(cvc); // Alg. 1 l.2-3
         let d = self.d;
         let mut svc = self.visible_vec().clone(); // Alg. 1 l.5
+        svc.extra.clear(); // uniformVec has no strong entry (§6.1)
         svc.set(d, cvc.get(d).max(svc.get(d))); // Alg. 1 l.6
+        if self.strong.is_some() {
+            // Alg. 1 l.7: strong txns stored in the DC, and the client's own.
+            let strong = cvc.get_extra(Extra::Strong).max(self.stable_strong());
+            svc.set_extra(Extra::Strong, strong);
+        }
         svc
+    }
+
+    /// `stableVec[strong]`: every partition of the DC has delivered the strong txns up to
+    /// it (Property 7; the GSS carries the partitions' `knownVec[strong]`).
+    pub(super) fn stable_strong(&self) -> u64 {
+        self.gss.stable().get_extra(Extra::Strong)
     }
 
     /// Adopts the remote entries of a snapshot (Alg. 1 l.2-3, l.19-20, l.37-38). For
@@ -131,6 +144,7 @@ impl Node {
         self.note_uniform();
         self.serve_client_waits(ctx);
         self.try_starts(ctx);
+        self.serve_strong_barriers(ctx);
     }
 
     /// Samples how much later than stable remote txns became uniform (Fig. 6).

@@ -246,16 +246,20 @@ impl Certifier {
             return None;
         }
         let snap = t.svc.get_extra(causeway_core::clock::Extra::Strong);
-        if let Some(p) = self.prepared.values().find(|p| conflicts(self.relation, t, &p.t)) {
+        if let Some(p) = self
+            .prepared
+            .values()
+            .find(|p| conflicts(self.relation, t, &p.t))
+        {
             return Some(format!("conflict with strong txn {:?} (prepared)", p.t.txn));
         }
         if self.relation == Relation::All && self.committed_max > snap {
             return Some("conflict with a strong txn committed after the snapshot".into());
         }
         let after = |k: &Key, writes_only: bool| {
-            self.marks.get(k).is_some_and(|m| {
-                m.write_ts > snap || (!writes_only && m.read_ts > snap)
-            })
+            self.marks
+                .get(k)
+                .is_some_and(|m| m.write_ts > snap || (!writes_only && m.read_ts > snap))
         };
         let hit = t.writes.iter().find(|k| after(k, false));
         let hit = hit.or_else(|| t.reads.iter().find(|k| after(k, true)));
@@ -273,7 +277,10 @@ impl Certifier {
         let Some(ts) = commit else {
             return;
         };
-        assert!(ts >= p.ts, "a commit timestamp below this partition's proposal");
+        assert!(
+            ts >= p.ts,
+            "a commit timestamp below this partition's proposal"
+        );
         self.last = self.last.max(ts);
         self.committed_max = self.committed_max.max(ts);
         for k in &p.t.writes {
@@ -389,7 +396,10 @@ mod tests {
     fn prepared_txns_block_conflicting_ones_and_read_write_conflicts_count() {
         let mut c = Certifier::new(Relation::AdHoc, false);
         prepare(&mut c, cert(1, 0, &[], &["x"]), 10).unwrap();
-        assert!(prepare(&mut c, cert(2, 0, &["x"], &[]), 11).is_err(), "reads x");
+        assert!(
+            prepare(&mut c, cert(2, 0, &["x"], &[]), 11).is_err(),
+            "reads x"
+        );
         assert!(prepare(&mut c, cert(3, 0, &["y"], &["y"]), 12).is_ok());
         // Two readers of the same key do not conflict.
         let mut r = Certifier::new(Relation::AdHoc, false);

@@ -366,6 +366,17 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
         self.persist(Record::Checkpoint(Box::new(c)));
     }
 
+    /// The preferred member of a group that has never had a leader (nothing promised,
+    /// nothing decided: a fresh cluster) campaigns now instead of after an election
+    /// timeout; anyone else, or a group with history, keeps its timer.
+    pub fn boot(&mut self, now: Nanos) {
+        self.now = now;
+        let fresh = self.log.promised == Ballot::ZERO && self.log.decided_upto() == 0;
+        if fresh && self.cfg.me == self.cfg.preferred && matches!(self.role, Role::Follower) {
+            self.timers.set(Timer::Election, now);
+        }
+    }
+
     /// Leading in phase 2 (proposals get slots at once).
     pub fn is_leader(&self) -> bool {
         matches!(&self.role, Role::Leader(l) if l.phase2)
