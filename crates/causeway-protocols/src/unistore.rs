@@ -39,7 +39,7 @@ const MUTATIONS: &[&str] = &[
 
 impl Protocol for UniStore {
     const NAME: &'static str = "unistore";
-    const GUARANTEE: Guarantee = Guarantee::Tcc;
+    const GUARANTEE: Guarantee = Guarantee::Por;
     const MUTATIONS: &'static [&'static str] = MUTATIONS;
     const REQUIREMENTS: Requirements = Requirements {
         full_replication: true,
