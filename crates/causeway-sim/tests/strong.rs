@@ -36,7 +36,10 @@ fn strong_run(seed: u64, tweak: impl FnOnce(&mut SimConfig)) -> SimResult {
 
 fn strong(r: &SimResult) -> Vec<&TxnRecord> {
     let h = &r.history;
-    h.txns.iter().filter(|t| t.kind == TxnKind::Strong).collect()
+    h.txns
+        .iter()
+        .filter(|t| t.kind == TxnKind::Strong)
+        .collect()
 }
 
 /// The counts agree with the history; strong transactions were attempted; once the
@@ -52,7 +55,11 @@ fn check_strong_counts(r: &SimResult) {
         .iter()
         .filter(|t| t.outcome == Outcome::Aborted)
         .count();
-    assert_eq!(r.strong_aborted + r.refused, aborted, "refusals are aborted too");
+    assert_eq!(
+        r.strong_aborted + r.refused,
+        aborted,
+        "refusals are aborted too"
+    );
     assert!(
         r.refused + r.strong_committed + r.strong_aborted > 0,
         "strong transactions were attempted"
