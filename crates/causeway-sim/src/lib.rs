@@ -81,8 +81,9 @@ pub struct SimResult {
     /// Strong transactions that committed; left out of the JSON when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub strong_committed: usize,
-    /// Strong transactions that began and aborted (certification said no); refusals at
-    /// begin are counted in `refused` instead. Left out of the JSON when 0.
+    /// Strong transactions that began and ended aborted (certification said no, or an
+    /// operation failed); refusals and failed begins are not counted (refusals are in
+    /// `refused`). Left out of the JSON when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub strong_aborted: usize,
     /// When a DC failed: the strong transactions that began after the last DC failure

@@ -55,11 +55,9 @@ fn check_strong_counts(r: &SimResult) {
         .iter()
         .filter(|t| t.outcome == Outcome::Aborted)
         .count();
-    assert_eq!(
-        r.strong_aborted + r.refused,
-        aborted,
-        "refusals are aborted too"
-    );
+    // Refusals are recorded aborted too; so is a begin that failed otherwise (counted
+    // in neither).
+    assert!(r.strong_aborted + r.refused <= aborted);
     assert!(
         r.refused + r.strong_committed + r.strong_aborted > 0,
         "strong transactions were attempted"
