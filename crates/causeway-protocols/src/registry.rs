@@ -20,6 +20,10 @@ pub enum Guarantee {
     Convergence,
     /// Transactional causal consistency (which includes convergence).
     Tcc,
+    /// UniStore's Partial Order-Restrictions consistency (§3): TCC plus Conflict
+    /// Ordering of strong transactions under a conflict relation (the simulator's
+    /// `conflicts`). A history without strong transactions is held to TCC exactly.
+    Por,
 }
 
 impl Guarantee {
@@ -27,6 +31,7 @@ impl Guarantee {
         match self {
             Guarantee::Convergence => "convergence",
             Guarantee::Tcc => "tcc",
+            Guarantee::Por => "por",
         }
     }
 
@@ -34,7 +39,10 @@ impl Guarantee {
         match s {
             "convergence" => Ok(Guarantee::Convergence),
             "tcc" => Ok(Guarantee::Tcc),
-            _ => Err(format!("unknown guarantee '{s}'; known: convergence, tcc")),
+            "por" => Ok(Guarantee::Por),
+            _ => Err(format!(
+                "unknown guarantee '{s}'; known: convergence, tcc, por"
+            )),
         }
     }
 }
@@ -430,4 +438,20 @@ macro_rules! registry {
             entry(protocol)?.new_session(session, dc, topology, params, section)
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Guarantee;
+
+    #[test]
+    fn guarantees_parse_their_names() {
+        for g in [Guarantee::Convergence, Guarantee::Tcc, Guarantee::Por] {
+            assert_eq!(Guarantee::parse(g.name()), Ok(g));
+        }
+        assert_eq!(Guarantee::parse("por"), Ok(Guarantee::Por));
+        let e = Guarantee::parse("serializable").expect_err("unknown");
+        assert!(e.contains("known: convergence, tcc, por"), "{e}");
+        assert!(Guarantee::Por > Guarantee::Tcc, "PoR is the stronger");
+    }
 }

@@ -99,7 +99,7 @@ fn session(
 
 impl Protocol for UniStore {
     const NAME: &'static str = "unistore";
-    const GUARANTEE: Guarantee = Guarantee::Tcc;
+    const GUARANTEE: Guarantee = Guarantee::Por;
     const MUTATIONS: &'static [&'static str] = MUTATIONS;
     const REQUIREMENTS: Requirements = REQUIREMENTS;
     type Msg = Msg;

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 /// Keys per request of the final reads.
 const FINAL_READ_CHUNK: usize = 64;
 /// Base of the record ids of transactions that never began (sessions count from 1).
-const NOT_BEGUN_SEQ: u64 = 1 << 63;
+pub(crate) const NOT_BEGUN_SEQ: u64 = 1 << 63;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Phase {

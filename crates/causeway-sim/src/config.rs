@@ -1,6 +1,7 @@
 //! Simulation parameters: topology, workload, faults, latencies. Every field has a default
 //! that reproduces the default topology of the docs (3 DCs: N. Virginia, Oregon, Ireland).
 
+use causeway_check::ConflictRelation;
 use causeway_core::clock::Nanos;
 use causeway_core::topology::{paris_rtt_ms, Topology};
 use causeway_core::DcId;
@@ -190,6 +191,11 @@ pub struct SimConfig {
     /// Check against this guarantee instead of the protocol's own (a stronger one shows
     /// a baseline violates it: `eventual` against TCC).
     pub guarantee: Option<Guarantee>,
+    /// Which strong transactions conflict, for the PoR check (`--conflicts`): `default`
+    /// (ad-hoc: a common written key, or a key one reads and the other writes), `rubis`,
+    /// or rules `TYPE TYPE PATTERN; ...` (see `causeway_check::conflict`). `None`: `rubis`
+    /// under the RUBiS workload, else `default`. See [`SimConfig::conflict_relation`].
+    pub conflicts: Option<String>,
     /// Call every machine's `check_invariants` after every input (on by default).
     pub check_invariants: bool,
     /// A history larger than the checker takes (`CHECK_TXNS_MAX`) is not checked instead
@@ -244,6 +250,7 @@ impl Default for SimConfig {
             params: Params::default(),
             section: serde_json::Value::Null,
             guarantee: None,
+            conflicts: None,
             check_invariants: true,
             allow_unchecked: false,
             cpu: crate::cpu::CpuModel::default(),
@@ -372,6 +379,16 @@ impl SimConfig {
         Ok(())
     }
 
+    /// The conflict relation of the PoR check: `conflicts` parsed, or the workload's
+    /// default (RUBiS's declared relation under `--workload rubis`, else ad-hoc).
+    pub fn conflict_relation(&self) -> Result<ConflictRelation, String> {
+        match self.conflicts.as_deref() {
+            Some(text) => ConflictRelation::parse(text).map_err(|e| format!("--conflicts: {e}")),
+            None if self.workload == WorkloadFamily::Rubis => Ok(ConflictRelation::rubis()),
+            None => Ok(ConflictRelation::ad_hoc()),
+        }
+    }
+
     /// The cluster's shape: full replication unless `replication_factor` says otherwise.
     pub fn topology(&self) -> Topology {
         let factor = self.replication_factor.unwrap_or(self.dcs);
@@ -411,6 +428,7 @@ impl SimConfig {
         self.validate_ratios()?;
         self.validate_family()?;
         self.validate_barriers()?;
+        self.conflict_relation()?;
         if self.samples_by_dc.len() > SAMPLES_BY_DC_MAX {
             return Err(format!(
                 "at most {SAMPLES_BY_DC_MAX} sample names may be kept per DC"
@@ -536,5 +554,39 @@ mod tests {
             e.starts_with("--migrate-ratio must be between 0 and 1"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_conflict_relation_defaults_by_workload_and_is_validated() {
+        let custom = SimConfig::default();
+        assert_eq!(custom.conflict_relation(), Ok(ConflictRelation::ad_hoc()));
+        let rubis = SimConfig {
+            workload: WorkloadFamily::Rubis,
+            ..SimConfig::default()
+        };
+        assert_eq!(rubis.conflict_relation(), Ok(ConflictRelation::rubis()));
+        let given = |text: &str, workload| SimConfig {
+            conflicts: Some(text.into()),
+            workload,
+            ..SimConfig::default()
+        };
+        // An explicit relation wins over the workload's.
+        let adhoc = given("default", WorkloadFamily::Rubis);
+        assert_eq!(adhoc.conflict_relation(), Ok(ConflictRelation::ad_hoc()));
+        assert_eq!(adhoc.validate(), Ok(()));
+        let rules = given("custom custom {}; a b items/{}/*", WorkloadFamily::Custom);
+        let rel = rules.conflict_relation().expect("two rules");
+        assert_eq!(rel.rules().len(), 2);
+        assert_eq!(rel.to_string(), "custom custom {}; a b items/{}/*");
+        assert_eq!(
+            given("rubis", WorkloadFamily::Custom).conflict_relation(),
+            Ok(ConflictRelation::rubis())
+        );
+        for bad in ["", "a b", "a b items/*", "a b c d"] {
+            let e = given(bad, WorkloadFamily::Custom)
+                .validate()
+                .expect_err("refused");
+            assert!(e.starts_with("--conflicts: "), "{bad}: {e}");
+        }
     }
 }

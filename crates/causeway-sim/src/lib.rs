@@ -27,7 +27,8 @@ pub mod world;
 
 pub use config::{FaultKind, FaultSel, ObjectMix, SimConfig, WorkloadFamily};
 
-use causeway_check::{check, History, CHECK_TXNS_MAX};
+use causeway_check::{check_with, History, Outcome, TxnRecord, CHECK_TXNS_MAX};
+use causeway_core::TxnKind;
 use causeway_protocols::Guarantee;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -74,6 +75,22 @@ pub struct SimResult {
     /// of the JSON when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub refused: usize,
+    /// The guarantee the history was checked against (`SimConfig::guarantee`, else the
+    /// protocol's own).
+    pub guarantee: Guarantee,
+    /// Strong transactions that committed; left out of the JSON when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub strong_committed: usize,
+    /// Strong transactions that began and ended aborted (certification said no, or an
+    /// operation failed); refusals and failed begins are not counted (refusals are in
+    /// `refused`). Left out of the JSON when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub strong_aborted: usize,
+    /// When a DC failed: the strong transactions that began after the last DC failure
+    /// and committed (strong transactions keep committing once the failed DC's leaders
+    /// are replaced). `None` when no DC failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strong_committed_after_failure: Option<usize>,
     pub txn_latency: Summary,
     /// Mean of each gauge the nodes report, sampled every 100 ms of virtual time.
     pub gauges: BTreeMap<String, f64>,
@@ -108,6 +125,36 @@ fn checker_guarantee(g: Guarantee) -> causeway_check::Guarantee {
     match g {
         Guarantee::Convergence => causeway_check::Guarantee::Convergence,
         Guarantee::Tcc => causeway_check::Guarantee::Tcc,
+        Guarantee::Por => causeway_check::Guarantee::Por,
+    }
+}
+
+/// The strong transactions of a history, by outcome (see `SimResult`).
+struct StrongCounts {
+    committed: usize,
+    aborted: usize,
+    committed_after_failure: Option<usize>,
+}
+
+impl StrongCounts {
+    fn of(history: &History, last_dc_failure_at: Option<causeway_core::clock::Nanos>) -> Self {
+        let strong = || history.txns.iter().filter(|t| t.kind == TxnKind::Strong);
+        let committed = |t: &&TxnRecord| t.outcome == Outcome::Committed;
+        // A refused begin is recorded aborted too, with an id no session issues.
+        let began = |t: &&TxnRecord| t.id.seq < clients::NOT_BEGUN_SEQ;
+        StrongCounts {
+            committed: strong().filter(committed).count(),
+            aborted: strong()
+                .filter(|t| t.outcome == Outcome::Aborted)
+                .filter(began)
+                .count(),
+            committed_after_failure: last_dc_failure_at.map(|at| {
+                strong()
+                    .filter(committed)
+                    .filter(|t| t.start_ns > at)
+                    .count()
+            }),
+        }
     }
 }
 
@@ -152,7 +199,8 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
     let checked = !config.allow_unchecked || history.txns.len() <= CHECK_TXNS_MAX;
     if violation.is_none() && checked {
         let comparable = liveness::comparable(&history, &failures);
-        violation = check(&comparable, checker_guarantee(guarantee))
+        let conflicts = config.conflict_relation()?;
+        violation = check_with(&comparable, checker_guarantee(guarantee), &conflicts)
             .err()
             .map(|v| format!("safety: {v}"));
     }
@@ -160,15 +208,20 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
         violation = liveness::check_final_state(&history, &failures).err();
     }
     let samples_by_dc = by_dc_names(std::mem::take(&mut world.metrics.samples_by_dc));
-    let count = |o: causeway_check::Outcome| history.txns.iter().filter(|t| t.outcome == o).count();
+    let count = |o: Outcome| history.txns.iter().filter(|t| t.outcome == o).count();
+    let strong = StrongCounts::of(&history, world.last_dc_failure_at);
     Ok(SimResult {
         protocol: config.protocol.clone(),
         seed: config.seed,
         trace_hash: format!("{:016x}", world.trace_hash),
-        committed: count(causeway_check::Outcome::Committed),
-        aborted: count(causeway_check::Outcome::Aborted),
-        unknown: count(causeway_check::Outcome::Unknown),
+        committed: count(Outcome::Committed),
+        aborted: count(Outcome::Aborted),
+        unknown: count(Outcome::Unknown),
         refused: world.metrics.refused,
+        guarantee,
+        strong_committed: strong.committed,
+        strong_aborted: strong.aborted,
+        strong_committed_after_failure: strong.committed_after_failure,
         txn_latency: Summary::of(&world.metrics.latencies_ns),
         gauges: world
             .metrics

@@ -126,6 +126,8 @@ pub struct World {
     /// DCs failed for good (at most what the fault plan allows; see
     /// `faults::dc_failures_max`).
     pub(crate) failed_dcs: BTreeSet<u16>,
+    /// When the last DC failed (`None`: no DC failed).
+    pub(crate) last_dc_failure_at: Option<Nanos>,
     pub(crate) end_faults_at: Nanos,
     /// How long after `now` the outputs being routed leave (the running handler's cost
     /// under the CPU model; 0 otherwise).
@@ -159,6 +161,7 @@ impl World {
             trace_hash: TRACE_HASH_INIT,
             fault_log: Vec::new(),
             failed_dcs: BTreeSet::new(),
+            last_dc_failure_at: None,
             end_faults_at: T0 + config.duration_ms * 1_000_000,
             out_delay_ns: 0,
             cpu_input_bytes: None,
@@ -295,6 +298,7 @@ impl World {
     /// what its links held across a cut is lost.
     fn fail_dc(&mut self, dc: u16) {
         self.failed_dcs.insert(dc);
+        self.last_dc_failure_at = Some(self.now);
         self.drop_held_from(dc);
         for n in 0..self.nodes.len() {
             if self.nodes[n].dc == dc {

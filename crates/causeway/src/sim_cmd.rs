@@ -33,8 +33,10 @@ pub struct SimArgs {
     /// Print the trace hash of each seed (same seed, same hash).
     #[arg(long)]
     trace_hash: bool,
-    /// Check against this guarantee (convergence, tcc) instead of the protocol's own;
-    /// `--protocol eventual --guarantee tcc` shows the baseline violating TCC.
+    /// Check against this guarantee (convergence, tcc, por) instead of the protocol's
+    /// own; `--protocol eventual --guarantee tcc` shows the baseline violating TCC.
+    /// unistore's own is por (TCC plus conflict ordering of strong transactions under
+    /// --conflicts).
     #[arg(long)]
     guarantee: Option<String>,
     /// Skip the machines' invariant checks after every input (on by default), e.g. to
@@ -81,16 +83,26 @@ pub struct WorkloadArgs {
     pub workload: String,
     #[arg(long, default_value_t = 50)]
     pub keys: u32,
-    /// Zipf exponent of key draws (default: 0.99 for ycsb-*, else 0.8).
+    /// Zipf exponent of key draws (default: 0.99 for ycsb-*, else 0.8). With few --keys
+    /// or a high --zipf, strong transactions contend (conflict) on hot keys.
     #[arg(long)]
     pub zipf: Option<f64>,
     /// Fraction of operations that read, in mixed transactions.
     #[arg(long, default_value_t = 0.5)]
     pub read_ratio: f64,
     /// Fraction of transactions that are strong (a protocol without strong transactions
-    /// refuses them: counted as refused and aborted).
+    /// refuses them: counted as refused and aborted). A strong update reads its key
+    /// first (read-modify-write); contend with e.g. --keys 10 --zipf 1.2 (custom only).
     #[arg(long, default_value_t = 0.0)]
     pub strong_ratio: f64,
+    /// Which strong transactions conflict, for the por check: default (ad-hoc: a common
+    /// written key, or one reads what the other writes), rubis (RUBiS's declared pairs),
+    /// or rules 'TYPE TYPE PATTERN; ...' (TYPE a transaction label such as custom or
+    /// storeBid; PATTERN '/'-separated segments, '*' any, '{}' the captured object, e.g.
+    /// 'storeBid closeAuction items/{}/*'). Default: rubis under --workload rubis, else
+    /// default.
+    #[arg(long, value_name = "default|rubis|RULES")]
+    pub conflicts: Option<String>,
     /// Fraction of transactions that only read.
     #[arg(long, default_value_t = 0.0)]
     pub read_only_ratio: f64,
@@ -192,6 +204,7 @@ pub(crate) fn workload_config(
         workload,
         value_bytes: args.value_bytes,
         remote_ratio: args.remote_ratio,
+        conflicts: args.conflicts.clone(),
         rubis_scale: args.rubis_scale,
         duration_ms: args.duration_ms,
         faults,
@@ -310,6 +323,9 @@ fn replay_flags(args: &SimArgs) -> String {
     if let Some(f) = args.f {
         out += &format!(" --f {f}");
     }
+    if let Some(c) = &args.workload.conflicts {
+        out += &format!(" --conflicts '{c}'");
+    }
     out
 }
 
@@ -393,14 +409,39 @@ fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
         n => format!(" refused={n}"),
     };
     println!(
-        "protocol={name} seeds={} txns={txns} violations={violations}{refused}",
-        results.len()
+        "protocol={name} seeds={} txns={txns} violations={violations}{refused}{}",
+        results.len(),
+        strong_summary(results)
     );
     if violations > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// ` strong_committed=N strong_aborted=N strong_after_failure=N/S`, each part only when
+/// nonzero (the last: strong commits begun after the last DC failure, over the S seeds
+/// where a DC failed).
+fn strong_summary(results: &[SimResult]) -> String {
+    let committed: usize = results.iter().map(|r| r.strong_committed).sum();
+    let aborted: usize = results.iter().map(|r| r.strong_aborted).sum();
+    let failed: Vec<usize> = results
+        .iter()
+        .filter_map(|r| r.strong_committed_after_failure)
+        .collect();
+    let mut out = String::new();
+    if committed > 0 {
+        out += &format!(" strong_committed={committed}");
+    }
+    if aborted > 0 {
+        out += &format!(" strong_aborted={aborted}");
+    }
+    let after: usize = failed.iter().sum();
+    if after > 0 {
+        out += &format!(" strong_after_failure={after}/{}", failed.len());
+    }
+    out
 }
 
 pub(crate) fn fail(message: &str) -> ExitCode {

@@ -153,6 +153,7 @@ fn workload_options_are_checked_naming_the_flag() {
         (&["--remote-ratio", "1.5"][..], "--remote-ratio"),
         (&["--value-bytes", "99999999"][..], "--value-bytes"),
         (&["--rubis-scale", "0"][..], "--rubis-scale"),
+        (&["--conflicts", "a b"][..], "--conflicts"),
         (
             &["--workload", "ycsb-a", "--strong-ratio", "0.1"][..],
             "--strong-ratio",

@@ -2,14 +2,17 @@
 //! type from the object mix. A transaction is strong with probability `strong_ratio`,
 //! read-only with `read_only_ratio`, write-only with `write_only_ratio`, else causal and
 //! mixed (a strong one is mixed too): in a mixed transaction each operation is a read with
-//! probability `read_ratio`, else an update. Its draws are exactly those of the generator
+//! probability `read_ratio`, else an update. A strong transaction's update is a
+//! read-modify-write: a read of the key comes first unless the transaction already touched
+//! it (strong transactions then form checkable PoR chains; contend with few `--keys` or a
+//! high `--zipf`). Its draws are exactly those of the generator
 //! before the families existed, so default runs keep their trace hashes.
 
 use super::{KeyPicker, Step, TxnPlan, Values, Workload};
 use crate::config::{ObjectMix, SimConfig};
 use crate::rng::SimRng;
 use causeway_core::crdt::{ObjType, Update};
-use causeway_core::TxnKind;
+use causeway_core::{Key, TxnKind};
 
 /// Which operations a transaction holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,23 +67,28 @@ impl Custom {
         rng: &mut SimRng,
     ) -> TxnPlan {
         let (kind, shape) = self.draw_kind(rng);
-        let steps = (0..self.txn_ops)
-            .map(|_| {
-                let index = picker.pick(dc, rng);
-                let key = Workload::key(index);
-                let obj = self.key_type(index);
-                let read = match shape {
-                    Shape::Mixed => rng.chance(self.read_ratio),
-                    Shape::ReadOnly => true,
-                    Shape::WriteOnly => false,
-                };
-                if read {
-                    Step::Read(key, obj)
-                } else {
-                    Step::Update(key, update(obj, values, rng))
-                }
-            })
-            .collect();
+        let mut steps = Vec::with_capacity(self.txn_ops as usize);
+        for _ in 0..self.txn_ops {
+            let index = picker.pick(dc, rng);
+            let key = Workload::key(index);
+            let obj = self.key_type(index);
+            let read = match shape {
+                Shape::Mixed => rng.chance(self.read_ratio),
+                Shape::ReadOnly => true,
+                Shape::WriteOnly => false,
+            };
+            if read {
+                steps.push(Step::Read(key, obj));
+                continue;
+            }
+            // A strong update is a read-modify-write: the key is read first (unless the
+            // transaction already touched it), so that the PoR check sees which version
+            // each strong write replaced. No extra draw: causal plans are unchanged.
+            if kind == TxnKind::Strong && !touches(&steps, &key) {
+                steps.push(Step::Read(key.clone(), obj));
+            }
+            steps.push(Step::Update(key, update(obj, values, rng)));
+        }
         TxnPlan {
             kind,
             steps,
@@ -115,6 +123,14 @@ impl Custom {
         }
         (TxnKind::Causal, Shape::Mixed)
     }
+}
+
+/// Whether a step so far reads or updates `key`.
+fn touches(steps: &[Step], key: &Key) -> bool {
+    steps.iter().any(|s| match s {
+        Step::Read(k, _) | Step::Update(k, _) => k == key,
+        Step::ReadMany(keys) => keys.iter().any(|(k, _)| k == key),
+    })
 }
 
 /// An update of an `obj` key. Every update takes a value number, registers or not, as the
@@ -196,5 +212,31 @@ mod tests {
         assert!(plans(&reads_only, 50)
             .iter()
             .all(|p| p.steps.iter().all(|s| matches!(s, Step::Read(..)))));
+    }
+
+    #[test]
+    fn strong_updates_read_their_key_first() {
+        let c = SimConfig {
+            strong_ratio: 1.0,
+            read_ratio: 0.3,
+            keys: 5,
+            ..SimConfig::default()
+        };
+        let ps = plans(&c, 500);
+        let mut updates = 0;
+        for p in &ps {
+            assert_eq!(p.kind, TxnKind::Strong);
+            for (i, step) in p.steps.iter().enumerate() {
+                if let Step::Update(k, _) = step {
+                    updates += 1;
+                    assert!(
+                        touches(&p.steps[..i], k),
+                        "{k} updated before it was read: {:?}",
+                        p.steps
+                    );
+                }
+            }
+        }
+        assert!(updates > 500, "updates {updates}");
     }
 }
