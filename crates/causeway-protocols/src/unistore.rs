@@ -131,7 +131,7 @@ pub struct StrongBaseline;
 
 impl Protocol for StrongBaseline {
     const NAME: &'static str = "strong";
-    const GUARANTEE: Guarantee = Guarantee::Tcc;
+    const GUARANTEE: Guarantee = Guarantee::Por;
     const MUTATIONS: &'static [&'static str] = &["certify-ignores-conflicts"];
     const REQUIREMENTS: Requirements = REQUIREMENTS;
     type Msg = Msg;
@@ -164,7 +164,7 @@ pub struct RedBlue;
 
 impl Protocol for RedBlue {
     const NAME: &'static str = "redblue";
-    const GUARANTEE: Guarantee = Guarantee::Tcc;
+    const GUARANTEE: Guarantee = Guarantee::Por;
     const MUTATIONS: &'static [&'static str] = &["certify-ignores-conflicts"];
     const REQUIREMENTS: Requirements = REQUIREMENTS;
     type Msg = Msg;

@@ -8,6 +8,9 @@
 //!   others;
 //! - (b) it precedes a completed uniform barrier of its session (the session's committed
 //!   transactions before it), provided no more DCs failed than the protocol tolerates;
+//! - (c) it is a committed strong transaction (PoR's Eventual Visibility holds for strong
+//!   transactions whatever their origin: their certification made them durable in a
+//!   majority of DCs), provided no more DCs failed than the protocol tolerates;
 //! - or it is in the causal past of a required transaction or of a committed transaction of
 //!   a surviving DC: it wrote what such a transaction read, or it is a committed
 //!   transaction earlier in its session (a snapshot holds the session's past, and a moved
@@ -102,6 +105,10 @@ fn seeds(history: &History, failures: &DcFailures, writers: &BTreeMap<OpId, usiz
     }
     if failures.failed.len() <= failures.tolerated {
         seeds.extend(before_barriers(history));
+        let strong = history.txns.iter().enumerate().filter(|(_, t)| {
+            t.kind == causeway_core::TxnKind::Strong && t.outcome == Outcome::Committed
+        });
+        seeds.extend(strong.map(|(i, _)| i)); // (c)
     }
     seeds
 }

@@ -130,6 +130,8 @@ mod repl;
 mod session;
 mod strong;
 #[cfg(test)]
+mod strong_tests;
+#[cfg(test)]
 mod tests;
 mod uniform;
 #[cfg(test)]

@@ -5,10 +5,15 @@
 //! a new leader continues from the same state.
 //!
 //! - **Prepare** (the certification request of one partition's part of a txn): optimistic
-//!   concurrency control in the log's (certification) order. The txn is voted down when it
-//!   conflicts with a txn still prepared here, or with a committed one whose strong
-//!   timestamp is above the txn's snapshot (`svc[strong]`): that one is certified before
-//!   it and not in its snapshot. Otherwise it is prepared with a proposed timestamp
+//!   concurrency control in the log's (certification) order: a txn commits only if its
+//!   snapshot includes every conflicting txn certified before it (§6.3). It is voted down
+//!   when it conflicts with a txn still prepared here, or with a committed one whose
+//!   commit vector is not `<=` its snapshot (kept per key as the join of the commit
+//!   vectors of the committed strong writes and reads). The whole vector counts, not only
+//!   the strong entry: a strong txn whose causal dependencies are not yet visible in the
+//!   certifying txn's DC is not in its snapshot either (this is what makes a strong txn
+//!   committed on non-uniform dependencies block its conflicting successors: §4, Fig. 2).
+//!   Otherwise it is prepared with a proposed timestamp
 //!   `max(last + 1, proposer's clock, svc[strong] + 1)`: above every timestamp of this log
 //!   (so the final timestamp, the max over the participants, orders conflicting txns by
 //!   certification order: Property 5) and above its snapshot (so its commit vector
@@ -110,11 +115,11 @@ pub struct Pending {
     pub proposed_at: u64,
 }
 
-/// The highest strong timestamps of committed writes and reads of one key.
-#[derive(Clone, Copy, Debug, Default)]
+/// The joins of the commit vectors of the committed strong writes and reads of one key.
+#[derive(Clone, Debug, Default)]
 struct Marks {
-    write_ts: u64,
-    read_ts: u64,
+    writes: Vc,
+    reads: Vc,
 }
 
 /// One replica's certification state (see the module doc).
@@ -128,10 +133,12 @@ pub struct Certifier {
     decided: BTreeMap<TxnId, Option<u64>>,
     decided_order: VecDeque<TxnId>,
     marks: BTreeMap<Key, Marks>,
-    /// The highest committed timestamp (the `All` relation's single mark).
-    committed_max: u64,
+    /// The join of every committed commit vector (the `All` relation's single mark).
+    committed: Vc,
     ready: BTreeMap<(u64, TxnId), Delivery>,
     applied: u64,
+    /// A decision no agreeing log could hold (see `decide`), reported by the invariants.
+    diverged: Option<String>,
 }
 
 impl Certifier {
@@ -245,7 +252,7 @@ impl Certifier {
         if self.ignore_conflicts {
             return None;
         }
-        let snap = t.svc.get_extra(causeway_core::clock::Extra::Strong);
+        let snap = &t.svc;
         if let Some(p) = self
             .prepared
             .values()
@@ -253,17 +260,17 @@ impl Certifier {
         {
             return Some(format!("conflict with strong txn {:?} (prepared)", p.t.txn));
         }
-        if self.relation == Relation::All && self.committed_max > snap {
-            return Some("conflict with a strong txn committed after the snapshot".into());
+        if self.relation == Relation::All && !self.committed.le(snap) {
+            return Some("conflict with a strong txn not in the snapshot".into());
         }
         let after = |k: &Key, writes_only: bool| {
             self.marks
                 .get(k)
-                .is_some_and(|m| m.write_ts > snap || (!writes_only && m.read_ts > snap))
+                .is_some_and(|m| !m.writes.le(snap) || (!writes_only && !m.reads.le(snap)))
         };
         let hit = t.writes.iter().find(|k| after(k, false));
         let hit = hit.or_else(|| t.reads.iter().find(|k| after(k, true)));
-        hit.map(|k| format!("conflict on key {k} with a strong txn committed after the snapshot"))
+        hit.map(|k| format!("conflict on key {k} with a strong txn not in the snapshot"))
     }
 
     fn decide(&mut self, txn: TxnId, commit: Option<u64>) {
@@ -277,19 +284,21 @@ impl Certifier {
         let Some(ts) = commit else {
             return;
         };
-        assert!(
-            ts >= p.ts,
-            "a commit timestamp below this partition's proposal"
-        );
+        if ts < p.ts {
+            // Only a broken consensus (two logs disagreeing) gets here: report it as an
+            // invariant violation rather than crash the replica.
+            let e = format!("{txn:?} committed at {ts}, below our proposal {}", p.ts);
+            self.diverged.get_or_insert(e);
+        }
         self.last = self.last.max(ts);
-        self.committed_max = self.committed_max.max(ts);
+        let mut ct = p.t.svc.clone();
+        ct.set_extra(causeway_core::clock::Extra::Strong, ts);
+        self.committed.join(&ct);
         for k in &p.t.writes {
-            let m = self.marks.entry(k.clone()).or_default();
-            m.write_ts = m.write_ts.max(ts);
+            self.marks.entry(k.clone()).or_default().writes.join(&ct);
         }
         for k in &p.t.reads {
-            let m = self.marks.entry(k.clone()).or_default();
-            m.read_ts = m.read_ts.max(ts);
+            self.marks.entry(k.clone()).or_default().reads.join(&ct);
         }
         let d = Delivery {
             txn,
@@ -313,6 +322,9 @@ impl Certifier {
 
     /// `known` never passes a prepared proposal; deliveries wait above it.
     pub fn check_invariants(&self) -> Result<(), String> {
+        if let Some(e) = &self.diverged {
+            return Err(format!("certification logs diverged: {e}"));
+        }
         let known = self.known();
         if let Some(p) = self.prepared.values().find(|p| p.ts <= known) {
             return Err(format!("known {known} at or above prepared {}", p.ts));
