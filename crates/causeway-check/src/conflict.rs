@@ -18,120 +18,10 @@
 //! by `;`, each `A B pattern`, e.g. `registerUser registerUser users/{}/name`.
 
 use crate::history::{HOp, TxnRecord};
-use causeway_core::ids::escape_bytes;
 use causeway_core::Key;
 use std::fmt;
 
-/// One `/`-separated segment of a [`KeyPattern`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Segment {
-    Literal(Vec<u8>),
-    /// `*`: any one segment.
-    Any,
-    /// `{}`: any one segment, captured: the object the conflict is about.
-    Capture,
-}
-
-/// A key pattern: `/`-separated segments, each a literal, `*` (any one segment) or `{}`
-/// (any one segment, captured; exactly one per pattern). `items/{}/*` matches
-/// `items/7/closed` capturing `7`, and not `items/7` or `items/7/a/b`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KeyPattern {
-    segments: Vec<Segment>,
-}
-
-impl KeyPattern {
-    pub fn parse(text: &str) -> Result<KeyPattern, String> {
-        let segments: Vec<Segment> = text
-            .split('/')
-            .map(|s| match s {
-                "*" => Segment::Any,
-                "{}" => Segment::Capture,
-                _ => Segment::Literal(s.as_bytes().to_vec()),
-            })
-            .collect();
-        let captures = segments.iter().filter(|s| **s == Segment::Capture).count();
-        if captures != 1 {
-            return Err(format!(
-                "key pattern '{text}' needs exactly one '{{}}' segment, has {captures}"
-            ));
-        }
-        Ok(KeyPattern { segments })
-    }
-
-    /// The captured segment when `key` matches.
-    pub fn capture<'k>(&self, key: &'k Key) -> Option<&'k [u8]> {
-        let parts: Vec<&[u8]> = key.0.split(|b| *b == b'/').collect();
-        if parts.len() != self.segments.len() {
-            return None;
-        }
-        let mut captured = None;
-        for (seg, part) in self.segments.iter().zip(parts) {
-            match seg {
-                Segment::Literal(l) if l.as_slice() != part => return None,
-                Segment::Capture => captured = Some(part),
-                _ => {}
-            }
-        }
-        captured
-    }
-
-    /// The pattern with its capture filled in: `items/7/*`.
-    pub fn render(&self, capture: &[u8]) -> String {
-        let parts: Vec<String> = self
-            .segments
-            .iter()
-            .map(|seg| match seg {
-                Segment::Literal(l) => escape_bytes(l),
-                Segment::Any => "*".into(),
-                Segment::Capture => escape_bytes(capture),
-            })
-            .collect();
-        parts.join("/")
-    }
-}
-
-impl fmt::Display for KeyPattern {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self
-            .segments
-            .iter()
-            .map(|seg| match seg {
-                Segment::Literal(l) => String::from_utf8_lossy(l).into_owned(),
-                Segment::Any => "*".into(),
-                Segment::Capture => "{}".into(),
-            })
-            .collect();
-        f.write_str(&parts.join("/"))
-    }
-}
-
-/// Transactions of type `a` and of type `b` conflict on a common capture of `pattern`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConflictRule {
-    pub a: String,
-    pub b: String,
-    pub pattern: KeyPattern,
-}
-
-impl ConflictRule {
-    pub fn new(a: &str, b: &str, pattern: &str) -> Result<ConflictRule, String> {
-        Ok(ConflictRule {
-            a: a.into(),
-            b: b.into(),
-            pattern: KeyPattern::parse(pattern)?,
-        })
-    }
-
-    /// Whether the rule pairs the types `x` and `y` (in either order).
-    fn pairs(&self, x: &str, y: &str) -> bool {
-        (self.a == x && self.b == y) || (self.a == y && self.b == x)
-    }
-
-    fn names(&self, label: &str) -> bool {
-        self.a == label || self.b == label
-    }
-}
+pub use causeway_core::conflict::{ConflictRule, KeyPattern};
 
 /// Why two strong transactions conflict: the key (or the rendered pattern) and the rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -164,36 +54,12 @@ impl ConflictRelation {
     /// nickname, storeBuyNow with storeBuyNow on the item, storeBid with closeAuction on
     /// the item (keys as `causeway-sim`'s RUBiS workload lays them out).
     pub fn rubis() -> ConflictRelation {
-        let rule = |a, b, p| ConflictRule::new(a, b, p).expect("a valid pattern");
-        ConflictRelation::declared(vec![
-            rule("registerUser", "registerUser", "users/{}/name"),
-            rule("storeBuyNow", "storeBuyNow", "items/{}/*"),
-            rule("storeBid", "closeAuction", "items/{}/*"),
-        ])
+        ConflictRelation::declared(causeway_core::conflict::rubis_rules())
     }
 
     /// `default`, `rubis`, or `A B pattern` rules separated by `;`.
     pub fn parse(text: &str) -> Result<ConflictRelation, String> {
-        match text.trim() {
-            "default" | "ad-hoc" => return Ok(ConflictRelation::ad_hoc()),
-            "rubis" => return Ok(ConflictRelation::rubis()),
-            _ => {}
-        }
-        let mut rules = Vec::new();
-        for rule in text.split(';').filter(|r| !r.trim().is_empty()) {
-            let words: Vec<&str> = rule.split_whitespace().collect();
-            let [a, b, pattern] = words[..] else {
-                return Err(format!(
-                    "conflict rule '{}' should be 'TYPE TYPE PATTERN'",
-                    rule.trim()
-                ));
-            };
-            rules.push(ConflictRule::new(a, b, pattern)?);
-        }
-        if rules.is_empty() {
-            return Err("no conflict rules; use default, rubis or 'TYPE TYPE PATTERN; ...'".into());
-        }
-        Ok(ConflictRelation::declared(rules))
+        causeway_core::conflict::parse_rules(text).map(ConflictRelation::declared)
     }
 
     pub fn rules(&self) -> &[ConflictRule] {

@@ -247,7 +247,7 @@ impl Client {
     pub fn begin_kind(&mut self, kind: TxnKind) -> Result<TxnId> {
         let mut attempt = 0;
         loop {
-            match self.expect(Request::Begin { kind }) {
+            match self.expect(Request::Begin { kind, label: None }) {
                 Ok(Response::Begun { txn }) => return Ok(txn),
                 Ok(other) => return Err(ClientError::Protocol(format!("{other:?} to Begin"))),
                 Err(ClientError::Server(causeway_core::Error::Unavailable(_)))

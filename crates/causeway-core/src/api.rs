@@ -19,6 +19,11 @@ pub enum TxnKind {
 pub enum Request {
     Begin {
         kind: TxnKind,
+        /// The transaction's type, for declared conflict relations (UniStore's RUBiS
+        /// types): a strong transaction of a type no rule names is ad-hoc. At most
+        /// `limits::TXN_LABEL_MAX` bytes.
+        #[serde(default)]
+        label: Option<String>,
     },
     /// Reads keys, each with the type the caller expects it to hold.
     Read {

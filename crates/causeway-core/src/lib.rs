@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod clock;
+pub mod conflict;
 pub mod crdt;
 pub mod error;
 pub mod ids;

@@ -21,3 +21,6 @@ pub const FRAME_LEN_MAX: usize = 16 << 20;
 /// Most versions kept per key before the oldest ones are folded into a checkpoint even if
 /// a snapshot might still need them (such a snapshot's read then aborts its transaction).
 pub const VERSIONS_PER_KEY_MAX: usize = 256;
+
+/// Longest transaction type label (`Request::Begin::label`), in bytes.
+pub const TXN_LABEL_MAX: usize = 64;

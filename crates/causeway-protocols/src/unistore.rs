@@ -204,6 +204,10 @@ pub struct Config {
     pub leader_dc: Option<u16>,
     /// `false`: strong txns run causal (the paper's CAUSAL baseline). Default true.
     pub strong_txns: Option<bool>,
+    /// The declared conflict relation the certifier enforces: `default` (every strong
+    /// txn ad-hoc), `rubis`, or rules `TYPE TYPE PATTERN; ...` (transaction types are the
+    /// BEGIN's label). Default: `default`.
+    pub conflicts: Option<String>,
     pub strong_heartbeat_ns: Option<u64>,
     pub strong_recover_ns: Option<u64>,
     pub strong_timeout_ns: Option<u64>,
@@ -227,6 +231,9 @@ impl Config {
         if let Some(l) = self.leader_dc.filter(|l| *l >= dcs) {
             return Err(format!("leader_dc = {l}, the cluster has DCs 0..{dcs}"));
         }
+        if let Some(c) = &self.conflicts {
+            causeway_core::conflict::parse_rules(c).map_err(|e| format!("conflicts: {e}"))?;
+        }
         if self.strong_heartbeat_ns == Some(0) {
             return Err("strong_heartbeat_ns must be positive".into());
         }
@@ -248,6 +255,11 @@ impl Config {
                 _ => Relation::AdHoc,
             },
             central: matches!(mode, Mode::RedBlue),
+            rules: self
+                .conflicts
+                .as_deref()
+                .and_then(|c| causeway_core::conflict::parse_rules(c).ok())
+                .unwrap_or_default(),
         };
         cure::Config {
             lease_ns: self.lease_ns.unwrap_or(d.lease_ns),

@@ -87,6 +87,7 @@ fn an_answered_request_leaves_no_timer_behind() {
         &mut ctx,
         Request::Begin {
             kind: TxnKind::Causal,
+            label: None,
         },
     );
     assert_eq!(s.poll_timeout(), None, "begin is answered at once");
@@ -124,6 +125,7 @@ fn a_request_that_times_out_is_answered_and_its_late_reply_ignored() {
         &mut ctx,
         Request::Begin {
             kind: TxnKind::Causal,
+            label: None,
         },
     );
     s.submit(

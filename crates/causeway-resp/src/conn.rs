@@ -325,7 +325,7 @@ impl<F: SessionFactory> Conn<F> {
             Some(b"STRONG") => TxnKind::Strong,
             Some(_) => return Reply::err("syntax error: TX.BEGIN [STRONG|CAUSAL]"),
         };
-        match self.handle.call(Request::Begin { kind }).await {
+        match self.handle.call(Request::Begin { kind, label: None }).await {
             Response::Begun { .. } => {
                 self.mode = Mode::Interactive;
                 Reply::Ok

@@ -296,7 +296,7 @@ impl MemorySession {
     pub fn handle(&mut self, req: Request) -> Response {
         let in_txn = self.txn.is_some();
         let result = match req {
-            Request::Begin { kind } if !in_txn => self.begin(kind),
+            Request::Begin { kind, .. } if !in_txn => self.begin(kind),
             Request::Read { .. } if in_txn && self.inject_abort() => {
                 self.txn = None;
                 Ok(Response::Aborted {

@@ -41,6 +41,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
                 let mut batch = Vec::with_capacity(BATCH_CAPACITY);
                 batch.push(Request::Begin {
                     kind: TxnKind::Causal,
+                    label: None,
                 });
                 batch
             },

@@ -335,7 +335,7 @@ impl NodeTask {
             let Some(request) = hosted.running.as_mut().and_then(|b| b.pending.pop_front()) else {
                 return;
             };
-            if let Request::Begin { kind } = &request {
+            if let Request::Begin { kind, .. } = &request {
                 hosted.began = Some((Instant::now(), kind_label(kind)));
             }
             hosted.machine.submit(&mut ctx, request);

@@ -221,13 +221,13 @@ impl World {
             session: slot.logical,
             dc: DcId(slot.dc),
             kind,
-            label,
+            label: label.clone(),
             start_ns: self.now,
             end_ns: self.now,
             ops: Vec::new(),
             outcome: Outcome::Unknown,
         });
-        self.submit(c, Request::Begin { kind });
+        self.submit(c, Request::Begin { kind, label });
     }
 
     /// Submits client `c`'s next step, or the commit after the last one.

@@ -231,7 +231,35 @@ fn config(args: &SimArgs) -> Result<SimConfig, String> {
         c.section = section_with_f(&args.protocol, &c.section, f)?;
     }
     c.validate()?;
+    c.section = section_with_conflicts(&args.protocol, &c.section, &c)?;
     Ok(c)
+}
+
+/// The protocol's section with the run's conflict relation (`--conflicts`, or RUBiS's
+/// under `--workload rubis`) when the protocol enforces one (UniStore's certifier), so
+/// the certifier and the checker use the same relation; unchanged otherwise.
+fn section_with_conflicts(
+    protocol: &str,
+    section: &serde_json::Value,
+    c: &SimConfig,
+) -> Result<serde_json::Value, String> {
+    let mut merged = match section {
+        serde_json::Value::Object(m) => m.clone(),
+        _ => serde_json::Map::new(),
+    };
+    if merged.contains_key("conflicts") {
+        return Ok(section.clone());
+    }
+    merged.insert(
+        "conflicts".into(),
+        c.conflict_relation()?.to_string().into(),
+    );
+    let merged = serde_json::Value::Object(merged);
+    let entry = causeway_protocols::entry(protocol)?;
+    match entry.check_section(&merged) {
+        Ok(()) => Ok(merged),
+        Err(_) => Ok(section.clone()), // the protocol has no conflict relation
+    }
 }
 
 /// The protocol's config section with `f` set, or an error if the protocol has no `f`.

@@ -50,6 +50,8 @@ pub struct Txn {
     pub(super) kind: TxnKind,
     /// A strong txn's read set (Alg. 1 l.14), for certification.
     pub(super) reads: std::collections::BTreeSet<Key>,
+    /// Its type (declared conflict relations).
+    pub(super) label: Option<String>,
 }
 
 /// A START not yet served, with the first request that came with it, if any.
@@ -57,6 +59,7 @@ pub struct Txn {
 struct PendingStart {
     txn: TxnId,
     kind: TxnKind,
+    label: Option<String>,
     client: Addr,
     cvc: Vc,
     first: First,
@@ -95,7 +98,7 @@ impl Node {
         ctx: &mut Ctx<Msg>,
         from: Addr,
         txn: TxnId,
-        kind: TxnKind,
+        (kind, label): (TxnKind, Option<String>),
         cvc: Vc,
         first: First,
     ) {
@@ -113,6 +116,7 @@ impl Node {
         self.coord.starts.push(PendingStart {
             txn,
             kind,
+            label,
             client: from,
             cvc,
             first,
@@ -149,6 +153,7 @@ impl Node {
                 started: clock,
                 kind: s.kind,
                 reads: Default::default(),
+                label: s.label.clone(),
             };
             self.coord.txns.insert(s.txn, t);
             self.go_on(ctx, s);

@@ -58,6 +58,8 @@ pub enum Msg {
     StartWith {
         txn: TxnId,
         kind: TxnKind,
+        /// The txn's type (strong txns under a declared conflict relation), else None.
+        label: Option<String>,
         cvc: Vc,
         first: First,
     },
@@ -200,7 +202,7 @@ pub enum Msg {
     /// (any member forwards it there once: `forwarded`).
     CertPrepare {
         partition: PartitionId,
-        t: CertTxn,
+        t: Box<CertTxn>,
         forwarded: bool,
     },
     /// A partition's vote (its leader's, once the vote is in the log).

@@ -656,9 +656,10 @@ impl Node {
             Msg::StartWith {
                 txn,
                 kind,
+                label,
                 cvc,
                 first,
-            } => self.on_start(ctx, from, txn, kind, cvc, first),
+            } => self.on_start(ctx, from, txn, (kind, label), cvc, first),
             Msg::Read {
                 txn,
                 req,
@@ -774,7 +775,7 @@ impl Node {
                 partition,
                 t,
                 forwarded,
-            } => self.on_cert_prepare(ctx, partition, t, forwarded),
+            } => self.on_cert_prepare(ctx, partition, *t, forwarded),
             Msg::CertVote {
                 txn,
                 partition,

@@ -38,8 +38,9 @@ pub struct Client {
     started: bool,
     /// The open txn's snapshot, once a read returned it.
     svc: Option<Vc>,
-    /// The open txn's kind.
+    /// The open txn's kind, and its type label if strong.
     kind: TxnKind,
+    label: Option<String>,
     /// Baselines: run every txn as this kind (`strong`: all strong; `causal`: none).
     pub kind_override: Option<TxnKind>,
 }
@@ -55,6 +56,7 @@ impl Client {
             started: false,
             svc: None,
             kind: TxnKind::Causal,
+            label: None,
             kind_override: None,
         }
     }
@@ -73,12 +75,13 @@ impl Client {
         self.started = true;
         let txn = core.txn_id();
         let cvc = self.cvc.clone();
-        let kind = self.kind;
+        let (kind, label) = (self.kind, self.label.clone());
         self.send(
             ctx,
             Msg::StartWith {
                 txn,
                 kind,
+                label,
                 cvc,
                 first,
             },
@@ -197,6 +200,7 @@ impl ClientProtocol for Client {
         let kind = self.kind_override.unwrap_or(kind);
         let txn = core.open_txn(kind);
         self.kind = kind;
+        self.label = core.label.clone().filter(|_| kind == TxnKind::Strong);
         self.shipped = 0;
         self.started = false;
         self.svc = None;

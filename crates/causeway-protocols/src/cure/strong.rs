@@ -56,13 +56,47 @@ use crate::kit::certify::{CertEntry, CertTxn, Certifier, Delivery, Relation, Rep
 use crate::kit::paxos::{self, Output, Paxos};
 use crate::kit::twopc::{Retry, Votes};
 use causeway_core::clock::Extra;
+use causeway_core::conflict::ConflictRule;
 use causeway_core::crdt::{ArbTs, Effect, Op};
 use causeway_core::{Addr, Ctx, DcId, Error, Key, Nanos, NodeId, OpId, PartitionId, TxnId, Vc};
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Effects of one partition's updates.
 pub type Ops = Vec<(Key, OpId, Effect)>;
+
+/// A txn's conflict tokens under the declared relation (`kit::certify`'s module doc):
+/// `declared` if a rule names its type, and each token with whether it is written.
+#[derive(Clone, Debug, Default)]
+pub struct Tokens {
+    declared: bool,
+    keys: Vec<(Key, bool)>,
+}
+
+/// The conflict tokens of a txn of type `label` touching `keys` under `rules`.
+pub fn conflict_tokens<'k>(
+    rules: &[ConflictRule],
+    label: Option<&str>,
+    keys: impl Iterator<Item = &'k Key> + Clone,
+) -> Tokens {
+    let Some(label) = label else {
+        return Tokens::default();
+    };
+    let mut out = Tokens::default();
+    for (i, rule) in rules.iter().enumerate().filter(|(_, r)| r.names(label)) {
+        out.declared = true;
+        let write = rule.b == label; // `a` reads the token, `b` writes it
+        for k in keys.clone() {
+            if let Some(c) = rule.pattern.capture(k) {
+                let mut token = format!("\0conflict/{i}/").into_bytes();
+                token.extend_from_slice(c);
+                out.keys.push((Key(token), write));
+            }
+        }
+    }
+    out.keys.sort();
+    out.keys.dedup();
+    out
+}
 
 /// Default: a leader whose group proposed nothing for this long appends a heartbeat.
 pub const STRONG_HEARTBEAT_NS: Nanos = 10_000_000;
@@ -77,7 +111,7 @@ pub const STRONG_RETRY_NS: Nanos = 300_000_000;
 pub const RECOVERIES_MAX: usize = 1024;
 
 /// The strong-transaction tunables (the `[protocols.unistore]` section sets them).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StrongConfig {
     /// The DC whose replicas lead every partition's group while up (paper: one DC).
     pub leader_dc: u16,
@@ -88,6 +122,8 @@ pub struct StrongConfig {
     pub relation: Relation,
     /// RedBlue: partition 0's group certifies every strong txn.
     pub central: bool,
+    /// The declared conflict relation (empty: every strong txn is ad-hoc).
+    pub rules: Vec<ConflictRule>,
 }
 
 impl Default for StrongConfig {
@@ -100,6 +136,7 @@ impl Default for StrongConfig {
             retry_ns: STRONG_RETRY_NS,
             relation: Relation::AdHoc,
             central: false,
+            rules: Vec::new(),
         }
     }
 }
@@ -149,6 +186,7 @@ enum Phase {
     Prep {
         effects: BTreeMap<PartitionId, Option<Ops>>,
         participants: BTreeSet<PartitionId>,
+        tokens: Tokens,
     },
     /// CERTIFY sent: waiting for every participant's vote.
     Certify {
@@ -363,7 +401,7 @@ impl Node {
             Some(l) if !forwarded && l != self.me => {
                 let m = Msg::CertPrepare {
                     partition,
-                    t,
+                    t: Box::new(t),
                     forwarded: true,
                 };
                 ctx.send(Addr::Node(l), m);
@@ -447,7 +485,7 @@ impl Node {
         for p in idle {
             self.propose(p, CertEntry::Heartbeat { clock });
         }
-        self.start_recoveries(ctx);
+        self.start_recoveries();
         self.retry_recoveries(ctx);
         self.coordinator_retries(ctx);
         self.pump_strong(ctx);
@@ -455,7 +493,7 @@ impl Node {
 
     // ---- recovery of orphaned txns ----
 
-    fn start_recoveries(&mut self, ctx: &mut Ctx<Msg>) {
+    fn start_recoveries(&mut self) {
         let clock = self.time.clock;
         let after = self.strong_cfg().recover_ns;
         let st = self.strong.as_ref().expect("strong");
@@ -475,7 +513,11 @@ impl Node {
             }
             let deadline = clock + after;
             let mut votes = Votes::new(participants.iter().copied(), deadline);
-            votes.record(p, ts);
+            // Our partition alone (a single-partition txn): our vote decides it, and
+            // `retry_recoveries` appends the decision at once.
+            let decided = votes
+                .record(p, ts)
+                .then(|| votes.all().and_then(|v| v.into_iter().max()));
             let mut voters = BTreeMap::new();
             voters.insert(p, self.me);
             let r = Recovery {
@@ -483,11 +525,10 @@ impl Node {
                 votes,
                 voters,
                 retry: Retry::default(),
-                decided: None,
+                decided,
             };
             self.strong_state().recovering.insert(txn, r);
         }
-        let _ = ctx;
     }
 
     /// Asks the participants that have not answered, or re-proposes a decision not yet
@@ -614,6 +655,10 @@ impl Node {
         let writes = t.buffer.group_by(|k| topo.partition_of(k));
         let mut participants: BTreeSet<PartitionId> = writes.keys().copied().collect();
         participants.extend(t.reads.iter().map(|k| topo.partition_of(k)));
+        let written = t.buffer.updates.iter().map(|(k, _, _)| k);
+        let touched = t.reads.iter().chain(written);
+        let tokens = conflict_tokens(&self.cfg.strong.rules, t.label.as_deref(), touched);
+        participants.extend(tokens.keys.iter().map(|(k, _)| topo.partition_of(k)));
         if central {
             participants.insert(PartitionId(0)); // RedBlue's central certifier
         }
@@ -638,6 +683,7 @@ impl Node {
             phase: Phase::Prep {
                 effects,
                 participants,
+                tokens,
             },
         });
         self.try_certify(ctx, txn);
@@ -711,6 +757,7 @@ impl Node {
                 Phase::Prep {
                     effects,
                     participants,
+                    tokens,
                 },
             ..
         }) = &t.step
@@ -732,6 +779,13 @@ impl Node {
                 .filter(|k| topo.partition_of(k) == *p)
                 .cloned()
                 .collect();
+            let here = |w: bool| -> Vec<Key> {
+                let mine = tokens
+                    .keys
+                    .iter()
+                    .filter(|(k, tw)| *tw == w && topo.partition_of(k) == *p);
+                mine.map(|(k, _)| k.clone()).collect()
+            };
             let ct = CertTxn {
                 txn,
                 coord: self.me,
@@ -740,6 +794,9 @@ impl Node {
                 writes,
                 ops,
                 participants: participants.iter().copied().collect(),
+                declared: tokens.declared,
+                tokens_read: here(false),
+                tokens_write: here(true),
             };
             parts.insert(*p, ct);
         }
@@ -749,7 +806,7 @@ impl Node {
             let to = self.cert_target(*p);
             let m = Msg::CertPrepare {
                 partition: *p,
-                t: ct.clone(),
+                t: Box::new(ct.clone()),
                 forwarded: false,
             };
             ctx.send(Addr::Node(to), m);
@@ -877,7 +934,7 @@ impl Node {
                     let to = self.topo.node_of(DcId(dc), *p);
                     let m = Msg::CertPrepare {
                         partition: *p,
-                        t: ct.clone(),
+                        t: Box::new(ct.clone()),
                         forwarded: true,
                     };
                     ctx.send(Addr::Node(to), m);

@@ -51,6 +51,7 @@ fn answer(net: &mut TestNet<UniStore>, s: u64) -> Option<Response> {
 fn strong_rmw(net: &mut TestNet<UniStore>, s: u64, key: &str, v: &str) {
     let begin = Request::Begin {
         kind: TxnKind::Strong,
+        label: None,
     };
     assert!(matches!(net.request(s, begin), Response::Begun { .. }));
     assert!(matches!(net.request(s, read(key)), Response::Values(_)));

@@ -184,6 +184,7 @@ fn start_waits_for_the_gss_to_cover_the_session_past() {
     );
     let begin = Request::Begin {
         kind: TxnKind::Causal,
+        label: None,
     };
     assert!(matches!(net.request(1, begin), Response::Begun { .. }));
     // The START goes out with the first read, and waits there.
@@ -437,6 +438,7 @@ fn a_snapshot_too_old_leaves_the_session_idle() {
     let k = Key::from("k");
     let begin = Request::Begin {
         kind: TxnKind::Causal,
+        label: None,
     };
     let read = Request::Read {
         keys: vec![(k.clone(), ObjType::Lww)],

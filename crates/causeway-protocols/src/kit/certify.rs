@@ -34,7 +34,15 @@
 //! Conflict relations: `AdHoc` (UniStore's default for ad-hoc strong txns: a common
 //! written key, or one reads a key the other writes; with every txn strong this is
 //! serializability) and `All` (every two strong txns conflict: RedBlue's, with one
-//! central certifying partition). Limits: decisions are remembered for the last
+//! central certifying partition). Declared relations (`causeway_core::conflict`: rules
+//! `A B pattern`, e.g. RUBiS's) are encoded by the coordinator as *conflict tokens*: for
+//! each rule naming the txn's type and each key it touches that matches the rule's
+//! pattern, a token key `\0conflict/RULE/CAPTURE` (placed on the partition its hash
+//! names, which joins the certification), written by type `b` and read by type `a` (both
+//! written when `a == b`). Two declared txns conflict only through tokens (so storeBid
+//! with storeBid on an item do not, storeBid with closeAuction do; `b` with `b` also
+//! conflicts, an over-approximation); a declared txn and an ad-hoc one conflict through
+//! their keys by the ad-hoc rule, as in the checker. Limits: decisions are remembered for the last
 //! [`DECIDED_KEPT_MAX`] txns (a Prepare of an older one would be certified again; its
 //! coordinator stopped retrying long before).
 
@@ -60,6 +68,11 @@ pub struct CertTxn {
     pub ops: Vec<(Key, OpId, Effect)>,
     /// Every partition the txn touches (a recovery asks them all).
     pub participants: Vec<PartitionId>,
+    /// Its type is named by a declared conflict rule: against other declared txns it
+    /// conflicts only through `tokens_read` / `tokens_write` (module doc).
+    pub declared: bool,
+    pub tokens_read: Vec<Key>,
+    pub tokens_write: Vec<Key>,
 }
 
 /// One decided entry of a partition's certification log.
@@ -132,7 +145,12 @@ pub struct Certifier {
     prepared: BTreeMap<TxnId, Pending>,
     decided: BTreeMap<TxnId, Option<u64>>,
     decided_order: VecDeque<TxnId>,
+    /// Real keys, by every committed strong txn.
     marks: BTreeMap<Key, Marks>,
+    /// Real keys, by ad-hoc committed strong txns only.
+    adhoc: BTreeMap<Key, Marks>,
+    /// Conflict tokens, by declared committed strong txns.
+    tokens: BTreeMap<Key, Marks>,
     /// The join of every committed commit vector (the `All` relation's single mark).
     committed: Vc,
     ready: BTreeMap<(u64, TxnId), Delivery>,
@@ -258,19 +276,36 @@ impl Certifier {
             .values()
             .find(|p| conflicts(self.relation, t, &p.t))
         {
-            return Some(format!("conflict with strong txn {:?} (prepared)", p.t.txn));
+            let (s, n) = (p.t.txn.session.0, p.t.txn.seq);
+            return Some(format!(
+                "conflict with strong txn s{s}.t{n}, still being certified"
+            ));
         }
         if self.relation == Relation::All && !self.committed.le(snap) {
             return Some("conflict with a strong txn not in the snapshot".into());
         }
-        let after = |k: &Key, writes_only: bool| {
-            self.marks
+        let after = |marks: &BTreeMap<Key, Marks>, k: &Key, writes_only: bool| {
+            marks
                 .get(k)
                 .is_some_and(|m| !m.writes.le(snap) || (!writes_only && !m.reads.le(snap)))
         };
-        let hit = t.writes.iter().find(|k| after(k, false));
-        let hit = hit.or_else(|| t.reads.iter().find(|k| after(k, true)));
-        hit.map(|k| format!("conflict on key {k} with a strong txn not in the snapshot"))
+        let missed = |marks, writes: &[Key], reads: &[Key]| {
+            let hit = writes.iter().find(|k| after(marks, k, false));
+            hit.or_else(|| reads.iter().find(|k| after(marks, k, true)))
+                .cloned()
+        };
+        // A declared txn meets other declared ones through its tokens, ad-hoc ones
+        // through its keys; an ad-hoc txn meets every txn through its keys.
+        let real = if t.declared { &self.adhoc } else { &self.marks };
+        if let Some(k) = missed(real, &t.writes, &t.reads) {
+            return Some(format!(
+                "conflict on key {k} with a strong txn not in the snapshot"
+            ));
+        }
+        let k = missed(&self.tokens, &t.tokens_write, &t.tokens_read)?;
+        Some(format!(
+            "conflict on {k} with a strong txn not in the snapshot"
+        ))
     }
 
     fn decide(&mut self, txn: TxnId, commit: Option<u64>) {
@@ -294,11 +329,11 @@ impl Certifier {
         let mut ct = p.t.svc.clone();
         ct.set_extra(causeway_core::clock::Extra::Strong, ts);
         self.committed.join(&ct);
-        for k in &p.t.writes {
-            self.marks.entry(k.clone()).or_default().writes.join(&ct);
-        }
-        for k in &p.t.reads {
-            self.marks.entry(k.clone()).or_default().reads.join(&ct);
+        mark(&mut self.marks, &p.t.writes, &p.t.reads, &ct);
+        if p.t.declared {
+            mark(&mut self.tokens, &p.t.tokens_write, &p.t.tokens_read, &ct);
+        } else {
+            mark(&mut self.adhoc, &p.t.writes, &p.t.reads, &ct);
         }
         let d = Delivery {
             txn,
@@ -336,16 +371,35 @@ impl Certifier {
     }
 }
 
-/// Whether two strong txns conflict under `relation` (on this partition's keys).
+/// Joins `ct` into the marks of `writes` and `reads`.
+fn mark(marks: &mut BTreeMap<Key, Marks>, writes: &[Key], reads: &[Key], ct: &Vc) {
+    for k in writes {
+        marks.entry(k.clone()).or_default().writes.join(ct);
+    }
+    for k in reads {
+        marks.entry(k.clone()).or_default().reads.join(ct);
+    }
+}
+
+/// Whether two strong txns conflict under `relation` (on this partition's keys): two
+/// declared txns through their tokens, any other pair through their keys (a common
+/// written key, or one reads what the other writes).
 pub fn conflicts(relation: Relation, a: &CertTxn, b: &CertTxn) -> bool {
     if relation == Relation::All {
         return true;
     }
-    let touches = |keys: &[Key], k: &Key| keys.contains(k);
-    a.writes
-        .iter()
-        .any(|k| touches(&b.writes, k) || touches(&b.reads, k))
-        || a.reads.iter().any(|k| touches(&b.writes, k))
+    let overlap = |aw: &[Key], ar: &[Key], bw: &[Key], br: &[Key]| {
+        aw.iter().any(|k| bw.contains(k) || br.contains(k)) || ar.iter().any(|k| bw.contains(k))
+    };
+    if a.declared && b.declared {
+        return overlap(
+            &a.tokens_write,
+            &a.tokens_read,
+            &b.tokens_write,
+            &b.tokens_read,
+        );
+    }
+    overlap(&a.writes, &a.reads, &b.writes, &b.reads)
 }
 
 #[cfg(test)]
@@ -373,6 +427,9 @@ mod tests {
             writes: keys(writes),
             ops: Vec::new(),
             participants: vec![PartitionId(0)],
+            declared: false,
+            tokens_read: Vec::new(),
+            tokens_write: Vec::new(),
         }
     }
 
@@ -417,6 +474,37 @@ mod tests {
         let mut r = Certifier::new(Relation::AdHoc, false);
         prepare(&mut r, cert(1, 0, &["x"], &[]), 10).unwrap();
         assert!(prepare(&mut r, cert(2, 0, &["x"], &[]), 11).is_ok());
+    }
+
+    #[test]
+    fn declared_txns_conflict_through_tokens_and_ad_hoc_ones_through_keys() {
+        let declared = |n, key: &str, tr: &[&str], tw: &[&str]| {
+            let mut t = cert(n, 0, &[key], &[key]);
+            t.declared = true;
+            t.tokens_read = tr.iter().map(|k| Key::from(*k)).collect();
+            t.tokens_write = tw.iter().map(|k| Key::from(*k)).collect();
+            t
+        };
+        let mut c = Certifier::new(Relation::AdHoc, false);
+        // Two bids on item 7 (token read) write the same key but do not conflict.
+        prepare(&mut c, declared(1, "items/7/bids", &["tok7"], &[]), 10).unwrap();
+        prepare(&mut c, declared(2, "items/7/bids", &["tok7"], &[]), 11).unwrap();
+        // closeAuction (token write) conflicts with the prepared bids.
+        let close = declared(3, "items/7/closed", &[], &["tok7"]);
+        assert!(prepare(&mut c, close, 12).is_err());
+        // An ad-hoc txn on the bids key conflicts by the default rule.
+        assert!(prepare(&mut c, cert(4, 0, &["items/7/bids"], &[]), 13).is_err());
+        // Committed: a later close whose snapshot lacks the bids is voted down.
+        for n in [1, 2] {
+            let ts = c.prepared_ts(&txn(n)).unwrap();
+            c.apply(CertEntry::Decide {
+                txn: txn(n),
+                commit: Some(ts),
+            });
+        }
+        let late = declared(5, "items/7/closed", &[], &["tok7"]);
+        let why = prepare(&mut c, late, 20).unwrap_err();
+        assert!(why.contains("tok7"), "{why}");
     }
 
     #[test]

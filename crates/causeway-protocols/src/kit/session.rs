@@ -4,9 +4,10 @@
 //! input limits, and the "unsupported" and "invalid state" errors. A protocol supplies only
 //! its client side as a [`ClientProtocol`]; [`Session`] turns it into a `ClientSession`.
 
-use super::txn::{check_read, invalid_in_state, TxnBuffer};
+use super::txn::{check_read, invalid_in_state, limit, TxnBuffer};
 use crate::Params;
 use causeway_core::crdt::ObjType;
+use causeway_core::limits::TXN_LABEL_MAX;
 use causeway_core::{
     Addr, ClientSession, Ctx, DcId, Error, Key, Nanos, Request, Response, SessionId, Topology,
     TxnId, TxnKind,
@@ -27,6 +28,8 @@ pub struct SessionCore {
     req: u64,
     /// The running request's deadline; None when no request runs.
     deadline: Option<Nanos>,
+    /// The type label of the last BEGIN (declared conflict relations).
+    pub label: Option<String>,
 }
 
 impl SessionCore {
@@ -47,6 +50,7 @@ impl SessionCore {
             txn: None,
             req: 0,
             deadline: None,
+            label: None,
         }
     }
 
@@ -185,7 +189,14 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
         let (core, client) = (&mut self.core, &mut self.client);
         let in_txn = core.txn.is_some();
         match request {
-            Request::Begin { kind } if !in_txn => client.begin(core, ctx, kind),
+            Request::Begin { kind, label } if !in_txn => {
+                if label.as_ref().is_some_and(|l| l.len() > TXN_LABEL_MAX) {
+                    let e = limit("bytes in a transaction label", TXN_LABEL_MAX);
+                    return core.answer(ctx, Response::Error(e));
+                }
+                core.label = label;
+                client.begin(core, ctx, kind)
+            }
             Request::Read { keys } if in_txn => match check_read(&keys) {
                 Ok(()) => client.read(core, ctx, keys),
                 Err(e) => core.answer(ctx, Response::Error(e)),

@@ -194,6 +194,7 @@ impl<P: Protocol> TestNet<P> {
     pub fn txn(&mut self, s: u64, steps: Vec<Request>) -> Vec<Response> {
         let begin = Request::Begin {
             kind: TxnKind::Causal,
+            label: None,
         };
         let mut out = vec![self.request(s, begin)];
         for step in steps {
