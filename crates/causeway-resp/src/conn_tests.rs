@@ -638,3 +638,81 @@ async fn an_aborted_interactive_transaction_leaves_the_connection_idle() {
     assert_eq!(run(&mut c, "TX.BEGIN").await, Reply::Ok);
     assert_eq!(run(&mut c, "TX.COMMIT").await, Reply::Ok);
 }
+
+/// The in-memory backend, except that every strong txn fails certification at commit with
+/// the reason a UniStore coordinator gives (the backend itself has no certification).
+struct StrongConflicts(MemoryFactory);
+
+struct StrongConflictsSession {
+    inner: crate::memory::MemorySession,
+    strong: bool,
+}
+
+const CONFLICT: &str = "conflict on key nick/ann with a strong txn not in the snapshot";
+
+impl crate::session::SessionHandle for StrongConflictsSession {
+    async fn call(&mut self, req: causeway_core::Request) -> causeway_core::Response {
+        use causeway_core::{Request, Response, TxnKind};
+        match req {
+            Request::Begin { kind } => self.strong = kind == TxnKind::Strong,
+            Request::Commit if self.strong => {
+                self.inner.call(Request::Abort).await;
+                return Response::Aborted {
+                    reason: CONFLICT.into(),
+                };
+            }
+            _ => {}
+        }
+        self.inner.call(req).await
+    }
+}
+
+impl crate::session::SessionFactory for StrongConflicts {
+    type Handle = StrongConflictsSession;
+
+    fn open(&self) -> StrongConflictsSession {
+        StrongConflictsSession {
+            inner: self.0.open(),
+            strong: false,
+        }
+    }
+
+    fn info(&self) -> crate::session::ServerInfo {
+        self.0.info()
+    }
+}
+
+#[tokio::test]
+async fn a_strong_txn_that_fails_certification_answers_commit_with_the_conflict() {
+    let cluster = MemoryCluster::new(options(1));
+    let shared = Arc::new(Shared {
+        factory: StrongConflicts(cluster.factory(0)),
+        password: None,
+        clients: AtomicUsize::new(1),
+    });
+    let mut c = Conn::new(shared, 1);
+    let mut run = async |cmd: &str| {
+        let args = cmd.split(' ').map(|w| Bytes::from(w.to_string())).collect();
+        c.execute(args).await.reply
+    };
+    assert_eq!(run("TX.BEGIN STRONG").await, Reply::Ok);
+    assert_eq!(run("GET nick/ann").await, Reply::Nil);
+    assert_eq!(run("SET nick/ann me").await, Reply::Ok);
+    let want = format!("TXABORTED transaction aborted: {CONFLICT}");
+    assert_eq!(run("TX.COMMIT").await, Reply::Error(want));
+    assert_eq!(
+        run("GET nick/ann").await,
+        Reply::Nil,
+        "nothing of it took effect"
+    );
+    assert_err(
+        &run("TX.COMMIT").await,
+        "ERR TX.COMMIT without TX.BEGIN",
+        &[],
+    );
+    // The client retries; a causal txn (not certified) commits.
+    assert_eq!(run("TX.BEGIN").await, Reply::Ok);
+    assert_eq!(run("SET nick/ann me").await, Reply::Ok);
+    assert_eq!(run("TX.COMMIT").await, Reply::Ok);
+    assert_eq!(run("GET nick/ann").await, bulk("me"));
+}

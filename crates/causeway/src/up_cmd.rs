@@ -40,7 +40,8 @@ pub enum OnNodeExit {
 
 #[derive(Args)]
 pub struct UpArgs {
-    /// Protocol to run (default: cure when this build has it, else eventual).
+    /// Protocol to run (default: unistore, causal with strong transactions on demand, when
+    /// this build has it; else cure, else eventual).
     #[arg(long)]
     protocol: Option<String>,
     #[arg(long, default_value_t = 3)]
@@ -98,9 +99,15 @@ fn uniform_rtt(dcs: u16, rtt_ms: f64) -> Result<Vec<Vec<f64>>, String> {
         .collect())
 }
 
+/// The protocol `up` runs without `--protocol`: the first of these this build has.
+const DEFAULT_PROTOCOLS: [&str; 3] = ["unistore", "cure", "eventual"];
+
 fn default_protocol() -> String {
-    let cure = causeway_protocols::PROTOCOLS.contains(&"cure");
-    if cure { "cure" } else { "eventual" }.to_string()
+    DEFAULT_PROTOCOLS
+        .into_iter()
+        .find(|p| causeway_protocols::PROTOCOLS.contains(p))
+        .unwrap_or("eventual")
+        .to_string()
 }
 
 /// Parses one `--set KEY=VALUE`: VALUE as a TOML value (`1`, `true`, `"text"`), or as a
@@ -534,8 +541,23 @@ mod tests {
     }
 
     #[test]
+    fn unistore_is_the_default_protocol() {
+        let config = cluster_config(&args(&[]), "/tmp/causeway-up-unit".into()).unwrap();
+        assert_eq!(config.protocol, "unistore");
+        let config = cluster_config(&args(&["--f", "1"]), "/tmp/causeway-up-unit".into());
+        assert_eq!(config.unwrap().section(), serde_json::json!({ "f": 1 }));
+        let config = cluster_config(&args(&["--dcs", "1"]), "/tmp/causeway-up-unit".into());
+        assert_eq!(
+            config.unwrap().protocol,
+            "unistore",
+            "f defaults to 0 with one DC"
+        );
+    }
+
+    #[test]
     fn bad_settings_are_refused_with_the_reason() {
-        let e = cluster_config(&args(&["--f", "1"]), "/tmp/x".into()).unwrap_err();
+        let a = args(&["--protocol", "cure", "--f", "1"]);
+        let e = cluster_config(&a, "/tmp/x".into()).unwrap_err();
         assert!(
             e.contains("protocols.cure") && e.contains("unknown field `f`"),
             "{e}"

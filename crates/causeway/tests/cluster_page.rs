@@ -77,6 +77,7 @@ fn start_up(base: u16) -> (Running, String) {
     let port = |off: u16| (base + off).to_string();
     let mut up = Command::new(env!("CARGO_BIN_EXE_causeway"))
         .args(["up", "--dcs", &DCS.to_string(), "--nodes-per-dc", "1"])
+        .args(["--protocol", "cure"])
         .args(["--rtt-ms", "40", "--data"])
         .arg(&data)
         .args(["--port-base", &port(0), "--resp-port-base", &port(50)])

@@ -1,8 +1,9 @@
-//! The README quickstart end to end: `causeway up` starts a local cluster, the CLI writes
-//! at one DC and reads causally at another (through a token), RESP answers at its port
-//! (`INFO causeway` lists the node's gauges), cure refuses uniform barriers with a clear
-//! "unsupported" error (CLI and RESP), and Ctrl-C (SIGINT) stops everything cleanly. With
-//! `--on-node-exit stop`, one node killed stops the whole cluster.
+//! The README quickstart end to end: `causeway up` starts a local cluster (unistore, the
+//! default), the CLI writes at one DC and reads causally at another (through a token), runs
+//! a strong txn and a uniform barrier, RESP answers at its port (`INFO causeway` lists the
+//! node's gauges; `TX.BEGIN STRONG` ... `TX.COMMIT`), and Ctrl-C (SIGINT) stops everything
+//! cleanly. With `--protocol cure --on-node-exit stop`, cure refuses uniform barriers with a
+//! clear "unsupported" error (CLI and RESP) and one node killed stops the whole cluster.
 
 mod up;
 
@@ -35,6 +36,26 @@ fn published_gauges(addr: &str) -> Vec<String> {
     }
 }
 
+/// The README's RESP strong txn at DC1, right after DC2's strong txn on `nick`: it may
+/// abort (DC2's txn is still being decided, or not in DC1's snapshot yet) with
+/// `TXABORTED ... conflict ...`; run again, as the README says, it commits.
+fn resp_strong_txn_retried_on_abort(addr: &str) {
+    let mut resp = resp_connect(addr);
+    for attempt in 1.. {
+        assert_eq!(resp_command(&mut resp, &["TX.BEGIN", "STRONG"]), "+OK");
+        let read = resp_command(&mut resp, &["GET", "nick"]);
+        assert!(!read.starts_with('-'), "{read}");
+        assert_eq!(resp_command(&mut resp, &["SET", "nick", "you"]), "+OK");
+        let reply = resp_command(&mut resp, &["TX.COMMIT"]);
+        if reply == "+OK" {
+            return;
+        }
+        let abort = "-TXABORTED transaction aborted: conflict";
+        assert!(reply.starts_with(abort) && attempt < 20, "{reply}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Cure has no uniform barrier: the CLI and RESP say so, naming the protocol.
 fn cure_refuses_barriers(up: &Up) {
     let (ok, out) = cli_result(&up.client_addr(0), "barrier");
@@ -56,7 +77,7 @@ fn up_then_cli_writes_at_one_dc_and_reads_causally_at_another_then_ctrl_c_stops(
     let mut up = Up::start("up", 2, 1, &[]);
     let (dc1, dc2) = (up.client_addr(0), up.client_addr(1));
     let banner = &up.banner;
-    assert!(banner.contains("running protocol cure"), "{banner}");
+    assert!(banner.contains("running protocol unistore"), "{banner}");
     assert!(
         banner.contains(&format!("dc1: clients at {dc1}")),
         "{banner}"
@@ -70,12 +91,17 @@ fn up_then_cli_writes_at_one_dc_and_reads_causally_at_another_then_ctrl_c_stops(
     let token = out.lines().last().expect("a token line").trim().to_string();
     let out = cli(&dc2, &format!("attach {token}; begin; get photo; commit"));
     assert!(out.contains("photo = p1"), "{out}");
+    let out = cli(&dc2, "begin strong; get nick; set nick me; commit; barrier");
+    assert!(
+        out.contains("committed") && out.contains("barrier done"),
+        "{out}"
+    );
+    resp_strong_txn_retried_on_abort(&up.resp_addr(0));
     let gauges = published_gauges(&up.resp_addr(1));
     let names: Vec<&str> = gauges.iter().filter_map(|g| g.split(':').next()).collect();
     assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted: {gauges:?}");
     assert!(names.contains(&"sessions"), "{gauges:?}");
     assert!(!names.iter().any(|n| n.ends_with("_ns")), "{gauges:?}");
-    cure_refuses_barriers(&up);
     let (status, rest) = up.interrupt();
     assert!(status.success(), "up exited with {status}: {rest:?}");
     assert!(rest.iter().any(|l| l.contains("stopped")), "{rest:?}");
@@ -91,7 +117,10 @@ fn up_then_cli_writes_at_one_dc_and_reads_causally_at_another_then_ctrl_c_stops(
 
 #[test]
 fn with_on_node_exit_stop_a_dead_node_stops_the_whole_cluster() {
-    let mut up = Up::start("up-stop", 2, 1, &["--on-node-exit", "stop"]);
+    let extra = ["--protocol", "cure", "--on-node-exit", "stop"];
+    let mut up = Up::start("up-stop", 2, 1, &extra);
+    assert!(up.banner.contains("running protocol cure"), "{}", up.banner);
+    cure_refuses_barriers(&up);
     let killed = up.kill_dc("dc2");
     assert_eq!(killed.len(), 1, "{:?}", up.pids);
     let (status, _) = up.wait_exit();
