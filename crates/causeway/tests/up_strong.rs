@@ -9,11 +9,9 @@
 //! still commits once new leaders are elected (native client and RESP), racing strong txns
 //! still register a name exactly once, and causal reads and writes go on.
 //!
-//! Known engine bug (ignored test below): a single-partition strong txn whose decision is
-//! still in flight to the leader DC when it dies stays prepared forever in its group (the
-//! recovery of an orphaned txn only decides on other participants' answers, and it has
-//! none to ask), so the group's `known` stops and no strong txn becomes visible anywhere
-//! afterwards. The main test lets decisions land before the kill.
+//! The second test kills the leader DC while a single-partition strong txn's decision is
+//! still in flight to it: the orphaned txn is recovered by the new leader and later strong
+//! txns become visible everywhere.
 
 mod up;
 
@@ -311,12 +309,12 @@ fn strong_txns_register_each_name_once_and_survive_the_leader_dcs_failure() {
     eprintln!("whole test took {:?}", began.elapsed());
 }
 
-/// The engine bug of the module doc: a strong txn on one key commits at DC 2 and the leader
-/// DC dies at once (its decision is still on the emulated WAN); a strong txn at DC 1 then
-/// commits but never becomes visible, at DC 1 or DC 2. With several partitions the recovery
-/// decides after `strong_recover_ns` (3 s) and everything shows. Un-ignore once fixed.
+/// A strong txn on one key commits at DC 2 and the leader DC dies at once (its decision is
+/// still on the emulated WAN): the new leader recovers the orphaned txn (its own vote
+/// decides a single-partition txn) after `strong_recover_ns`, and later strong txns become
+/// visible. (This once blocked every later strong txn: the recovery waited for votes of
+/// no other participant.)
 #[test]
-#[ignore = "engine bug: an orphaned single-partition strong txn is never recovered"]
 fn a_strong_commit_just_before_the_leader_dc_dies_does_not_block_later_ones() {
     let mut up = Up::start("strong-orphan", 3, 2, &["--rtt-ms", "20"]);
     let start = Barrier::new(1);
