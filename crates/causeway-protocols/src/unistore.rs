@@ -202,7 +202,8 @@ pub struct Config {
     pub f: Option<usize>,
     /// The DC whose replicas lead the certification groups while up (default 0).
     pub leader_dc: Option<u16>,
-    /// `false`: strong txns run causal (the paper's CAUSAL baseline). Default true.
+    /// `false`: strong txns run causal and no certification runs (the paper's CAUSAL
+    /// baseline, and UNIFORM of §8.3). Default true.
     pub strong_txns: Option<bool>,
     /// The declared conflict relation the certifier enforces: `default` (every strong
     /// txn ad-hoc), `rubis`, or rules `TYPE TYPE PATTERN; ...` (transaction types are the
@@ -255,6 +256,7 @@ impl Config {
                 _ => Relation::AdHoc,
             },
             central: matches!(mode, Mode::RedBlue),
+            enabled: self.strong_txns != Some(false) || matches!(mode, Mode::Strong),
             rules: self
                 .conflicts
                 .as_deref()

@@ -148,7 +148,8 @@ impl Node {
             flavor,
             uniform,
             client_waits: Vec::new(),
-            strong: matches!(flavor, Flavor::UniStore { .. }).then(Default::default),
+            strong: (matches!(flavor, Flavor::UniStore { .. }) && cfg.strong.enabled)
+                .then(Default::default),
             mutation,
             time: Time::default(),
             parts,

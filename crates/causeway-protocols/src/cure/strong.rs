@@ -124,6 +124,9 @@ pub struct StrongConfig {
     pub central: bool,
     /// The declared conflict relation (empty: every strong txn is ad-hoc).
     pub rules: Vec<ConflictRule>,
+    /// Strong txns run at all (false: the paper's CAUSAL / UNIFORM, with no
+    /// certification groups and no strong heartbeats; strong BEGINs run causal).
+    pub enabled: bool,
 }
 
 impl Default for StrongConfig {
@@ -137,6 +140,7 @@ impl Default for StrongConfig {
             relation: Relation::AdHoc,
             central: false,
             rules: Vec::new(),
+            enabled: true,
         }
     }
 }
