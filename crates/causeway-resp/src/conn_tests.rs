@@ -654,7 +654,7 @@ impl crate::session::SessionHandle for StrongConflictsSession {
     async fn call(&mut self, req: causeway_core::Request) -> causeway_core::Response {
         use causeway_core::{Request, Response, TxnKind};
         match req {
-            Request::Begin { kind } => self.strong = kind == TxnKind::Strong,
+            Request::Begin { kind, .. } => self.strong = kind == TxnKind::Strong,
             Request::Commit if self.strong => {
                 self.inner.call(Request::Abort).await;
                 return Response::Aborted {
