@@ -306,7 +306,7 @@ mod tests {
         let vs = [
             variant("1 node", 8, [1000.0, 500.0]),
             variant("2 nodes", 16, [1800.0, 1000.0]),
-            variant("4 nodes", 32, [4000.0, 1500.0]),
+            variant("4 nodes", 32, [5000.0, 1500.0]),
         ];
         let rows = scaling_rows(&vs);
         assert_eq!(rows.len(), 6, "a row per curve and variant");
