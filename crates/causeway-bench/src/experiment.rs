@@ -21,6 +21,23 @@ pub struct Variant {
     pub apply: fn(&mut SimConfig),
 }
 
+/// A curve beyond the experiment's plain protocols: `protocol` under `label`, with the
+/// configuration changed by `apply` (e.g. UniStore's CAUSAL baseline: `unistore` with the
+/// section `strong_txns = false`; or one strong ratio of a microbenchmark).
+pub struct Line {
+    pub label: &'static str,
+    pub protocol: &'static str,
+    pub apply: fn(&mut SimConfig),
+}
+
+/// One curve to run: a plain protocol (its own label, no change) or a [`Line`].
+#[derive(Clone, Copy)]
+pub struct CurveSpec {
+    pub label: &'static str,
+    pub protocol: &'static str,
+    pub apply: Option<fn(&mut SimConfig)>,
+}
+
 /// Which sample a [`Kind::Cdf`] experiment reports, and at which DCs.
 pub struct CdfSpec {
     pub variants: &'static [Variant],
@@ -50,6 +67,8 @@ pub struct Experiment {
     pub figure: &'static str,
     pub kind: Kind,
     pub protocols: &'static [&'static str],
+    /// Labelled curves after `protocols` (a protocol with a changed configuration).
+    pub lines: &'static [Line],
     /// Topology and workload; the runner sets protocol, clients, seed and duration.
     pub config: fn() -> SimConfig,
     pub clients_per_dc: &'static [u32],
@@ -109,6 +128,8 @@ pub const EXPERIMENTS: &[Experiment] = &[
     CURE_VS_EVENTUAL,
     crate::unistore::UNIFORMITY_COST,
     crate::unistore::VISIBILITY,
+    crate::unistore_strong::RUBIS,
+    crate::unistore_strong::SCALABILITY,
 ];
 
 const CURE_VS_EVENTUAL: Experiment = Experiment {
@@ -116,6 +137,7 @@ const CURE_VS_EVENTUAL: Experiment = Experiment {
     figure: "Cure Fig. 2a (LWW registers, 3 DCs): throughput of eventual vs Cure, paper: eventual ~30% ahead",
     kind: Kind::Sweep,
     protocols: &["eventual", "cure"],
+    lines: &[],
     config: cure_vs_eventual,
     clients_per_dc: &[1, 16, 64, 256, 512, 1024, 1536],
     duration_ms: 500,
@@ -127,6 +149,24 @@ const CURE_VS_EVENTUAL: Experiment = Experiment {
     quick_real_clients_per_dc: &[1, 8],
     quick_real_duration_s: 2,
 };
+
+impl Experiment {
+    /// The curves it runs: each of `protocols`, then each of `lines`; the first is the
+    /// baseline.
+    pub fn curves(&self) -> Vec<CurveSpec> {
+        let plain = self.protocols.iter().map(|p| CurveSpec {
+            label: p,
+            protocol: p,
+            apply: None,
+        });
+        let lines = self.lines.iter().map(|l| CurveSpec {
+            label: l.label,
+            protocol: l.protocol,
+            apply: Some(l.apply),
+        });
+        plain.chain(lines).collect()
+    }
+}
 
 /// The experiment called `name`, or an error listing them.
 pub fn find(name: &str) -> Result<&'static Experiment, String> {
@@ -147,6 +187,10 @@ pub struct Point {
     pub aborted: usize,
     pub throughput_txn_per_s: f64,
     pub latency: Summary,
+    /// Latency by the workload's txn kind and client DC (`strong`, `causal@dc1`, ...;
+    /// see `causeway_sim::latency_by_kind`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub latency_by_kind: BTreeMap<String, Summary>,
     pub cpu_utilization: Option<f64>,
     /// The protocol's own figures and the CPU queueing delay (names end in their unit).
     pub samples: BTreeMap<String, Summary>,
@@ -228,7 +272,7 @@ impl Plan<'_> {
         let e = self.experiment;
         let per_variant = match e.kind {
             Kind::Cdf(_) => e.protocols.len() as u64,
-            _ => (e.protocols.len() * self.clients().len()) as u64,
+            _ => (e.curves().len() * self.clients().len()) as u64,
         };
         let variants = match e.kind {
             Kind::Sweep => 1,
@@ -247,10 +291,25 @@ impl Plan<'_> {
         clients: u32,
         seed: u64,
     ) -> SimConfig {
+        self.curve_config(variant, protocol, None, clients, seed)
+    }
+
+    /// [`Plan::config`] for one curve: `apply` (a [`Line`]'s change) after the variant's.
+    pub fn curve_config(
+        &self,
+        variant: Option<&Variant>,
+        protocol: &str,
+        apply: Option<fn(&mut SimConfig)>,
+        clients: u32,
+        seed: u64,
+    ) -> SimConfig {
         let e = self.experiment;
         let mut c = (e.config)();
         if let Some(v) = variant {
             (v.apply)(&mut c);
+        }
+        if let Some(apply) = apply {
+            apply(&mut c);
         }
         c.protocol = protocol.to_string();
         c.clients_per_dc = clients;
@@ -283,21 +342,24 @@ impl Plan<'_> {
     ) -> Result<Vec<Curve>, String> {
         assert!(self.clients().len() <= SWEEP_POINTS_MAX, "sweep too long");
         let mut curves = Vec::new();
-        for p in self.experiment.protocols {
+        for spec in self.experiment.curves() {
+            let config = |clients, seed| {
+                self.curve_config(variant, spec.protocol, spec.apply, clients, seed)
+            };
             let mut points = Vec::new();
             for &clients in self.clients() {
                 let mut results = Vec::new();
                 for seed in 1..=self.seeds() {
-                    let mut r = run(&self.config(variant, p, clients, seed))?;
+                    let mut r = run(&config(clients, seed))?;
                     r.history = Default::default();
                     results.push(r);
-                    tick(p, clients);
+                    tick(spec.label, clients);
                 }
-                let duration = self.config(variant, p, clients, 1).duration_ms;
+                let duration = config(clients, 1).duration_ms;
                 points.push(pool(clients, &results, duration));
             }
             curves.push(Curve {
-                protocol: p.to_string(),
+                protocol: spec.label.to_string(),
                 points,
             });
         }
@@ -305,15 +367,15 @@ impl Plan<'_> {
     }
 }
 
-/// Pools the seeds of one point (latency figures weighted by committed count).
-pub fn pool(clients_per_dc: u32, results: &[SimResult], duration_ms: u64) -> Point {
-    let committed: usize = results.iter().map(|r| r.committed).sum();
-    let seconds = duration_ms as f64 / 1e3 * results.len() as f64;
-    let n: usize = results.iter().map(|r| r.txn_latency.count).sum();
+/// Summaries of several seeds as one: counts added, mean and percentiles weighted by
+/// count (percentiles so pooled are an approximation), the largest max.
+pub fn pool_summaries<'a>(parts: impl IntoIterator<Item = &'a Summary> + Clone) -> Summary {
+    let n: usize = parts.clone().into_iter().map(|s| s.count).sum();
     let weighted = |f: fn(&Summary) -> f64| {
-        let total: f64 = results
-            .iter()
-            .map(|r| f(&r.txn_latency) * r.txn_latency.count as f64)
+        let total: f64 = parts
+            .clone()
+            .into_iter()
+            .map(|s| f(s) * s.count as f64)
             .sum();
         if n == 0 {
             0.0
@@ -321,22 +383,44 @@ pub fn pool(clients_per_dc: u32, results: &[SimResult], duration_ms: u64) -> Poi
             total / n as f64
         }
     };
+    Summary {
+        count: n,
+        mean_ms: weighted(|s| s.mean_ms),
+        p50_ms: weighted(|s| s.p50_ms),
+        p99_ms: weighted(|s| s.p99_ms),
+        max_ms: parts.into_iter().map(|s| s.max_ms).fold(0.0, f64::max),
+    }
+}
+
+/// Each name's summaries over the seeds, pooled ([`pool_summaries`]).
+fn pool_named(results: &[SimResult]) -> BTreeMap<String, Summary> {
+    let names: std::collections::BTreeSet<&String> = results
+        .iter()
+        .flat_map(|r| r.txn_latency_by_kind.keys())
+        .collect();
+    names
+        .into_iter()
+        .map(|name| {
+            let parts = results
+                .iter()
+                .filter_map(|r| r.txn_latency_by_kind.get(name));
+            (name.clone(), pool_summaries(parts))
+        })
+        .collect()
+}
+
+/// Pools the seeds of one point (latency figures weighted by committed count).
+pub fn pool(clients_per_dc: u32, results: &[SimResult], duration_ms: u64) -> Point {
+    let committed: usize = results.iter().map(|r| r.committed).sum();
+    let seconds = duration_ms as f64 / 1e3 * results.len() as f64;
     let utils: Vec<f64> = results.iter().filter_map(|r| r.cpu_utilization).collect();
     Point {
         clients_per_dc,
         committed,
         aborted: results.iter().map(|r| r.aborted).sum(),
         throughput_txn_per_s: committed as f64 / seconds.max(1e-9),
-        latency: Summary {
-            count: n,
-            mean_ms: weighted(|s| s.mean_ms),
-            p50_ms: weighted(|s| s.p50_ms),
-            p99_ms: weighted(|s| s.p99_ms),
-            max_ms: results
-                .iter()
-                .map(|r| r.txn_latency.max_ms)
-                .fold(0.0, f64::max),
-        },
+        latency: pool_summaries(results.iter().map(|r| &r.txn_latency)),
+        latency_by_kind: pool_named(results),
         cpu_utilization: (!utils.is_empty())
             .then(|| utils.iter().sum::<f64>() / utils.len() as f64),
         samples: results

@@ -15,8 +15,11 @@ pub mod plot;
 pub mod regions;
 pub mod report;
 pub mod unistore;
+pub mod unistore_strong;
 
 pub use cdf::CdfReport;
-pub use experiment::{find, CdfSpec, Curve, Experiment, Kind, Plan, Point, Variant, EXPERIMENTS};
+pub use experiment::{
+    find, CdfSpec, Curve, CurveSpec, Experiment, Kind, Line, Plan, Point, Variant, EXPERIMENTS,
+};
 pub use peaks::PeaksReport;
 pub use report::Report;

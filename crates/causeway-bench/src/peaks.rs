@@ -14,7 +14,57 @@ use std::path::Path;
 #[derive(Debug, Serialize)]
 pub struct VariantReport {
     pub variant: String,
+    /// Partitions per DC in this variant (what a scalability experiment scales).
+    pub partitions: u32,
     pub report: Report,
+}
+
+/// One curve's peak in one variant against linear scaling from the first variant.
+#[derive(Debug, Serialize)]
+pub struct ScalingRow {
+    pub variant: String,
+    pub curve: String,
+    pub partitions: u32,
+    pub peak_txn_per_s: f64,
+    /// The first variant's peak times the partition ratio.
+    pub linear_txn_per_s: f64,
+    /// 1 - peak / linear: how far below linear scaling (negative: above).
+    pub drop: f64,
+}
+
+/// Each curve's peak in each variant against the first variant's peak scaled by the
+/// partitions; empty unless the variants change the partition count.
+pub fn scaling_rows(variants: &[VariantReport]) -> Vec<ScalingRow> {
+    let Some(first) = variants.first() else {
+        return Vec::new();
+    };
+    if variants.iter().all(|v| v.partitions == first.partitions) {
+        return Vec::new();
+    }
+    let mut rows = Vec::new();
+    for (i, c) in first.report.curves.iter().enumerate() {
+        let base = c.peak().throughput_txn_per_s;
+        for v in variants {
+            let Some(curve) = v.report.curves.get(i) else {
+                continue;
+            };
+            let peak = curve.peak().throughput_txn_per_s;
+            let linear = base * f64::from(v.partitions) / f64::from(first.partitions.max(1));
+            rows.push(ScalingRow {
+                variant: v.variant.clone(),
+                curve: c.protocol.clone(),
+                partitions: v.partitions,
+                peak_txn_per_s: peak,
+                linear_txn_per_s: linear,
+                drop: if linear > 0.0 {
+                    1.0 - peak / linear
+                } else {
+                    0.0
+                },
+            });
+        }
+    }
+    rows
 }
 
 /// One protocol's peak in one variant, against the baseline's.
@@ -37,6 +87,9 @@ pub struct PeaksReport {
     pub quick: bool,
     pub variants: Vec<VariantReport>,
     pub peaks: Vec<PeakRow>,
+    /// Peaks against linear scaling, when the variants change the partition count.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scaling: Vec<ScalingRow>,
 }
 
 impl PeaksReport {
@@ -55,6 +108,7 @@ impl PeaksReport {
             figure: e.figure.to_string(),
             quick: plan.quick,
             peaks: reports.iter().flat_map(peak_rows).collect(),
+            scaling: scaling_rows(&reports),
             variants: reports,
         })
     }
@@ -90,7 +144,42 @@ impl PeaksReport {
             );
         }
         self.mean_changes(&mut out);
+        self.scaling_table(&mut out);
         out
+    }
+
+    /// Peaks against linear scaling, and each curve's drop at the largest variant.
+    fn scaling_table(&self, out: &mut String) {
+        if self.scaling.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "{:<24} {:<12} {:>10} {:>12} {:>12} {:>8}",
+            "curve", "variant", "partitions", "peak txn/s", "linear", "drop"
+        );
+        for r in &self.scaling {
+            let _ = writeln!(
+                out,
+                "{:<24} {:<12} {:>10} {:>12.0} {:>12.0} {:>7.1}%",
+                r.curve,
+                r.variant,
+                r.partitions,
+                r.peak_txn_per_s,
+                r.linear_txn_per_s,
+                r.drop * 100.0
+            );
+        }
+        let most = self.scaling.iter().map(|r| r.partitions).max();
+        for r in self.scaling.iter().filter(|r| Some(r.partitions) == most) {
+            let _ = writeln!(
+                out,
+                "drop vs linear of {} at {} partitions/DC: {:.1}%",
+                r.curve,
+                r.partitions,
+                r.drop * 100.0
+            );
+        }
     }
 
     /// Each compared protocol's mean change over the variants.
@@ -148,6 +237,7 @@ fn variant_report(
     report.experiment = format!("{} [{}]", plan.experiment.name, v.label);
     Ok(VariantReport {
         variant: v.label.to_string(),
+        partitions: plan.config(Some(v), "", 1, 1).partitions,
         report,
     })
 }
@@ -167,4 +257,96 @@ fn peak_rows(v: &VariantReport) -> Vec<PeakRow> {
             ratio: *ratio,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::{Curve, Point};
+
+    fn curve(label: &str, peak: f64) -> Curve {
+        let point = |clients, tput| Point {
+            clients_per_dc: clients,
+            committed: 0,
+            aborted: 0,
+            throughput_txn_per_s: tput,
+            latency: Default::default(),
+            latency_by_kind: Default::default(),
+            cpu_utilization: None,
+            samples: Default::default(),
+            violations: 0,
+            unchecked: 0,
+            violation: None,
+        };
+        Curve {
+            protocol: label.to_string(),
+            points: vec![point(1, peak / 2.0), point(2, peak), point(3, peak * 0.9)],
+        }
+    }
+
+    fn variant(label: &str, partitions: u32, peaks: [f64; 2]) -> VariantReport {
+        let report = Report {
+            experiment: "x".into(),
+            figure: "y".into(),
+            quick: true,
+            source: "simulator".into(),
+            notes: Vec::new(),
+            curves: vec![curve("a", peaks[0]), curve("b", peaks[1])],
+            peak_ratios: vec![("a".into(), 1.0), ("b".into(), peaks[1] / peaks[0])],
+        };
+        VariantReport {
+            variant: label.to_string(),
+            partitions,
+            report,
+        }
+    }
+
+    #[test]
+    fn scaling_rows_compare_each_peak_with_the_first_scaled_by_partitions() {
+        let vs = [
+            variant("1 node", 8, [1000.0, 500.0]),
+            variant("2 nodes", 16, [1800.0, 1000.0]),
+            variant("4 nodes", 32, [5000.0, 1500.0]),
+        ];
+        let rows = scaling_rows(&vs);
+        assert_eq!(rows.len(), 6, "a row per curve and variant");
+        let row = |curve: &str, partitions| {
+            rows.iter()
+                .find(|r| r.curve == curve && r.partitions == partitions)
+                .expect("row")
+        };
+        assert_eq!(row("a", 8).drop, 0.0, "the first variant is the reference");
+        assert_eq!(row("a", 16).linear_txn_per_s, 2000.0);
+        assert!((row("a", 16).drop - 0.1).abs() < 1e-9);
+        assert!((row("a", 32).drop + 0.25).abs() < 1e-9, "above linear");
+        assert!((row("b", 32).drop - 0.25).abs() < 1e-9);
+        let same = [variant("x", 8, [1.0, 1.0]), variant("y", 8, [2.0, 2.0])];
+        assert!(scaling_rows(&same).is_empty(), "nothing scaled");
+        assert!(scaling_rows(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_table_ends_with_the_drop_at_the_most_partitions() {
+        let variants = vec![
+            variant("1 node", 8, [1000.0, 500.0]),
+            variant("2 nodes", 16, [1800.0, 1000.0]),
+        ];
+        let report = PeaksReport {
+            experiment: "x".into(),
+            figure: "y".into(),
+            quick: false,
+            peaks: variants.iter().flat_map(peak_rows).collect(),
+            scaling: scaling_rows(&variants),
+            variants,
+        };
+        let table = report.table();
+        assert!(
+            table.contains("drop vs linear of a at 16 partitions/DC: 10.0%"),
+            "{table}"
+        );
+        assert!(
+            table.contains("drop vs linear of b at 16 partitions/DC: 0.0%"),
+            "{table}"
+        );
+    }
 }

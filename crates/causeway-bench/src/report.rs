@@ -4,12 +4,22 @@
 //! comes from the simulator or from a real cluster (`causeway bench --real`); the latter
 //! has no CPU model and no checked histories, and says how its setup differs.
 
-use crate::experiment::{Curve, Experiment};
+use crate::experiment::{Curve, Experiment, Point};
 use crate::plot::Series;
 use serde::Serialize;
 use std::fmt::Write;
 
 const SIMULATOR: &str = "simulator";
+
+/// Aborted over finished (committed + aborted) transactions of a point; 0 when none.
+pub fn abort_rate(p: &Point) -> f64 {
+    let finished = p.committed + p.aborted;
+    if finished == 0 {
+        0.0
+    } else {
+        p.aborted as f64 / finished as f64
+    }
+}
 const REAL: &str = "real cluster";
 
 /// Everything an experiment run produced (the `--json` document).
@@ -176,13 +186,34 @@ impl Report {
     }
 
     fn peaks(&self, out: &mut String) {
+        let base = &self.curves[0].protocol;
         for (c, (_, ratio)) in self.curves.iter().zip(&self.peak_ratios) {
             let p = c.peak();
             let _ = writeln!(
                 out,
-                "peak {}: {:.0} txn/s at {} clients/DC, {:.3}x the baseline's peak",
-                c.protocol, p.throughput_txn_per_s, p.clients_per_dc, ratio
+                "peak {}: {:.0} txn/s at {} clients/DC, {:.3}x the baseline's peak; mean {:.2} ms; aborts {:.3}%",
+                c.protocol,
+                p.throughput_txn_per_s,
+                p.clients_per_dc,
+                ratio,
+                p.latency.mean_ms,
+                abort_rate(p) * 100.0
             );
+            if c.protocol != *base && *ratio > 0.0 {
+                let _ = writeln!(
+                    out,
+                    "  {base} over {}: {:+.1}% peak throughput",
+                    c.protocol,
+                    (1.0 / ratio - 1.0) * 100.0
+                );
+            }
+            for (name, s) in &p.latency_by_kind {
+                let _ = writeln!(
+                    out,
+                    "  {name} txns: mean {:.2} ms, p50 {:.2} ms, p99 {:.2} ms (n={})",
+                    s.mean_ms, s.p50_ms, s.p99_ms, s.count
+                );
+            }
             for (name, s) in &p.samples {
                 let name = name.trim_end_matches("_ns");
                 let _ = writeln!(
@@ -194,6 +225,11 @@ impl Report {
         }
     }
 
+    /// The curve labelled `label`, if any.
+    pub fn curve(&self, label: &str) -> Option<&Curve> {
+        self.curves.iter().find(|c| c.protocol == label)
+    }
+
     /// Whether any run violated its protocol's guarantee (its figures are then void).
     pub fn violations(&self) -> usize {
         self.curves
@@ -201,5 +237,71 @@ impl Report {
             .flat_map(|c| &c.points)
             .map(|p| p.violations)
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_sim::Summary;
+
+    fn point(tput: f64, committed: usize, aborted: usize) -> Point {
+        let mean = |ms| Summary {
+            count: 10,
+            mean_ms: ms,
+            ..Summary::default()
+        };
+        Point {
+            clients_per_dc: 4,
+            committed,
+            aborted,
+            throughput_txn_per_s: tput,
+            latency: mean(10.0),
+            latency_by_kind: [
+                ("causal".to_string(), mean(1.5)),
+                ("strong@dc0".to_string(), mean(65.0)),
+            ]
+            .into_iter()
+            .collect(),
+            cpu_utilization: None,
+            samples: Default::default(),
+            violations: 0,
+            unchecked: 0,
+            violation: None,
+        }
+    }
+
+    #[test]
+    fn abort_rates_are_over_finished_txns() {
+        assert_eq!(abort_rate(&point(1.0, 0, 0)), 0.0);
+        assert_eq!(abort_rate(&point(1.0, 3, 1)), 0.25);
+    }
+
+    #[test]
+    fn peaks_name_the_baselines_gain_and_each_kinds_latency() {
+        let curves = vec![
+            Curve {
+                protocol: "unistore".into(),
+                points: vec![point(2000.0, 999, 1)],
+            },
+            Curve {
+                protocol: "strong".into(),
+                points: vec![point(500.0, 90, 10)],
+            },
+        ];
+        let e = crate::find("unistore-rubis").expect("registered");
+        let r = Report::new(e, false, curves);
+        let table = r.table();
+        assert!(table.contains("aborts 0.100%"), "{table}");
+        assert!(table.contains("aborts 10.000%"), "{table}");
+        assert!(
+            table.contains("unistore over strong: +300.0% peak throughput"),
+            "{table}"
+        );
+        assert!(
+            table.contains("  strong@dc0 txns: mean 65.00 ms"),
+            "{table}"
+        );
+        assert!(r.curve("strong").is_some() && r.curve("causal").is_none());
     }
 }

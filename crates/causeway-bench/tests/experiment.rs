@@ -32,6 +32,7 @@ const TINY: Experiment = Experiment {
     figure: "test only",
     kind: Kind::Sweep,
     protocols: &["eventual", "cure"],
+    lines: &[],
     config: tiny,
     clients_per_dc: &[1, 8, 32],
     duration_ms: 200,

@@ -150,6 +150,9 @@ pub struct SimConfig {
     pub read_ratio: f64,
     /// Fraction of transactions that are strong (mixed reads and updates).
     pub strong_ratio: f64,
+    /// Fraction of strong transactions whose first key is one of partition 0's (the
+    /// designated partition of UniStore Fig. 4's contended variant); custom workload only.
+    pub hot_partition_ratio: f64,
     /// Fraction of transactions that only read.
     pub read_only_ratio: f64,
     /// Fraction of transactions that only update.
@@ -230,6 +233,7 @@ impl Default for SimConfig {
             zipf: 0.8,
             read_ratio: 0.5,
             strong_ratio: 0.0,
+            hot_partition_ratio: 0.0,
             read_only_ratio: 0.0,
             write_only_ratio: 0.0,
             txn_ops: 4,
@@ -320,7 +324,16 @@ impl SimConfig {
         if r > 0.0 && self.keys < u32::from(self.dcs) {
             return Err("--remote-ratio needs at least one key per DC (--keys >= --dcs)".into());
         }
-        let kinds = self.strong_ratio + self.read_only_ratio + self.write_only_ratio;
+        let hot = self.hot_partition_ratio;
+        if !(0.0..=1.0).contains(&hot) {
+            return Err(format!(
+                "the hot-partition ratio must be between 0 and 1, not {hot}"
+            ));
+        }
+        if hot > 0.0 && crate::workload::custom::hot_keys(self).is_empty() {
+            return Err("the hot-partition ratio needs a key on partition 0 (more --keys)".into());
+        }
+        let kinds = self.strong_ratio + self.read_only_ratio + self.write_only_ratio + hot;
         if self.workload != WorkloadFamily::Custom && kinds > 0.0 {
             return Err(
                 "--strong-ratio, --read-only-ratio and --write-only-ratio apply to --workload custom only"

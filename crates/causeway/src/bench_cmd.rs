@@ -11,6 +11,7 @@
 mod real;
 
 use crate::sim_cmd::{fail, parse_seeds, progress, workload_config, WorkloadArgs};
+use causeway_sim::cpu::CpuModel;
 use causeway_sim::{run as run_seed, FaultSel, SimResult, Summary};
 use clap::Args;
 use serde::Serialize;
@@ -188,7 +189,7 @@ fn run_experiment(name: &str, args: &BenchArgs) -> ExitCode {
     let plan = causeway_bench::Plan {
         experiment,
         quick: args.quick,
-        cpu: Some(args.workload.cpu.model(!args.no_cpu)),
+        cpu: cpu_override(&args.workload.cpu.model(!args.no_cpu)),
     };
     if !matches!(experiment.kind, causeway_bench::Kind::Sweep) {
         return run_other_kind(&plan, args);
@@ -210,6 +211,17 @@ fn run_experiment(name: &str, args: &BenchArgs) -> ExitCode {
         print!("{}", r.table());
     }
     write_outputs(&reports, args)
+}
+
+/// The CPU model an experiment runs with: the command line's when it differs from the
+/// defaults (a `--cores`, `--cpu-msg-ns`... flag or `--no-cpu`), else `None`: the
+/// experiment's own model (e.g. `unistore-rubis` runs 1-core nodes).
+fn cpu_override(given: &CpuModel) -> Option<CpuModel> {
+    let defaults = CpuModel {
+        enabled: true,
+        ..CpuModel::default()
+    };
+    (*given != defaults).then(|| given.clone())
 }
 
 /// What a peak-per-variant or CDF experiment produced.
@@ -414,4 +426,28 @@ pub fn run(args: BenchArgs) -> ExitCode {
         return ExitCode::from(1);
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_cpu_flags_that_differ_from_the_defaults_override_the_experiments_model() {
+        let on = CpuModel {
+            enabled: true,
+            ..CpuModel::default()
+        };
+        assert_eq!(cpu_override(&on), None);
+        let one_core = CpuModel {
+            cores: 1,
+            ..on.clone()
+        };
+        assert_eq!(cpu_override(&one_core), Some(one_core.clone()));
+        let off = CpuModel {
+            enabled: false,
+            ..on
+        };
+        assert_eq!(cpu_override(&off), Some(off.clone()));
+    }
 }

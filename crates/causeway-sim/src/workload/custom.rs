@@ -5,7 +5,9 @@
 //! probability `read_ratio`, else an update. A strong transaction's update is a
 //! read-modify-write: a read of the key comes first unless the transaction already touched
 //! it (strong transactions then form checkable PoR chains; contend with few `--keys` or a
-//! high `--zipf`). Its draws are exactly those of the generator
+//! high `--zipf`). With `hot_partition_ratio` set, that fraction of strong transactions
+//! takes its first key from the keys of partition 0, the designated partition (UniStore
+//! Fig. 4's contended variant). Its draws are exactly those of the generator
 //! before the families existed, so default runs keep their trace hashes.
 
 use super::{KeyPicker, Step, TxnPlan, Values, Workload};
@@ -30,6 +32,18 @@ pub(crate) struct Custom {
     read_only_ratio: f64,
     write_only_ratio: f64,
     txn_ops: u32,
+    /// `SimConfig::hot_partition_ratio`.
+    hot_ratio: f64,
+    /// The key indexes of partition 0, when `hot_ratio` is positive (else empty).
+    hot_keys: Vec<u32>,
+}
+
+/// The indexes in `0..keys` of the keys that partition 0 holds under `config`'s topology.
+pub(crate) fn hot_keys(config: &SimConfig) -> Vec<u32> {
+    let topology = config.topology();
+    (0..config.keys)
+        .filter(|i| topology.partition_of(&Workload::key(*i)).0 == 0)
+        .collect()
 }
 
 /// Set elements are drawn from a small domain so adds and removes collide.
@@ -44,6 +58,12 @@ impl Custom {
             read_only_ratio: config.read_only_ratio,
             write_only_ratio: config.write_only_ratio,
             txn_ops: config.txn_ops,
+            hot_ratio: config.hot_partition_ratio,
+            hot_keys: if config.hot_partition_ratio > 0.0 {
+                hot_keys(config)
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -68,8 +88,16 @@ impl Custom {
     ) -> TxnPlan {
         let (kind, shape) = self.draw_kind(rng);
         let mut steps = Vec::with_capacity(self.txn_ops as usize);
+        // No draw unless the option is on and the txn strong: other runs replay as before.
+        let mut hot =
+            kind == TxnKind::Strong && !self.hot_keys.is_empty() && rng.chance(self.hot_ratio);
         for _ in 0..self.txn_ops {
-            let index = picker.pick(dc, rng);
+            let index = if hot {
+                hot = false;
+                self.hot_keys[rng.range(0, self.hot_keys.len() as u64) as usize]
+            } else {
+                picker.pick(dc, rng)
+            };
             let key = Workload::key(index);
             let obj = self.key_type(index);
             let read = match shape {
@@ -212,6 +240,34 @@ mod tests {
         assert!(plans(&reads_only, 50)
             .iter()
             .all(|p| p.steps.iter().all(|s| matches!(s, Step::Read(..)))));
+    }
+
+    #[test]
+    fn the_hot_fraction_of_strong_txns_starts_on_partition_0() {
+        let c = SimConfig {
+            strong_ratio: 0.5,
+            hot_partition_ratio: 0.2,
+            partitions: 16,
+            keys: 10_000,
+            zipf: 0.0,
+            ..SimConfig::default()
+        };
+        let topology = c.topology();
+        let first_on_0 = |p: &TxnPlan| match &p.steps[0] {
+            Step::Read(k, _) | Step::Update(k, _) => topology.partition_of(k).0 == 0,
+            Step::ReadMany(_) => false,
+        };
+        let ps = plans(&c, 8_000);
+        let (strong, causal): (Vec<&TxnPlan>, Vec<&TxnPlan>) =
+            ps.iter().partition(|p| p.kind == TxnKind::Strong);
+        let hot = strong.iter().filter(|p| first_on_0(p)).count() as f64;
+        // 20% by choice plus 1/16 of the other 80% by chance.
+        let expected = 0.2 + 0.8 / 16.0;
+        let share = hot / strong.len() as f64;
+        assert!((share - expected).abs() < 0.03, "strong share {share}");
+        let share = causal.iter().filter(|p| first_on_0(p)).count() as f64 / causal.len() as f64;
+        assert!((share - 1.0 / 16.0).abs() < 0.02, "causal share {share}");
+        assert!(hot_keys(&c).len() > 500, "about 1/16 of the keys");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! drawn by a `KeyPicker`, which with `--remote-ratio` takes a fraction of them from
 //! another DC's home range (key index modulo `dcs`) instead of the client's own.
 
-mod custom;
+pub(crate) mod custom;
 pub mod rubis;
 mod ycsb;
 
