@@ -257,11 +257,15 @@ impl Config {
             },
             central: matches!(mode, Mode::RedBlue),
             enabled: self.strong_txns != Some(false) || matches!(mode, Mode::Strong),
-            rules: self
-                .conflicts
-                .as_deref()
-                .and_then(|c| causeway_core::conflict::parse_rules(c).ok())
-                .unwrap_or_default(),
+            // STRONG and REDBLUE conflict every pair they define (§8.1): no declared rules.
+            rules: match mode {
+                Mode::UniStore => self
+                    .conflicts
+                    .as_deref()
+                    .and_then(|c| causeway_core::conflict::parse_rules(c).ok())
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            },
         };
         cure::Config {
             lease_ns: self.lease_ns.unwrap_or(d.lease_ns),
