@@ -213,7 +213,33 @@ impl PeaksReport {
             .collect()
     }
 
+    /// Peak throughput against partitions per DC, one series per curve (scaling
+    /// experiments).
+    pub fn scaling_series(&self) -> Vec<Series> {
+        let mut series: Vec<Series> = Vec::new();
+        for r in &self.scaling {
+            let point = (f64::from(r.partitions), r.peak_txn_per_s);
+            match series.iter_mut().find(|s| s.label == r.curve) {
+                Some(s) => s.points.push(point),
+                None => series.push(Series {
+                    label: r.curve.clone(),
+                    points: vec![point],
+                }),
+            }
+        }
+        series
+    }
+
+    /// Throughput-latency curves per protocol and variant; for a scaling experiment (the
+    /// variants change the partitions), peak throughput against partitions instead.
     pub fn plot(&self, path: &Path) -> Result<(), String> {
+        if !self.scaling.is_empty() {
+            let title = format!(
+                "{}: peak throughput vs partitions (simulator)",
+                self.experiment
+            );
+            return plot::plot_on(path, &title, &self.scaling_series(), &plot::SCALING);
+        }
         let title = format!(
             "{}: throughput vs mean latency (simulator)",
             self.experiment
@@ -348,5 +374,8 @@ mod tests {
             table.contains("drop vs linear of b at 16 partitions/DC: 0.0%"),
             "{table}"
         );
+        let series = report.scaling_series();
+        assert_eq!(series.len(), 2, "one per curve");
+        assert_eq!(series[0].points, vec![(8.0, 1000.0), (16.0, 1800.0)]);
     }
 }

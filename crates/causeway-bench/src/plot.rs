@@ -39,6 +39,15 @@ pub const THROUGHPUT_LATENCY: Axes<'static> = Axes {
     legend: SeriesLabelPosition::UpperLeft,
 };
 
+/// Peak throughput against partitions per DC (UniStore Fig. 4).
+pub const SCALING: Axes<'static> = Axes {
+    x: "partitions per DC",
+    y: "peak throughput (committed txn/s)",
+    log_when_wide: false,
+    dots: true,
+    legend: SeriesLabelPosition::UpperLeft,
+};
+
 /// Cumulative distributions of a delay in ms.
 pub const CDF: Axes<'static> = Axes {
     x: "delay (ms)",

@@ -28,7 +28,8 @@ pub const LEADER_DC: u16 = 0;
 /// Inter-DC jitter as in Fig. 5 and 6 (2% of a link's latency).
 const WAN_JITTER: f64 = 0.02;
 
-/// The paper's RUBiS clients think 500 ms between transactions (§8.1).
+/// The paper's RUBiS clients think 500 ms between transactions (§8.1; RUBiS draws think
+/// times from a negative exponential distribution).
 const RUBIS_THINK_NS: u64 = 500_000_000;
 
 /// The section every curve of these experiments runs with: leaders in Virginia.
@@ -71,6 +72,9 @@ fn rubis() -> SimConfig {
         workload: WorkloadFamily::Rubis,
         rubis_scale: causeway_sim::config::RUBIS_SCALE_MAX,
         think_time_ns: RUBIS_THINK_NS,
+        // Exponential think times and spread starts: with a fixed 500 ms every client
+        // starts in the same millisecond and the whole population arrives in waves.
+        think_time_exponential: true,
         nodes_per_dc: 1,
         // Past saturation `strong` takes seconds per txn: the final reads (strong there
         // too) must not race the backlog.
@@ -112,7 +116,7 @@ pub const RUBIS: Experiment = Experiment {
         apply: causal,
     }],
     config: rubis,
-    clients_per_dc: &[500, 2000, 4000, 6500, 9000],
+    clients_per_dc: &[500, 3000, 6000, 9000, 12000],
     duration_ms: 1_000,
     seeds: 1,
     quick_clients_per_dc: &[500, 2000],

@@ -132,7 +132,12 @@ impl World {
         for dc in 0..self.config.dcs {
             for _ in 0..self.config.clients_per_dc {
                 let c = self.add_client(dc, false)?;
-                let delay = self.work_rng.range(0, 1_000_000);
+                let spread = if self.config.think_time_exponential {
+                    self.config.think_time_ns.max(1_000_000)
+                } else {
+                    1_000_000
+                };
+                let delay = self.work_rng.range(0, spread);
                 self.schedule(T0 + delay, Ev::ClientNext { client: c });
             }
         }
@@ -392,8 +397,20 @@ impl World {
     /// The client is idle; its next action follows after the think time.
     pub(crate) fn idle_then_next(&mut self, c: usize) {
         self.clients[c].phase = Phase::Idle;
-        let at = self.now + self.config.think_time_ns;
+        let at = self.now + self.think_time();
         self.schedule(at, Ev::ClientNext { client: c });
+    }
+
+    /// The next think time: fixed, or exponential of that mean
+    /// (`SimConfig::think_time_exponential`, capped at 20 means).
+    fn think_time(&mut self) -> Nanos {
+        let mean = self.config.think_time_ns;
+        if !self.config.think_time_exponential || mean == 0 {
+            return mean;
+        }
+        let u = self.work_rng.unit();
+        let draw = -(1.0 - u).ln() * mean as f64;
+        draw.min(20.0 * mean as f64) as Nanos
     }
 
     /// Records a transaction the client will never finish (its DC failed, or the run

@@ -183,6 +183,12 @@ pub struct SimConfig {
     pub quiesce_ms: u64,
     pub faults: FaultSel,
     pub think_time_ns: Nanos,
+    /// Draw each think time from an exponential distribution of mean `think_time_ns`, and
+    /// start each client at a uniform time within the first think time (RUBiS's negative
+    /// exponential think times). Off by default: fixed think times, clients starting
+    /// within the first millisecond (with a long fixed think time they then run in
+    /// synchronized waves).
+    pub think_time_exponential: bool,
     pub intra_dc_one_way_ns: Nanos,
     /// One-way latency between DCs; `None` = half the PaRiS matrix (100 ms for DCs past 5).
     pub inter_dc_one_way_ms: Option<Vec<Vec<f64>>>,
@@ -248,6 +254,7 @@ impl Default for SimConfig {
             quiesce_ms: 3_000,
             faults: FaultSel::None,
             think_time_ns: 1_000_000,
+            think_time_exponential: false,
             intra_dc_one_way_ns: 250_000,
             inter_dc_one_way_ms: None,
             jitter: 0.1,

@@ -293,6 +293,27 @@ mod tests {
     }
 
     #[test]
+    fn exponential_think_times_keep_the_mean_rate_and_change_the_run() {
+        let fixed = SimConfig {
+            protocol: "cure".into(),
+            think_time_ns: 20_000_000,
+            duration_ms: 2_000,
+            quiesce_ms: 200,
+            ..SimConfig::default()
+        };
+        let exp = SimConfig {
+            think_time_exponential: true,
+            ..fixed.clone()
+        };
+        let (a, b) = (run(&fixed).expect("runs"), run(&exp).expect("runs"));
+        assert!(a.violation.is_none() && b.violation.is_none());
+        assert_ne!(a.trace_hash, b.trace_hash);
+        // The same mean think time: about the same number of txns (within 20%).
+        let (na, nb) = (a.committed as f64, b.committed as f64);
+        assert!((nb / na - 1.0).abs() < 0.2, "fixed {na}, exponential {nb}");
+    }
+
+    #[test]
     fn latency_by_kind_splits_committed_txns_by_kind_and_client_dc() {
         let history = History {
             txns: vec![
