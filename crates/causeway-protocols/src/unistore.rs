@@ -32,9 +32,6 @@ use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
 use causeway_core::{DcId, SessionId, Topology, TxnKind};
 use serde::{Deserialize, Serialize};
 
-/// The `unistore` protocol (registry entry).
-pub struct UniStore;
-
 /// Cure's mutations (they break the engine UniStore shares) and UniStore's own.
 const MUTATIONS: &[&str] = &[
     "no-read-wait",
@@ -97,99 +94,69 @@ fn session(
     s
 }
 
-impl Protocol for UniStore {
-    const NAME: &'static str = "unistore";
-    const GUARANTEE: Guarantee = Guarantee::Por;
-    const MUTATIONS: &'static [&'static str] = MUTATIONS;
-    const REQUIREMENTS: Requirements = REQUIREMENTS;
-    type Msg = Msg;
-    type Config = Config;
-    type Node = Node;
-    type Session = Session<Client>;
+/// Defines a registry entry running UniStore's code in `mode`.
+macro_rules! unistore_protocol {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $mode:expr, $mutations:expr) => {
+        $(#[$doc])*
+        pub struct $ty;
 
-    fn recover(config: &NodeConfig, section: &Config, records: &[Vec<u8>]) -> Result<Node, String> {
-        recover(Mode::UniStore, config, section, records)
-    }
+        impl Protocol for $ty {
+            const NAME: &'static str = $name;
+            const GUARANTEE: Guarantee = Guarantee::Por;
+            const MUTATIONS: &'static [&'static str] = $mutations;
+            const REQUIREMENTS: Requirements = REQUIREMENTS;
+            type Msg = Msg;
+            type Config = Config;
+            type Node = Node;
+            type Session = Session<Client>;
 
-    fn tolerated_failures(section: &Config, dcs: u16) -> usize {
-        section.f_for(dcs)
-    }
+            fn recover(
+                config: &NodeConfig,
+                section: &Config,
+                records: &[Vec<u8>],
+            ) -> Result<Node, String> {
+                recover($mode, config, section, records)
+            }
 
-    fn session(
-        id: SessionId,
-        dc: DcId,
-        topology: &Topology,
-        params: &Params,
-        section: &Config,
-    ) -> Session<Client> {
-        session(Mode::UniStore, id, dc, topology, params, section)
-    }
+            fn tolerated_failures(section: &Config, dcs: u16) -> usize {
+                section.f_for(dcs)
+            }
+
+            fn session(
+                id: SessionId,
+                dc: DcId,
+                topology: &Topology,
+                params: &Params,
+                section: &Config,
+            ) -> Session<Client> {
+                session($mode, id, dc, topology, params, section)
+            }
+        }
+    };
 }
 
-/// UniStore's STRONG baseline (§8.1): every txn strong (registry entry `strong`).
-pub struct StrongBaseline;
-
-impl Protocol for StrongBaseline {
-    const NAME: &'static str = "strong";
-    const GUARANTEE: Guarantee = Guarantee::Por;
-    const MUTATIONS: &'static [&'static str] = &["certify-ignores-conflicts"];
-    const REQUIREMENTS: Requirements = REQUIREMENTS;
-    type Msg = Msg;
-    type Config = Config;
-    type Node = Node;
-    type Session = Session<Client>;
-
-    fn recover(config: &NodeConfig, section: &Config, records: &[Vec<u8>]) -> Result<Node, String> {
-        recover(Mode::Strong, config, section, records)
-    }
-
-    fn tolerated_failures(section: &Config, dcs: u16) -> usize {
-        section.f_for(dcs)
-    }
-
-    fn session(
-        id: SessionId,
-        dc: DcId,
-        topology: &Topology,
-        params: &Params,
-        section: &Config,
-    ) -> Session<Client> {
-        session(Mode::Strong, id, dc, topology, params, section)
-    }
-}
-
-/// UniStore's REDBLUE baseline (§8.1): all strong txns conflict, certified centrally
-/// (registry entry `redblue`).
-pub struct RedBlue;
-
-impl Protocol for RedBlue {
-    const NAME: &'static str = "redblue";
-    const GUARANTEE: Guarantee = Guarantee::Por;
-    const MUTATIONS: &'static [&'static str] = &["certify-ignores-conflicts"];
-    const REQUIREMENTS: Requirements = REQUIREMENTS;
-    type Msg = Msg;
-    type Config = Config;
-    type Node = Node;
-    type Session = Session<Client>;
-
-    fn recover(config: &NodeConfig, section: &Config, records: &[Vec<u8>]) -> Result<Node, String> {
-        recover(Mode::RedBlue, config, section, records)
-    }
-
-    fn tolerated_failures(section: &Config, dcs: u16) -> usize {
-        section.f_for(dcs)
-    }
-
-    fn session(
-        id: SessionId,
-        dc: DcId,
-        topology: &Topology,
-        params: &Params,
-        section: &Config,
-    ) -> Session<Client> {
-        session(Mode::RedBlue, id, dc, topology, params, section)
-    }
-}
+unistore_protocol!(
+    /// The `unistore` protocol (registry entry).
+    UniStore,
+    "unistore",
+    Mode::UniStore,
+    MUTATIONS
+);
+unistore_protocol!(
+    /// UniStore's STRONG baseline (§8.1): every txn strong (registry entry `strong`).
+    StrongBaseline,
+    "strong",
+    Mode::Strong,
+    &["certify-ignores-conflicts"]
+);
+unistore_protocol!(
+    /// UniStore's REDBLUE baseline (§8.1): all strong txns conflict, certified centrally
+    /// (registry entry `redblue`).
+    RedBlue,
+    "redblue",
+    Mode::RedBlue,
+    &["certify-ignores-conflicts"]
+);
 
 /// `[protocols.unistore]` (also `[protocols.strong]`, `[protocols.redblue]`): how many
 /// DC failures to tolerate, strong-transaction settings, and the engine's tunables (the
