@@ -33,17 +33,7 @@ use causeway_core::{DcId, SessionId, Topology, TxnKind};
 use serde::{Deserialize, Serialize};
 
 /// Cure's mutations (they break the engine UniStore shares) and UniStore's own.
-const MUTATIONS: &[&str] = &[
-    "no-read-wait",
-    "pvc-ignores-prepared",
-    "commit-time-min",
-    "no-forwarding",
-    "visible-before-uniform",
-    "attach-no-wait",
-    "no-uniform-barrier",
-    "certify-ignores-conflicts",
-    "paxos-no-majority",
-];
+const MUTATIONS: &[&str] = cure::UNISTORE_MUTATIONS;
 
 const REQUIREMENTS: Requirements = Requirements {
     full_replication: true,

@@ -263,8 +263,12 @@ impl Default for Config {
 /// within a few ms, so skipping START's wait is rarely observable in the simulator; the
 /// wait is covered by a unit test instead.)
 pub const MUTATIONS: &[&str] = &["no-read-wait", "pvc-ignores-prepared", "commit-time-min"];
-/// UniStore's deliberately broken variants (on top of Cure's).
+/// UniStore's deliberately broken variants: Cure's (they break the engine UniStore
+/// shares), then UniStore's own (`Mutation::parse` accepts these under its flavor).
 pub const UNISTORE_MUTATIONS: &[&str] = &[
+    "no-read-wait",
+    "pvc-ignores-prepared",
+    "commit-time-min",
     "no-forwarding",
     "visible-before-uniform",
     "attach-no-wait",
