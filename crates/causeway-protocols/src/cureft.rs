@@ -21,6 +21,7 @@ impl Protocol for CureFt {
         full_replication: true,
         failed_dc_writes_may_vanish: false, // forwarding (§5.5)
         uniform_barrier: false,
+        dc_failures: true,
     };
     type Msg = Msg;
     type Config = Config;

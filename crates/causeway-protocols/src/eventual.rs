@@ -34,6 +34,7 @@ impl Protocol for Eventual {
         full_replication: true,
         failed_dc_writes_may_vanish: true,
         uniform_barrier: false,
+        dc_failures: true,
     };
     type Msg = Msg;
     type Config = Config;

@@ -61,6 +61,10 @@ pub struct Requirements {
     /// enough DCs to survive the tolerated failures, and it may move to another DC with
     /// ATTACH. The simulator's workload issues barriers and migrations only to these.
     pub uniform_barrier: bool,
+    /// Whether a whole DC failing for good is in the protocol's fault model. PaRiS's is
+    /// not (§III-C: a DC cut away freezes UST everywhere until it returns); the simulator
+    /// draws no DC failure for such a protocol (partitions, crashes and the rest still).
+    pub dc_failures: bool,
 }
 
 /// A protocol: one module and one `registry!` line.

@@ -39,6 +39,7 @@ const REQUIREMENTS: Requirements = Requirements {
     full_replication: true,
     failed_dc_writes_may_vanish: false, // §4: Eventual Visibility despite f failures
     uniform_barrier: true,
+    dc_failures: true,
 };
 
 /// Which of the three protocols on UniStore's code runs.

@@ -24,6 +24,10 @@ const SKEW_DRIFT_MAX_PPM: u64 = 200;
 /// make new transactions uniform), which may leave none.
 pub fn dc_failures_max(config: &SimConfig) -> usize {
     let dcs = usize::from(config.dcs);
+    let entry = causeway_protocols::entry(&config.protocol);
+    if entry.as_ref().is_ok_and(|e| !e.requirements().dc_failures) {
+        return 0; // not in the protocol's fault model (PaRiS §III-C)
+    }
     let f = causeway_protocols::entry(&config.protocol)
         .and_then(|e| e.tolerated_failures(&config.section, config.dcs))
         .unwrap_or(0);

@@ -159,6 +159,7 @@ impl Protocol for Cure {
         full_replication: true,
         failed_dc_writes_may_vanish: true, // Cure §IV-A
         uniform_barrier: false,
+        dc_failures: true,
     };
     type Msg = Msg;
     type Config = Config;
