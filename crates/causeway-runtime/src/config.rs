@@ -6,6 +6,7 @@
 //! cluster = "local"
 //! protocol = "cure"
 //! partitions_per_node = 4        # or: partitions = 8
+//! replication_factor = 2         # optional: DCs storing each partition (default: every DC)
 //! data_dir = "causeway-data"     # each node keeps its log in data_dir/<node name>
 //! dcs = ["dc1", "dc2", "dc3"]
 //! rtt_ms = [[0, 88, 80], [86, 0, 145], [76, 139, 0]]   # optional; default: PaRiS Fig. 1
@@ -21,7 +22,7 @@
 //! http_addr = "127.0.0.1:9000"   # optional: the live cluster page (scrapes every metrics_addr)
 //! ```
 
-use causeway_core::{DcId, NodeId, Topology};
+use causeway_core::{DcId, NodeId, PartitionId, Topology};
 use causeway_protocols::{NodeConfig, Params, PROTOCOLS};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -117,6 +118,12 @@ pub struct ClusterConfig {
     pub partitions: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partitions_per_node: Option<u32>,
+    /// DCs storing each partition, 1..=dcs (none: every DC, full replication). Partition
+    /// `p` lives in the `replication_factor` consecutive DCs from `p % dcs`
+    /// (`Topology::replicas_of`); only protocols without
+    /// `Requirements::full_replication` accept fewer than `dcs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_factor: Option<u16>,
     pub data_dir: PathBuf,
     pub dcs: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -179,6 +186,7 @@ impl ClusterConfig {
         self.validate_dcs()?;
         self.validate_nodes()?;
         self.partition_count()?;
+        self.validate_replication()?;
         self.validate_machine()
     }
 
@@ -397,10 +405,91 @@ impl ClusterConfig {
         Ok(total)
     }
 
+    /// DCs storing each partition: `replication_factor`, else every DC.
+    pub fn replication(&self) -> u16 {
+        self.replication_factor.unwrap_or(self.dcs.len() as u16)
+    }
+
     /// The topology the protocols see.
     pub fn topology(&self) -> Topology {
         let partitions = self.partition_count().expect("validated");
-        Topology::full(self.dcs.len() as u16, self.nodes_per_dc(), partitions)
+        let dcs = self.dcs.len() as u16;
+        Topology::partial(dcs, self.nodes_per_dc(), partitions, self.replication())
+    }
+
+    /// `replication_factor` is in 1..=dcs, the protocol accepts partial replication when
+    /// it is below `dcs`, and every node stores at least one partition.
+    fn validate_replication(&self) -> Result<(), String> {
+        let dcs = self.dcs.len() as u16;
+        let r = self.replication();
+        if !(1..=dcs).contains(&r) {
+            let fix = format!(
+                "give 1 to {dcs} (the number of DCs; {dcs}, the default, stores every partition in every DC)"
+            );
+            let problem = format!("{r} is out of range for {dcs} DCs");
+            return Err(field("replication_factor", problem, &fix));
+        }
+        if r == dcs {
+            return Ok(());
+        }
+        let entry = causeway_protocols::entry(&self.protocol)?;
+        if entry.requirements().full_replication {
+            let partial = partial_replication_protocols();
+            let others = if partial.is_empty() {
+                "no protocol of this build supports partial replication".to_string()
+            } else {
+                format!(
+                    "or run a protocol that supports partial replication: {}",
+                    partial.join(", ")
+                )
+            };
+            let problem = format!(
+                "protocol {} needs full replication (every DC stores every partition), but a replication factor of {r} stores each partition in {r} of the {dcs} DCs",
+                self.protocol
+            );
+            let fix = format!("set it to {dcs} or leave it out; {others}");
+            return Err(field("replication_factor", problem, &fix));
+        }
+        self.validate_every_node_stores()
+    }
+
+    /// Under partial replication, some node could store nothing: node `i` of DC `d` holds
+    /// the partitions `p` with `p % nodes_per_dc == i` whose replicas include `d`. Placement
+    /// repeats every lcm(nodes_per_dc, dcs) partitions, so looking that far is enough.
+    fn validate_every_node_stores(&self) -> Result<(), String> {
+        let topo = self.topology();
+        let per_dc = u64::from(topo.nodes_per_dc);
+        let period = per_dc / gcd(per_dc, u64::from(topo.dcs)) * u64::from(topo.dcs);
+        let stored = |partitions: u64| -> Vec<bool> {
+            let mut stored = vec![false; topo.node_count() as usize];
+            for p in (0..partitions.min(period) as u32).map(PartitionId) {
+                for dc in topo.replicas_of(p) {
+                    stored[topo.node_of(dc, p).0 as usize] = true;
+                }
+            }
+            stored
+        };
+        let Some(empty) = stored(u64::from(topo.partitions)).iter().position(|s| !s) else {
+            return Ok(());
+        };
+        let node = self
+            .placements()
+            .into_iter()
+            .find(|p| p.id.0 as usize == empty)
+            .expect("every node id has a placement");
+        let problem = format!(
+            "node {} of DC {} would store none of the {} partitions with a replication factor of {}",
+            node.spec.name, node.spec.dc, topo.partitions, topo.replication_factor
+        );
+        let fix = if stored(period).iter().all(|s| *s) {
+            format!("give at least {period} partitions")
+        } else {
+            format!(
+                "no partition count fills every node: raise the replication factor, or give a number of nodes per DC that shares no factor with the {} DCs",
+                topo.dcs
+            )
+        };
+        Err(field("replication_factor", problem, &fix))
     }
 
     /// Every `[protocols.NAME]` names a known protocol, and the running one's parses.
@@ -499,6 +588,23 @@ impl ClusterConfig {
     }
 }
 
+/// The protocols of this build that accept a replication factor below the DC count.
+pub fn partial_replication_protocols() -> Vec<&'static str> {
+    PROTOCOLS
+        .iter()
+        .copied()
+        .filter(|p| causeway_protocols::entry(p).is_ok_and(|e| !e.requirements().full_replication))
+        .collect()
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 /// Builds the cluster file `causeway up` runs: `dcs` DCs of `nodes_per_dc` nodes on
 /// loopback; DC i (from 1) serves clients at `port_base + i` and RESP at
 /// `resp_port_base + i`; node k (from 0) listens for peers at `port_base + 100 + k`.
@@ -547,6 +653,7 @@ pub fn local_cluster(
         protocol: protocol.into(),
         partitions: None,
         partitions_per_node: Some(4),
+        replication_factor: None,
         data_dir,
         dcs: names,
         rtt_ms: None,
@@ -626,6 +733,110 @@ mod tests {
         let e = ClusterConfig::parse("cluster = 1").unwrap_err();
         assert!(e.contains("not valid"), "{e}");
         assert!(c.placement("ghost").is_err());
+    }
+
+    #[test]
+    fn the_replication_factor_defaults_to_every_dc_and_is_range_checked() {
+        let c = local();
+        assert_eq!((c.replication(), c.topology().replication_factor), (3, 3));
+        assert!(!c.to_toml().contains("replication_factor"), "left out");
+        let text = c.to_toml().replace(
+            "partitions_per_node = 4",
+            "partitions_per_node = 4\nreplication_factor = 3",
+        );
+        let full = ClusterConfig::parse(&text).unwrap();
+        assert_eq!(full.replication_factor, Some(3));
+        assert_eq!(full.topology(), Topology::full(3, 2, 8), "3 of 3 is full");
+        for bad in [0, 4] {
+            let text = text.replace(
+                "replication_factor = 3",
+                &format!("replication_factor = {bad}"),
+            );
+            let e = ClusterConfig::parse(&text).unwrap_err();
+            assert!(
+                e.contains("`replication_factor`")
+                    && e.contains(&format!("{bad} is out of range for 3 DCs"))
+                    && e.contains("fix: give 1 to 3"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_protocol_needing_full_replication_refuses_a_smaller_factor_by_name() {
+        for protocol in ["eventual", "cure", "cureft", "unistore"] {
+            let mut c = local();
+            c.protocol = protocol.into();
+            c.replication_factor = Some(2);
+            let e = ClusterConfig::parse(&c.to_toml()).unwrap_err();
+            assert!(
+                e.contains("`replication_factor`")
+                    && e.contains(&format!("protocol {protocol} needs full replication"))
+                    && e.contains("2 of the 3 DCs")
+                    && e.contains("fix: set it to 3 or leave it out"),
+                "{e}"
+            );
+            for partial in partial_replication_protocols() {
+                assert!(e.contains(partial), "{e} names {partial}");
+            }
+        }
+        for p in partial_replication_protocols() {
+            assert!(
+                !causeway_protocols::entry(p)
+                    .unwrap()
+                    .requirements()
+                    .full_replication
+            );
+        }
+    }
+
+    #[test]
+    fn partial_placement_follows_the_topology_and_every_node_must_store_a_partition() {
+        let mut c = local();
+        c.replication_factor = Some(2);
+        assert_eq!(c.topology(), Topology::partial(3, 2, 8, 2));
+        assert_eq!(c.validate_every_node_stores(), Ok(()));
+        // 2 DCs of 2 nodes, each partition in one DC: DC 0 stores the even partitions,
+        // which all sit on its first node, whatever their number.
+        let mut c = local_cluster("eventual", 2, 2, "/tmp/x".into(), 7100, 7000).unwrap();
+        c.replication_factor = Some(1);
+        let e = c.validate_every_node_stores().unwrap_err();
+        assert!(
+            e.contains("node dc1-n2 of DC dc1 would store none of the 8 partitions")
+                && e.contains("no partition count fills every node"),
+            "{e}"
+        );
+        // 3 DCs of 2 nodes, one replica each: 2 partitions leave nodes empty, 6 do not.
+        let mut c = local();
+        (c.partitions_per_node, c.partitions) = (None, Some(2));
+        c.replication_factor = Some(1);
+        let e = c.validate_every_node_stores().unwrap_err();
+        assert!(
+            e.contains("node dc1-n2 of DC dc1 would store none of the 2 partitions")
+                && e.contains("fix: give at least 6 partitions"),
+            "{e}"
+        );
+        c.partitions = Some(6);
+        assert_eq!(c.validate_every_node_stores(), Ok(()));
+        for n in 0..6 {
+            assert!(!c.topology().partitions_of(NodeId(n)).is_empty());
+        }
+    }
+
+    #[test]
+    fn a_partial_protocol_takes_a_smaller_factor_from_the_file() {
+        let Some(protocol) = partial_replication_protocols().first().copied() else {
+            eprintln!("no protocol of this build supports partial replication");
+            return;
+        };
+        let mut c = local();
+        c.protocol = protocol.into();
+        c.replication_factor = Some(2);
+        let text = c.to_toml();
+        assert!(text.contains("replication_factor = 2"), "{text}");
+        let parsed = ClusterConfig::parse(&text).unwrap();
+        assert_eq!(parsed, c);
+        assert_eq!(parsed.topology(), Topology::partial(3, 2, 8, 2));
     }
 
     #[test]

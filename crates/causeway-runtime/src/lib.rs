@@ -70,7 +70,7 @@ impl Server {
             node: placement.id,
             name: node_name.to_string(),
             epoch: recovered.epoch,
-            node_count: config.nodes.len() as u32,
+            topology: config.topology(),
         };
         let peers = bind(placement.spec.addr, "addr").await?;
         let metrics = node_metrics(config, &placement);

@@ -2,19 +2,21 @@
 //! most `FRAME_LEN_MAX` bytes) over TCP, one connection per direction of each node pair.
 //!
 //! The dialing node sends [`PeerFrame::Hello`] naming the cluster, protocol, wire version,
-//! itself (id and boot epoch) and the node it expects; the listener answers `Welcome` with
+//! itself (id and boot epoch), the node it expects and the cluster's shape from its
+//! cluster file (DCs, nodes per DC, partitions, replication factor: two nodes that place
+//! partitions differently must not talk); the listener answers `Welcome` with
 //! its own epoch and the last sequence number it delivered from that sender epoch, or
 //! `Refused` with the reason (and both sides log it). Then the dialer sends `Data` frames
 //! numbered 1, 2, ... per sender epoch and the listener answers with cumulative `Ack`s.
 
 use causeway_core::limits::FRAME_LEN_MAX;
-use causeway_core::{Addr, NodeId};
+use causeway_core::{Addr, NodeId, Topology};
 use causeway_protocols::Msg;
 use serde::{Deserialize, Serialize};
 use tokio_util::codec::LengthDelimitedCodec;
 
 /// Version of this frame format; nodes refuse peers speaking another.
-pub const PEER_WIRE_VERSION: u32 = 1;
+pub const PEER_WIRE_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {
@@ -25,6 +27,8 @@ pub enum PeerFrame {
         from: NodeId,
         from_epoch: u64,
         to: NodeId,
+        /// The sender's placement, as its cluster file gives it.
+        topology: Topology,
     },
     Welcome {
         epoch: u64,
@@ -75,7 +79,7 @@ pub fn check_hello(
     cluster: &str,
     protocol: &str,
     me: NodeId,
-    node_count: u32,
+    topology: &Topology,
 ) -> Result<(NodeId, u64), String> {
     let PeerFrame::Hello {
         cluster: c,
@@ -84,6 +88,7 @@ pub fn check_hello(
         from,
         from_epoch,
         to,
+        topology: t,
     } = frame
     else {
         return Err("the first frame is not a Hello".into());
@@ -109,10 +114,25 @@ pub fn check_hello(
             to.0, me.0
         ));
     }
-    if from.0 >= node_count || *from == me {
+    if t != topology {
+        return Err(format!(
+            "placement {}, this node has {} (every node needs the same cluster file)",
+            shape(t),
+            shape(topology)
+        ));
+    }
+    if from.0 >= topology.node_count() || *from == me {
         return Err(format!("unknown sender node {}", from.0));
     }
     Ok((*from, *from_epoch))
+}
+
+/// A topology as the refusal names it.
+fn shape(t: &Topology) -> String {
+    format!(
+        "{} DCs of {} nodes, {} partitions in {} DCs each",
+        t.dcs, t.nodes_per_dc, t.partitions, t.replication_factor
+    )
 }
 
 #[cfg(test)]
@@ -127,22 +147,33 @@ mod tests {
             from: NodeId(1),
             from_epoch: 3,
             to: NodeId(0),
+            topology: Topology::full(2, 1, 2),
         }
     }
 
     #[test]
     fn hello_mismatches_are_refused_with_a_reason() {
+        let v = PEER_WIRE_VERSION;
+        let topo = Topology::full(2, 1, 2);
         assert_eq!(
-            check_hello(&hello("eventual", 1), "c", "eventual", NodeId(0), 2),
+            check_hello(&hello("eventual", v), "c", "eventual", NodeId(0), &topo),
             Ok((NodeId(1), 3))
         );
-        let e = check_hello(&hello("cure", 1), "c", "eventual", NodeId(0), 2).unwrap_err();
+        let e = check_hello(&hello("cure", v), "c", "eventual", NodeId(0), &topo).unwrap_err();
         assert!(e.contains("protocol 'cure'"), "{e}");
-        let e = check_hello(&hello("eventual", 9), "c", "eventual", NodeId(0), 2).unwrap_err();
+        let e = check_hello(&hello("eventual", 9), "c", "eventual", NodeId(0), &topo).unwrap_err();
         assert!(e.contains("wire version 9"), "{e}");
-        let e = check_hello(&hello("eventual", 1), "d", "eventual", NodeId(0), 2).unwrap_err();
+        let e = check_hello(&hello("eventual", v), "d", "eventual", NodeId(0), &topo).unwrap_err();
         assert!(e.contains("cluster 'c'"), "{e}");
-        let bytes = encode(&hello("eventual", 1)).unwrap();
+        let partial = Topology::partial(2, 1, 2, 1);
+        let e =
+            check_hello(&hello("eventual", v), "c", "eventual", NodeId(0), &partial).unwrap_err();
+        assert!(
+            e.contains("placement 2 DCs of 1 nodes, 2 partitions in 2 DCs each")
+                && e.contains("this node has 2 DCs of 1 nodes, 2 partitions in 1 DCs each"),
+            "{e}"
+        );
+        let bytes = encode(&hello("eventual", v)).unwrap();
         assert!(matches!(decode(&bytes), Ok(PeerFrame::Hello { .. })));
     }
 }

@@ -16,7 +16,7 @@
 
 use crate::peer::{self, PeerFrame, PEER_WIRE_VERSION};
 use bytes::Bytes;
-use causeway_core::{Addr, NodeId};
+use causeway_core::{Addr, NodeId, Topology};
 use causeway_protocols::Msg;
 use futures_util::{SinkExt, StreamExt};
 use std::collections::{HashMap, VecDeque};
@@ -51,7 +51,8 @@ pub struct Identity {
     pub node: NodeId,
     pub name: String,
     pub epoch: u64,
-    pub node_count: u32,
+    /// The cluster's placement from this node's cluster file (peers must agree on it).
+    pub topology: Topology,
 }
 
 struct Queued {
@@ -189,6 +190,7 @@ async fn dial(
         from: me.node,
         from_epoch: me.epoch,
         to: peer,
+        topology: me.topology.clone(),
     };
     let (r, w) = stream.split();
     let mut sink = FramedWrite::new(w, peer::codec());
@@ -355,7 +357,7 @@ impl Inbound {
         };
         let me = &self.me;
         let (from, from_epoch) =
-            match peer::check_hello(&first, &me.cluster, &me.protocol, me.node, me.node_count) {
+            match peer::check_hello(&first, &me.cluster, &me.protocol, me.node, &me.topology) {
                 Ok(v) => v,
                 Err(reason) => {
                     tracing::error!(%addr, "refused a peer connection: it announced {reason}");
@@ -450,7 +452,7 @@ mod tests {
             node: NodeId(node),
             name: format!("n{node}"),
             epoch: 1,
-            node_count: 2,
+            topology: Topology::full(2, 1, 2),
         }
     }
 
@@ -535,6 +537,14 @@ mod tests {
                 assert!(reason.contains("protocol 'cure'"), "{reason}")
             }
             _ => panic!("a protocol mismatch must be refused"),
+        }
+        let mut other = identity(1);
+        other.topology = Topology::partial(2, 1, 2, 1);
+        match dial(&other, NodeId(0), addr).await {
+            Err(DialError::Refused(reason)) => {
+                assert!(reason.contains("placement"), "{reason}")
+            }
+            _ => panic!("a placement mismatch must be refused"),
         }
     }
 }

@@ -72,6 +72,7 @@ impl Cluster {
             protocol: protocol.into(),
             partitions: None,
             partitions_per_node: Some(2),
+            replication_factor: None,
             data_dir: dir.clone(),
             dcs: dc_names,
             rtt_ms: Some(rtt),
