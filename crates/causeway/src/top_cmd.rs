@@ -161,9 +161,10 @@ fn header(out: &mut String, view: &ClusterView, color: bool) {
     let title = paint("causeway top", "1", color);
     let _ = writeln!(
         out,
-        "{title} · cluster {} · protocol {} · {up}/{} nodes up · {}",
+        "{title} · cluster {} · protocol {}{} · {up}/{} nodes up · {}",
         view.cluster,
         view.protocol,
+        placement(view),
         view.nodes.len(),
         clock(view.now_ms)
     );
@@ -175,13 +176,25 @@ fn header(out: &mut String, view: &ClusterView, color: bool) {
     );
 }
 
+/// ` · P partitions in R of N DCs each` (or `in every DC`); nothing from a page that does
+/// not say.
+fn placement(view: &ClusterView) -> String {
+    let (p, r, n) = (view.partitions, view.replication_factor, view.dcs.len());
+    match () {
+        _ if p == 0 || r == 0 => String::new(),
+        _ if usize::from(r) >= n => format!(" · {p} partitions in every DC"),
+        _ => format!(" · {p} partitions in {r} of {n} DCs each"),
+    }
+}
+
 fn dc_row(dc: &DcView) -> String {
     let p = dc.series.last().cloned().unwrap_or_default();
     let sample = |name: &str| num(p.samples_ms.get(name).copied());
     format!(
-        "{:<8} {:>5} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10}  {}",
+        "{:<8} {:>5} {:>6} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10}  {}",
         dc.name,
         format!("{}/{}", p.nodes_up, dc.nodes.len()),
+        dc.partitions,
         num(p.commits_per_s),
         num(p.aborts_per_s),
         num(p.latency_mean_ms),
@@ -195,9 +208,10 @@ fn dc_row(dc: &DcView) -> String {
 fn dcs(out: &mut String, view: &ClusterView) {
     let _ = writeln!(
         out,
-        "{:<8} {:>5} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10}  txn/s, last {}s",
+        "{:<8} {:>5} {:>6} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10}  txn/s, last {}s",
         "DC",
         "up",
+        "parts",
         "txn/s",
         "aborts/s",
         "mean ms",
@@ -299,9 +313,12 @@ mod tests {
             now_ms: 3_600_000 + 1000,
             interval_ms: 1000,
             points_max: 300,
+            partitions: 8,
+            replication_factor: 1,
             dcs: vec![DcView {
                 name: "dc1".into(),
                 nodes: vec!["dc1-n1".into(), "dc1-n2".into()],
+                partitions: 8,
                 client_addrs: vec![],
                 series: vec![point(0.0), point(50.0), point(100.0)],
             }],
@@ -318,10 +335,22 @@ mod tests {
     fn a_frame_shows_totals_dcs_links_and_nodes() {
         let text = frame(&view(), false);
         assert!(
-            text.contains("protocol cure · 1/2 nodes up · 01:00:01 UTC"),
+            text.contains("protocol cure · 8 partitions in every DC · 1/2 nodes up · 01:00:01 UTC"),
             "{text}"
         );
+        let mut partial = view();
+        partial.dcs.push(DcView {
+            name: "dc2".into(),
+            ..partial.dcs[0].clone()
+        });
+        let two = frame(&partial, false);
+        assert!(two.contains("8 partitions in 1 of 2 DCs each"), "{two}");
         assert!(text.contains("total 100 txn/s"), "{text}");
+        let dc_row = text
+            .lines()
+            .find(|l| l.starts_with("dc1 "))
+            .expect("a DC row");
+        assert!(dc_row.starts_with("dc1        1/2      8 "), "{text}");
         assert!(text.contains("▁▅█"), "{text}");
         assert!(text.contains("dc1-dc2 80 ms"), "{text}");
         assert!(text.contains("(connection refused)"), "{text}");

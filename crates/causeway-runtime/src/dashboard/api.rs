@@ -1,5 +1,5 @@
 //! The JSON of `GET /api/cluster`: the cluster's topology (DCs, their links with the
-//! emulated round trips), each node's state and latest figures, and each DC's recent time
+//! emulated round trips, the partitions and how many DCs store each), each node's state and latest figures, and each DC's recent time
 //! series. The page and `causeway top` both read it; the types derive `Deserialize` so a
 //! Rust reader (`top`, the tests) shares them.
 //!
@@ -20,16 +20,27 @@ pub struct ClusterView {
     pub interval_ms: u64,
     /// Most points kept per DC series.
     pub points_max: usize,
+    /// Partitions of the key space.
+    #[serde(default)]
+    pub partitions: u32,
+    /// DCs storing each partition (the number of DCs under full replication).
+    #[serde(default)]
+    pub replication_factor: u16,
     pub dcs: Vec<DcView>,
     pub links: Vec<LinkView>,
     pub nodes: Vec<NodeView>,
 }
 
-/// One DC: its nodes, client addresses and series (oldest first).
+/// One DC: its nodes, client addresses, the partitions it stores and its series (oldest
+/// first).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DcView {
     pub name: String,
     pub nodes: Vec<String>,
+    /// How many partitions the DC stores (all of them under full replication; the others
+    /// its clients reach at a replica in another DC).
+    #[serde(default)]
+    pub partitions: u32,
     pub client_addrs: Vec<String>,
     pub series: Vec<DcPoint>,
 }

@@ -9,7 +9,7 @@
 use super::api::{ClusterView, DcPoint, DcView, LinkView, NodeView};
 use super::scrape::{Reading, SumCount};
 use crate::ClusterConfig;
-use causeway_core::DcId;
+use causeway_core::{DcId, PartitionId};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 
@@ -42,6 +42,8 @@ struct Track {
 pub struct Board {
     cluster: String,
     protocol: String,
+    partitions: u32,
+    replication_factor: u16,
     interval_ms: u64,
     links: Vec<LinkView>,
     dcs: Vec<DcView>,
@@ -174,12 +176,21 @@ fn dc_point(t_ms: u64, deltas: &[&Delta]) -> DcPoint {
 
 impl Board {
     pub fn new(config: &ClusterConfig, interval_ms: u64) -> Board {
+        let topology = config.topology();
+        let mut stored = vec![0u32; config.dcs.len()];
+        for p in (0..topology.partitions).map(PartitionId) {
+            for dc in topology.replicas_of(p) {
+                stored[usize::from(dc.0)] += 1;
+            }
+        }
         let mut dcs: Vec<DcView> = config
             .dcs
             .iter()
-            .map(|name| DcView {
+            .enumerate()
+            .map(|(d, name)| DcView {
                 name: name.clone(),
                 nodes: Vec::new(),
+                partitions: stored[d],
                 client_addrs: Vec::new(),
                 series: Vec::new(),
             })
@@ -217,6 +228,8 @@ impl Board {
         Board {
             cluster: config.cluster.clone(),
             protocol: config.protocol.clone(),
+            partitions: topology.partitions,
+            replication_factor: topology.replication_factor,
             interval_ms,
             links: links(config),
             series: vec![VecDeque::new(); dcs.len()],
@@ -269,6 +282,8 @@ impl Board {
             now_ms,
             interval_ms: self.interval_ms,
             points_max: POINTS_MAX,
+            partitions: self.partitions,
+            replication_factor: self.replication_factor,
             dcs,
             links: self.links.clone(),
             nodes: self.nodes.iter().map(|n| n.view.clone()).collect(),
@@ -406,6 +421,20 @@ mod tests {
         assert_eq!(v.nodes[1].error.as_deref(), Some("refused"));
         assert_eq!(v.nodes[0].gauges["sessions"], 3.0);
         assert_eq!(b.view(3_000, 1).dcs[0].series.len(), 1);
+        assert_eq!((v.partitions, v.replication_factor), (4, 2));
+        assert_eq!((v.dcs[0].partitions, v.dcs[1].partitions), (4, 4));
+    }
+
+    #[test]
+    fn each_dc_counts_the_partitions_it_stores() {
+        let mut c = crate::local_cluster("eventual", 3, 1, "/tmp/x".into(), 7100, 7000).unwrap();
+        (c.partitions_per_node, c.partitions) = (None, Some(7));
+        c.replication_factor = Some(2);
+        let v = Board::new(&c, 1000).view(0, 0);
+        assert_eq!((v.partitions, v.replication_factor), (7, 2));
+        // Partition p lives in DCs p % 3 and p % 3 + 1: DC 0 stores 0, 2, 3, 5, 6.
+        let stored: Vec<u32> = v.dcs.iter().map(|d| d.partitions).collect();
+        assert_eq!(stored, vec![5, 5, 4]);
     }
 
     #[test]

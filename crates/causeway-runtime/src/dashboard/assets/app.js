@@ -50,9 +50,17 @@ function setKpi(id, value) {
   el.dataset.value = value === null ? '' : String(value);
 }
 
+// How the partitions are placed: in every DC, or in R of the N DCs each.
+function placement(view) {
+  const [p, r, n] = [view.partitions, view.replication_factor, view.dcs.length];
+  if (!p || !r) return '–';
+  return r >= n ? `${p} in every DC` : `${p}, each in ${r} of ${n} DCs`;
+}
+
 function renderHeader(view) {
   $('cluster').textContent = `cluster ${view.cluster}`;
   $('protocol').textContent = view.protocol;
+  $('placement').textContent = placement(view);
   setKpi('total-tps', total(view, 'commits_per_s'));
   setKpi('total-aborts', total(view, 'aborts_per_s'));
   const up = view.nodes.filter((n) => n.state === 'up').length;
@@ -176,6 +184,7 @@ function dcRow(view, dc, i) {
   name.firstChild.style.background = color(i);
   const h = dcHealth(view, dc);
   cell(row, `${h.up}/${h.of}`, h.up === h.of ? 'state-up' : 'state-down');
+  cell(row, dc.partitions ? String(dc.partitions) : '–');
   const p = lastPoint(dc) || { samples_ms: {} };
   const tps = cell(row, fmt(p.commits_per_s ?? null), 'dc-tps');
   tps.dataset.value = p.commits_per_s ?? '';
