@@ -3,7 +3,8 @@
 //! Writes the cluster file `DATA/cluster.toml` (DC i, from 1, serves clients at
 //! 127.0.0.1:PORT_BASE+i and RESP at 127.0.0.1:RESP_PORT_BASE+i; node k listens for peers
 //! at PORT_BASE+100+k and serves Prometheus metrics at 127.0.0.1:METRICS_PORT_BASE+k;
-//! `--set KEY=VALUE` / `--f N` fill the running protocol's `[protocols.NAME]` section),
+//! `--set KEY=VALUE` / `--f N` fill the running protocol's `[protocols.NAME]` section,
+//! `--replication R` / `--partitions N` its `replication_factor` / `partitions`),
 //! starts one `causeway server` process per node with its log in `DATA/NODE.log` and its
 //! pid in `DATA/up.pids` (`NAME DC PID` per line), waits until every DC answers, prints the
 //! addresses and runs until Ctrl-C or SIGTERM; then it asks every node to stop (SIGTERM),
@@ -48,6 +49,14 @@ pub struct UpArgs {
     dcs: u16,
     #[arg(long, default_value_t = 2)]
     nodes_per_dc: u32,
+    /// Partitions of the key space (default: 4 per node of a DC).
+    #[arg(long)]
+    partitions: Option<u32>,
+    /// DCs storing each partition, 1 to --dcs (default: every DC). Partition p lives in R
+    /// consecutive DCs from p % dcs; only protocols built for partial replication (paris,
+    /// bpr, nocc) accept fewer than --dcs.
+    #[arg(long, alias = "replication-factor", value_name = "R")]
+    replication: Option<u16>,
     /// Directory for the cluster file, node logs and data (reused across runs).
     #[arg(long, default_value = "causeway-data")]
     data: PathBuf,
@@ -160,6 +169,12 @@ fn cluster_config(args: &UpArgs, data: PathBuf) -> Result<ClusterConfig, String>
         args.resp_port_base,
     )
     .map_err(|e| e.replace("cluster file: ", ""))?;
+    if let Some(partitions) = args.partitions {
+        (config.partitions_per_node, config.partitions) = (None, Some(partitions));
+    }
+    // Full replication is the default: left out of the file, so that `--replication DCS`
+    // and no flag make the same cluster.
+    config.replication_factor = args.replication.filter(|r| *r != args.dcs);
     if let Some(rtt) = args.rtt_ms {
         config.rtt_ms = Some(uniform_rtt(args.dcs, rtt)?);
     }
@@ -167,8 +182,14 @@ fn cluster_config(args: &UpArgs, data: PathBuf) -> Result<ClusterConfig, String>
         config.protocols.insert(protocol, section);
     }
     assign_metrics_ports(&mut config, args.metrics_port_base)?;
-    config.validate()?;
+    config.validate().map_err(|e| flag_names(&e))?;
     Ok(config)
+}
+
+/// A validation error as `up`'s user should read it: naming the flag that set the field.
+fn flag_names(e: &str) -> String {
+    e.replace("cluster file: field `replication_factor`", "--replication")
+        .replace("cluster file: field `partitions`", "--partitions")
 }
 
 /// Writes the cluster file, refusing to reuse a data directory made for another cluster.
@@ -181,7 +202,7 @@ fn prepare(args: &UpArgs) -> Result<(ClusterConfig, PathBuf), String> {
     if let Ok(old) = std::fs::read_to_string(&path) {
         if old != text {
             return Err(format!(
-                "{} holds a different cluster (another protocol, size, ports or protocol settings); fix: pass another --data directory or delete this one",
+                "{} holds a different cluster (another protocol, size, replication, ports or protocol settings); fix: pass another --data directory or delete this one",
                 data.display()
             ));
         }
@@ -389,6 +410,13 @@ fn print_addresses(config: &ClusterConfig, data: &Path, page: Option<&std::net::
         config.protocol,
         config.nodes.len()
     );
+    let topology = config.topology();
+    if topology.replication_factor < topology.dcs {
+        println!(
+            "  {} partitions, each stored in {} of the {} DCs (clients reach the others at a replica in another DC)",
+            topology.partitions, topology.replication_factor, topology.dcs
+        );
+    }
     for node in &config.nodes {
         if let Some(addr) = node.client_addr {
             let resp = node
@@ -569,5 +597,54 @@ mod tests {
         assert!(parse_setting("a.b=1").is_err());
         let (key, value) = parse_setting(" name = some text").unwrap();
         assert_eq!((key.as_str(), value.as_str()), ("name", Some("some text")));
+    }
+
+    #[test]
+    fn replication_and_partitions_go_into_the_cluster_file() {
+        let a = args(&["--protocol", "cure", "--partitions", "6"]);
+        let config = cluster_config(&a, "/tmp/x".into()).unwrap();
+        assert_eq!(
+            (config.partitions, config.partitions_per_node),
+            (Some(6), None)
+        );
+        assert_eq!(config.topology().partitions, 6);
+        // --replication DCS is the default, full replication: the file leaves it out.
+        let full = cluster_config(&args(&["--protocol", "cure"]), "/tmp/x".into()).unwrap();
+        let same = args(&["--protocol", "cure", "--replication", "3"]);
+        let same = cluster_config(&same, "/tmp/x".into()).unwrap();
+        assert_eq!(same.to_toml(), full.to_toml());
+        assert!(!full.to_toml().contains("replication_factor"));
+        let a = args(&["--protocol", "cure", "--replication", "2"]);
+        let e = cluster_config(&a, "/tmp/x".into()).unwrap_err();
+        assert!(
+            e.starts_with("--replication: protocol cure needs full replication")
+                && e.contains("2 of the 3 DCs; fix: set it to 3 or leave it out"),
+            "{e}"
+        );
+        let a = args(&["--protocol", "cure", "--replication-factor", "4"]);
+        let e = cluster_config(&a, "/tmp/x".into()).unwrap_err();
+        assert!(
+            e.starts_with("--replication: 4 is out of range for 3 DCs"),
+            "{e}"
+        );
+        let a = args(&["--protocol", "cure", "--partitions", "1"]);
+        let e = cluster_config(&a, "/tmp/x".into()).unwrap_err();
+        assert!(
+            e.starts_with("--partitions: 1 partitions for 2 nodes per DC"),
+            "{e}"
+        );
+        for p in causeway_runtime::config::partial_replication_protocols() {
+            let a = args(&["--protocol", p, "--nodes-per-dc", "1", "--partitions", "3"]);
+            let a = UpArgs {
+                replication: Some(2),
+                ..a
+            };
+            let config = cluster_config(&a, "/tmp/x".into()).unwrap();
+            assert!(config.to_toml().contains("replication_factor = 2"));
+            assert_eq!(
+                config.topology(),
+                causeway_core::Topology::partial(3, 1, 3, 2)
+            );
+        }
     }
 }

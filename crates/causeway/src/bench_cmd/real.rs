@@ -1,7 +1,8 @@
 //! `causeway bench --real --experiment NAME`: the experiment's sweep against real clusters.
 //! For each protocol a fresh local cluster (`causeway up`, a child process of this binary in
 //! its own process group, data in a fresh temporary directory) is started with the
-//! experiment's topology; once every DC accepts connections, the `causeway load` driver runs
+//! experiment's topology (DCs, nodes per DC, replication factor); once every DC accepts
+//! connections, the `causeway load` driver runs
 //! in this process over the real sweep (far smaller than the simulator's: the servers and
 //! the client threads share this machine's cores); then the cluster is stopped (SIGINT to
 //! its group, SIGKILL after a timeout) and its directory removed, also on errors. The
@@ -131,8 +132,11 @@ pub fn map_workload(cfg: &SimConfig, opts: &RealOptions, sim_clients: &[u32]) ->
     if cfg.objects != ObjectMix::Lww {
         notes.push("LWW registers only (the load driver writes registers)".into());
     }
-    if cfg.replication_factor.is_some() {
-        notes.push("full replication (`up` has no partial replication)".into());
+    if cfg.remote_ratio > 0.0 {
+        notes.push(format!(
+            "keys drawn over the whole key space (the simulator takes {:.0}% from other DCs' home ranges)",
+            cfg.remote_ratio * 100.0
+        ));
     }
     if cfg.think_time_ns > 0 {
         notes
@@ -275,6 +279,9 @@ impl LocalCluster {
             .process_group(0);
         if let Some(rtt) = rtt_ms {
             cmd.args(["--rtt-ms", &rtt.to_string()]);
+        }
+        if let Some(r) = cfg.replication_factor {
+            cmd.args(["--replication", &r.to_string()]);
         }
         // SAFETY: prctl(2) is async-signal-safe; it asks the kernel to SIGTERM `up` (which
         // then stops its nodes) if this process dies without stopping it.
@@ -517,6 +524,56 @@ mod tests {
         assert_eq!(map.rtt_ms, Some(100.0));
         assert!(
             map.notes.iter().any(|n| n.contains("no CPU model")),
+            "{:?}",
+            map.notes
+        );
+    }
+
+    #[test]
+    fn up_gets_the_experiments_replication_factor() {
+        let dir = std::env::temp_dir().join(format!("causeway-real-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cluster = LocalCluster {
+            child: None,
+            dir,
+            addrs: Vec::new(),
+        };
+        let args = |cfg: &SimConfig| -> Vec<String> {
+            let cmd = cluster
+                .up_command("cure", cfg, None, (20_000, 20_200))
+                .unwrap();
+            cmd.get_args()
+                .map(|a| a.to_string_lossy().to_string())
+                .collect()
+        };
+        let full = args(&SimConfig::default());
+        assert!(!full.contains(&"--replication".to_string()), "{full:?}");
+        let partial = SimConfig {
+            dcs: 5,
+            replication_factor: Some(2),
+            ..SimConfig::default()
+        };
+        let partial = args(&partial);
+        let at = partial.iter().position(|a| a == "--replication");
+        assert_eq!(
+            at.map(|i| partial[i + 1].as_str()),
+            Some("2"),
+            "{partial:?}"
+        );
+        let e = causeway_bench::find("cure-vs-eventual").unwrap();
+        let plan = Plan {
+            experiment: e,
+            quick: true,
+            cpu: None,
+        };
+        let opts = RealOptions::new(&plan, &[], None, None).unwrap();
+        let cfg = SimConfig {
+            replication_factor: Some(2),
+            ..(e.config)()
+        };
+        let map = map_workload(&cfg, &opts, plan.clients());
+        assert!(
+            !map.notes.iter().any(|n| n.contains("replication")),
             "{:?}",
             map.notes
         );

@@ -1,6 +1,7 @@
 //! `causeway up` as a test fixture: starts a local cluster on free loopback ports (DC i,
 //! from 0, serves clients at BASE+1+i and RESP at BASE+51+i; node k listens at BASE+100+k
-//! and serves metrics at BASE+60+k), in its own process group, and reads its banner.
+//! and serves metrics at BASE+60+k), in its own process group, and reads its banner;
+//! restarts it on the same data after a clean stop.
 //! Learns the node pids from `DATA/up.pids`, SIGKILLs a whole DC, runs `causeway cli` and
 //! plain RESP commands. Dropping it stops the group (SIGINT, then SIGKILL) and removes the
 //! directory (kept on failure or when `CAUSEWAY_KEEP_LOGS` is set).
@@ -50,12 +51,14 @@ pub fn free_base(dcs: u16, nodes: u16) -> u16 {
 /// A running `causeway up`.
 pub struct Up {
     child: Option<Child>,
-    lines: Lines<BufReader<ChildStdout>>,
+    lines: Option<Lines<BufReader<ChildStdout>>>,
     pub banner: String,
     pub data: PathBuf,
     pub base: u16,
     /// Pids of every node, read once the cluster is up: `(name, dc, pid)`.
     pub pids: Vec<(String, String, i32)>,
+    /// `up`'s arguments, for a restart.
+    args: Vec<String>,
 }
 
 impl Up {
@@ -66,44 +69,70 @@ impl Up {
         let data = std::env::temp_dir().join(format!("causeway-it-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&data);
         std::fs::create_dir_all(&data).expect("create the data directory");
-        let stderr = std::fs::File::create(data.join("up.stderr")).expect("up's stderr file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_causeway"));
-        cmd.arg("up")
-            .args([
-                "--dcs",
-                &dcs.to_string(),
-                "--nodes-per-dc",
-                &nodes.to_string(),
-            ])
-            .arg("--data")
-            .arg(&data)
-            .args(["--port-base", &base.to_string()])
-            .args(["--resp-port-base", &(base + 50).to_string()])
-            .args(["--metrics-port-base", &(base + 60).to_string()])
+        let mut args: Vec<String> = [
+            "up",
+            "--dcs",
+            &dcs.to_string(),
+            "--nodes-per-dc",
+            &nodes.to_string(),
+            "--data",
+            data.to_str().expect("a UTF-8 temporary directory"),
+            "--port-base",
+            &base.to_string(),
+            "--resp-port-base",
+            &(base + 50).to_string(),
+            "--metrics-port-base",
+            &(base + 60).to_string(),
             // The cluster page has its own test (cluster_page.rs); its port could clash.
-            .args(["--http-port", "0"])
-            .args(extra)
+            "--http-port",
+            "0",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let mut up = Up {
+            child: None,
+            lines: None,
+            banner: String::new(),
+            data,
+            base,
+            pids: Vec::new(),
+            args,
+        };
+        up.launch();
+        up
+    }
+
+    /// Starts `up` with the arguments of [`Up::start`] and reads its banner and pids.
+    fn launch(&mut self) {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.data.join("up.stderr"))
+            .expect("up's stderr file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_causeway"));
+        cmd.args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .process_group(0);
         let mut child = cmd.spawn().expect("start causeway up");
-        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut up = Up {
-            child: Some(child),
-            lines,
-            banner: String::new(),
-            data,
-            base,
-            pids: Vec::new(),
-        };
-        up.read_banner();
-        up.pids = up.read_pids();
-        up
+        self.lines = Some(BufReader::new(child.stdout.take().expect("stdout")).lines());
+        self.child = Some(child);
+        self.banner.clear();
+        self.read_banner();
+        self.pids = self.read_pids();
+    }
+
+    /// Stops the cluster cleanly (SIGINT) and starts it again on the same data and ports.
+    pub fn restart(&mut self) {
+        let (status, rest) = self.interrupt();
+        assert!(status.success(), "up exited with {status}: {rest:?}");
+        self.launch();
     }
 
     fn read_banner(&mut self) {
-        for line in self.lines.by_ref() {
+        for line in self.lines.as_mut().expect("up runs").by_ref() {
             let line = line.expect("read up's output");
             self.banner.push_str(&line);
             self.banner.push('\n');
@@ -169,7 +198,7 @@ impl Up {
             libc::kill(child.id() as libc::pid_t, libc::SIGINT);
         }
         let status = wait_for(&mut child, STOP_TIMEOUT).expect("up stops after SIGINT");
-        let rest = self.lines.by_ref().map_while(Result::ok).collect();
+        let rest = self.rest_of_output();
         (status, rest)
     }
 
@@ -177,8 +206,14 @@ impl Up {
     pub fn wait_exit(&mut self) -> (ExitStatus, Vec<String>) {
         let mut child = self.child.take().expect("up runs");
         let status = wait_for(&mut child, STOP_TIMEOUT).expect("up exits by itself");
-        let rest = self.lines.by_ref().map_while(Result::ok).collect();
+        let rest = self.rest_of_output();
         (status, rest)
+    }
+
+    /// What `up` printed after its banner, to its exit.
+    fn rest_of_output(&mut self) -> Vec<String> {
+        let lines = self.lines.take().expect("up ran");
+        lines.map_while(Result::ok).collect()
     }
 
     /// Node processes of this cluster still alive (by pid, checked against its command line,
