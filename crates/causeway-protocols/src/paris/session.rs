@@ -27,9 +27,9 @@ pub struct Client {
     mutation: Mutation,
     cache_ops_max: usize,
     /// `ust_c` (PaRiS); the highest snapshot or commit time seen (BPR).
-    ust: u64,
+    pub(super) ust: u64,
     /// `hwt_c`: the commit time of the client's last update txn.
-    hwt: u64,
+    pub(super) hwt: u64,
     /// `WC_c`: per key, the client's committed ops with their commit time.
     cache: BTreeMap<Key, Vec<(u64, Op)>>,
     cache_len: usize,
