@@ -85,7 +85,9 @@ impl Node {
                 if self.coord.txns.len() >= COORD_TXNS_MAX {
                     return Err(Error::Unavailable("coordinator overloaded".into()));
                 }
-                self.sample("client_cache_writes", u64::from(s.cache_len));
+                // Cache size per client (measured): a running mean over STARTs.
+                let n = f64::from(s.cache_len);
+                self.cache_mean += (n - self.cache_mean) / 16.0;
                 let snapshot = self.snapshot_for(s.ust);
                 let t = TxnCtx {
                     session,

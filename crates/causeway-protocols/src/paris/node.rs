@@ -86,6 +86,8 @@ pub struct Node {
     /// (partition, sibling DC) still to be told that we restarted.
     pub(super) announce: BTreeSet<(PartitionId, DcId)>,
     pub(super) traffic: Traffic,
+    /// Running mean of the cache sizes clients report with START (writes).
+    pub(super) cache_mean: f64,
     samples: Vec<(&'static str, u64)>,
     pub(super) work: u64,
 }
@@ -127,6 +129,7 @@ impl Node {
             timers: Timers::default(),
             announce: BTreeSet::new(),
             traffic: Traffic::default(),
+            cache_mean: 0.0,
             samples: Vec::new(),
             work: 0,
             cfg,
@@ -755,6 +758,7 @@ impl ServerNode for Node {
             ("bytes_ust_intra_dc", self.traffic.ust_intra_dc as f64),
             ("bytes_ust_inter_dc", self.traffic.ust_inter_dc as f64),
             ("bytes_replication", self.traffic.replication as f64),
+            ("client_cache_writes", self.cache_mean),
         ]
     }
 
