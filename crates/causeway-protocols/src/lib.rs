@@ -16,6 +16,7 @@ pub mod cure;
 pub mod cureft;
 pub mod eventual;
 pub mod kit;
+pub mod paris;
 #[macro_use]
 pub mod registry;
 pub mod unistore;
@@ -81,4 +82,7 @@ registry! {
     UniStore => unistore::UniStore,
     Strong => unistore::StrongBaseline,
     RedBlue => unistore::RedBlue,
+    Paris => paris::Paris,
+    Bpr => paris::Bpr,
+    Nocc => paris::Nocc,
 }

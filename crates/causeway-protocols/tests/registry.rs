@@ -19,7 +19,16 @@ fn topo() -> Topology {
 fn every_protocol_is_listed_once_with_its_mutations() {
     assert_eq!(
         PROTOCOLS,
-        &["eventual", "cure", "cureft", "unistore", "strong", "redblue"]
+        &["eventual", "cure", "cureft", "unistore", "strong", "redblue", "paris", "bpr", "nocc"]
+    );
+    assert!(mutations("paris").contains(&"no-client-cache"));
+    assert!(mutations("paris").contains(&"ust-ignores-remote-dc"));
+    assert!(mutations("bpr").contains(&"no-read-block"));
+    assert!(
+        !entry("paris")
+            .expect("paris")
+            .requirements()
+            .full_replication
     );
     assert!(mutations("cure").contains(&"no-read-wait"));
     assert!(mutations("unistore").contains(&"no-forwarding"));
@@ -30,7 +39,7 @@ fn every_protocol_is_listed_once_with_its_mutations() {
     assert!(mutations("eventual").is_empty());
     let e = entry("nope").err().expect("unknown protocol");
     assert!(
-        e.contains("known: eventual, cure, cureft, unistore, strong, redblue"),
+        e.contains("known: eventual, cure, cureft, unistore, strong, redblue, paris"),
         "{e}"
     );
 }

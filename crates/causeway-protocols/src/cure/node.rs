@@ -852,7 +852,10 @@ impl ServerNode for Node {
     type Msg = Msg;
 
     fn start(&mut self, ctx: &mut Ctx<Msg>) {
-        let clock = self.time.read(ctx.clock);
+        // Timers run on the raw clock: after a restart `Clock` (read's answer) starts
+        // above the persisted lease, up to `lease_ns` ahead of it.
+        self.time.read(ctx.clock);
+        let clock = self.time.clock;
         self.timers.set(Timer::Replicate, clock);
         self.timers.set(Timer::Stabilize, clock);
         if self.strong.is_some() {

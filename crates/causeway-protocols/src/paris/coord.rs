@@ -1,0 +1,425 @@
+//! The transaction coordinator of PaRiS (Alg. 2): START's snapshot, parallel reads at
+//! each partition's preferred replica, and 2PC across replicas in any DC, with the kit's
+//! presumed-abort decisions (`kit::twopc`).
+
+use super::msg::{Effects, Msg, Record, Start, Updates};
+use super::node::{Deferred, Node};
+use super::part::ops_at;
+use super::{target_dc, Flavor};
+use crate::kit::twopc::{Answer, Decisions, Votes};
+use causeway_core::crdt::{ObjType, Object, Op};
+use causeway_core::limits::COORD_TXNS_MAX;
+use causeway_core::{Addr, Ctx, Error, Key, Nanos, NodeId, PartitionId, TxnId};
+use std::collections::BTreeMap;
+
+/// What a txn's coordinator is doing for it.
+#[derive(Debug)]
+enum Step {
+    Idle,
+    Reading {
+        req: u64,
+    },
+    Preparing {
+        req: u64,
+        votes: Votes<(u64, Effects)>,
+        targets: BTreeMap<PartitionId, NodeId>,
+    },
+}
+
+/// `TX[id_T]` (Alg. 2 l.4): a running txn's context.
+#[derive(Debug)]
+struct TxnCtx {
+    session: Addr,
+    snapshot: u64,
+    last_active: Nanos,
+    step: Step,
+}
+
+/// A parallel read in progress (Alg. 2 l.10-15).
+#[derive(Debug)]
+struct ReadCtx {
+    txn: TxnId,
+    keys: Vec<(Key, ObjType)>,
+    waiting: usize,
+    objects: BTreeMap<Key, Result<Object, Error>>,
+}
+
+#[derive(Debug, Default)]
+pub struct Coord {
+    txns: BTreeMap<TxnId, TxnCtx>,
+    reads: BTreeMap<u64, ReadCtx>,
+    next_rid: u64,
+    pub decisions: Decisions<u64>,
+}
+
+impl Coord {
+    /// The session is done with `txn` (read-only commit or abort): drop its context.
+    pub fn forget(&mut self, txn: TxnId) {
+        if let Some(t) = self.txns.get(&txn) {
+            if !matches!(t.step, Step::Preparing { .. }) {
+                self.txns.remove(&txn);
+            }
+        }
+    }
+
+    /// The oldest snapshot of a running txn.
+    pub fn oldest(&self) -> Option<u64> {
+        self.txns.values().map(|t| t.snapshot).min()
+    }
+}
+
+fn unknown_txn() -> Error {
+    Error::Aborted("transaction unknown at its coordinator (restarted or expired)".into())
+}
+
+impl Node {
+    /// START (Alg. 2 l.1-5), or the context of a started txn.
+    fn txn_ctx(
+        &mut self,
+        txn: TxnId,
+        session: Addr,
+        start: Option<Start>,
+    ) -> Result<&mut TxnCtx, Error> {
+        if let Some(s) = start {
+            if !self.coord.txns.contains_key(&txn) {
+                if self.coord.txns.len() >= COORD_TXNS_MAX {
+                    return Err(Error::Unavailable("coordinator overloaded".into()));
+                }
+                // Cache size per client (measured): a running mean over STARTs.
+                let n = f64::from(s.cache_len);
+                self.cache_mean += (n - self.cache_mean) / 16.0;
+                let snapshot = self.snapshot_for(s.ust);
+                let t = TxnCtx {
+                    session,
+                    snapshot,
+                    last_active: self.time.clock,
+                    step: Step::Idle,
+                };
+                self.coord.txns.insert(txn, t);
+            }
+        }
+        let clock = self.time.clock;
+        let t = self.coord.txns.get_mut(&txn).ok_or_else(unknown_txn)?;
+        t.last_active = clock;
+        Ok(t)
+    }
+
+    /// The snapshot of a new txn. PaRiS (Alg. 2 l.2): `ust = max(ust, ust_c)`. BPR (§V):
+    /// the client's highest seen time or the coordinator's HLC, whichever is higher.
+    /// NoCC: none (reads return the latest versions).
+    fn snapshot_for(&mut self, client: u64) -> u64 {
+        match self.flavor {
+            Flavor::Paris => {
+                self.ust = self.ust.max(client);
+                self.ust
+            }
+            Flavor::Bpr => client.max(self.time.claimable()),
+            Flavor::Nocc => u64::MAX,
+        }
+    }
+
+    /// The node of the replica a request for partition `p` goes to (§V-A).
+    fn target(&self, p: PartitionId) -> NodeId {
+        self.topo.node_of(target_dc(&self.topo, self.d, p), p)
+    }
+
+    /// READ (Alg. 2 l.6-16): each partition's keys, in parallel, to its replica.
+    pub(super) fn on_read(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        from: Addr,
+        txn: TxnId,
+        req: u64,
+        start: Option<Start>,
+        keys: Vec<(Key, ObjType)>,
+    ) {
+        let rid = self.coord.next_rid;
+        let snapshot = match self.txn_ctx(txn, from, start) {
+            Ok(t) if matches!(t.step, Step::Idle) => {
+                t.step = Step::Reading { req };
+                t.snapshot
+            }
+            Ok(_) => return, // a request while another runs: stale, ignore
+            Err(e) => {
+                let m = Msg::ReadResult {
+                    txn,
+                    req,
+                    result: Err(e),
+                };
+                return ctx.send(from, m);
+            }
+        };
+        self.coord.next_rid += 1;
+        let mut slices: BTreeMap<PartitionId, Vec<(Key, ObjType)>> = BTreeMap::new();
+        for (k, t) in &keys {
+            let p = self.topo.partition_of(k);
+            slices.entry(p).or_default().push((k.clone(), *t));
+        }
+        let r = ReadCtx {
+            txn,
+            keys,
+            waiting: slices.len(),
+            objects: BTreeMap::new(),
+        };
+        self.coord.reads.insert(rid, r);
+        for (partition, keys) in slices {
+            let m = Msg::ReadSlice {
+                rid,
+                partition,
+                snapshot,
+                keys,
+            };
+            ctx.send(Addr::Node(self.target(partition)), m);
+        }
+    }
+
+    pub(super) fn on_slice_reply(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        rid: u64,
+        _partition: PartitionId,
+        objects: Vec<(Key, Result<Object, Error>)>,
+    ) {
+        let Some(r) = self.coord.reads.get_mut(&rid) else {
+            return;
+        };
+        r.objects.extend(objects);
+        r.waiting -= 1;
+        if r.waiting > 0 {
+            return;
+        }
+        let r = self.coord.reads.remove(&rid).expect("present");
+        let Some(t) = self.coord.txns.get_mut(&r.txn) else {
+            return;
+        };
+        let Step::Reading { req, .. } = t.step else {
+            return;
+        };
+        t.step = Step::Idle;
+        let mut objects = r.objects;
+        let ordered = r
+            .keys
+            .iter()
+            .map(|(k, _)| {
+                let o = objects.remove(k).unwrap_or_else(|| Err(unknown_txn()));
+                (k.clone(), o)
+            })
+            .collect();
+        let m = Msg::ReadResult {
+            txn: r.txn,
+            req,
+            result: Ok((t.snapshot, ordered)),
+        };
+        ctx.send(t.session, m);
+    }
+
+    /// COMMIT (Alg. 2 l.17-25): PREPARE to each written partition's replica with
+    /// `ht = max(snapshot, hwt_c)`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_commit(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        from: Addr,
+        (txn, req): (TxnId, u64),
+        start: Option<Start>,
+        hwt: u64,
+        updates: Updates,
+        cached: Vec<(Key, Op)>,
+    ) {
+        let deadline = self.time.clock + self.cfg.prepare_timeout_ns;
+        let mut groups: BTreeMap<PartitionId, (Updates, Vec<(Key, Op)>)> = BTreeMap::new();
+        for u in updates {
+            groups
+                .entry(self.topo.partition_of(&u.0))
+                .or_default()
+                .0
+                .push(u);
+        }
+        for c in cached {
+            let p = self.topo.partition_of(&c.0);
+            if let Some(g) = groups.get_mut(&p) {
+                g.1.push(c);
+            }
+        }
+        let targets: BTreeMap<PartitionId, NodeId> =
+            groups.keys().map(|p| (*p, self.target(*p))).collect();
+        let snapshot = match self.txn_ctx(txn, from, start) {
+            Ok(t) if matches!(t.step, Step::Idle) => {
+                t.step = Step::Preparing {
+                    req,
+                    votes: Votes::new(groups.keys().copied(), deadline),
+                    targets: targets.clone(),
+                };
+                t.snapshot
+            }
+            Ok(_) => return,
+            Err(e) => {
+                let m = Msg::CommitResult {
+                    txn,
+                    req,
+                    result: Err(e),
+                };
+                return ctx.send(from, m);
+            }
+        };
+        let ht = snapshot.max(hwt); // Alg. 2 l.19
+        for (partition, (updates, cached)) in groups {
+            let m = Msg::Prepare {
+                txn,
+                partition,
+                snapshot,
+                ht,
+                updates,
+                cached,
+            };
+            ctx.send(Addr::Node(targets[&partition]), m);
+        }
+    }
+
+    pub(super) fn on_prepared(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        txn: TxnId,
+        partition: PartitionId,
+        result: Result<(u64, Effects), Error>,
+    ) {
+        let Some(t) = self.coord.txns.get_mut(&txn) else {
+            return;
+        };
+        let Step::Preparing { votes, .. } = &mut t.step else {
+            return;
+        };
+        match result {
+            Ok(vote) => {
+                if votes.record(partition, vote) {
+                    self.decide(ctx, txn);
+                }
+            }
+            Err(e) => self.abort(ctx, txn, format!("{partition:?} refused: {e}")),
+        }
+    }
+
+    /// Every participant voted (Alg. 2 l.26-32): commit at the highest proposed time;
+    /// the decision is durable before COMMIT or the answer leaves.
+    fn decide(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId) {
+        let t = self
+            .coord
+            .txns
+            .remove(&txn)
+            .expect("deciding a running txn");
+        let Step::Preparing {
+            req,
+            votes,
+            targets,
+        } = t.step
+        else {
+            unreachable!("decide runs only while preparing");
+        };
+        let votes = votes.all().expect("every vote in");
+        let ct = votes
+            .iter()
+            .map(|(pt, _)| *pt)
+            .max()
+            .expect("a participant");
+        let ops: Vec<(Key, Op)> = votes
+            .into_iter()
+            .flat_map(|(_, effects)| ops_at(ct, effects))
+            .collect();
+        let clock = self.time.clock;
+        self.coord.decisions.decide(txn, ct, targets.clone(), clock);
+        let mut then: Vec<(Addr, Msg)> = targets
+            .iter()
+            .map(|(p, n)| {
+                let m = Msg::CommitTxn {
+                    txn,
+                    partition: *p,
+                    ct,
+                };
+                (Addr::Node(*n), m)
+            })
+            .collect();
+        let answer = Msg::CommitResult {
+            txn,
+            req,
+            result: Ok((ct, t.snapshot, ops)),
+        };
+        then.push((t.session, answer));
+        let participants = targets.into_iter().collect();
+        let record = Record::Decision {
+            txn,
+            ct,
+            participants,
+        };
+        self.persist(ctx, record, then);
+        self.after_durable(ctx, Deferred::Decision(txn));
+    }
+
+    /// Aborts a preparing txn: participants drop it, the session hears why.
+    fn abort(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, reason: String) {
+        let Some(t) = self.coord.txns.remove(&txn) else {
+            return;
+        };
+        let Step::Preparing { req, targets, .. } = t.step else {
+            return;
+        };
+        for (partition, n) in targets {
+            ctx.send(Addr::Node(n), Msg::AbortTxn { txn, partition });
+        }
+        let m = Msg::CommitResult {
+            txn,
+            req,
+            result: Err(Error::Aborted(reason)),
+        };
+        ctx.send(t.session, m);
+    }
+
+    pub(super) fn on_commit_ack(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, partition: PartitionId) {
+        if self.coord.decisions.ack(txn, partition) {
+            self.persist(ctx, Record::Ended { txn }, Vec::new());
+        }
+    }
+
+    /// A participant asks about a txn it holds prepared (presumed abort).
+    pub(super) fn on_inquire(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        from: Addr,
+        txn: TxnId,
+        partition: PartitionId,
+    ) {
+        let running = self.coord.txns.contains_key(&txn);
+        match self.coord.decisions.answer(txn, running) {
+            Answer::Commit(ct) => ctx.send(from, Msg::CommitTxn { txn, partition, ct }),
+            Answer::Abort => ctx.send(from, Msg::AbortTxn { txn, partition }),
+            Answer::Wait => {}
+        }
+    }
+
+    /// Re-sends unacknowledged decisions, aborts txns whose votes are late, drops idle
+    /// contexts (§III-C: failed clients' contexts are cleaned up after a timeout).
+    pub(super) fn coord_tick(&mut self, ctx: &mut Ctx<Msg>) {
+        let clock = self.time.clock;
+        let every = self.cfg.inquire_after_ns;
+        for (txn, partition, node, ct) in self.coord.decisions.resends(clock, every) {
+            ctx.send(Addr::Node(node), Msg::CommitTxn { txn, partition, ct });
+        }
+        let late: Vec<TxnId> = self
+            .coord
+            .txns
+            .iter()
+            .filter(
+                |(_, t)| matches!(&t.step, Step::Preparing { votes, .. } if votes.expired(clock)),
+            )
+            .map(|(txn, _)| *txn)
+            .collect();
+        for txn in late {
+            self.abort(ctx, txn, "prepare timed out".into());
+        }
+        let idle = self.cfg.txn_idle_ns;
+        self.coord.txns.retain(|_, t| {
+            matches!(t.step, Step::Preparing { .. }) || clock.saturating_sub(t.last_active) < idle
+        });
+        let txns = &self.coord.txns;
+        self.coord.reads.retain(|_, r| txns.contains_key(&r.txn));
+    }
+}

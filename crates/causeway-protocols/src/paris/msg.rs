@@ -1,0 +1,204 @@
+//! PaRiS's messages (session to coordinator, coordinator to partition replicas, replica
+//! to replica, stabilization) and what a node persists ([`Record`]).
+
+use causeway_core::crdt::{Effect, ObjType, Object, Op, Update};
+use causeway_core::{DcId, Error, Key, NodeId, OpId, PartitionId, TxnId, Vc};
+use serde::{Deserialize, Serialize};
+
+/// A committed txn's writes at one partition, as applied and replicated (Alg. 4 l.15).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplTxn {
+    pub txn: TxnId,
+    pub ct: u64,
+    pub ops: Vec<(Key, Op)>,
+}
+
+impl crate::kit::repl::Replicated for ReplTxn {
+    fn id(&self) -> TxnId {
+        self.txn
+    }
+    /// Every replica streams its own txns in commit-time order (Alg. 4 l.10-16).
+    fn time_at(&self, _origin: DcId) -> u64 {
+        self.ct
+    }
+}
+
+/// A piece of one origin replica's stream for one partition; empty = heartbeat.
+pub type Stream = crate::kit::repl::Stream<ReplTxn>;
+
+/// Updates as the session buffered them, with the op ids it assigned.
+pub type Updates = Vec<(Key, Update, OpId)>;
+
+/// Effects a participant computed for a txn: (key, op id, effect).
+pub type Effects = Vec<(Key, OpId, Effect)>;
+
+/// Objects read, per key (an error for a key that could not be read).
+pub type Objects = Vec<(Key, Result<Object, Error>)>;
+/// A READ's answer: the txn's snapshot and the objects.
+pub type ReadAnswer = Result<(u64, Objects), Error>;
+/// A COMMIT's answer: commit time, snapshot and the committed ops (for the cache).
+pub type CommitAnswer = Result<(u64, u64, Vec<(Key, Op)>), Error>;
+
+/// START_TX (Alg. 1 l.2, Alg. 2 l.1-5), riding with the txn's first request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Start {
+    /// `ust_c` (PaRiS) or the client's highest seen snapshot / write time (BPR).
+    pub ust: u64,
+    /// Writes in the client's cache (measured: cache size per client).
+    pub cache_len: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    // ---- session -> coordinator ----
+    /// READ (Alg. 1 l.15): the keys the client cannot serve itself.
+    Read {
+        txn: TxnId,
+        req: u64,
+        start: Option<Start>,
+        keys: Vec<(Key, ObjType)>,
+    },
+    /// COMMIT (Alg. 1 l.27) with `hwt_c`, the write set and the client's cached writes
+    /// of the written keys (the effects of a set remove must see them).
+    Commit {
+        txn: TxnId,
+        req: u64,
+        start: Option<Start>,
+        hwt: u64,
+        updates: Updates,
+        cached: Vec<(Key, Op)>,
+    },
+    Abort {
+        txn: TxnId,
+    },
+    // ---- coordinator -> session ----
+    /// The objects read at the txn's snapshot, and the snapshot.
+    ReadResult {
+        txn: TxnId,
+        req: u64,
+        result: ReadAnswer,
+    },
+    /// The commit time, the snapshot and the committed ops (for the client's cache).
+    CommitResult {
+        txn: TxnId,
+        req: u64,
+        result: CommitAnswer,
+    },
+    // ---- coordinator <-> partition replica ----
+    /// ReadSliceReq (Alg. 2 l.12, Alg. 3 l.1).
+    ReadSlice {
+        rid: u64,
+        partition: PartitionId,
+        snapshot: u64,
+        keys: Vec<(Key, ObjType)>,
+    },
+    ReadSliceReply {
+        rid: u64,
+        partition: PartitionId,
+        objects: Vec<(Key, Result<Object, Error>)>,
+    },
+    /// PrepareReq (Alg. 2 l.24, Alg. 3 l.9).
+    Prepare {
+        txn: TxnId,
+        partition: PartitionId,
+        snapshot: u64,
+        ht: u64,
+        updates: Updates,
+        cached: Vec<(Key, Op)>,
+    },
+    /// PrepareResp: the proposed time and the effects, or why the txn cannot commit.
+    Prepared {
+        txn: TxnId,
+        partition: PartitionId,
+        result: Result<(u64, Effects), Error>,
+    },
+    /// CommitReq (Alg. 2 l.29, Alg. 3 l.15).
+    CommitTxn {
+        txn: TxnId,
+        partition: PartitionId,
+        ct: u64,
+    },
+    CommitAck {
+        txn: TxnId,
+        partition: PartitionId,
+    },
+    AbortTxn {
+        txn: TxnId,
+        partition: PartitionId,
+    },
+    /// A participant asks about a txn prepared for long (presumed abort).
+    Inquire {
+        txn: TxnId,
+        partition: PartitionId,
+    },
+    // ---- replica -> sibling replica (Alg. 4 l.15, l.20) ----
+    Repl {
+        partition: PartitionId,
+        restarted: bool,
+        /// The sender's `VV` of this partition, by DC: acknowledgements.
+        acks: Vc,
+        stream: Option<Stream>,
+    },
+    // ---- stabilization (Alg. 4 l.34-38) ----
+    /// Node -> nodes of its DC: the minimum of its partitions' `VV` entries (`None`:
+    /// hosts none) and its oldest snapshot in use.
+    Stable {
+        vv_min: Option<u64>,
+        oldest: u64,
+    },
+    /// DC root -> other DCs' roots: the DC's GST and oldest snapshot.
+    Gst {
+        gst: Option<u64>,
+        oldest: u64,
+    },
+    /// DC root -> its DC's nodes: the UST and the global oldest snapshot (GC point).
+    Ust {
+        ust: u64,
+        gc: u64,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Record {
+    /// Timestamps up to `until` may be claimed; recovery starts the clock above it.
+    Lease { until: u64 },
+    /// A participant's prepared txn (Alg. 3 l.13), with its effects.
+    Prepare {
+        partition: PartitionId,
+        txn: TxnId,
+        coord: NodeId,
+        pt: u64,
+        ops: Effects,
+    },
+    /// A participant's commit (Alg. 3 l.17-19).
+    Commit {
+        partition: PartitionId,
+        txn: TxnId,
+        ct: u64,
+    },
+    /// Txns received from a sibling replica, and the stream claim they complete.
+    Remote {
+        partition: PartitionId,
+        origin: DcId,
+        upto: u64,
+        txns: Vec<ReplTxn>,
+    },
+    /// A coordinator's commit decision, durable before any COMMIT or answer leaves.
+    Decision {
+        txn: TxnId,
+        ct: u64,
+        participants: Vec<(PartitionId, NodeId)>,
+    },
+    /// A decision every participant acknowledged.
+    Ended { txn: TxnId },
+}
+
+impl Record {
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).expect("a paris record always encodes")
+    }
+
+    pub fn decode(index: usize, bytes: &[u8]) -> Result<Record, String> {
+        postcard::from_bytes(bytes).map_err(|e| format!("paris: record {index} is corrupt: {e}"))
+    }
+}

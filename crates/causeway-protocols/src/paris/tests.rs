@@ -1,0 +1,230 @@
+//! Tests of the PaRiS machines on the kit's in-memory network: remote reads of a
+//! partition the DC does not store, the client cache (read-your-writes before the UST
+//! covers a write, pruning after), the UST as a minimum over every DC that freezes while
+//! a DC is cut off, Lemma 1 / Proposition 1 on commit times, BPR's blocking reads, and
+//! recovery from the records.
+
+use super::{Bpr, Config, Paris};
+use crate::kit::testnet::{TestNet, MS};
+use crate::{NodeConfig, Params, Protocol};
+use causeway_core::crdt::{ObjType, Update};
+use causeway_core::{
+    Addr, DcId, Key, NodeId, ObjValue, PartitionId, Request, Response, ServerNode, Topology,
+};
+
+const T: u64 = 1_000_000_000;
+
+/// 3 DCs, one node each, 3 partitions, each stored in 2 DCs.
+fn topo() -> Topology {
+    Topology::partial(3, 1, 3, 2)
+}
+
+fn params(mutation: Option<&str>) -> Params {
+    Params {
+        mutation: mutation.map(str::to_string),
+        ..Params::default()
+    }
+}
+
+fn net<P: Protocol>(mutation: Option<&str>) -> TestNet<P> {
+    let mut n = TestNet::new(topo(), params(mutation), T);
+    n.run(50); // a few stabilization rounds: the UST leaves 0
+    n
+}
+
+/// A key whose partition DC `dc` does not store.
+fn key_not_in(topo: &Topology, dc: u16) -> Key {
+    (0..100)
+        .map(|i| Key::new(format!("k{i}")))
+        .find(|k| !topo.replicates(DcId(dc), topo.partition_of(k)))
+        .expect("some key lives elsewhere")
+}
+
+fn write<P: Protocol>(net: &mut TestNet<P>, s: u64, key: &Key, v: &str) {
+    let update = Update::Assign(v.as_bytes().to_vec());
+    let resp = net.txn(
+        s,
+        vec![Request::Update {
+            key: key.clone(),
+            update,
+        }],
+    );
+    assert_eq!(resp.last(), Some(&Response::Committed), "{resp:?}");
+}
+
+fn read<P: Protocol>(net: &mut TestNet<P>, s: u64, key: &Key) -> ObjValue {
+    let keys = vec![(key.clone(), ObjType::Lww)];
+    let resp = net.txn(s, vec![Request::Read { keys }]);
+    match &resp[1] {
+        Response::Values(v) => v[0].value.clone(),
+        other => panic!("read answered {other:?}"),
+    }
+}
+
+fn lww(v: &str) -> ObjValue {
+    ObjValue::Lww(Some(v.as_bytes().to_vec()))
+}
+
+fn ust_of(net: &TestNet<Paris>, n: usize) -> u64 {
+    net.nodes[n].ust
+}
+
+fn cache_len(net: &TestNet<Paris>, s: u64) -> usize {
+    net.sessions[&s].client.cache_len()
+}
+
+/// Holds every message to or from DC 2 (a cut, as in §III-C).
+fn cut_dc2(topo: &Topology, from: Addr, to: Addr, _: &super::Msg) -> bool {
+    let dc = |a: Addr| match a {
+        Addr::Node(n) => Some(topo.dc_of(n)),
+        Addr::Client(_) => None,
+    };
+    dc(from) == Some(DcId(2)) || dc(to) == Some(DcId(2))
+}
+
+#[test]
+fn a_remote_partition_is_read_at_its_replica_and_own_writes_come_from_the_cache() {
+    let mut net = net::<Paris>(None);
+    let key = key_not_in(&net.topo, 0);
+    net.session(1, 0);
+    net.session(2, 1);
+    write(&mut net, 1, &key, "mine");
+    // Committed at a replica in another DC; the UST cannot cover it yet (nothing ran).
+    assert_eq!(
+        cache_len(&net, 1),
+        1,
+        "the write waits in the client's cache"
+    );
+    assert_eq!(read(&mut net, 1, &key), lww("mine"), "read-your-writes");
+    net.run(100);
+    assert_eq!(read(&mut net, 1, &key), lww("mine"));
+    assert_eq!(cache_len(&net, 1), 0, "pruned once the UST passed it");
+    assert_eq!(
+        read(&mut net, 2, &key),
+        lww("mine"),
+        "visible in another DC"
+    );
+    net.check_invariants().expect("invariants");
+}
+
+#[test]
+fn without_the_client_cache_a_fresh_write_is_missed() {
+    let mut net = net::<Paris>(Some("no-client-cache"));
+    let key = key_not_in(&net.topo, 0);
+    net.session(1, 0);
+    write(&mut net, 1, &key, "mine");
+    assert_eq!(
+        read(&mut net, 1, &key),
+        ObjValue::Lww(None),
+        "read-your-writes broken"
+    );
+}
+
+#[test]
+fn the_ust_is_a_minimum_over_every_dc_and_freezes_while_one_is_cut_off() {
+    let mut net = net::<Paris>(None);
+    let before = ust_of(&net, 0);
+    assert!(before > T, "the UST follows the clocks: {before}");
+    net.hold = cut_dc2;
+    net.run(20); // in-flight reports drain
+    let frozen = ust_of(&net, 0);
+    net.run(200);
+    assert_eq!(ust_of(&net, 0), frozen, "frozen while DC 2 is unreachable");
+    // Transactions still run (on the frozen snapshot); the cache keeps own writes.
+    let key = key_not_in(&net.topo, 2);
+    net.session(1, 0);
+    write(&mut net, 1, &key, "during");
+    net.run(50);
+    assert_eq!(read(&mut net, 1, &key), lww("during"));
+    assert_eq!(
+        cache_len(&net, 1),
+        1,
+        "not prunable while the UST is frozen"
+    );
+    net.release();
+    net.run(100);
+    assert!(
+        ust_of(&net, 0) > frozen + 100 * MS,
+        "the UST moves again after healing"
+    );
+    assert_eq!(read(&mut net, 1, &key), lww("during"));
+    assert_eq!(cache_len(&net, 1), 0);
+    net.check_invariants().expect("invariants");
+}
+
+#[test]
+fn commit_times_grow_along_a_session_and_exceed_the_snapshot() {
+    let mut net = net::<Paris>(None);
+    net.session(1, 0);
+    let key = key_not_in(&net.topo, 0);
+    let mut last = 0;
+    for i in 0..5 {
+        write(&mut net, 1, &key, &format!("v{i}"));
+        let hwt = net.sessions[&1].client.hwt;
+        assert!(hwt > last, "Proposition 1: {hwt} after {last}");
+        assert!(hwt > net.sessions[&1].client.ust, "Lemma 1");
+        last = hwt;
+    }
+    net.run(100);
+    assert_eq!(read(&mut net, 1, &key), lww("v4"), "the last write wins");
+}
+
+#[test]
+fn bpr_reads_block_until_every_replica_applied_the_snapshot() {
+    let mut net = net::<Bpr>(None);
+    let key = key_not_in(&net.topo, 0);
+    net.session(1, 0);
+    write(&mut net, 1, &key, "x");
+    // Cut DC 2: a partition stored in DC 2 and another DC stops hearing its sibling's
+    // heartbeats there, so a read at a fresh snapshot blocks where DC 2 is a replica.
+    let p = net.topo.partition_of(&key);
+    let replica = super::target_dc(&net.topo, DcId(0), p);
+    assert!(net.topo.replicas_of(p).contains(&DcId(2)) || replica != DcId(2));
+    net.hold = cut_dc2;
+    net.run(10);
+    let begin = Request::Begin {
+        kind: causeway_core::TxnKind::Causal,
+        label: None,
+    };
+    assert!(matches!(net.request(1, begin), Response::Begun { .. }));
+    let keys = vec![(key.clone(), ObjType::Lww)];
+    net.session_call(1, |m, ctx| {
+        causeway_core::ClientSession::submit(m, ctx, Request::Read { keys })
+    });
+    net.run(100);
+    let blocked = net.replies.get(&1).is_none_or(|q| q.is_empty());
+    let both_replicas_reachable = !net.topo.replicas_of(p).contains(&DcId(2));
+    assert!(
+        blocked || both_replicas_reachable,
+        "the read must block while cut"
+    );
+    net.release();
+    net.run(100);
+    let r = net.replies.get_mut(&1).and_then(|q| q.pop_front());
+    match r {
+        Some(Response::Values(v)) => assert_eq!(v[0].value, lww("x")),
+        other => panic!("read answered {other:?}"),
+    }
+}
+
+#[test]
+fn a_node_recovers_its_partitions_from_its_records() {
+    let mut net = net::<Paris>(None);
+    let key = key_not_in(&net.topo, 0);
+    net.session(1, 0);
+    write(&mut net, 1, &key, "durable");
+    net.run(50);
+    net.session(3, 1);
+    assert_eq!(read(&mut net, 3, &key), lww("durable"), "before the crash");
+    let p: PartitionId = net.topo.partition_of(&key);
+    let n = net.topo.node_of(super::target_dc(&net.topo, DcId(0), p), p);
+    let idx = n.0 as usize;
+    let config = NodeConfig::new(NodeId(n.0), net.topo.clone(), params(None));
+    let node = Paris::recover(&config, &Config::default(), &net.records[idx]).expect("recovers");
+    net.nodes[idx] = node;
+    net.node_call(idx, |m, ctx| m.start(ctx));
+    net.run(100);
+    net.session(2, 1);
+    assert_eq!(read(&mut net, 2, &key), lww("durable"));
+    net.check_invariants().expect("invariants");
+}
