@@ -86,7 +86,6 @@ fn committed(stdout: &str) -> u64 {
 }
 
 #[test]
-#[ignore = "needs the paris protocol"]
 fn paris_reads_its_own_writes_of_a_remote_partition_and_passes_the_checker_under_load() {
     let partitions = PARTITIONS.to_string();
     let replication = REPLICATION.to_string();
