@@ -176,6 +176,9 @@ pub enum Record {
         txn: TxnId,
         ct: u64,
     },
+    /// A participant's abort of a prepared txn: until it is durable the txn keeps
+    /// holding `VV[own]` below it (recovery would resurrect it otherwise).
+    Abort { partition: PartitionId, txn: TxnId },
     /// Txns received from a sibling replica, and the stream claim they complete.
     Remote {
         partition: PartitionId,

@@ -48,6 +48,10 @@ pub enum Deferred {
         ct: u64,
     },
     Decision(TxnId),
+    Abort {
+        partition: PartitionId,
+        txn: TxnId,
+    },
 }
 
 /// Bytes sent, by purpose (PaRiS Fig. 6).
@@ -167,12 +171,16 @@ impl Node {
                     ops,
                     inquiry: Retry::default(), // inquire at once after a restart
                     committing: None,
+                    aborting: false,
                 };
                 self.part(partition).prepared.insert(txn, p);
             }
             Record::Commit { partition, txn, ct } => {
                 self.time.last = self.time.last.max(ct);
                 self.part(partition).commit(txn, ct);
+            }
+            Record::Abort { partition, txn } => {
+                self.part(partition).prepared.remove(&txn);
             }
             Record::Remote {
                 partition,
@@ -240,6 +248,16 @@ impl Node {
                 self.part(partition).commit(txn, ct);
             }
             Deferred::Decision(txn) => self.coord.decisions.durable(txn),
+            Deferred::Abort { partition, txn } => {
+                let part = self.part(partition);
+                if part
+                    .prepared
+                    .get(&txn)
+                    .is_some_and(|p| p.committing.is_none())
+                {
+                    part.prepared.remove(&txn);
+                }
+            }
         }
         self.advance(ctx);
     }
@@ -438,6 +456,7 @@ impl Node {
             ops: ops.clone(),
             inquiry: Retry::sent_at(self.time.clock),
             committing: None,
+            aborting: false,
         };
         self.part(partition).prepared.insert(txn, p);
         let record = Record::Prepare {
@@ -502,17 +521,22 @@ impl Node {
         self.after_durable(ctx, Deferred::Commit { partition, txn, ct });
     }
 
+    /// ABORT of a prepared txn: it leaves `Prepared` once the abort record is durable,
+    /// so `VV[own]` never passes a txn that a restart would bring back as prepared.
     fn on_abort_txn(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, partition: PartitionId) {
-        if let Some(part) = self.parts.get_mut(&partition) {
-            if part
+        let open = self
+            .parts
+            .get(&partition)
+            .and_then(|part| part.prepared.get(&txn));
+        if open.is_some_and(|p| p.committing.is_none() && !p.aborting) {
+            self.part(partition)
                 .prepared
-                .get(&txn)
-                .is_some_and(|p| p.committing.is_none())
-            {
-                part.prepared.remove(&txn);
-            }
+                .get_mut(&txn)
+                .expect("open")
+                .aborting = true;
+            self.persist(ctx, Record::Abort { partition, txn }, Vec::new());
+            self.after_durable(ctx, Deferred::Abort { partition, txn });
         }
-        self.advance(ctx);
     }
 
     /// Asks coordinators about txns prepared here for long (or since a restart).
@@ -522,7 +546,7 @@ impl Node {
             let open = part
                 .prepared
                 .iter_mut()
-                .filter(|(_, p)| p.committing.is_none());
+                .filter(|(_, p)| p.committing.is_none() && !p.aborting);
             for (txn, p) in open {
                 if p.inquiry.due(clock, self.cfg.inquire_after_ns) {
                     let m = Msg::Inquire {

@@ -23,6 +23,8 @@ pub struct Prepared {
     /// Its commit time, once decided, while the commit record becomes durable: it keeps
     /// holding `VV[own]` below its prepare time until then.
     pub committing: Option<u64>,
+    /// Its abort record is being made durable.
+    pub aborting: bool,
 }
 
 pub struct Part {
