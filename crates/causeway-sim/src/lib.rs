@@ -99,6 +99,11 @@ pub struct SimResult {
     pub txn_latency_by_kind: BTreeMap<String, Summary>,
     /// Mean of each gauge the nodes report, sampled every 100 ms of virtual time.
     pub gauges: BTreeMap<String, f64>,
+    /// Each gauge's value at the end of the load phase (`duration_ms`), as a mean over the
+    /// live nodes: for a cumulative counter (PaRiS's `bytes_*`), what a node had counted
+    /// when the load stopped, which the running mean of `gauges` cannot give (and later
+    /// samples would add the quiesce phase's traffic).
+    pub gauges_end_of_load: BTreeMap<String, f64>,
     /// Summaries of the samples the nodes report (names end in their unit; shown in ms),
     /// with those of `SimConfig::samples_by_dc` per DC as `NAME@dcN`.
     pub samples: BTreeMap<String, Summary>,
@@ -260,6 +265,7 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
             .iter()
             .map(|(k, (sum, n))| (k.clone(), sum / *n as f64))
             .collect(),
+        gauges_end_of_load: std::mem::take(&mut world.metrics.gauges_end_of_load),
         samples: summaries(&world.metrics.samples, &samples_by_dc),
         samples_by_dc,
         events: world.metrics.events,

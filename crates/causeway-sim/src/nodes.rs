@@ -13,6 +13,7 @@ use crate::world::{Ev, World, GAUGE_INTERVAL_NS, SAMPLES_PER_NAME_MAX, T0};
 use causeway_core::clock::Nanos;
 use causeway_core::{Addr, Ctx, NodeId, Output, TrueTime};
 use causeway_protocols::{new_node, BoxedNode, Msg, NodeConfig};
+use std::collections::BTreeMap;
 
 /// A machine that leaves a due deadline behind after `handle_timeout` is woken again only
 /// this much later (and the run fails): waking it at once would loop forever.
@@ -55,9 +56,13 @@ impl Clock {
 
     /// The reading at true time `now`, never below an earlier reading.
     fn read(&mut self, now: Nanos) -> Nanos {
-        let reading = self.drifted(now).max(0) as Nanos;
-        self.last = self.last.max(reading);
+        self.last = self.peek(now);
         self.last
+    }
+
+    /// What [`Clock::read`] would return, without recording it.
+    fn peek(&self, now: Nanos) -> Nanos {
+        self.last.max(self.drifted(now).max(0) as Nanos)
     }
 }
 
@@ -284,6 +289,26 @@ impl World {
                 .liveness
                 .push(format!("node {n} failed to recover: {e}")),
         }
+    }
+
+    /// Every gauge now, as a mean over the live nodes reporting it (reads the machines
+    /// and peeks at the clocks: no event and no state changes, so the trace is the same).
+    pub(crate) fn gauges_now(&self) -> BTreeMap<String, f64> {
+        let mut sums: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+        for slot in &self.nodes {
+            let clock = slot.clock.peek(self.now);
+            let Some(m) = slot.machine.as_ref() else {
+                continue;
+            };
+            for (name, value) in m.gauges(clock) {
+                let entry = sums.entry(name.to_string()).or_insert((0.0, 0));
+                entry.0 += value;
+                entry.1 += 1;
+            }
+        }
+        sums.into_iter()
+            .map(|(name, (sum, n))| (name, sum / n as f64))
+            .collect()
     }
 
     /// Adds every live node's gauges to the running means, every `GAUGE_INTERVAL_NS`

@@ -87,6 +87,9 @@ pub struct Metrics {
     pub messages: u64,
     pub latencies_ns: Vec<Nanos>,
     pub gauges: BTreeMap<String, (f64, u64)>,
+    /// Each gauge when the load phase ended (mean over the live nodes; see
+    /// `SimResult::gauges_end_of_load`).
+    pub gauges_end_of_load: BTreeMap<String, f64>,
     /// Samples the nodes report (`ServerNode::take_samples`), per name.
     pub samples: BTreeMap<String, Vec<u64>>,
     /// The samples named in `SimConfig::samples_by_dc`, per (name, DC of the node).
@@ -318,6 +321,7 @@ impl World {
     /// node restarts, and clients stop after their current transaction.
     fn end_faults(&mut self) {
         self.metrics.cpu_utilization = self.cpu_utilization();
+        self.metrics.gauges_end_of_load = self.gauges_now();
         self.stopping = true;
         self.network.heal_all();
         self.release_held();

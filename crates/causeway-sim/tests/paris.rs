@@ -77,3 +77,35 @@ fn without_faults_the_ust_trails_by_about_the_wan_round_trips() {
     assert!(lag.p50_ms > 40.0 && lag.p50_ms < 400.0, "{lag:?}");
     assert!(r.samples["visibility_ns"].count > 0);
 }
+
+/// The byte counters are cumulative: their value when the load stopped is what a node
+/// sent during the load (Fig. 6's shares), which grows with the load's length; the
+/// running means of `gauges` also cover the drain and quiesce phases.
+#[test]
+fn cumulative_byte_gauges_are_reported_as_of_the_end_of_the_load() {
+    let long = run(&paris(1, FaultSel::None)).expect("runs");
+    let short = run(&SimConfig {
+        duration_ms: 1_000,
+        ..paris(1, FaultSel::None)
+    })
+    .expect("runs");
+    assert_eq!(long.violation, None);
+    assert_eq!(
+        long.gauges.keys().collect::<Vec<_>>(),
+        long.gauges_end_of_load.keys().collect::<Vec<_>>()
+    );
+    for name in [
+        "bytes_replication",
+        "bytes_ust_intra_dc",
+        "bytes_ust_inter_dc",
+    ] {
+        let (end, end_short) = (
+            long.gauges_end_of_load[name],
+            short.gauges_end_of_load[name],
+        );
+        assert!(
+            end_short > 0.0 && end > 2.0 * end_short,
+            "{name}: {end_short} after 1 s of load, {end} after 3 s"
+        );
+    }
+}
