@@ -124,6 +124,9 @@ impl Node {
         self.stabilize_ticks += 1;
         let ust_on = self.flavor == Flavor::Paris;
         if !ust_on && !self.stabilize_ticks.is_multiple_of(BASELINE_GC_EVERY) {
+            // Visibility is still sampled every interval, as PaRiS's is (at the GC
+            // exchange's pace BPR's would read up to 10 intervals late).
+            self.note_visible();
             return self.gc_store();
         }
         let vv_min = self.parts.values().map(|p| p.vv_min()).min();
