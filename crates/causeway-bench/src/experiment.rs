@@ -4,8 +4,12 @@
 //! idle to past saturation. Running a sweep gives a throughput-latency curve per protocol;
 //! [`Kind::PeakPerVariant`] runs it once per variant of the setup (`crate::peaks`),
 //! [`Kind::Cdf`] runs each variant once and keeps a sample's distribution per DC
-//! (`crate::cdf`).
+//! (`crate::cdf`). An experiment may measure a steady state (`warmup_ms`: transactions
+//! beginning before it are left out) and add findings of its own to a peaks report (the
+//! paper's comparisons: `crate::paris`).
 
+use crate::peaks::PeaksReport;
+use causeway_check::Outcome;
 use causeway_sim::cpu::CpuModel;
 use causeway_sim::{run, FaultSel, ObjectMix, SimConfig, SimResult, Summary};
 use serde::Serialize;
@@ -85,6 +89,19 @@ pub struct Experiment {
     /// `--real --quick`.
     pub quick_real_clients_per_dc: &'static [u32],
     pub quick_real_duration_s: u64,
+    /// When nonzero, a steady-state measurement: transactions that begin in the first
+    /// `warmup_ms` of the load are left out of throughput and latency (which then cover
+    /// those begun in the rest of the load phase: [`steady_state`]), and so are node
+    /// samples taken then
+    /// (`SimConfig::sample_warmup_ms`). For closed loops whose start-up lasts: PaRiS's
+    /// multi-DC txns take WAN round trips, and until every client has met some, a short
+    /// run counts mostly fast local txns.
+    pub warmup_ms: u64,
+    /// `warmup_ms` of `--quick`.
+    pub quick_warmup_ms: u64,
+    /// Lines a peaks report adds after its tables: the paper's comparisons, computed from
+    /// the curves (e.g. [`crate::paris`]). `None`: nothing beyond the generic tables.
+    pub findings: Option<fn(&PeaksReport) -> Vec<String>>,
 }
 
 /// The same one-way delay between every pair of DCs (Cure §V-A added 50 ms to every
@@ -130,6 +147,8 @@ pub const EXPERIMENTS: &[Experiment] = &[
     crate::unistore::VISIBILITY,
     crate::unistore_strong::RUBIS,
     crate::unistore_strong::SCALABILITY,
+    crate::paris::VS_BPR,
+    crate::paris::LOCALITY,
 ];
 
 const CURE_VS_EVENTUAL: Experiment = Experiment {
@@ -148,6 +167,9 @@ const CURE_VS_EVENTUAL: Experiment = Experiment {
     real_duration_s: 5,
     quick_real_clients_per_dc: &[1, 8],
     quick_real_duration_s: 2,
+    warmup_ms: 0,
+    quick_warmup_ms: 0,
+    findings: None,
 };
 
 impl Experiment {
@@ -180,7 +202,7 @@ pub fn find(name: &str) -> Result<&'static Experiment, String> {
 }
 
 /// One point of a curve: a protocol at one client count.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Point {
     pub clients_per_dc: u32,
     pub committed: usize,
@@ -194,6 +216,17 @@ pub struct Point {
     pub cpu_utilization: Option<f64>,
     /// The protocol's own figures and the CPU queueing delay (names end in their unit).
     pub samples: BTreeMap<String, Summary>,
+    /// The nodes' gauges, each the mean over the run (`SimResult::gauges`), over seeds.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub gauges: BTreeMap<String, f64>,
+    /// The nodes' gauges when the load stopped (`SimResult::gauges_end_of_load`: a
+    /// cumulative counter's total per node), mean over seeds.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub gauges_end_of_load: BTreeMap<String, f64>,
+    /// The CDF of each sample the configuration keeps raw (`SimConfig::samples_by_dc`),
+    /// every DC and seed pooled: (ms, fraction at or below), see [`crate::cdf::cdf_points`].
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cdfs: BTreeMap<String, Vec<(f64, f64)>>,
     pub violations: usize,
     /// Runs whose history was too large for the checker (invariants still checked).
     pub unchecked: usize,
@@ -255,6 +288,16 @@ impl Plan<'_> {
             e.quick_real_duration_s
         } else {
             e.real_duration_s
+        }
+    }
+
+    /// The experiment's warm-up (see [`Experiment::warmup_ms`]), quick or not.
+    pub fn warmup_ms(&self) -> u64 {
+        let e = self.experiment;
+        if self.quick {
+            e.quick_warmup_ms
+        } else {
+            e.warmup_ms
         }
     }
 
@@ -326,6 +369,14 @@ impl Plan<'_> {
         if let Some(cpu) = &self.cpu {
             c.cpu = cpu.clone();
         }
+        let warmup = self.warmup_ms();
+        if warmup > 0 {
+            assert!(
+                warmup < c.duration_ms,
+                "the warm-up leaves some load to measure"
+            );
+            c.sample_warmup_ms = warmup;
+        }
         c
     }
 
@@ -349,14 +400,18 @@ impl Plan<'_> {
             let mut points = Vec::new();
             for &clients in self.clients() {
                 let mut results = Vec::new();
+                let duration = config(clients, 1).duration_ms;
+                let warmup = self.warmup_ms();
                 for seed in 1..=self.seeds() {
                     let mut r = run(&config(clients, seed))?;
+                    if warmup > 0 {
+                        steady_state(&mut r, warmup, duration);
+                    }
                     r.history = Default::default();
                     results.push(r);
                     tick(spec.label, clients);
                 }
-                let duration = config(clients, 1).duration_ms;
-                points.push(pool(clients, &results, duration));
+                points.push(pool(clients, &results, duration - warmup));
             }
             curves.push(Curve {
                 protocol: spec.label.to_string(),
@@ -365,6 +420,32 @@ impl Plan<'_> {
         }
         Ok(curves)
     }
+}
+
+/// Limits a run's transaction figures to the steady state: the transactions that began
+/// between `warmup_ms` into the load and its end (`duration_ms`). Those still running
+/// when the load ends finish in the drain phase, so a long txn counts as long (counting
+/// those that *ended* in the window would leave out the ones longer than what is left of
+/// it); in a closed loop as many begin as end in a window, so the rate is the same.
+/// Committed and aborted counts, latency and latency by kind are recomputed from the
+/// history (which must still be there); the rest of the result is left as it is.
+pub fn steady_state(r: &mut SimResult, warmup_ms: u64, duration_ms: u64) {
+    let t0 = causeway_sim::world::T0;
+    let (from, to) = (t0 + warmup_ms * 1_000_000, t0 + duration_ms * 1_000_000);
+    r.history
+        .txns
+        .retain(|t| (from..to).contains(&t.start_ns) && t.outcome != Outcome::Unknown);
+    let committed: Vec<u64> = r
+        .history
+        .txns
+        .iter()
+        .filter(|t| t.outcome == Outcome::Committed)
+        .map(|t| t.end_ns.saturating_sub(t.start_ns))
+        .collect();
+    r.committed = committed.len();
+    r.aborted = r.history.txns.len() - committed.len();
+    r.txn_latency = Summary::of(&committed);
+    r.txn_latency_by_kind = causeway_sim::latency_by_kind(&r.history);
 }
 
 /// Summaries of several seeds as one: counts added, mean and percentiles weighted by
@@ -409,7 +490,43 @@ fn pool_named(results: &[SimResult]) -> BTreeMap<String, Summary> {
         .collect()
 }
 
-/// Pools the seeds of one point (latency figures weighted by committed count).
+/// Each name's mean over the seeds' maps (a name missing from a seed counts for nothing).
+fn mean_gauges<'a>(maps: impl Iterator<Item = &'a BTreeMap<String, f64>>) -> BTreeMap<String, f64> {
+    let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    for m in maps {
+        for (k, v) in m {
+            let e = sums.entry(k.clone()).or_insert((0.0, 0));
+            e.0 += v;
+            e.1 += 1;
+        }
+    }
+    sums.into_iter()
+        .map(|(k, (sum, n))| (k, sum / n as f64))
+        .collect()
+}
+
+/// The CDF of each raw sample (`name@dcN` in `SimResult::samples_by_dc`), every DC and
+/// seed pooled.
+fn pooled_cdfs(results: &[SimResult]) -> BTreeMap<String, Vec<(f64, f64)>> {
+    let mut raw: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for r in results {
+        for (key, values) in &r.samples_by_dc {
+            let name = key.split('@').next().unwrap_or(key);
+            raw.entry(name.to_string())
+                .or_default()
+                .extend_from_slice(values);
+        }
+    }
+    raw.into_iter()
+        .map(|(name, mut values)| {
+            values.sort_unstable();
+            (name, crate::cdf::cdf_points(&values))
+        })
+        .collect()
+}
+
+/// Pools the seeds of one point (latency figures weighted by committed count); the
+/// throughput is committed txns over `duration_ms` per seed.
 pub fn pool(clients_per_dc: u32, results: &[SimResult], duration_ms: u64) -> Point {
     let committed: usize = results.iter().map(|r| r.committed).sum();
     let seconds = duration_ms as f64 / 1e3 * results.len() as f64;
@@ -427,6 +544,9 @@ pub fn pool(clients_per_dc: u32, results: &[SimResult], duration_ms: u64) -> Poi
             .last()
             .map(|r| r.samples.clone())
             .unwrap_or_default(),
+        gauges: mean_gauges(results.iter().map(|r| &r.gauges)),
+        gauges_end_of_load: mean_gauges(results.iter().map(|r| &r.gauges_end_of_load)),
+        cdfs: pooled_cdfs(results),
         violations: results.iter().filter(|r| r.violation.is_some()).count(),
         unchecked: results.iter().filter(|r| !r.checked).count(),
         violation: results.iter().find_map(|r| {

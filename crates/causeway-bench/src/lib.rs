@@ -6,10 +6,11 @@
 //! JSON, and a plot. Other kinds of experiment (`Kind`) run the sweep once per variant of
 //! the setup and compare peaks (`peaks`), or run once per variant and report a sample's
 //! distribution per DC (`cdf`); `unistore` defines UniStore's, on the AWS-like round trips
-//! of `regions`.
+//! of `regions`, and `paris` PaRiS's (Fig. 2 and 4-6), on the simulator's default WAN.
 
 pub mod cdf;
 pub mod experiment;
+pub mod paris;
 pub mod peaks;
 pub mod plot;
 pub mod regions;

@@ -1,14 +1,16 @@
 //! [`Kind::PeakPerVariant`] experiments (UniStore Fig. 5): the sweep once per variant of
 //! the setup, one [`Report`] each, and a summary of each protocol's peak against the
-//! baseline's peak in the same variant. Plotted as throughput-latency curves, one per
-//! protocol and variant.
+//! baseline's peak in the same variant, then the experiment's own findings
+//! (`Experiment::findings`). Plotted as throughput-latency curves, one per protocol and
+//! variant (latency on a log axis when it spans decades), and, for each sample kept raw
+//! (`SimConfig::samples_by_dc`), its CDF at each curve's peak in a second file.
 
 use crate::experiment::{Kind, Plan, Variant};
 use crate::plot::{self, Series};
 use crate::report::Report;
 use serde::Serialize;
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One variant's sweep.
 #[derive(Debug, Serialize)]
@@ -90,6 +92,9 @@ pub struct PeaksReport {
     /// Peaks against linear scaling, when the variants change the partition count.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scaling: Vec<ScalingRow>,
+    /// The experiment's own lines (`Experiment::findings`): the paper's comparisons.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<String>,
 }
 
 impl PeaksReport {
@@ -103,14 +108,24 @@ impl PeaksReport {
         for v in variants {
             reports.push(variant_report(plan, v, tick)?);
         }
-        Ok(PeaksReport {
+        let mut report = PeaksReport {
             experiment: e.name.to_string(),
             figure: e.figure.to_string(),
             quick: plan.quick,
             peaks: reports.iter().flat_map(peak_rows).collect(),
             scaling: scaling_rows(&reports),
             variants: reports,
-        })
+            findings: Vec::new(),
+        };
+        if let Some(findings) = e.findings {
+            report.findings = findings(&report);
+        }
+        Ok(report)
+    }
+
+    /// The variant labelled `label`.
+    pub fn variant(&self, label: &str) -> Option<&VariantReport> {
+        self.variants.iter().find(|v| v.variant == label)
     }
 
     /// Each variant's table, then the peaks side by side.
@@ -145,6 +160,9 @@ impl PeaksReport {
         }
         self.mean_changes(&mut out);
         self.scaling_table(&mut out);
+        for line in &self.findings {
+            let _ = writeln!(out, "{line}");
+        }
         out
     }
 
@@ -244,12 +262,67 @@ impl PeaksReport {
             "{}: throughput vs mean latency (simulator)",
             self.experiment
         );
-        plot::plot(path, &title, &self.series())
+        plot::plot_on(path, &title, &self.series(), &plot::THROUGHPUT_LOG_LATENCY)
+    }
+
+    /// The raw samples whose CDFs the peaks kept (`Point::cdfs`).
+    pub fn cdf_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .variants
+            .iter()
+            .flat_map(|v| &v.report.curves)
+            .flat_map(|c| c.peak().cdfs.keys().cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// The CDF of sample `name` at each curve's peak, labelled `curve, variant`.
+    pub fn cdf_series(&self, name: &str) -> Vec<Series> {
+        let mut series = Vec::new();
+        for v in &self.variants {
+            for c in &v.report.curves {
+                if let Some(points) = c.peak().cdfs.get(name) {
+                    series.push(Series {
+                        label: format!("{}, {}", c.protocol, v.variant),
+                        points: points.clone(),
+                    });
+                }
+            }
+        }
+        series
+    }
+
+    /// [`PeaksReport::plot`] into `path`, then one CDF plot per raw sample into
+    /// `STEM-SAMPLE.EXT` beside it (e.g. `paris-vs-bpr-visibility.svg`); the paths written.
+    pub fn plots(&self, path: &Path) -> Result<Vec<PathBuf>, String> {
+        self.plot(path)?;
+        let mut written = vec![path.to_path_buf()];
+        for name in self.cdf_names() {
+            let short = name.trim_end_matches("_ns");
+            let file = cdf_path(path, short);
+            let title = format!("{}: CDF of {short} at each peak", self.experiment);
+            let axes = plot::Axes {
+                x: &format!("{short} (ms)"),
+                ..plot::CDF
+            };
+            plot::plot_on(&file, &title, &self.cdf_series(&name), &axes)?;
+            written.push(file);
+        }
+        Ok(written)
     }
 
     pub fn violations(&self) -> usize {
         self.variants.iter().map(|v| v.report.violations()).sum()
     }
+}
+
+/// `dir/stem.ext` -> `dir/stem-suffix.ext`.
+fn cdf_path(path: &Path, suffix: &str) -> PathBuf {
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("plot");
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("svg");
+    path.with_file_name(format!("{stem}-{suffix}.{ext}"))
 }
 
 /// The sweep of one variant, as a report named `experiment [variant]`.
@@ -293,16 +366,8 @@ mod tests {
     fn curve(label: &str, peak: f64) -> Curve {
         let point = |clients, tput| Point {
             clients_per_dc: clients,
-            committed: 0,
-            aborted: 0,
             throughput_txn_per_s: tput,
-            latency: Default::default(),
-            latency_by_kind: Default::default(),
-            cpu_utilization: None,
-            samples: Default::default(),
-            violations: 0,
-            unchecked: 0,
-            violation: None,
+            ..Point::default()
         };
         Curve {
             protocol: label.to_string(),
@@ -364,6 +429,7 @@ mod tests {
             peaks: variants.iter().flat_map(peak_rows).collect(),
             scaling: scaling_rows(&variants),
             variants,
+            findings: vec!["a finding".into()],
         };
         let table = report.table();
         assert!(
@@ -373,6 +439,11 @@ mod tests {
         assert!(
             table.contains("drop vs linear of b at 16 partitions/DC: 0.0%"),
             "{table}"
+        );
+        assert!(table.ends_with("a finding\n"), "findings last: {table}");
+        assert_eq!(
+            cdf_path(Path::new("docs/figures/x.svg"), "visibility"),
+            Path::new("docs/figures/x-visibility.svg")
         );
         let series = report.scaling_series();
         assert_eq!(series.len(), 2, "one per curve");

@@ -24,6 +24,8 @@ pub struct Axes<'a> {
     pub y: &'a str,
     /// Log axes when the x values span more than [`LOG_SPAN`]x.
     pub log_when_wide: bool,
+    /// A log y axis when the y values span more than [`LOG_SPAN_Y`]x (x may stay linear).
+    pub log_y_when_wide: bool,
     /// A dot on every point (sweeps), or the line alone (CDFs).
     pub dots: bool,
     /// Where the legend goes.
@@ -35,6 +37,7 @@ pub const THROUGHPUT_LATENCY: Axes<'static> = Axes {
     x: "throughput (committed txn/s)",
     y: "mean latency (ms)",
     log_when_wide: true,
+    log_y_when_wide: false,
     dots: true,
     legend: SeriesLabelPosition::UpperLeft,
 };
@@ -44,6 +47,7 @@ pub const SCALING: Axes<'static> = Axes {
     x: "partitions per DC",
     y: "peak throughput (committed txn/s)",
     log_when_wide: false,
+    log_y_when_wide: false,
     dots: true,
     legend: SeriesLabelPosition::UpperLeft,
 };
@@ -53,8 +57,17 @@ pub const CDF: Axes<'static> = Axes {
     x: "delay (ms)",
     y: "fraction at or below",
     log_when_wide: false,
+    log_y_when_wide: false,
     dots: false,
     legend: SeriesLabelPosition::MiddleMiddle,
+};
+
+/// Throughput-latency curves of protocols whose latencies lie decades apart (PaRiS
+/// Fig. 2: blocking reads against non-blocking ones): the latency axis turns
+/// logarithmic when they span more than [`LOG_SPAN_Y`]x, as the paper's does.
+pub const THROUGHPUT_LOG_LATENCY: Axes<'static> = Axes {
+    log_y_when_wide: true,
+    ..THROUGHPUT_LATENCY
 };
 
 /// Most series one plot draws (the palette's size).
@@ -165,6 +178,16 @@ fn needs_log(series: &[Series]) -> bool {
 /// Throughput span above which both axes are logarithmic.
 const LOG_SPAN: f64 = 100.0;
 
+/// Latency span above which [`Axes::log_y_when_wide`] makes the y axis logarithmic.
+pub const LOG_SPAN_Y: f64 = 20.0;
+
+/// Whether the y values span more than [`LOG_SPAN_Y`]x.
+fn needs_log_y(series: &[Series]) -> bool {
+    let (_, lo) = lower_bounds(series);
+    let (_, hi) = bounds(series);
+    hi / lo.max(1e-9) > LOG_SPAN_Y
+}
+
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     title: &str,
@@ -180,17 +203,22 @@ fn draw<DB: DrawingBackend>(
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(64);
+    const LOG: &str = " (log scale)";
+    let (x_min, y_min) = lower_bounds(series);
     if axes.log_when_wide && needs_log(series) {
-        let (x_min, y_min) = lower_bounds(series);
         let x = (x_min..x_max).log_scale();
         let y = (y_min..y_max).log_scale();
         let chart = builder.build_cartesian_2d(x, y).map_err(e)?;
-        fill(chart, series, axes, " (log scale)")?;
+        fill(chart, series, axes, (LOG, LOG))?;
+    } else if axes.log_y_when_wide && needs_log_y(series) {
+        let y = (y_min..y_max).log_scale();
+        let chart = builder.build_cartesian_2d(0f64..x_max, y).map_err(e)?;
+        fill(chart, series, axes, ("", LOG))?;
     } else {
         let chart = builder
             .build_cartesian_2d(0f64..x_max, 0f64..y_max)
             .map_err(e)?;
-        fill(chart, series, axes, "")?;
+        fill(chart, series, axes, ("", ""))?;
     }
     root.present().map_err(e)
 }
@@ -200,7 +228,7 @@ fn fill<'a, DB, X, Y>(
     mut chart: ChartContext<'a, DB, Cartesian2d<X, Y>>,
     series: &[Series],
     axes: &Axes,
-    scale: &str,
+    (x_scale, y_scale): (&str, &str),
 ) -> Result<(), String>
 where
     DB: DrawingBackend + 'a,
@@ -210,9 +238,9 @@ where
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("plot: {e}");
     chart
         .configure_mesh()
-        .x_desc(format!("{}{scale}", axes.x))
+        .x_desc(format!("{}{x_scale}", axes.x))
         .x_label_formatter(&|v| short(*v))
-        .y_desc(format!("{}{scale}", axes.y))
+        .y_desc(format!("{}{y_scale}", axes.y))
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(e)?;
@@ -301,5 +329,25 @@ mod tests {
             svg.contains("log scale") && svg.matches("<polyline").count() >= 3,
             "three lines on log axes"
         );
+    }
+
+    #[test]
+    fn latencies_decades_apart_get_a_log_y_axis_where_asked() {
+        let mut wide = two();
+        wide.push(Series {
+            label: "bpr".into(),
+            points: vec![(90.0, 150.0), (200.0, 400.0)],
+        });
+        assert!(needs_log_y(&wide) && !needs_log(&wide));
+        assert!(!needs_log_y(&two()));
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("causeway-plot-logy-{}.svg", std::process::id()));
+        plot_on(&path, "test", &wide, &THROUGHPUT_LOG_LATENCY).expect("plot");
+        let svg = std::fs::read_to_string(&path).expect("written");
+        assert!(svg.contains("mean latency (ms) (log scale)"), "log y");
+        assert!(!svg.contains("txn/s) (log scale)"), "linear x");
+        plot(&path, "test", &wide).expect("plot");
+        let svg = std::fs::read_to_string(&path).expect("written");
+        assert!(!svg.contains("log scale"), "not unless asked");
     }
 }

@@ -263,11 +263,7 @@ mod tests {
             ]
             .into_iter()
             .collect(),
-            cpu_utilization: None,
-            samples: Default::default(),
-            violations: 0,
-            unchecked: 0,
-            violation: None,
+            ..Point::default()
         }
     }
 

@@ -102,6 +102,9 @@ pub const UNIFORMITY_COST: Experiment = Experiment {
     real_duration_s: 1,
     quick_real_clients_per_dc: &[1],
     quick_real_duration_s: 1,
+    warmup_ms: 0,
+    quick_warmup_ms: 0,
+    findings: None,
 };
 
 /// Fig. 6's setup: the microbenchmark over its 4 DCs, the sample kept per DC, the first
@@ -154,4 +157,7 @@ pub const VISIBILITY: Experiment = Experiment {
     real_duration_s: 1,
     quick_real_clients_per_dc: &[1],
     quick_real_duration_s: 1,
+    warmup_ms: 0,
+    quick_warmup_ms: 0,
+    findings: None,
 };

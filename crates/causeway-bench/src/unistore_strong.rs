@@ -125,6 +125,9 @@ pub const RUBIS: Experiment = Experiment {
     real_duration_s: 5,
     quick_real_clients_per_dc: &[1, 4],
     quick_real_duration_s: 2,
+    warmup_ms: 0,
+    quick_warmup_ms: 0,
+    findings: None,
 };
 
 /// Fig. 4: update txns (write-only, 3 LWW keys drawn uniformly from 100,000), closed-loop
@@ -213,4 +216,7 @@ pub const SCALABILITY: Experiment = Experiment {
     real_duration_s: 1,
     quick_real_clients_per_dc: &[1],
     quick_real_duration_s: 1,
+    warmup_ms: 0,
+    quick_warmup_ms: 0,
+    findings: None,
 };

@@ -43,6 +43,17 @@ const TINY: Experiment = Experiment {
     real_duration_s: 1,
     quick_real_clients_per_dc: &[1],
     quick_real_duration_s: 1,
+    warmup_ms: 0,
+    quick_warmup_ms: 0,
+    findings: None,
+};
+
+/// TINY measured after a warm-up of half the run.
+const TINY_STEADY: Experiment = Experiment {
+    name: "tiny-steady",
+    warmup_ms: 100,
+    quick_warmup_ms: 100,
+    ..TINY
 };
 
 fn run(msg_ns: u64) -> Report {
@@ -99,4 +110,32 @@ fn the_report_has_ratios_peaks_and_a_plot() {
     assert!(std::fs::read_to_string(&path)
         .expect("svg")
         .contains("cure"));
+}
+
+#[test]
+fn a_warm_up_leaves_the_first_transactions_and_samples_out() {
+    let plan = |e| Plan {
+        experiment: e,
+        quick: true,
+        cpu: None,
+    };
+    let whole = plan(&TINY).run(&mut |_, _| {}).expect("runs");
+    let steady_plan = plan(&TINY_STEADY);
+    assert_eq!(steady_plan.config(None, "cure", 8, 1).sample_warmup_ms, 100);
+    let steady = steady_plan.run(&mut |_, _| {}).expect("runs");
+    for (w, s) in whole.iter().zip(&steady) {
+        for (pw, ps) in w.points.iter().zip(&s.points) {
+            // Half the load's transactions, over half its time: about the same rate.
+            assert!(
+                ps.committed < pw.committed * 2 / 3 && ps.committed > pw.committed / 3,
+                "{}: {} of {} txns",
+                w.protocol,
+                ps.committed,
+                pw.committed
+            );
+            let (tw, ts) = (pw.throughput_txn_per_s, ps.throughput_txn_per_s);
+            assert!((ts / tw - 1.0).abs() < 0.3, "{tw:.0} vs {ts:.0} txn/s");
+            assert_eq!(ps.latency.count, ps.committed);
+        }
+    }
 }

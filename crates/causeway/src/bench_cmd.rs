@@ -246,10 +246,12 @@ impl Outcome {
         text.expect("a report encodes")
     }
 
-    fn plot(&self, path: &std::path::Path) -> Result<(), String> {
+    /// Writes the plot to `path` (a peaks report adds its CDF plots beside it); the
+    /// files written.
+    fn plot(&self, path: &std::path::Path) -> Result<Vec<std::path::PathBuf>, String> {
         match self {
-            Outcome::Peaks(r) => r.plot(path),
-            Outcome::Cdf(r) => r.plot(path),
+            Outcome::Peaks(r) => r.plots(path),
+            Outcome::Cdf(r) => r.plot(path).map(|()| vec![path.to_path_buf()]),
         }
     }
 
@@ -297,10 +299,14 @@ fn write_outcome(outcome: &Outcome, args: &BenchArgs) -> ExitCode {
         }
     }
     if let Some(path) = &args.plot {
-        if let Err(e) = outcome.plot(std::path::Path::new(path)) {
-            return fail(&e);
+        match outcome.plot(std::path::Path::new(path)) {
+            Ok(written) => {
+                for p in written {
+                    println!("plot: {}", p.display());
+                }
+            }
+            Err(e) => return fail(&e),
         }
-        println!("plot: {path}");
     }
     if outcome.violations() > 0 {
         eprintln!("error: a protocol violated its guarantee: its figures are not a measurement");

@@ -412,12 +412,7 @@ fn point(clients_per_dc: u32, r: &Row) -> Point {
             p99_ms: r.p99_ms,
             max_ms: r.max_ms,
         },
-        latency_by_kind: Default::default(),
-        cpu_utilization: None,
-        samples: Default::default(),
-        violations: 0,
-        unchecked: 0,
-        violation: None,
+        ..Point::default()
     }
 }
 
