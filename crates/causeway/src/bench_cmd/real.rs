@@ -134,6 +134,12 @@ pub fn map_workload(cfg: &SimConfig, opts: &RealOptions, sim_clients: &[u32]) ->
     if cfg.replication_factor.is_some() {
         notes.push("full replication (`up` has no partial replication)".into());
     }
+    if cfg.partitions_per_txn > 0 {
+        notes.push(
+            "operations drawn one by one over all keys (the load driver has no --partitions-per-txn)"
+                .into(),
+        );
+    }
     if cfg.think_time_ns > 0 {
         notes
             .push("no think time (the load driver's clients are closed-loop at full speed)".into());
