@@ -1,6 +1,9 @@
 //! Convergence: after healing and quiescence every replica of a key holds the same value,
-//! built from the same writes. The simulator takes one final read of every key at every
-//! surviving DC; this compares them.
+//! built from the same writes. The simulator takes one final read of each key at every
+//! surviving DC that replicates it (every surviving DC under full replication); this
+//! compares the reads of each key with one another, so a key read at only some DCs (its
+//! replicas under partial replication) is compared among those, and a key read at one DC
+//! only has nothing to disagree with.
 
 use crate::history::{FinalRead, History};
 use crate::{Violation, ViolationKind};

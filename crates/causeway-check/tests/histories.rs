@@ -393,6 +393,42 @@ fn divergent_replicas_are_rejected() {
     );
 }
 
+/// Partial replication: each key is read only at its replicas. Keys read at some DCs
+/// only are compared among those; a key read at a single DC passes alone.
+#[test]
+fn convergence_compares_each_key_among_the_dcs_that_read_it() {
+    let txns = vec![
+        txn(1, 1, vec![set("x", "a", (1, 1, 0))]),
+        txn(2, 1, vec![set("y", "b", (2, 1, 0))]),
+        txn(3, 1, vec![set("z", "c", (3, 1, 0))]),
+        txn(3, 2, vec![set("z", "d", (3, 2, 0))]),
+    ];
+    let read = |dc: u16, key: &str, v: &str, at: (u64, u64, u32)| FinalRead {
+        dc: DcId(dc),
+        key: Key::from(key),
+        obj: ObjType::Lww,
+        value: ObjValue::Lww(Some(v.as_bytes().to_vec())),
+        observed: vec![oid(at.0, at.1, at.2)],
+    };
+    let mut h = history(txns);
+    // x lives in DCs 0 and 1, y in DC 2 only (its other replica failed), z in 1 and 2.
+    h.finals = vec![
+        read(0, "x", "a", (1, 1, 0)),
+        read(1, "x", "a", (1, 1, 0)),
+        read(2, "y", "b", (2, 1, 0)),
+        read(1, "z", "d", (3, 2, 0)),
+        read(2, "z", "d", (3, 2, 0)),
+    ];
+    check(&h, Guarantee::Tcc).expect("every key agrees among its readers");
+    h.finals[4] = read(2, "z", "c", (3, 1, 0));
+    let v = check(&h, Guarantee::Convergence).expect_err("z diverged at its replicas");
+    assert_eq!(v.kind, ViolationKind::Divergence);
+    assert!(
+        v.detail.contains("key z") && v.detail.contains("DC 1") && v.detail.contains("DC 2"),
+        "{v}"
+    );
+}
+
 #[test]
 fn an_unknown_outcome_nobody_saw_imposes_nothing() {
     // The session timed out on t1 (it may not have committed); t2 need not see it.

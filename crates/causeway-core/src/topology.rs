@@ -6,7 +6,8 @@
 //! Placement under partial replication (PaRiS, Occult): partition `p` is replicated by
 //! `replication_factor` consecutive DCs starting at `p % dcs`; the first of them is the
 //! partition's master (Occult's master DC of a shard), and a DC that does not replicate a
-//! partition reaches it at its nearest replica by round-trip time.
+//! partition reaches it at its nearest replica by round-trip time (`nearest_replica`) or at
+//! its preferred replica, round-robin across DCs (`preferred_replica`, PaRiS §V-A).
 
 use crate::ids::{DcId, Key, NodeId, PartitionId};
 
@@ -154,6 +155,18 @@ impl Topology {
         self.nearest_replica(from, partition, paris_rtt_ms)
     }
 
+    /// The replica of `partition` that clients of DC `from` use (PaRiS §V-A): `from` itself
+    /// if it replicates the partition, else `replicas_of(partition)[from % replication_factor]`.
+    /// Every client of a DC has the same preferred remote replica per partition, and the
+    /// choice goes round-robin across DCs to balance the load on the replicas.
+    pub fn preferred_replica(&self, from: DcId, partition: PartitionId) -> DcId {
+        if self.replicates(from, partition) {
+            return from;
+        }
+        let replicas = self.replicas_of(partition);
+        replicas[usize::from(from.0) % usize::from(self.replication_factor)]
+    }
+
     pub fn all_dcs(&self) -> impl Iterator<Item = DcId> {
         (0..self.dcs).map(DcId)
     }
@@ -231,6 +244,42 @@ mod tests {
         let full = Topology::full(3, 1, 3);
         for d in full.all_dcs() {
             assert_eq!(full.nearest_replica_paris(d, p), d);
+        }
+    }
+
+    #[test]
+    fn the_preferred_replica_is_local_if_any_else_round_robin_by_dc() {
+        // 5 DCs, factor 2: partition 0 lives in DCs 0 and 1, partition 3 in DCs 3 and 4.
+        let t = Topology::partial(5, 1, 5, 2);
+        let p0 = PartitionId(0);
+        assert_eq!(t.replicas_of(p0), vec![DcId(0), DcId(1)]);
+        assert_eq!(t.preferred_replica(DcId(0), p0), DcId(0), "local");
+        assert_eq!(t.preferred_replica(DcId(1), p0), DcId(1), "local");
+        // DC d picks replicas_of(p)[d % 2]: DC 2 the first, DC 3 the second, DC 4 the first.
+        assert_eq!(t.preferred_replica(DcId(2), p0), DcId(0));
+        assert_eq!(t.preferred_replica(DcId(3), p0), DcId(1));
+        assert_eq!(t.preferred_replica(DcId(4), p0), DcId(0));
+        let p3 = PartitionId(3);
+        assert_eq!(t.preferred_replica(DcId(0), p3), DcId(3));
+        assert_eq!(t.preferred_replica(DcId(1), p3), DcId(4));
+        // Every DC's choice replicates the partition, and remote DCs spread over replicas.
+        for p in (0..5).map(PartitionId) {
+            let chosen: std::collections::BTreeSet<DcId> = t
+                .all_dcs()
+                .filter(|d| !t.replicates(*d, p))
+                .map(|d| t.preferred_replica(d, p))
+                .collect();
+            assert!(chosen.iter().all(|d| t.replicates(*d, p)));
+            assert_eq!(
+                chosen.len(),
+                2,
+                "partition {p:?}: both replicas serve remote DCs"
+            );
+        }
+        // Full replication: always local.
+        let full = Topology::full(3, 1, 3);
+        for d in full.all_dcs() {
+            assert_eq!(full.preferred_replica(d, PartitionId(1)), d);
         }
     }
 

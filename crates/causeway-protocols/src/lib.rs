@@ -17,6 +17,7 @@ pub mod cureft;
 pub mod eventual;
 pub mod kit;
 pub mod paris;
+pub mod promptcc;
 #[macro_use]
 pub mod registry;
 pub mod unistore;
@@ -85,4 +86,7 @@ registry! {
     Paris => paris::Paris,
     Bpr => paris::Bpr,
     Nocc => paris::Nocc,
+    PrompTcc => promptcc::PrompTcc,
+    PrompTccNaive => promptcc::PrompTccNaive,
+    Wren => promptcc::Wren,
 }

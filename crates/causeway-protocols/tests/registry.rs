@@ -19,11 +19,26 @@ fn topo() -> Topology {
 fn every_protocol_is_listed_once_with_its_mutations() {
     assert_eq!(
         PROTOCOLS,
-        &["eventual", "cure", "cureft", "unistore", "strong", "redblue", "paris", "bpr", "nocc"]
+        &[
+            "eventual",
+            "cure",
+            "cureft",
+            "unistore",
+            "strong",
+            "redblue",
+            "paris",
+            "bpr",
+            "nocc",
+            "promptcc",
+            "promptcc-naive",
+            "wren"
+        ]
     );
     assert!(mutations("paris").contains(&"no-client-cache"));
     assert!(mutations("paris").contains(&"ust-ignores-remote-dc"));
     assert!(mutations("bpr").contains(&"no-read-block"));
+    assert!(mutations("promptcc").contains(&"single-round-always"));
+    assert!(mutations("promptcc").contains(&"visible-before-stable"));
     assert!(
         !entry("paris")
             .expect("paris")

@@ -442,18 +442,23 @@ impl World {
         }
     }
 
-    /// A fresh session in each surviving DC reads every key, in chunks.
+    /// A fresh session in each surviving DC reads, in chunks, every key of the partitions
+    /// that DC replicates (every key under full replication); keys no surviving DC
+    /// replicates are counted, not read.
     pub(crate) fn start_final(&mut self) {
         self.final_started = true;
         let keys = self.workload.all_keys();
-        for dc in 0..self.config.dcs {
-            if self.failed_dcs.contains(&dc) {
-                continue;
-            }
+        let survivors: Vec<u16> = (0..self.config.dcs)
+            .filter(|dc| !self.failed_dcs.contains(dc))
+            .collect();
+        let mut split = crate::liveness::final_read_keys(&self.topology, &keys, &survivors);
+        self.metrics.unreplicated_keys = split.unreplicated;
+        for dc in survivors {
             let c = match self.add_client(dc, true) {
                 Ok(c) => c,
                 Err(e) => return self.metrics.liveness.push(e),
             };
+            let keys = split.by_dc.remove(&dc).unwrap_or_default();
             self.clients[c].steps = keys
                 .chunks(FINAL_READ_CHUNK)
                 .map(|ch| Step::ReadMany(ch.to_vec()))

@@ -166,6 +166,19 @@ pub struct SimConfig {
     /// Fraction of keys a transaction takes from another DC's home range (key index
     /// modulo `dcs`) instead of its own DC's; 0 draws keys over all of them as before.
     pub remote_ratio: f64,
+    /// Under partial replication, the fraction of transactions that are local-DC: they
+    /// touch only partitions the client's DC replicates; the others (multi-DC) draw from
+    /// all partitions, so they may touch partitions only other DCs store (PaRiS §V-A's
+    /// local-DC:multi-DC ratio). 1 by default (every transaction local-DC); no effect under
+    /// full replication, where every partition is local. Custom and YCSB workloads only.
+    pub local_dc_ratio: f64,
+    /// When nonzero, a transaction's keys come from this many distinct partitions (drawn
+    /// uniformly among the client DC's own for a local-DC transaction, else among all),
+    /// operation `i` on the `(i mod N)`-th, Zipf (`zipf`) over that partition's keys; YCSB
+    /// transactions then take PaRiS's shape: exactly `round(txn_ops x read share)` reads on
+    /// distinct keys in one parallel request, then the writes. 0 (default): keys are drawn
+    /// one by one as before. Custom and YCSB workloads only.
+    pub partitions_per_txn: u32,
     /// RUBiS database size: 100 x scale users, 500 x scale items.
     pub rubis_scale: u32,
     /// Fraction of committed transactions after which the client asks for a uniform
@@ -247,6 +260,8 @@ impl Default for SimConfig {
             workload: WorkloadFamily::Custom,
             value_bytes: 0,
             remote_ratio: 0.0,
+            local_dc_ratio: 1.0,
+            partitions_per_txn: 0,
             rubis_scale: 1,
             barrier_ratio: None,
             migrate_ratio: None,
@@ -350,6 +365,101 @@ impl SimConfig {
         Ok(())
     }
 
+    /// Placement of transactions (`local_dc_ratio`, `partitions_per_txn`): the ratio in
+    /// [0, 1], N within the partitions and the operations, every partition holding enough
+    /// keys for N, every DC with local-DC transactions replicating enough partitions.
+    fn validate_locality(&self) -> Result<(), String> {
+        let (ratio, n) = (self.local_dc_ratio, self.partitions_per_txn);
+        if !(0.0..=1.0).contains(&ratio) {
+            return Err(format!(
+                "--local-dc-ratio must be between 0 and 1, not {ratio}"
+            ));
+        }
+        let topology = self.topology();
+        let partial = topology.replication_factor < topology.dcs;
+        let placed = n > 0 || ratio < 1.0;
+        if placed && self.workload == WorkloadFamily::Rubis {
+            return Err(
+                "--local-dc-ratio and --partitions-per-txn apply to --workload custom and ycsb-* only"
+                    .into(),
+            );
+        }
+        // RUBiS ignores placement (refused above when asked for); the others use tables
+        // of keys by partition when N is set or local-DC transactions are partial.
+        let needs_tables =
+            self.workload != WorkloadFamily::Rubis && (n > 0 || (partial && ratio > 0.0));
+        if self.remote_ratio > 0.0 && needs_tables {
+            return Err(
+                "--remote-ratio draws keys by DC home ranges under full replication; with \
+                 --partitions-per-txn, or local-DC transactions under a --replication-factor \
+                 below --dcs, use --local-dc-ratio"
+                    .into(),
+            );
+        }
+        if n > self.partitions {
+            return Err(format!(
+                "--partitions-per-txn {n} exceeds --partitions ({})",
+                self.partitions
+            ));
+        }
+        if n > self.txn_ops {
+            return Err(format!(
+                "--partitions-per-txn {n} needs at least {n} operations per transaction, not --txn-ops {}",
+                self.txn_ops
+            ));
+        }
+        if !needs_tables {
+            return Ok(());
+        }
+        let by_partition = crate::workload::keys_by_partition(self);
+        if n > 0 {
+            // Operation i goes to the (i mod N)-th partition: at most ceil(ops / N) each,
+            // on distinct keys (YCSB), so every partition must hold that many.
+            let per_part = self.txn_ops.div_ceil(n) as usize;
+            if let Some((p, keys)) = by_partition
+                .iter()
+                .enumerate()
+                .find(|(_, keys)| keys.len() < per_part)
+            {
+                return Err(format!(
+                    "--partitions-per-txn {n} with --txn-ops {} takes up to {per_part} distinct keys \
+                     from each partition, but partition {p} holds only {} of the {} --keys; raise --keys",
+                    self.txn_ops,
+                    keys.len(),
+                    self.keys
+                ));
+            }
+        }
+        if ratio == 0.0 {
+            return Ok(());
+        }
+        for dc in topology.all_dcs() {
+            let local: Vec<usize> = (0..self.partitions)
+                .filter(|p| topology.replicates(dc, causeway_core::PartitionId(*p)))
+                .map(|p| p as usize)
+                .collect();
+            if local.len() < n as usize {
+                return Err(format!(
+                    "--partitions-per-txn {n}: DC {} replicates only {} of the {} partitions \
+                     (replication factor {}), too few for its local-DC transactions; lower \
+                     --partitions-per-txn, raise --partitions or set --local-dc-ratio 0",
+                    dc.0,
+                    local.len(),
+                    self.partitions,
+                    topology.replication_factor
+                ));
+            }
+            if local.iter().all(|p| by_partition[*p].is_empty()) {
+                return Err(format!(
+                    "DC {} replicates no partition holding a key, so it cannot run local-DC \
+                     transactions; raise --keys or --partitions, or set --local-dc-ratio 0",
+                    dc.0
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the protocol answers uniform barriers (false for an unknown protocol).
     fn has_barriers(&self) -> bool {
         causeway_protocols::entry(&self.protocol).is_ok_and(|e| e.requirements().uniform_barrier)
@@ -447,6 +557,7 @@ impl SimConfig {
         }
         self.validate_ratios()?;
         self.validate_family()?;
+        self.validate_locality()?;
         self.validate_barriers()?;
         self.conflict_relation()?;
         if self.samples_by_dc.len() > SAMPLES_BY_DC_MAX {
@@ -487,6 +598,98 @@ mod tests {
             let e = c.validate().expect_err("out of range");
             assert!(e.contains("--replication-factor"), "{e}");
         }
+    }
+
+    #[test]
+    fn placement_options_are_validated_with_what_to_change() {
+        // PaRiS's default: 5 DCs, factor 2, 19 + 1 operations over 4 partitions.
+        let paris = SimConfig {
+            workload: WorkloadFamily::YcsbB,
+            dcs: 5,
+            partitions: 45,
+            replication_factor: Some(2),
+            keys: 10_000,
+            txn_ops: 20,
+            partitions_per_txn: 4,
+            local_dc_ratio: 0.95,
+            ..SimConfig::default()
+        };
+        assert_eq!(paris.validate(), Ok(()));
+        let err = |c: SimConfig| c.validate().expect_err("refused");
+        let e = err(SimConfig {
+            local_dc_ratio: -0.1,
+            ..paris.clone()
+        });
+        assert!(
+            e.starts_with("--local-dc-ratio must be between 0 and 1"),
+            "{e}"
+        );
+        let e = err(SimConfig {
+            partitions_per_txn: 46,
+            txn_ops: 50,
+            ..paris.clone()
+        });
+        assert!(e.contains("exceeds --partitions (45)"), "{e}");
+        let e = err(SimConfig {
+            txn_ops: 3,
+            ..paris.clone()
+        });
+        assert!(e.contains("needs at least 4 operations"), "{e}");
+        let e = err(SimConfig {
+            keys: 100,
+            ..paris.clone()
+        });
+        assert!(
+            e.contains("distinct keys") && e.contains("raise --keys"),
+            "{e}"
+        );
+        // 5 DCs, 5 partitions, factor 2: each DC stores 2 partitions, too few for 4 local.
+        let few = SimConfig {
+            partitions: 5,
+            ..paris.clone()
+        };
+        let e = err(few.clone());
+        assert!(
+            e.contains("DC 0 replicates only 2 of the 5 partitions") && e.contains("local-DC"),
+            "{e}"
+        );
+        // All multi-DC: no local partitions needed.
+        assert_eq!(
+            SimConfig {
+                local_dc_ratio: 0.0,
+                ..few
+            }
+            .validate(),
+            Ok(())
+        );
+        let e = err(SimConfig {
+            remote_ratio: 0.3,
+            ..paris.clone()
+        });
+        assert!(e.starts_with("--remote-ratio"), "{e}");
+        let e = err(SimConfig {
+            workload: WorkloadFamily::Rubis,
+            ..paris.clone()
+        });
+        assert!(e.contains("custom and ycsb-* only"), "{e}");
+        // Without N, partial replication still needs a key stored in every DC.
+        let e = err(SimConfig {
+            partitions: 2,
+            replication_factor: Some(1),
+            partitions_per_txn: 0,
+            ..paris.clone()
+        });
+        assert!(
+            e.contains("DC 2 replicates no partition holding a key"),
+            "{e}"
+        );
+        // Full replication ignores the local ratio.
+        let full = SimConfig {
+            replication_factor: None,
+            partitions: 5,
+            ..paris
+        };
+        assert_eq!(full.validate(), Ok(()));
     }
 
     #[test]

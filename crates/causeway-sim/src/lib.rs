@@ -75,6 +75,10 @@ pub struct SimResult {
     /// of the JSON when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub refused: usize,
+    /// Keys the final reads left out because no surviving DC replicates them (partial
+    /// replication with failed DCs); left out of the JSON when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unreplicated_keys: usize,
     /// The guarantee the history was checked against (`SimConfig::guarantee`, else the
     /// protocol's own).
     pub guarantee: Guarantee,
@@ -253,6 +257,7 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
         aborted: count(Outcome::Aborted),
         unknown: count(Outcome::Unknown),
         refused: world.metrics.refused,
+        unreplicated_keys: world.metrics.unreplicated_keys,
         guarantee,
         strong_committed: strong.committed,
         strong_aborted: strong.aborted,

@@ -4,6 +4,12 @@
 //! required set add that nothing removed is visible, where a committed transaction of a
 //! surviving DC is required and an unknown outcome may or may not be visible.
 //!
+//! Partial replication ([`final_read_keys`]): each surviving DC's final session reads only
+//! the keys of the partitions that DC replicates, so convergence compares the replicas of
+//! each key and both checks judge a key at the surviving DCs that read it; a key no
+//! surviving DC replicates is read nowhere and left out (`SimResult::unreplicated_keys`).
+//! Under full replication every surviving DC reads every key, as before.
+//!
 //! DC failures ([`DcFailures`]): the failed DCs' final reads are never taken. Where the
 //! protocol lets their writes vanish (Cure §IV-A, eventual), every key a failed DC wrote is
 //! left out of both checks (`tainted_keys`). Otherwise (UniStore, CUREFT) every key stays
@@ -12,9 +18,56 @@
 
 use crate::required::required_txns;
 use causeway_check::{HOp, History, Outcome, TxnRecord};
-use causeway_core::crdt::Update;
-use causeway_core::{DcId, Key, ObjValue, OpId};
+use causeway_core::crdt::{ObjType, Update};
+use causeway_core::{DcId, Key, ObjValue, OpId, Topology};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// What the final reads cover: the keys each surviving DC reads, and how many keys no
+/// surviving DC replicates (read nowhere, so left out of convergence and liveness).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FinalKeys {
+    /// Per surviving DC, in the order of the keys given: those of the partitions it
+    /// replicates (all of them under full replication).
+    pub by_dc: BTreeMap<u16, Vec<(Key, ObjType)>>,
+    /// Keys whose every replica failed.
+    pub unreplicated: usize,
+}
+
+/// Splits `keys` among the `survivors` for the final reads: DC `d` reads key `k` iff
+/// `topology.replicates(d, topology.partition_of(k))`. Under full replication every
+/// survivor reads every key, in the same order (the run replays as before).
+pub fn final_read_keys(
+    topology: &Topology,
+    keys: &[(Key, ObjType)],
+    survivors: &[u16],
+) -> FinalKeys {
+    if topology.replication_factor >= topology.dcs {
+        let by_dc = survivors.iter().map(|d| (*d, keys.to_vec())).collect();
+        let unreplicated = if survivors.is_empty() { keys.len() } else { 0 };
+        return FinalKeys {
+            by_dc,
+            unreplicated,
+        };
+    }
+    let mut out = FinalKeys {
+        by_dc: survivors.iter().map(|d| (*d, Vec::new())).collect(),
+        unreplicated: 0,
+    };
+    for (key, obj) in keys {
+        let replicas = topology.replicas_of(topology.partition_of(key));
+        let mut read = false;
+        for dc in replicas {
+            if let Some(list) = out.by_dc.get_mut(&dc.0) {
+                list.push((key.clone(), *obj));
+                read = true;
+            }
+        }
+        if !read {
+            out.unreplicated += 1;
+        }
+    }
+    out
+}
 
 /// The DCs that failed in a run and what the protocol promises about their writes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -5,7 +5,10 @@
 //!
 //! - (a) a read at a surviving DC observed one of its writes (a transaction's read, whatever
 //!   its outcome, or a final read): that DC stores it, and forwarding must bring it to the
-//!   others;
+//!   others (under partial replication, to the other surviving replicas of the key: the
+//!   final reads take each key only where it is replicated; a read served by a remote
+//!   replica is taken as a survivor's read, which no protocol that both replicates
+//!   partially and tolerates DC failures has needed to refine yet);
 //! - (b) it precedes a completed uniform barrier of its session (the session's committed
 //!   transactions before it), provided no more DCs failed than the protocol tolerates;
 //! - (c) it is a committed strong transaction (PoR's Eventual Visibility holds for strong

@@ -102,6 +102,8 @@ pub struct Metrics {
     pub cpu_utilization: Option<f64>,
     /// Transactions the protocol refused to begin (a kind it lacks, e.g. strong).
     pub refused: usize,
+    /// Keys left out of the final reads: no surviving DC replicates them.
+    pub unreplicated_keys: usize,
 }
 
 pub struct World {

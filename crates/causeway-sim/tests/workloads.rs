@@ -79,3 +79,32 @@ fn a_zero_remote_ratio_and_no_padding_keep_the_trace_hash() {
         "remote draws change the run"
     );
 }
+
+#[test]
+fn paris_shaped_ycsb_runs_and_a_local_ratio_alone_changes_nothing_under_full_replication() {
+    let r = cure(|c| {
+        c.workload = WorkloadFamily::YcsbB;
+        c.keys = 1_000;
+        c.txn_ops = 20;
+        c.partitions_per_txn = 4;
+        c.local_dc_ratio = 0.95;
+    });
+    let committed: Vec<_> = r
+        .history
+        .txns
+        .iter()
+        .filter(|t| t.outcome == Outcome::Committed)
+        .collect();
+    assert!(committed.len() > 50);
+    for t in committed {
+        let reads = t.ops.iter().take_while(|op| matches!(op, HOp::Read { .. }));
+        assert_eq!(reads.count(), 19, "19 reads first: {:?}", t.ops);
+        assert!(matches!(t.ops[19..], [HOp::Write { .. }]), "then 1 write");
+    }
+    let plain = cure(|_| {});
+    let local = cure(|c| c.local_dc_ratio = 0.5);
+    assert_eq!(
+        plain.trace_hash, local.trace_hash,
+        "every partition is local"
+    );
+}

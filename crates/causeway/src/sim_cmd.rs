@@ -72,7 +72,7 @@ pub struct WorkloadArgs {
     pub partitions: u32,
     /// DCs holding each partition (1..=dcs; default: dcs, full replication). Protocols
     /// that need full replication refuse a smaller factor.
-    #[arg(long)]
+    #[arg(long, visible_alias = "replication", value_name = "R")]
     pub replication_factor: Option<u16>,
     #[arg(long, default_value_t = 4)]
     pub clients_per_dc: u32,
@@ -118,6 +118,17 @@ pub struct WorkloadArgs {
     /// instead of the client's own; 0 draws over all keys.
     #[arg(long, default_value_t = 0.0)]
     pub remote_ratio: f64,
+    /// Under partial replication, the fraction of transactions that are local-DC (touch
+    /// only partitions the client's DC replicates); the others are multi-DC (partitions
+    /// drawn from all). No effect under full replication (custom and ycsb-* only).
+    #[arg(long, default_value_t = 1.0, value_name = "X")]
+    pub local_dc_ratio: f64,
+    /// Each transaction's keys come from N distinct partitions (0: off), Zipf within a
+    /// partition; ycsb-* transactions then read first, all in one request, then write
+    /// (PaRiS: --workload ycsb-b --txn-ops 20 --partitions-per-txn 4 is 19 reads and 1
+    /// write over 4 partitions).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub partitions_per_txn: u32,
     /// RUBiS database size: 100 x N users, 500 x N items (--workload rubis).
     #[arg(long, default_value_t = 1)]
     pub rubis_scale: u32,
@@ -204,6 +215,8 @@ pub(crate) fn workload_config(
         workload,
         value_bytes: args.value_bytes,
         remote_ratio: args.remote_ratio,
+        local_dc_ratio: args.local_dc_ratio,
+        partitions_per_txn: args.partitions_per_txn,
         conflicts: args.conflicts.clone(),
         rubis_scale: args.rubis_scale,
         duration_ms: args.duration_ms,
@@ -410,6 +423,7 @@ fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
         .sum();
     let violations = results.iter().filter(|r| r.violation.is_some()).count();
     let refused: usize = results.iter().map(|r| r.refused).sum();
+    let unreplicated: usize = results.iter().map(|r| r.unreplicated_keys).sum();
     if let Some(path) = &args.json {
         let mut doc = serde_json::json!({
             "protocol": args.protocol,
@@ -421,6 +435,9 @@ fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
         });
         if refused > 0 {
             doc["refused"] = refused.into();
+        }
+        if unreplicated > 0 {
+            doc["unreplicated_keys"] = unreplicated.into();
         }
         let text = serde_json::to_string_pretty(&doc).expect("json");
         if let Err(e) = std::fs::write(path, text) {
@@ -436,8 +453,13 @@ fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
         0 => String::new(),
         n => format!(" refused={n}"),
     };
+    // Keys whose every replica failed (partial replication): not in the final reads.
+    let unreplicated = match unreplicated {
+        0 => String::new(),
+        n => format!(" unreplicated_keys={n}"),
+    };
     println!(
-        "protocol={name} seeds={} txns={txns} violations={violations}{refused}{}",
+        "protocol={name} seeds={} txns={txns} violations={violations}{refused}{unreplicated}{}",
         results.len(),
         strong_summary(results)
     );

@@ -151,6 +151,8 @@ fn workload_options_are_checked_naming_the_flag() {
     for (args, flag) in [
         (&["--workload", "tpcc"][..], "--workload"),
         (&["--remote-ratio", "1.5"][..], "--remote-ratio"),
+        (&["--local-dc-ratio", "2"][..], "--local-dc-ratio"),
+        (&["--partitions-per-txn", "9"][..], "--partitions-per-txn"),
         (&["--value-bytes", "99999999"][..], "--value-bytes"),
         (&["--rubis-scale", "0"][..], "--rubis-scale"),
         (&["--conflicts", "a b"][..], "--conflicts"),
@@ -165,6 +167,10 @@ fn workload_options_are_checked_naming_the_flag() {
         assert_eq!(code, 2, "{args:?}: {out}");
         assert!(out.contains(flag), "{args:?}: {out}");
     }
+    // `--replication` is `--replication-factor`: cure takes only full replication.
+    let (code, out) = causeway(&["sim", "--seeds", "1", "--replication", "2"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("cure needs full replication"), "{out}");
 }
 
 #[test]

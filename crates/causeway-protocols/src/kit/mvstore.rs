@@ -77,6 +77,17 @@ impl<T: SnapshotTs> KeyVersions<T> {
         Ok(obj)
     }
 
+    /// Like [`KeyVersions::at`], also returning the join of the commit timestamps of
+    /// everything applied (checkpoint included): what the read depends on.
+    fn at_with_ts(&self, svc: &T, obj_type: ObjType) -> Result<(Object, T), Error> {
+        let obj = self.at(svc, obj_type)?;
+        let mut ts = self.base_vc.clone();
+        for v in self.versions.iter().filter(|v| v.ct.le(svc)) {
+            ts.join(&v.ct);
+        }
+        Ok((obj, ts))
+    }
+
     /// Folds the versions with `ct <= point` into the checkpoint; then, past
     /// `VERSIONS_PER_KEY_MAX`, the oldest ones with `ct <= durable` (nothing that arrives
     /// later can precede those causally).
@@ -154,6 +165,20 @@ impl<T: SnapshotTs> Store<T> {
         }
     }
 
+    /// [`Store::read`] plus the join of the commit timestamps the object applied
+    /// (`T::default()` for a key never written).
+    pub fn read_with_ts(
+        &self,
+        key: &Key,
+        svc: &T,
+        obj_type: ObjType,
+    ) -> Result<(Object, T), Error> {
+        match self.keys.get(key) {
+            Some(k) => k.at_with_ts(svc, obj_type),
+            None => Ok((Object::new(obj_type), T::default())),
+        }
+    }
+
     /// GC (§III-D): fold below `point` (the DC's oldest snapshot in use, met with `durable`,
     /// this partition's pvc, so no version can still arrive below it).
     pub fn gc(&mut self, point: &T, durable: &T) {
@@ -209,6 +234,33 @@ mod tests {
         assert_eq!(count(&s, &5), Ok(ObjValue::Counter(0)));
         assert_eq!(count(&s, &10), Ok(ObjValue::Counter(1)));
         assert_eq!(count(&s, &25), Ok(ObjValue::Counter(11)));
+    }
+
+    #[test]
+    fn a_read_reports_the_join_of_what_it_applied() {
+        let mut s: Store<Vc> = Store::default();
+        let k = Key::from("c");
+        let v = |a: u64, b: u64| {
+            let mut x = Vc::zero(2);
+            x.set(0, a);
+            x.set(1, b);
+            x
+        };
+        s.insert(txn(1), &v(1, 0), &incr(1, 1));
+        s.insert(txn(2), &v(0, 2), &incr(2, 1));
+        let (_, ts) = s
+            .read_with_ts(&k, &v(5, 5), ObjType::Counter)
+            .expect("reads");
+        assert_eq!(ts, v(1, 2));
+        let (_, ts) = s
+            .read_with_ts(&k, &v(5, 1), ObjType::Counter)
+            .expect("reads");
+        assert_eq!(ts, v(1, 0), "only what the snapshot applies");
+        s.gc(&v(1, 0), &v(9, 9));
+        let (_, ts) = s
+            .read_with_ts(&k, &v(5, 5), ObjType::Counter)
+            .expect("reads");
+        assert_eq!(ts, v(1, 2), "the checkpoint counts");
     }
 
     #[test]

@@ -177,11 +177,7 @@ impl Default for Config {
 /// The DC a node of `dc` sends a request for partition `p` to: its own if it stores
 /// `p`, else the preferred remote replica, round-robin across DCs (§V-A).
 pub fn target_dc(topo: &Topology, dc: DcId, p: PartitionId) -> DcId {
-    if topo.replicates(dc, p) {
-        return dc;
-    }
-    let replicas = topo.replicas_of(p);
-    replicas[usize::from(dc.0) % replicas.len()]
+    topo.preferred_replica(dc, p)
 }
 
 const REQUIREMENTS: Requirements = Requirements {

@@ -8,9 +8,11 @@
 //! high `--zipf`). With `hot_partition_ratio` set, that fraction of strong transactions
 //! takes its first key from the keys of partition 0, the designated partition (UniStore
 //! Fig. 4's contended variant). Its draws are exactly those of the generator
-//! before the families existed, so default runs keep their trace hashes.
+//! before the families existed, so default runs keep their trace hashes. Placement
+//! (`--local-dc-ratio`, `--partitions-per-txn`, see `Locality`) steers operation `i`'s key;
+//! the operations keep their one-by-one shape (keys may repeat).
 
-use super::{KeyPicker, Step, TxnPlan, Values, Workload};
+use super::{Keys, Step, TxnPlan, Values, Workload};
 use crate::config::{ObjectMix, SimConfig};
 use crate::rng::SimRng;
 use causeway_core::crdt::{ObjType, Update};
@@ -82,21 +84,22 @@ impl Custom {
     pub(crate) fn plan(
         &self,
         dc: u16,
-        picker: &KeyPicker,
+        keys: &Keys<'_>,
         values: &mut Values,
         rng: &mut SimRng,
     ) -> TxnPlan {
         let (kind, shape) = self.draw_kind(rng);
+        let scope = keys.scope(dc, rng);
         let mut steps = Vec::with_capacity(self.txn_ops as usize);
         // No draw unless the option is on and the txn strong: other runs replay as before.
         let mut hot =
             kind == TxnKind::Strong && !self.hot_keys.is_empty() && rng.chance(self.hot_ratio);
-        for _ in 0..self.txn_ops {
+        for op in 0..self.txn_ops as usize {
             let index = if hot {
                 hot = false;
                 self.hot_keys[rng.range(0, self.hot_keys.len() as u64) as usize]
             } else {
-                picker.pick(dc, rng)
+                keys.pick(&scope, op, dc, rng)
             };
             let key = Workload::key(index);
             let obj = self.key_type(index);
@@ -222,7 +225,7 @@ mod tests {
         assert!(ps.iter().all(|p| p.kind == TxnKind::Causal));
         // Same stream, same keys and ops as drawn op by op, no kind draw in between.
         let custom = Custom::new(&plain);
-        let picker = KeyPicker::new(&plain);
+        let picker = super::super::KeyPicker::new(&plain);
         let mut values = Values::new(0);
         let mut rng = SimRng::new(plain.seed, 2);
         let index = crate::rng::Zipf::new(plain.keys, plain.zipf).sample(&mut rng);
@@ -268,6 +271,43 @@ mod tests {
         let share = causal.iter().filter(|p| first_on_0(p)).count() as f64 / causal.len() as f64;
         assert!((share - 1.0 / 16.0).abs() < 0.02, "causal share {share}");
         assert!(hot_keys(&c).len() > 500, "about 1/16 of the keys");
+    }
+
+    #[test]
+    fn placement_steers_custom_keys_to_local_partitions_and_n_of_them() {
+        let c = SimConfig {
+            dcs: 5,
+            partitions: 10,
+            replication_factor: Some(2),
+            keys: 500,
+            txn_ops: 6,
+            partitions_per_txn: 3,
+            ..SimConfig::default()
+        };
+        assert_eq!(c.validate(), Ok(()));
+        let t = c.topology();
+        let mut w = Workload::new(&c);
+        let mut rng = SimRng::new(c.seed, 2);
+        for i in 0..2_000 {
+            let dc = (i % 5) as u16;
+            let p = w.plan(dc, &mut rng);
+            let parts: Vec<_> = p
+                .steps
+                .iter()
+                .map(|s| match s {
+                    Step::Read(k, _) | Step::Update(k, _) => t.partition_of(k),
+                    Step::ReadMany(_) => panic!("custom reads one key per step"),
+                })
+                .collect();
+            // Op i on the (i mod 3)-th partition: 3 distinct ones, each twice.
+            assert_eq!(parts.len(), 6);
+            assert_eq!(&parts[..3], &parts[3..]);
+            let distinct: std::collections::BTreeSet<_> = parts.iter().collect();
+            assert_eq!(distinct.len(), 3);
+            assert!(parts
+                .iter()
+                .all(|p| t.replicates(causeway_core::DcId(dc), *p)));
+        }
     }
 
     #[test]

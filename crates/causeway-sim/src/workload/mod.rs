@@ -7,6 +7,12 @@
 //! read names the write it saw even without the op id, padded to `--value-bytes`; keys are
 //! drawn by a `KeyPicker`, which with `--remote-ratio` takes a fraction of them from
 //! another DC's home range (key index modulo `dcs`) instead of the client's own.
+//!
+//! Placement (custom and YCSB, [`Locality`]): under partial replication a local-DC
+//! transaction (`--local-dc-ratio`, 1 by default) draws its keys only from partitions its
+//! client's DC replicates, a multi-DC one from all partitions; with `--partitions-per-txn N`
+//! a transaction's keys come from N distinct partitions, Zipf within each partition (PaRiS
+//! §V-A). Under full replication with N = 0 there are no extra draws: runs replay as before.
 
 pub(crate) mod custom;
 pub mod rubis;
@@ -16,7 +22,7 @@ use crate::config::{SimConfig, WorkloadFamily};
 use crate::rng::{SimRng, Zipf};
 use causeway_core::crdt::ObjType;
 use causeway_core::crdt::Update;
-use causeway_core::{Key, TxnKind};
+use causeway_core::{Key, PartitionId, TxnKind};
 
 /// One step of a planned transaction.
 #[derive(Clone, Debug)]
@@ -53,6 +59,7 @@ enum Planner {
 pub struct Workload {
     planner: Planner,
     picker: KeyPicker,
+    locality: Locality,
     values: Values,
 }
 
@@ -65,9 +72,15 @@ impl Workload {
             WorkloadFamily::YcsbC => Planner::Ycsb(ycsb::Ycsb::new(1.0, config.txn_ops)),
             WorkloadFamily::Rubis => Planner::Rubis(rubis::Rubis::new(config.rubis_scale)),
         };
+        // RUBiS names its keys by table and row, not `k<i>`: placement does not steer them.
+        let locality = match config.workload {
+            WorkloadFamily::Rubis => Locality::off(),
+            _ => Locality::new(config),
+        };
         Workload {
             planner,
             picker: KeyPicker::new(config),
+            locality,
             values: Values::new(config.value_bytes),
         }
     }
@@ -93,11 +106,256 @@ impl Workload {
     /// The kind and steps of the next transaction of a client in DC `dc`.
     pub fn plan(&mut self, dc: u16, rng: &mut SimRng) -> TxnPlan {
         let (picker, values) = (&self.picker, &mut self.values);
+        let keys = Keys {
+            picker,
+            locality: &self.locality,
+        };
         match &mut self.planner {
-            Planner::Custom(c) => c.plan(dc, picker, values, rng),
-            Planner::Ycsb(y) => y.plan(dc, picker, values, rng),
+            Planner::Custom(c) => c.plan(dc, &keys, values, rng),
+            Planner::Ycsb(y) => y.plan(dc, &keys, values, rng),
             Planner::Rubis(r) => r.plan(dc, picker, values, rng),
         }
+    }
+}
+
+/// The key indexes of `0..config.keys` each partition holds under `config`'s topology,
+/// ascending, one list per partition.
+pub(crate) fn keys_by_partition(config: &SimConfig) -> Vec<Vec<u32>> {
+    let topology = config.topology();
+    let mut parts = vec![Vec::new(); config.partitions as usize];
+    for i in 0..config.keys {
+        parts[topology.partition_of(&Workload::key(i)).0 as usize].push(i);
+    }
+    parts
+}
+
+/// Key indexes with a Zipf table over them (rank 0 = the lowest index).
+struct KeySet {
+    keys: Vec<u32>,
+    zipf: Zipf,
+}
+
+impl KeySet {
+    /// `None` for an empty list (no key to draw).
+    fn new(keys: Vec<u32>, s: f64) -> Option<KeySet> {
+        let n = u32::try_from(keys.len()).ok().filter(|n| *n > 0)?;
+        Some(KeySet {
+            zipf: Zipf::new(n, s),
+            keys,
+        })
+    }
+
+    fn sample(&self, rng: &mut SimRng) -> u32 {
+        self.keys[self.zipf.sample(rng) as usize]
+    }
+}
+
+/// Which keys a transaction may take (see [`Locality::scope`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Any key, as the `KeyPicker` draws it (full replication, or a multi-DC transaction
+    /// without `--partitions-per-txn`).
+    Any,
+    /// The keys of the partitions DC `.0` replicates (a local-DC transaction).
+    Local(usize),
+    /// The keys of these distinct partitions; operation `i` takes one of the
+    /// `(i mod N)`-th's.
+    Partitions(Vec<u32>),
+}
+
+/// Placement of a transaction's keys: local-DC or multi-DC (`SimConfig::local_dc_ratio`),
+/// and on how many partitions (`SimConfig::partitions_per_txn`). Off (no tables, no draws)
+/// unless the topology is partial with a positive local ratio, or N is set.
+pub(crate) struct Locality {
+    local_ratio: f64,
+    per_txn: usize,
+    partitions: usize,
+    /// Per partition, its keys (`per_txn > 0` only, else empty).
+    parts: Vec<Option<KeySet>>,
+    /// Per DC, the partitions it replicates (empty when off).
+    local_parts: Vec<Vec<u32>>,
+    /// Per DC, the keys of its partitions, for local-DC transactions with `per_txn == 0`
+    /// under partial replication; `None` for a DC that replicates every partition (its
+    /// local keys are all keys: the picker draws them).
+    local_keys: Vec<Option<KeySet>>,
+}
+
+/// Draws before the first key collision falls back to the partition's first unused key.
+const DISTINCT_TRIES: usize = 32;
+
+impl Locality {
+    pub(crate) fn off() -> Locality {
+        Locality {
+            local_ratio: 1.0,
+            per_txn: 0,
+            partitions: 0,
+            parts: Vec::new(),
+            local_parts: Vec::new(),
+            local_keys: Vec::new(),
+        }
+    }
+
+    pub(crate) fn new(config: &SimConfig) -> Locality {
+        let topology = config.topology();
+        let partial = topology.replication_factor < topology.dcs;
+        let per_txn = config.partitions_per_txn as usize;
+        if per_txn == 0 && !(partial && config.local_dc_ratio > 0.0) {
+            return Locality::off();
+        }
+        let by_partition = keys_by_partition(config);
+        let local_parts: Vec<Vec<u32>> = topology
+            .all_dcs()
+            .map(|dc| {
+                (0..config.partitions)
+                    .filter(|p| topology.replicates(dc, PartitionId(*p)))
+                    .collect()
+            })
+            .collect();
+        let everything = |dc: usize| local_parts[dc].len() == config.partitions as usize;
+        let local_keys = if per_txn == 0 {
+            (0..local_parts.len())
+                .map(|dc| {
+                    if everything(dc) {
+                        return None;
+                    }
+                    let mut keys: Vec<u32> = local_parts[dc]
+                        .iter()
+                        .flat_map(|p| by_partition[*p as usize].iter().copied())
+                        .collect();
+                    keys.sort_unstable();
+                    KeySet::new(keys, config.zipf)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let parts = if per_txn > 0 {
+            by_partition
+                .into_iter()
+                .map(|keys| KeySet::new(keys, config.zipf))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Locality {
+            local_ratio: config.local_dc_ratio,
+            per_txn,
+            partitions: config.partitions as usize,
+            parts,
+            local_parts,
+            local_keys,
+        }
+    }
+
+    /// Draws where the next transaction of a client in DC `dc` takes its keys: local-DC
+    /// with probability `local_ratio` (no draw when the DC replicates every partition or
+    /// the ratio is 0 or 1), then `per_txn` distinct partitions uniformly among the allowed
+    /// ones. No draw at all when off.
+    pub(crate) fn scope(&self, dc: u16, rng: &mut SimRng) -> Scope {
+        if self.local_parts.is_empty() {
+            return Scope::Any;
+        }
+        let dc = usize::from(dc);
+        let everything = self.local_parts[dc].len() == self.partitions;
+        let local = everything
+            || self.local_ratio >= 1.0
+            || (self.local_ratio > 0.0 && rng.chance(self.local_ratio));
+        if self.per_txn == 0 {
+            return if local && !everything {
+                Scope::Local(dc)
+            } else {
+                Scope::Any
+            };
+        }
+        let mut pool: Vec<u32> = if local {
+            self.local_parts[dc].clone()
+        } else {
+            (0..self.partitions as u32).collect()
+        };
+        // A partial Fisher-Yates shuffle: the first `per_txn` are a uniform draw.
+        let n = self.per_txn.min(pool.len());
+        for i in 0..n {
+            let j = rng.range(i as u64, pool.len() as u64) as usize;
+            pool.swap(i, j);
+        }
+        pool.truncate(n);
+        Scope::Partitions(pool)
+    }
+
+    /// A key index for operation `op` of a transaction in `scope`.
+    fn key(&self, scope: &Scope, op: usize, picker: &KeyPicker, dc: u16, rng: &mut SimRng) -> u32 {
+        match scope {
+            Scope::Any => picker.pick(dc, rng),
+            Scope::Local(d) => self.local_keys[*d]
+                .as_ref()
+                .expect("validated: every DC with local-DC transactions stores a key")
+                .sample(rng),
+            Scope::Partitions(ps) => self.part(ps[op % ps.len()]).sample(rng),
+        }
+    }
+
+    fn part(&self, p: u32) -> &KeySet {
+        self.parts[p as usize]
+            .as_ref()
+            .expect("validated: every partition holds keys under --partitions-per-txn")
+    }
+
+    /// Like [`Locality::key`] but not one of `used`: redrawn on a collision, and after
+    /// [`DISTINCT_TRIES`] the partition's first unused key (or the last draw when the
+    /// scope has no unused one, which validation rules out for `Partitions`).
+    fn distinct_key(
+        &self,
+        scope: &Scope,
+        op: usize,
+        used: &[u32],
+        picker: &KeyPicker,
+        dc: u16,
+        rng: &mut SimRng,
+    ) -> u32 {
+        let mut key = self.key(scope, op, picker, dc, rng);
+        for _ in 1..DISTINCT_TRIES {
+            if !used.contains(&key) {
+                return key;
+            }
+            key = self.key(scope, op, picker, dc, rng);
+        }
+        if let Scope::Partitions(ps) = scope {
+            let part = self.part(ps[op % ps.len()]);
+            if let Some(k) = part.keys.iter().find(|k| !used.contains(k)) {
+                key = *k;
+            }
+        }
+        key
+    }
+}
+
+/// What a planner draws keys with: the picker and the placement.
+pub(crate) struct Keys<'a> {
+    pub(crate) picker: &'a KeyPicker,
+    pub(crate) locality: &'a Locality,
+}
+
+impl Keys<'_> {
+    pub(crate) fn scope(&self, dc: u16, rng: &mut SimRng) -> Scope {
+        self.locality.scope(dc, rng)
+    }
+
+    /// A key index for operation `op` of a transaction of DC `dc` in `scope`.
+    pub(crate) fn pick(&self, scope: &Scope, op: usize, dc: u16, rng: &mut SimRng) -> u32 {
+        self.locality.key(scope, op, self.picker, dc, rng)
+    }
+
+    /// Like [`Keys::pick`], avoiding the indexes in `used`.
+    pub(crate) fn pick_distinct(
+        &self,
+        scope: &Scope,
+        op: usize,
+        used: &[u32],
+        dc: u16,
+        rng: &mut SimRng,
+    ) -> u32 {
+        self.locality
+            .distinct_key(scope, op, used, self.picker, dc, rng)
     }
 }
 

@@ -138,6 +138,12 @@ pub fn map_workload(cfg: &SimConfig, opts: &RealOptions, sim_clients: &[u32]) ->
             cfg.remote_ratio * 100.0
         ));
     }
+    if cfg.partitions_per_txn > 0 {
+        notes.push(
+            "operations drawn one by one over all keys (the load driver has no --partitions-per-txn)"
+                .into(),
+        );
+    }
     if cfg.think_time_ns > 0 {
         notes
             .push("no think time (the load driver's clients are closed-loop at full speed)".into());

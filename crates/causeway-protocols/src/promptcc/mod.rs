@@ -1,0 +1,303 @@
+//! `promptcc`: PrompTCC (Lykhenko, Soares, Rodrigues; shared/papers/001, §IV-VIII,
+//! Algorithms 1-2), transactional causal consistency in one DC whose read-only rounds are
+//! one in most cases and never more than two, with lock-free write-only transactions;
+//! plus `promptcc-naive` (full vectors on the wire, §V's baseline) and `wren` (always two
+//! rounds: fix a snapshot, then read at it, §IX) on the same code.
+//!
+//! **Metadata** (§IV-B). Timestamps are vectors over the P partitions (`Vc` with P
+//! entries). Partition `i` keeps its sequence number `s_i`, and its node keeps the
+//! snapshot vector `S` (node-level: what it knows of every partition's committed prefix;
+//! the partitions of a node share it). A client keeps its dependency vector `D_c`.
+//!
+//! **Write-only transactions** (§IV-D, Alg. 1 l.1-11, Alg. 2 l.2-31). The client sends each
+//! participant its writes, `P(T)`, the coordinator (the first participant) and `D_c`. A
+//! participant merges `D_c` into `S`, increments `s_i`, prepares with tentative timestamp
+//! `D_c` with `[i] = s_i` and tells the coordinator `s_i`. The coordinator's final
+//! timestamp holds each participant's `s_p`; a participant commits once `S[i] + 1 >=
+//! final[i]` (every earlier sequence number resolved: commits are in sequence order),
+//! with commit timestamp `max(tentative, final)`, and `S[i] = final[i]`. A committed
+//! version becomes **visible** once `S[p] >= final[p]` for every participant `p` (l.32).
+//! Every participant acknowledges the client after its commit is durable; the client
+//! then takes the commit timestamp as `D_c` (l.10). A single-partition txn needs one round.
+//!
+//! **Read-only rounds** (§IV-F, Alg. 1 l.12-34, Alg. 2 l.36-53). Round one: each
+//! partition merges the client's `D_c` into `S` (which may make versions visible) and
+//! returns its most recent visible versions. The client's `max-read-ts` joins `D_c` and
+//! the timestamps read; partition `i` needs round two unless its visible frontier
+//! (`vis_i`: every txn committed at `i` up to that sequence number is visible) reaches
+//! `max-read-ts[i]`. Round two sends `max-read-ts` to those partitions, which merge it
+//! into `S` and return the latest versions with timestamps `<= max-read-ts`: a consistent
+//! snapshot by construction, so there is never a third round. We check the visible
+//! frontier (a scalar) rather than the whole `S_i >= max-read-ts`: it is what the
+//! compressed response of §V carries, it is sound, and it is conservative (a txn held
+//! invisible by another partition can send a read to round two).
+//!
+//! **Read-write transactions** (§IV-G) through the same interactive API as the other
+//! protocols: the txn's first READ runs the rounds above and fixes its snapshot
+//! (`max-read-ts`); later READs of the txn read at that snapshot (a round-two read, one
+//! round); COMMIT runs the write-only protocol with `D_c` joined with the snapshot, and
+//! the participants compute the updates' effects at the snapshot (or, for a blind write,
+//! at what is visible after merging `D_c`).
+//!
+//! **Metadata parsimony** (§V). The compressed wire sends, in round one, only `D_c[i]` and
+//! `min(D_c)`; a partition answers with one scalar (`vis_i`) and its local max read
+//! timestamp's entries above `min(D_c)`; vectors that must be exact (write dependencies,
+//! round two's bound) go as their minimum plus the entries above it (lossless).
+//! `promptcc-naive` ships every vector whole. Nodes count request and response bytes.
+//!
+//! **Stabilization** (§IV-E): every node sends its partitions' `S[i]` to every other node
+//! every `stabilization_interval` (all-to-all between nodes, a two-level tree of the
+//! paper's kind: partitions aggregate at their node; a DC has few nodes).
+//!
+//! **Garbage collection** (§VII) by a timeout: a txn older than `txn_timeout_ns` aborts at
+//! COMMIT (the client restarts it), and versions made visible more than that long ago fold
+//! into the key's checkpoint (`kit::mvstore`).
+//!
+//! **Failure handling** (§VIII). Prepares, commits and aborts are durable before they are
+//! acknowledged. A partition holding a txn prepared without a final timestamp for
+//! `recover_after_ns` asks every participant: if all prepared it, it completes the commit
+//! (the final timestamp is a function of their sequence numbers); otherwise it aborts it
+//! everywhere, and a participant that had not seen it fences it. Partition replicas are
+//! out of scope (one DC; a crashed node restarts from its records).
+
+mod msg;
+mod node;
+mod part;
+mod session;
+#[cfg(test)]
+mod tests;
+
+pub use msg::{Msg, Record};
+pub use node::Node;
+pub use session::Client;
+
+use crate::kit::session::{Session, SessionCore};
+use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
+use causeway_core::{DcId, Nanos, SessionId, Topology, Vc};
+use serde::{Deserialize, Serialize};
+
+/// Which of the three protocols on this code runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    PrompTcc,
+    /// Full vectors on every message (§V's unoptimized version).
+    Naive,
+    /// Wren-style reads (§IX): a snapshot first, then every read at it.
+    Wren,
+}
+
+impl Flavor {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Flavor::PrompTcc => "promptcc",
+            Flavor::Naive => "promptcc-naive",
+            Flavor::Wren => "wren",
+        }
+    }
+
+    /// Whether vectors travel whole.
+    pub fn full_vectors(self) -> bool {
+        self == Flavor::Naive
+    }
+}
+
+/// Deliberately broken variants the simulator and checker must catch.
+pub const MUTATIONS: &[&str] = &["single-round-always", "visible-before-stable"];
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mutation {
+    /// The client never runs round two.
+    pub single_round_always: bool,
+    /// Committed versions are visible at once, without waiting for the other participants.
+    pub visible_before_stable: bool,
+}
+
+impl Mutation {
+    pub fn parse(name: Option<&str>) -> Mutation {
+        Mutation {
+            single_round_always: name == Some("single-round-always"),
+            visible_before_stable: name == Some("visible-before-stable"),
+        }
+    }
+}
+
+/// A txn older than this aborts at COMMIT, and versions visible for longer fold (§VII).
+pub const TXN_TIMEOUT_NS: Nanos = 5_000_000_000;
+/// A partition asks the participants about a txn prepared this long with no final
+/// timestamp (§VIII).
+pub const RECOVER_AFTER_NS: Nanos = 1_000_000_000;
+/// Most txn ids a partition remembers having fenced (refused for good).
+pub const FENCES_MAX: usize = 65_536;
+
+/// `[protocols.promptcc]` (and `promptcc-naive`, `wren`), in ns of the node's clock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub txn_timeout_ns: Nanos,
+    pub recover_after_ns: Nanos,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            txn_timeout_ns: TXN_TIMEOUT_NS,
+            recover_after_ns: RECOVER_AFTER_NS,
+        }
+    }
+}
+
+/// A vector on the wire: whole, or its minimum plus the entries above it (lossless).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Wire {
+    Full(Vec<u64>),
+    Above { min: u64, entries: Vec<(u32, u64)> },
+}
+
+impl Wire {
+    /// `v` over `p` partitions, whole or compressed.
+    pub fn of(v: &Vc, p: usize, full: bool) -> Wire {
+        let all: Vec<u64> = (0..p).map(|i| v.get(i)).collect();
+        if full {
+            return Wire::Full(all);
+        }
+        let min = all.iter().copied().min().unwrap_or(0);
+        let entries = all
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| **x > min)
+            .map(|(i, x)| (i as u32, *x))
+            .collect();
+        Wire::Above { min, entries }
+    }
+
+    /// The entries of `v` above `floor`, the others as `floor` (lossy below it): how a
+    /// partition sends its local max read timestamp back (§V).
+    pub fn above(v: &Vc, p: usize, floor: u64, full: bool) -> Wire {
+        if full {
+            return Wire::of(v, p, true);
+        }
+        let entries = (0..p)
+            .filter(|i| v.get(*i) > floor)
+            .map(|i| (i as u32, v.get(i)))
+            .collect();
+        Wire::Above {
+            min: floor,
+            entries,
+        }
+    }
+
+    pub fn to_vc(&self, p: usize) -> Vc {
+        match self {
+            Wire::Full(all) => Vc {
+                dcs: all.clone(),
+                extra: Vec::new(),
+            },
+            Wire::Above { min, entries } => {
+                let mut v = Vc {
+                    dcs: vec![*min; p],
+                    extra: Vec::new(),
+                };
+                for (i, x) in entries {
+                    v.set(*i as usize, *x);
+                }
+                v
+            }
+        }
+    }
+}
+
+const REQUIREMENTS: Requirements = Requirements {
+    full_replication: true,
+    failed_dc_writes_may_vanish: true,
+    uniform_barrier: false,
+    dc_failures: false,
+};
+
+fn recover(
+    flavor: Flavor,
+    config: &NodeConfig,
+    section: &Config,
+    records: &[Vec<u8>],
+) -> Result<Node, String> {
+    if config.topology.dcs != 1 {
+        return Err(format!(
+            "{} runs in one DC (PrompTCC §IV: single-DC design; replicas of a partition \
+             would be a Paxos group, §VIII), got dcs = {}",
+            flavor.name(),
+            config.topology.dcs
+        ));
+    }
+    Node::recover(config.clone(), section.clone(), flavor, records)
+}
+
+fn new_session(
+    flavor: Flavor,
+    id: SessionId,
+    dc: DcId,
+    topology: &Topology,
+    params: &Params,
+    section: &Config,
+) -> Session<Client> {
+    let core = SessionCore::new(flavor.name(), id, dc, topology.clone(), params.clone());
+    let mutation = Mutation::parse(params.mutation.as_deref());
+    let partitions = topology.partitions as usize;
+    Session::new(
+        core,
+        Client::new(flavor, mutation, partitions, section.txn_timeout_ns),
+    )
+}
+
+macro_rules! promptcc_protocol {
+    ($(#[$doc:meta])* $ty:ident, $flavor:expr, $mutations:expr) => {
+        $(#[$doc])*
+        pub struct $ty;
+
+        impl Protocol for $ty {
+            const NAME: &'static str = $flavor.name();
+            const GUARANTEE: Guarantee = Guarantee::Tcc;
+            const MUTATIONS: &'static [&'static str] = $mutations;
+            const REQUIREMENTS: Requirements = REQUIREMENTS;
+            type Msg = Msg;
+            type Config = Config;
+            type Node = Node;
+            type Session = Session<Client>;
+
+            fn recover(
+                config: &NodeConfig,
+                section: &Config,
+                records: &[Vec<u8>],
+            ) -> Result<Node, String> {
+                recover($flavor, config, section, records)
+            }
+
+            fn session(
+                id: SessionId,
+                dc: DcId,
+                topology: &Topology,
+                params: &Params,
+                section: &Config,
+            ) -> Session<Client> {
+                new_session($flavor, id, dc, topology, params, section)
+            }
+        }
+    };
+}
+
+promptcc_protocol!(
+    /// The `promptcc` protocol (registry entry).
+    PrompTcc,
+    Flavor::PrompTcc,
+    MUTATIONS
+);
+promptcc_protocol!(
+    /// `promptcc-naive`: full vectors on the wire (registry entry).
+    PrompTccNaive,
+    Flavor::Naive,
+    &[]
+);
+promptcc_protocol!(
+    /// `wren`: Wren-style reads, always two rounds (registry entry).
+    Wren,
+    Flavor::Wren,
+    &[]
+);

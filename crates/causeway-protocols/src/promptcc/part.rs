@@ -1,0 +1,252 @@
+//! One PrompTCC partition: its sequence number `s_i`, the prepared txns by sequence
+//! number, the committed ones waiting to become visible, the store of visible versions
+//! (`kit::mvstore` over P-entry vectors) and the fences of txns refused for good.
+
+use super::msg::{Effects, Objects, PreparedTxn, Updates};
+use super::FENCES_MAX;
+use crate::kit::mvstore::Store;
+use crate::kit::twopc::Retry;
+use causeway_core::crdt::{ArbTs, ObjType, Object, Op};
+use causeway_core::{Error, Key, Nanos, PartitionId, TxnId, Vc};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Most (clock, visible join) points kept for the GC horizon.
+const GC_RING_MAX: usize = 4096;
+
+/// A prepared txn and what became of it.
+#[derive(Clone, Debug)]
+pub struct Pending {
+    pub t: PreparedTxn,
+    pub since: Nanos,
+    /// The final timestamp's participant entries, once the coordinator (or a
+    /// recovery) sent them.
+    pub final_ts: Option<Vec<(PartitionId, u64)>>,
+    pub query: Retry,
+}
+
+/// A committed txn not yet visible (Alg. 2 l.32: waiting for `S[p] >= final[p]`).
+#[derive(Clone, Debug)]
+pub struct Invisible {
+    pub txn: TxnId,
+    pub ct: Vc,
+    pub final_ts: Vec<(PartitionId, u64)>,
+    pub ops: Vec<(Key, Op)>,
+}
+
+pub struct Part {
+    pub id: PartitionId,
+    /// `s_i`: the last sequence number handed out.
+    pub s: u64,
+    /// Sequence numbers resolved (committed or aborted) in memory, in order: the next
+    /// commit waits for `committed + 1` (Alg. 2 l.23). `S[i]` is the durable part.
+    pub committed: u64,
+    pub pending: BTreeMap<u64, Pending>,
+    /// Aborted sequence numbers not yet passed by `committed`.
+    pub aborted: BTreeSet<u64>,
+    pub invisible: BTreeMap<u64, Invisible>,
+    pub store: Store<Vc>,
+    /// Txns we hold or held, with their sequence numbers (answers to recovery queries).
+    pub seqs: BTreeMap<TxnId, u64>,
+    seq_order: VecDeque<TxnId>,
+    pub fences: BTreeSet<TxnId>,
+    fence_order: VecDeque<TxnId>,
+    /// Join of every visible version's timestamp, sampled over time (GC horizon).
+    pub visible_join: Vc,
+    pub gc_ring: VecDeque<(Nanos, Vc)>,
+}
+
+impl Part {
+    pub fn new(id: PartitionId) -> Part {
+        Part {
+            id,
+            s: 0,
+            committed: 0,
+            pending: BTreeMap::new(),
+            aborted: BTreeSet::new(),
+            invisible: BTreeMap::new(),
+            store: Store::default(),
+            seqs: BTreeMap::new(),
+            seq_order: VecDeque::new(),
+            fences: BTreeSet::new(),
+            fence_order: VecDeque::new(),
+            visible_join: Vc::default(),
+            gc_ring: VecDeque::new(),
+        }
+    }
+
+    pub fn idx(&self) -> usize {
+        self.id.0 as usize
+    }
+
+    /// Remembers `txn`'s sequence number (bounded: the oldest are forgotten).
+    pub fn remember(&mut self, txn: TxnId, seq: u64) {
+        if self.seqs.insert(txn, seq).is_none() {
+            self.seq_order.push_back(txn);
+        }
+        while self.seq_order.len() > FENCES_MAX {
+            let old = self.seq_order.pop_front().expect("non-empty");
+            self.seqs.remove(&old);
+        }
+    }
+
+    pub fn fence(&mut self, txn: TxnId) {
+        if self.fences.insert(txn) {
+            self.fence_order.push_back(txn);
+        }
+        while self.fence_order.len() > FENCES_MAX {
+            let old = self.fence_order.pop_front().expect("non-empty");
+            self.fences.remove(&old);
+        }
+    }
+
+    pub fn pending_of(&self, txn: TxnId) -> Option<u64> {
+        self.seqs
+            .get(&txn)
+            .copied()
+            .filter(|s| self.pending.contains_key(s))
+    }
+
+    /// The visible frontier `vis_i`: every txn at or below it is visible or aborted.
+    pub fn vis(&self, durable: u64) -> u64 {
+        let first_open = self.invisible.keys().chain(self.pending.keys()).min();
+        match first_open {
+            Some(s) => (s - 1).min(durable),
+            None => durable,
+        }
+    }
+
+    /// The effects of `updates` against `at` (a snapshot, or every visible version),
+    /// each after the txn's earlier updates of its key, and the join of the timestamps
+    /// of the versions they observed.
+    pub fn effects(&self, at: &Vc, updates: &Updates) -> Result<(Effects, Vc), Error> {
+        let mut objs: BTreeMap<Key, Object> = BTreeMap::new();
+        let mut out = Vec::with_capacity(updates.len());
+        let mut observed = Vc::default();
+        for (key, update, id) in updates {
+            if !objs.contains_key(key) {
+                let (o, ts) = self.store.read_with_ts(key, at, update.obj_type())?;
+                observed.join(&ts);
+                objs.insert(key.clone(), o);
+            }
+            let obj = objs.get_mut(key).expect("inserted above");
+            let effect = obj.prepare(update)?;
+            obj.apply_effect(&Op {
+                id: *id,
+                ts: ArbTs::PENDING,
+                effect: effect.clone(),
+            });
+            out.push((key.clone(), *id, effect));
+        }
+        Ok((out, observed))
+    }
+
+    /// Reads `keys` at `bound`: the objects and the join of what they applied.
+    pub fn read(&self, bound: &Vc, keys: &[(Key, ObjType)]) -> (Objects, Vec<Vc>) {
+        let mut objects = Vec::with_capacity(keys.len());
+        let mut ts = Vec::with_capacity(keys.len());
+        for (k, t) in keys {
+            match self.store.read_with_ts(k, bound, *t) {
+                Ok((o, v)) => {
+                    objects.push((k.clone(), Ok(o)));
+                    ts.push(v);
+                }
+                Err(e) => {
+                    objects.push((k.clone(), Err(e)));
+                    ts.push(Vc::default());
+                }
+            }
+        }
+        (objects, ts)
+    }
+
+    /// The next sequence number to resolve, if it can be now: an aborted one, or a
+    /// prepared one with its final timestamp (Alg. 2 l.23: `S[i] + 1 >= final[i]`).
+    pub fn next_resolvable(&self) -> Option<u64> {
+        let next = self.committed + 1;
+        if self.aborted.contains(&next) {
+            return Some(next);
+        }
+        self.pending
+            .get(&next)
+            .filter(|p| p.final_ts.is_some())
+            .map(|_| next)
+    }
+
+    /// Commits the prepared txn at `seq` (Alg. 2 l.24-27): its commit timestamp is the
+    /// tentative one raised to the final entries.
+    pub fn commit(&mut self, seq: u64) -> Option<(PreparedTxn, Vec<(PartitionId, u64)>)> {
+        let p = self.pending.remove(&seq)?;
+        let final_ts = p
+            .final_ts
+            .clone()
+            .expect("committing with a final timestamp");
+        let mut ct = p.t.tentative.clone();
+        for (q, v) in &final_ts {
+            let q = q.0 as usize;
+            ct.set(q, ct.get(q).max(*v));
+        }
+        let ts = ArbTs {
+            primary: ct.sum(),
+            secondary: ct.max_entry(),
+        };
+        let ops =
+            p.t.ops
+                .iter()
+                .map(|(k, id, e)| {
+                    let op = Op {
+                        id: *id,
+                        ts,
+                        effect: e.clone(),
+                    };
+                    (k.clone(), op)
+                })
+                .collect();
+        let inv = Invisible {
+            txn: p.t.txn,
+            ct,
+            final_ts: final_ts.clone(),
+            ops,
+        };
+        self.invisible.insert(seq, inv);
+        self.committed = seq;
+        Some((p.t, final_ts))
+    }
+
+    /// Makes visible every committed txn whose participants all committed it as far as
+    /// `s` knows (Alg. 2 l.32-34), or all at once (`visible-before-stable`). Returns the
+    /// number of ops made visible.
+    pub fn make_visible(&mut self, s: &Vc, broken: bool) -> usize {
+        let ready: Vec<u64> = self
+            .invisible
+            .iter()
+            .filter(|(_, t)| broken || t.final_ts.iter().all(|(p, f)| s.get(p.0 as usize) >= *f))
+            .map(|(seq, _)| *seq)
+            .collect();
+        let mut n = 0;
+        for seq in ready {
+            let t = self.invisible.remove(&seq).expect("listed");
+            n += t.ops.len();
+            self.store.insert(t.txn, &t.ct, &t.ops);
+            self.visible_join.join(&t.ct);
+        }
+        n
+    }
+
+    /// Records the visible join at `clock` and folds versions visible before the GC
+    /// horizon (§VII: versions older than the txn timeout are dropped).
+    pub fn gc(&mut self, clock: Nanos, horizon: Nanos) {
+        if self.gc_ring.len() < GC_RING_MAX {
+            self.gc_ring.push_back((clock, self.visible_join.clone()));
+        }
+        let mut point = None;
+        while let Some((at, _)) = self.gc_ring.front() {
+            if clock.saturating_sub(*at) < horizon {
+                break;
+            }
+            point = self.gc_ring.pop_front().map(|(_, v)| v);
+        }
+        if let Some(p) = point {
+            self.store.gc(&p, &p);
+        }
+    }
+}

@@ -1,0 +1,471 @@
+//! The PrompTCC client library (Alg. 1) on the kit's session core: the dependency vector
+//! `D_c`, read-only rounds (one, and a second only to the partitions that need it), the
+//! write-only commit straight to the participants, and Wren's two-round reads.
+
+use super::msg::{Msg, ReadKind};
+use super::{Flavor, Mutation, Wire};
+use crate::kit::session::{ClientProtocol, SessionCore};
+use crate::kit::txn::read_value;
+use causeway_core::crdt::{ObjType, Object};
+use causeway_core::{
+    Addr, Ctx, DcId, Error, Key, Nanos, NodeId, PartitionId, ReadValue, Response, TxnId, TxnKind,
+    Vc,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug)]
+struct ReadState {
+    rid: u64,
+    round: u8,
+    keys: Vec<(Key, ObjType)>,
+    waiting: BTreeSet<PartitionId>,
+    objects: BTreeMap<Key, Object>,
+    /// `max-read-ts` so far (Alg. 1 l.24), `D_c` included.
+    mrt: Vc,
+    vis: BTreeMap<PartitionId, u64>,
+    /// A read at a fixed snapshot (a later read of the txn, or Wren's second round).
+    bounded: bool,
+}
+
+#[derive(Debug)]
+enum Pending {
+    None,
+    /// Wren: waiting for the snapshot to read at.
+    Snapshot {
+        rid: u64,
+        keys: Vec<(Key, ObjType)>,
+    },
+    Read(ReadState),
+    Commit {
+        waiting: BTreeSet<PartitionId>,
+        seqs: BTreeMap<PartitionId, u64>,
+        deps: Vc,
+    },
+}
+
+/// The client side of PrompTCC, its naive wire and Wren.
+#[derive(Debug)]
+pub struct Client {
+    flavor: Flavor,
+    mutation: Mutation,
+    p: usize,
+    txn_timeout_ns: Nanos,
+    /// `D_c`.
+    pub(super) deps: Vc,
+    /// The open txn's snapshot once its first read fixed it.
+    snapshot: Option<Vc>,
+    txn_start: Nanos,
+    next_rid: u64,
+    pending: Pending,
+    /// Read-only rounds so far: (reads, reads that needed round two).
+    pub(super) rounds: (u64, u64),
+}
+
+impl Client {
+    pub fn new(flavor: Flavor, mutation: Mutation, p: usize, txn_timeout_ns: Nanos) -> Client {
+        Client {
+            flavor,
+            mutation,
+            p,
+            txn_timeout_ns,
+            deps: Vc::zero(p),
+            snapshot: None,
+            txn_start: 0,
+            next_rid: 0,
+            pending: Pending::None,
+            rounds: (0, 0),
+        }
+    }
+
+    fn node(core: &SessionCore, p: PartitionId) -> Addr {
+        Addr::Node(core.topology.node_of(DcId(0), p))
+    }
+
+    fn by_partition(
+        core: &SessionCore,
+        keys: &[(Key, ObjType)],
+    ) -> BTreeMap<PartitionId, Vec<(Key, ObjType)>> {
+        let mut m: BTreeMap<PartitionId, Vec<(Key, ObjType)>> = BTreeMap::new();
+        for (k, t) in keys {
+            m.entry(core.topology.partition_of(k))
+                .or_default()
+                .push((k.clone(), *t));
+        }
+        m
+    }
+
+    fn rid(&mut self) -> u64 {
+        self.next_rid += 1;
+        self.next_rid
+    }
+
+    /// Round one (Alg. 1 l.14-22): each partition's keys with `D_c` (compressed: `D_c[i]`
+    /// and `min(D_c)`, §V).
+    fn round_one(&mut self, core: &SessionCore, ctx: &mut Ctx<Msg>, keys: Vec<(Key, ObjType)>) {
+        let rid = self.rid();
+        let groups = Self::by_partition(core, &keys);
+        let full = self.flavor.full_vectors();
+        let min = (0..self.p).map(|i| self.deps.get(i)).min().unwrap_or(0);
+        for (i, (p, ks)) in groups.iter().enumerate() {
+            let deps = if full {
+                Wire::of(&self.deps, self.p, true)
+            } else {
+                let own = self.deps.get(p.0 as usize);
+                let entries = if own > min {
+                    vec![(p.0, own)]
+                } else {
+                    Vec::new()
+                };
+                Wire::Above { min, entries }
+            };
+            let m = Msg::Read {
+                rid,
+                partition: *p,
+                keys: ks.clone(),
+                kind: ReadKind::Latest { deps },
+                first: i == 0,
+            };
+            ctx.send(Self::node(core, *p), m);
+        }
+        self.pending = Pending::Read(ReadState {
+            rid,
+            round: 1,
+            waiting: groups.keys().copied().collect(),
+            keys,
+            objects: BTreeMap::new(),
+            mrt: self.deps.clone(),
+            vis: BTreeMap::new(),
+            bounded: false,
+        });
+    }
+
+    /// A read at `bound` (Alg. 2 l.45-53) of `keys` at the partitions `only` (all if
+    /// None): round two, a later read of the txn, or Wren's second round.
+    #[allow(clippy::too_many_arguments)]
+    fn bounded(
+        &mut self,
+        core: &SessionCore,
+        ctx: &mut Ctx<Msg>,
+        keys: &[(Key, ObjType)],
+        bound: &Vc,
+        only: Option<&BTreeSet<PartitionId>>,
+        count: bool,
+    ) -> (u64, BTreeSet<PartitionId>) {
+        let rid = self.rid();
+        let wire = Wire::of(bound, self.p, self.flavor.full_vectors());
+        let mut sent = BTreeSet::new();
+        for (p, ks) in Self::by_partition(core, keys) {
+            if only.is_some_and(|o| !o.contains(&p)) {
+                continue;
+            }
+            let m = Msg::Read {
+                rid,
+                partition: p,
+                keys: ks,
+                kind: ReadKind::Bounded {
+                    bound: wire.clone(),
+                },
+                first: count && sent.is_empty(),
+            };
+            ctx.send(Self::node(core, p), m);
+            sent.insert(p);
+        }
+        (rid, sent)
+    }
+
+    fn start_bounded(
+        &mut self,
+        core: &SessionCore,
+        ctx: &mut Ctx<Msg>,
+        keys: Vec<(Key, ObjType)>,
+        bound: Vc,
+        count: bool,
+    ) {
+        let (rid, waiting) = self.bounded(core, ctx, &keys, &bound, None, count);
+        self.pending = Pending::Read(ReadState {
+            rid,
+            round: 2,
+            keys,
+            waiting,
+            objects: BTreeMap::new(),
+            mrt: bound,
+            vis: BTreeMap::new(),
+            bounded: true,
+        });
+    }
+
+    fn on_read_reply(
+        &mut self,
+        core: &mut SessionCore,
+        ctx: &mut Ctx<Msg>,
+        partition: PartitionId,
+        objects: super::msg::Objects,
+        ts: Vec<Wire>,
+        vis: u64,
+    ) {
+        let Pending::Read(st) = &mut self.pending else {
+            return;
+        };
+        if !st.waiting.remove(&partition) {
+            return;
+        }
+        for (k, o) in objects {
+            match o {
+                Ok(o) => {
+                    st.objects.insert(k, o);
+                }
+                Err(e) => return self.fail(core, ctx, e),
+            }
+        }
+        if !st.bounded || st.round == 1 {
+            for w in &ts {
+                st.mrt.join(&w.to_vc(self.p)); // Alg. 1 l.24
+            }
+        }
+        st.vis.insert(partition, vis);
+        if st.waiting.is_empty() {
+            self.read_round_done(core, ctx);
+        }
+    }
+
+    /// Every partition answered the round: done, or round two to the partitions whose
+    /// visible frontier is below `max-read-ts` (Alg. 1 l.26-31).
+    fn read_round_done(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
+        let Pending::Read(st) = &mut self.pending else {
+            return;
+        };
+        if st.round == 1 {
+            let behind: BTreeSet<PartitionId> = st
+                .vis
+                .iter()
+                .filter(|(p, v)| **v < st.mrt.get(p.0 as usize))
+                .map(|(p, _)| *p)
+                .collect();
+            self.rounds.0 += 1;
+            if !behind.is_empty() && !self.mutation.single_round_always {
+                self.rounds.1 += 1;
+                let (keys, mrt) = (st.keys.clone(), st.mrt.clone());
+                let (rid, waiting) = self.bounded(core, ctx, &keys, &mrt, Some(&behind), true);
+                let Pending::Read(st) = &mut self.pending else {
+                    unreachable!("still reading");
+                };
+                st.rid = rid;
+                st.round = 2;
+                st.waiting = waiting;
+                return;
+            }
+        }
+        let Pending::Read(st) = std::mem::replace(&mut self.pending, Pending::None) else {
+            unreachable!("reading");
+        };
+        self.deps.join(&st.mrt); // Alg. 1 l.25
+        self.snapshot = Some(st.mrt.clone());
+        let values: Result<Vec<ReadValue>, Error> = st
+            .keys
+            .iter()
+            .map(|(k, t)| {
+                let o = st
+                    .objects
+                    .get(k)
+                    .cloned()
+                    .unwrap_or_else(|| Object::new(*t));
+                read_value(core.buffer(), k, o)
+            })
+            .collect();
+        let response = values.map_or_else(Response::Error, Response::Values);
+        core.answer(ctx, response);
+    }
+
+    fn fail(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, e: Error) {
+        self.pending = Pending::None;
+        let response = match e {
+            Error::Aborted(reason) => {
+                core.txn = None;
+                Response::Aborted { reason }
+            }
+            e => Response::Error(e),
+        };
+        core.answer(ctx, response);
+    }
+
+    fn on_committed(
+        &mut self,
+        core: &mut SessionCore,
+        ctx: &mut Ctx<Msg>,
+        p: PartitionId,
+        seq: u64,
+    ) {
+        let Pending::Commit { waiting, seqs, .. } = &mut self.pending else {
+            return;
+        };
+        if !waiting.remove(&p) {
+            return;
+        }
+        seqs.insert(p, seq);
+        if !waiting.is_empty() {
+            return;
+        }
+        let Pending::Commit { seqs, mut deps, .. } =
+            std::mem::replace(&mut self.pending, Pending::None)
+        else {
+            unreachable!("committing");
+        };
+        for (p, s) in seqs {
+            let i = p.0 as usize;
+            deps.set(i, deps.get(i).max(s)); // Alg. 1 l.10: D_c = final-ts
+        }
+        self.deps.join(&deps);
+        core.txn = None;
+        core.answer(ctx, Response::Committed);
+    }
+
+    fn current(&self, core: &SessionCore, txn: TxnId, req: u64) -> bool {
+        core.txn.as_ref().is_some_and(|b| b.txn == txn) && core.is_current(req)
+    }
+}
+
+impl ClientProtocol for Client {
+    type Msg = Msg;
+
+    fn begin(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, kind: TxnKind) {
+        if kind == TxnKind::Strong {
+            let e = core.unsupported("strong transactions");
+            return core.answer(ctx, Response::Error(e));
+        }
+        let txn = core.open_txn(kind);
+        self.snapshot = None;
+        self.txn_start = ctx.clock;
+        core.answer(ctx, Response::Begun { txn });
+    }
+
+    fn read(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, keys: Vec<(Key, ObjType)>) {
+        core.start_request(ctx);
+        match (self.snapshot.clone(), self.flavor) {
+            (Some(s), _) => self.start_bounded(core, ctx, keys, s, false),
+            (None, Flavor::Wren) => {
+                let rid = self.rid();
+                let n = core.topology.nodes_per_dc;
+                let node = NodeId((core.id.0 % u64::from(n)) as u32);
+                ctx.send(Addr::Node(node), Msg::Snapshot { rid });
+                self.pending = Pending::Snapshot { rid, keys };
+            }
+            (None, _) => self.round_one(core, ctx, keys),
+        }
+    }
+
+    fn commit(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
+        let updates = core.buffer().updates.clone();
+        if updates.is_empty() {
+            core.txn = None;
+            return core.answer(ctx, Response::Committed);
+        }
+        if ctx.clock.saturating_sub(self.txn_start) > self.txn_timeout_ns {
+            core.txn = None; // §VII: its snapshot's versions may be gone
+            let reason = "transaction older than the GC timeout; restart it".to_string();
+            return core.answer(ctx, Response::Aborted { reason });
+        }
+        let req = core.start_request(ctx);
+        let txn = core.txn_id();
+        let mut groups: BTreeMap<PartitionId, super::msg::Updates> = BTreeMap::new();
+        for u in updates {
+            groups
+                .entry(core.topology.partition_of(&u.0))
+                .or_default()
+                .push(u);
+        }
+        let parts: Vec<PartitionId> = groups.keys().copied().collect();
+        let mut deps = self.deps.clone();
+        if let Some(s) = &self.snapshot {
+            deps.join(s);
+        }
+        let full = self.flavor.full_vectors();
+        let deps_wire = Wire::of(&deps, self.p, full);
+        let snapshot = self.snapshot.as_ref().map(|s| Wire::of(s, self.p, full));
+        for (p, updates) in groups {
+            let m = Msg::Write {
+                txn,
+                req,
+                partition: p,
+                updates,
+                parts: parts.clone(),
+                coord: parts[0],
+                deps: deps_wire.clone(),
+                snapshot: snapshot.clone(),
+            };
+            ctx.send(Self::node(core, p), m);
+        }
+        self.pending = Pending::Commit {
+            waiting: parts.iter().copied().collect(),
+            seqs: BTreeMap::new(),
+            deps,
+        };
+    }
+
+    fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, _from: Addr, msg: Msg) {
+        if core.txn.is_none() || !core.running() {
+            return; // stale
+        }
+        match msg {
+            Msg::ReadReply {
+                rid,
+                partition,
+                objects,
+                ts,
+                vis,
+                ..
+            } => {
+                if matches!(&self.pending, Pending::Read(st) if st.rid == rid) {
+                    self.on_read_reply(core, ctx, partition, objects, ts, vis);
+                }
+            }
+            Msg::SnapshotReply { rid, snapshot } => {
+                let Pending::Snapshot { rid: r, keys } = &self.pending else {
+                    return;
+                };
+                if *r != rid {
+                    return;
+                }
+                let keys = keys.clone();
+                let mut bound = snapshot.to_vc(self.p);
+                bound.join(&self.deps);
+                self.rounds.0 += 1;
+                self.rounds.1 += 1;
+                self.start_bounded(core, ctx, keys, bound, true);
+            }
+            Msg::Committed {
+                txn,
+                req,
+                partition,
+                seq,
+            } if self.current(core, txn, req) => self.on_committed(core, ctx, partition, seq),
+            Msg::WriteFailed {
+                txn, req, error, ..
+            } if self.current(core, txn, req) => {
+                let reason = format!("a participant refused the transaction: {error}");
+                self.fail(core, ctx, Error::Aborted(reason));
+            }
+            _ => {}
+        }
+    }
+
+    fn on_timeout(&mut self, _core: &mut SessionCore) {
+        self.pending = Pending::None;
+    }
+
+    fn check_invariants(&self, core: &SessionCore) -> Result<(), String> {
+        let waiting = !matches!(self.pending, Pending::None);
+        if waiting != core.running() {
+            return Err(format!(
+                "pending {:?} but running = {}",
+                self.pending,
+                core.running()
+            ));
+        }
+        if let Pending::Read(st) = &self.pending {
+            if st.round > 2 {
+                return Err(format!("a read-only transaction in round {}", st.round));
+            }
+        }
+        Ok(())
+    }
+}

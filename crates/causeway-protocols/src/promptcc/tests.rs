@@ -1,0 +1,230 @@
+//! Tests of the PrompTCC machines on the kit's in-memory network.
+
+use super::{PrompTcc, Wren};
+use crate::kit::testnet::TestNet;
+use crate::{Params, Protocol};
+use causeway_core::crdt::{ObjType, Update};
+use causeway_core::{Key, ObjValue, Request, Response, Topology};
+
+const T: u64 = 1_000_000_000;
+
+fn topo() -> Topology {
+    Topology::full(1, 2, 8)
+}
+
+fn net<P: Protocol>(mutation: Option<&str>) -> TestNet<P> {
+    let params = Params {
+        mutation: mutation.map(str::to_string),
+        ..Params::default()
+    };
+    let mut n = TestNet::new(topo(), params, T);
+    n.run(10);
+    n
+}
+
+/// Two keys on different partitions.
+fn two_keys(topo: &Topology) -> (Key, Key) {
+    let a = Key::from("a");
+    let b = (0..100)
+        .map(|i| Key::new(format!("b{i}")))
+        .find(|k| topo.partition_of(k) != topo.partition_of(&a))
+        .expect("another partition");
+    (a, b)
+}
+
+fn upd(key: &Key, update: Update) -> Request {
+    Request::Update {
+        key: key.clone(),
+        update,
+    }
+}
+
+fn read<P: Protocol>(net: &mut TestNet<P>, s: u64, key: &Key, t: ObjType) -> ObjValue {
+    let resp = net.txn(
+        s,
+        vec![Request::Read {
+            keys: vec![(key.clone(), t)],
+        }],
+    );
+    match &resp[1] {
+        Response::Values(v) => v[0].value.clone(),
+        other => panic!("read answered {other:?}"),
+    }
+}
+
+#[test]
+fn a_blind_mvreg_assignment_overwrites_the_sessions_previous_one() {
+    let mut net = net::<PrompTcc>(None);
+    let (a, b) = two_keys(&net.topo);
+    net.session(1, 0);
+    let r = net.txn(
+        1,
+        vec![
+            upd(&a, Update::MvAssign(b"1".to_vec())),
+            upd(&b, Update::Increment(1)),
+        ],
+    );
+    assert_eq!(r.last(), Some(&Response::Committed));
+    let r = net.txn(1, vec![upd(&a, Update::MvAssign(b"2".to_vec()))]);
+    assert_eq!(r.last(), Some(&Response::Committed));
+    assert_eq!(
+        read(&mut net, 1, &a, ObjType::MvReg),
+        ObjValue::MvReg(vec![b"2".to_vec()])
+    );
+}
+
+#[test]
+fn wren_reads_take_two_rounds() {
+    let mut net = net::<Wren>(None);
+    let (a, _) = two_keys(&net.topo);
+    net.session(1, 0);
+    let r = net.txn(1, vec![upd(&a, Update::Assign(b"x".to_vec()))]);
+    assert_eq!(r.last(), Some(&Response::Committed));
+    assert_eq!(
+        read(&mut net, 1, &a, ObjType::Lww),
+        ObjValue::Lww(Some(b"x".to_vec()))
+    );
+    assert_eq!(net.sessions[&1].client.rounds, (1, 1));
+}
+
+fn node_of(topo: &Topology, k: &Key) -> causeway_core::NodeId {
+    topo.node_of(causeway_core::DcId(0), topo.partition_of(k))
+}
+
+/// Keys `a` and `b` on partitions of different nodes.
+fn keys_on_two_nodes(topo: &Topology) -> (Key, Key) {
+    let a = Key::from("a");
+    let b = (0..200)
+        .map(|i| Key::new(format!("b{i}")))
+        .find(|k| node_of(topo, k) != node_of(topo, &a))
+        .expect("another node");
+    (a, b)
+}
+
+fn lww(v: &str) -> ObjValue {
+    ObjValue::Lww(Some(v.as_bytes().to_vec()))
+}
+
+fn read_two<P: Protocol>(net: &mut TestNet<P>, s: u64, a: &Key, b: &Key) -> (ObjValue, ObjValue) {
+    let keys = vec![(a.clone(), ObjType::Lww), (b.clone(), ObjType::Lww)];
+    let resp = net.txn(s, vec![Request::Read { keys }]);
+    match &resp[1] {
+        Response::Values(v) => (v[0].value.clone(), v[1].value.clone()),
+        other => panic!("read answered {other:?}"),
+    }
+}
+
+/// Holds stabilization messages from node 0 to node 1 (node 1 does not learn node 0's
+/// committed prefixes).
+fn hold_stable_0_to_1(_: &Topology, from: Addr, to: Addr, m: &super::Msg) -> bool {
+    use causeway_core::NodeId;
+    matches!(m, super::Msg::Stable { .. })
+        && from == Addr::Node(NodeId(0))
+        && to == Addr::Node(NodeId(1))
+}
+
+use causeway_core::Addr;
+
+#[test]
+fn a_read_that_sees_half_a_txn_runs_round_two_and_gets_all_of_it() {
+    let mut net = net::<PrompTcc>(None);
+    let (a, b) = keys_on_two_nodes(&net.topo);
+    let (a, b) = if node_of(&net.topo, &a).0 == 1 {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    // `a` lives on node 1, `b` on node 0; node 1 never hears node 0's prefixes.
+    net.session(1, 0);
+    net.session(2, 0);
+    net.hold = hold_stable_0_to_1;
+    let w = |k: &Key, v: &str| upd(k, Update::Assign(v.as_bytes().to_vec()));
+    let r = net.txn(1, vec![w(&a, "1"), w(&b, "1")]);
+    assert_eq!(r.last(), Some(&Response::Committed));
+    net.run(20);
+    // Node 0 knows both committed: `b` is visible there; on node 1 `a` is not yet.
+    let (va, vb) = read_two(&mut net, 2, &a, &b);
+    assert_eq!(
+        (va, vb),
+        (lww("1"), lww("1")),
+        "round two completes the txn"
+    );
+    assert_eq!(
+        net.sessions[&2].client.rounds,
+        (1, 1),
+        "one read, one second round"
+    );
+    net.check_invariants().expect("invariants");
+}
+
+#[test]
+fn without_round_two_a_read_sees_half_a_txn() {
+    let mut net = net::<PrompTcc>(Some("single-round-always"));
+    let (a, b) = keys_on_two_nodes(&net.topo);
+    let (a, b) = if node_of(&net.topo, &a).0 == 1 {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    net.session(1, 0);
+    net.session(2, 0);
+    net.hold = hold_stable_0_to_1;
+    let w = |k: &Key, v: &str| upd(k, Update::Assign(v.as_bytes().to_vec()));
+    let r = net.txn(1, vec![w(&a, "1"), w(&b, "1")]);
+    assert_eq!(r.last(), Some(&Response::Committed));
+    net.run(20);
+    let (va, vb) = read_two(&mut net, 2, &a, &b);
+    assert_eq!((va, vb), (ObjValue::Lww(None), lww("1")), "fractured");
+}
+
+/// Drops every write_request to node 0 (the client "dies" halfway through its commit).
+fn drop_writes_to_0(_: &Topology, _: Addr, to: Addr, m: &super::Msg) -> bool {
+    matches!(m, super::Msg::Write { .. }) && to == Addr::Node(causeway_core::NodeId(0))
+}
+
+#[test]
+fn a_txn_prepared_at_only_some_participants_is_aborted_by_recovery() {
+    let mut net = net::<PrompTcc>(None);
+    let (a, b) = keys_on_two_nodes(&net.topo);
+    let (a, b) = if node_of(&net.topo, &a).0 == 1 {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    net.session(1, 0);
+    net.session(2, 0);
+    net.hold = drop_writes_to_0;
+    let w = |k: &Key, v: &str| upd(k, Update::Assign(v.as_bytes().to_vec()));
+    for req in [
+        Request::Begin {
+            kind: causeway_core::TxnKind::Causal,
+            label: None,
+        },
+        w(&a, "lost"),
+        w(&b, "lost"),
+    ] {
+        net.request(1, req);
+    }
+    net.session_call(1, |m, ctx| {
+        causeway_core::ClientSession::submit(m, ctx, Request::Commit)
+    });
+    net.run(10);
+    // `a`'s partition holds the txn prepared; later writes there wait behind it.
+    net.run(1_500); // past recover_after: node 1 asks, node 0 fences, both abort
+    let r = net.txn(2, vec![w(&a, "next")]);
+    assert_eq!(
+        r.last(),
+        Some(&Response::Committed),
+        "the partition moves on"
+    );
+    net.release(); // the late write_request is refused: it was fenced
+    net.run(20);
+    net.run(100);
+    let (va, vb) = read_two(&mut net, 2, &a, &b);
+    assert_eq!(
+        (va, vb),
+        (lww("next"), ObjValue::Lww(None)),
+        "all or nothing"
+    );
+    net.check_invariants().expect("invariants");
+}
