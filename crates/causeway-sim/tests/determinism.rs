@@ -17,6 +17,13 @@ fn same_seed_same_trace_and_history() {
     for protocol in causeway_protocols::PROTOCOLS {
         let mut c = config(11);
         c.protocol = protocol.to_string();
+        // Each protocol in the shape it runs in: PrompTCC's family in one DC, PaRiS's
+        // under partial replication.
+        match *protocol {
+            "promptcc" | "promptcc-naive" | "wren" => c.dcs = 1,
+            "paris" | "bpr" | "nocc" => c.replication_factor = Some(2),
+            _ => {}
+        }
         let a = run(&c).expect("run a");
         let b = run(&c).expect("run b");
         assert!(
