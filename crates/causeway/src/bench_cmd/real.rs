@@ -31,8 +31,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(90);
 const STOP_TIMEOUT: Duration = Duration::from_secs(25);
 /// Bytes per written value: the simulator's values are short tags.
 const VALUE_SIZE: usize = 16;
-/// Where automatic port ranges are looked for, and how many ranges are tried.
-const AUTO_PORTS: (u16, u16) = (20_000, 60_000);
+/// Where automatic port ranges are looked for, and how many ranges are tried. Below Linux's
+/// default ephemeral range (32768-60999), so no outgoing connection takes a port between
+/// the check and the bind.
+const AUTO_PORTS: (u16, u16) = (10_000, 32_000);
 const AUTO_PORT_TRIES: u32 = 40;
 
 /// The process group of the running cluster, for the signal handler (0: none).

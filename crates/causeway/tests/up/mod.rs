@@ -29,10 +29,22 @@ fn ports(base: u16, dcs: u16, nodes: u16) -> Vec<u16> {
 /// Port bases handed out in this test process (tests run in parallel), never twice.
 static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
 
+/// Port bases lie in [BASE_LO, BASE_HI]: below Linux's ephemeral range (32768-60999 by
+/// default), where the outgoing connections of every process on the machine take their
+/// source ports. A base inside it was free when checked and then taken by some node's
+/// outgoing link before `up` bound it (CI, 2026-11-23: `metrics_addr` already in use).
+const BASE_LO: u16 = 10_000;
+const BASE_HI: u16 = 32_000;
+
+/// How many times [`Up::start`] moves to a new base when a port was taken between the check
+/// and `up`'s bind (another process on the machine can always win that race).
+const START_TRIES: u32 = 3;
+
 /// A port base whose ports (for `dcs` DCs and `nodes` nodes) are all free now. Bases are
 /// 200 apart, so two clusters' ranges never overlap.
 pub fn free_base(dcs: u16, nodes: u16) -> u16 {
-    let mut base = 30_000 + (std::process::id() % 125) as u16 * 200;
+    let slots = u32::from((BASE_HI - BASE_LO) / 200);
+    let mut base = BASE_LO + (std::process::id() % slots) as u16 * 200;
     loop {
         let wanted = ports(base, dcs, nodes);
         let held: Vec<_> = wanted
@@ -44,8 +56,38 @@ pub fn free_base(dcs: u16, nodes: u16) -> u16 {
             used.push(base);
             return base;
         }
-        base = if base > 55_000 { 30_000 } else { base + 200 };
+        base = if base + 200 > BASE_HI {
+            BASE_LO
+        } else {
+            base + 200
+        };
     }
+}
+
+/// `up`'s arguments for a cluster on ports from `base` (layout in the module doc).
+fn up_args(dcs: u16, nodes: u16, data: &std::path::Path, base: u16, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "up",
+        "--dcs",
+        &dcs.to_string(),
+        "--nodes-per-dc",
+        &nodes.to_string(),
+        "--data",
+        data.to_str().expect("a UTF-8 temporary directory"),
+        "--port-base",
+        &base.to_string(),
+        "--resp-port-base",
+        &(base + 50).to_string(),
+        "--metrics-port-base",
+        &(base + 60).to_string(),
+        // The cluster page has its own test (cluster_page.rs); its port could clash.
+        "--http-port",
+        "0",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
 }
 
 /// A running `causeway up`.
@@ -63,48 +105,46 @@ pub struct Up {
 
 impl Up {
     /// Runs `causeway up --dcs DCS --nodes-per-dc NODES` plus `extra` on free ports (metrics
-    /// on) and waits for its banner.
+    /// on) and waits for its banner. A port taken between the check and `up`'s bind moves
+    /// the cluster to a new base, up to [`START_TRIES`] times.
     pub fn start(name: &str, dcs: u16, nodes: u16, extra: &[&str]) -> Up {
-        let base = free_base(dcs, dcs * nodes);
         let data = std::env::temp_dir().join(format!("causeway-it-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&data);
-        std::fs::create_dir_all(&data).expect("create the data directory");
-        let mut args: Vec<String> = [
-            "up",
-            "--dcs",
-            &dcs.to_string(),
-            "--nodes-per-dc",
-            &nodes.to_string(),
-            "--data",
-            data.to_str().expect("a UTF-8 temporary directory"),
-            "--port-base",
-            &base.to_string(),
-            "--resp-port-base",
-            &(base + 50).to_string(),
-            "--metrics-port-base",
-            &(base + 60).to_string(),
-            // The cluster page has its own test (cluster_page.rs); its port could clash.
-            "--http-port",
-            "0",
-        ]
-        .map(String::from)
-        .to_vec();
-        args.extend(extra.iter().map(|a| a.to_string()));
-        let mut up = Up {
-            child: None,
-            lines: None,
-            banner: String::new(),
-            data,
-            base,
-            pids: Vec::new(),
-            args,
-        };
-        up.launch();
-        up
+        for attempt in 1..=START_TRIES {
+            let _ = std::fs::remove_dir_all(&data);
+            std::fs::create_dir_all(&data).expect("create the data directory");
+            let base = free_base(dcs, dcs * nodes);
+            let mut up = Up {
+                child: None,
+                lines: None,
+                banner: String::new(),
+                data: data.clone(),
+                base,
+                pids: Vec::new(),
+                args: up_args(dcs, nodes, &data, base, extra),
+            };
+            match up.try_launch() {
+                Ok(()) => return up,
+                Err(e) if e.contains("Address already in use") && attempt < START_TRIES => {
+                    eprintln!("port race at base {base} (attempt {attempt}), moving: {e}");
+                    if let Some(mut child) = up.child.take() {
+                        let _ = child.wait();
+                    }
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
     }
 
     /// Starts `up` with the arguments of [`Up::start`] and reads its banner and pids.
     fn launch(&mut self) {
+        if let Err(e) = self.try_launch() {
+            panic!("{e}");
+        }
+    }
+
+    /// [`Up::launch`], returning why `up` exited before its banner.
+    fn try_launch(&mut self) -> Result<(), String> {
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -120,8 +160,9 @@ impl Up {
         self.lines = Some(BufReader::new(child.stdout.take().expect("stdout")).lines());
         self.child = Some(child);
         self.banner.clear();
-        self.read_banner();
+        self.read_banner()?;
         self.pids = self.read_pids();
+        Ok(())
     }
 
     /// Stops the cluster cleanly (SIGINT) and starts it again on the same data and ports.
@@ -131,20 +172,20 @@ impl Up {
         self.launch();
     }
 
-    fn read_banner(&mut self) {
+    fn read_banner(&mut self) -> Result<(), String> {
         for line in self.lines.as_mut().expect("up runs").by_ref() {
             let line = line.expect("read up's output");
             self.banner.push_str(&line);
             self.banner.push('\n');
             if line.contains("press Ctrl-C") {
-                return;
+                return Ok(());
             }
         }
-        panic!(
+        Err(format!(
             "up exited before its banner: {}{}",
             self.banner,
             self.stderr()
-        );
+        ))
     }
 
     /// `DATA/up.pids`: `NAME DC PID` per line.
