@@ -127,7 +127,8 @@ impl World {
         Ok(self.clients.len() - 1)
     }
 
-    /// The workload clients, each starting within the first millisecond.
+    /// The workload clients, each starting within the first millisecond, the first think
+    /// time (`SimConfig::think_time_exponential`) or `SimConfig::start_spread_ms`.
     pub(crate) fn boot_clients(&mut self) -> Result<(), String> {
         for dc in 0..self.config.dcs {
             for _ in 0..self.config.clients_per_dc {
@@ -135,7 +136,7 @@ impl World {
                 let spread = if self.config.think_time_exponential {
                     self.config.think_time_ns.max(1_000_000)
                 } else {
-                    1_000_000
+                    (self.config.start_spread_ms * 1_000_000).max(1_000_000)
                 };
                 let delay = self.work_rng.range(0, spread);
                 self.schedule(T0 + delay, Ev::ClientNext { client: c });

@@ -325,6 +325,40 @@ mod tests {
     }
 
     #[test]
+    fn clients_start_spread_over_start_spread_ms() {
+        let at_once = SimConfig {
+            protocol: "cure".into(),
+            clients_per_dc: 20,
+            duration_ms: 600,
+            quiesce_ms: 200,
+            ..SimConfig::default()
+        };
+        let spread = SimConfig {
+            start_spread_ms: 300,
+            ..at_once.clone()
+        };
+        // The spread of the sessions' first txn starts, in ms.
+        let first_starts = |c: &SimConfig| {
+            let r = run(c).expect("runs");
+            assert!(r.violation.is_none());
+            let mut first: BTreeMap<_, u64> = BTreeMap::new();
+            for t in &r.history.txns {
+                let e = first.entry(t.session).or_insert(t.start_ns);
+                *e = (*e).min(t.start_ns);
+            }
+            let lo = first.values().min().copied().unwrap_or(0);
+            let hi = first.values().max().copied().unwrap_or(0);
+            (hi - lo) as f64 / 1e6
+        };
+        assert!(
+            first_starts(&at_once) <= 1.0,
+            "within the first millisecond"
+        );
+        let s = first_starts(&spread);
+        assert!(s > 200.0 && s <= 300.0, "spread over {s} ms");
+    }
+
+    #[test]
     fn latency_by_kind_splits_committed_txns_by_kind_and_client_dc() {
         let history = History {
             txns: vec![
