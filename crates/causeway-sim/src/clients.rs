@@ -77,6 +77,10 @@ pub(crate) struct ClientSlot {
     pub(crate) barrier_start: Nanos,
     /// A session of the final reads, not of the workload.
     final_reader: bool,
+    /// A final reader's chunks still to read, each in a transaction of its own (last
+    /// first): one snapshot over every key is not what convergence needs, and a
+    /// protocol may rightly refuse a later read of a long transaction (PrompTCC's GC).
+    final_chunks: Vec<Step>,
     /// A final reader that finished.
     done: bool,
     /// Its DC failed or the run is draining: it starts nothing and ignores replies.
@@ -120,6 +124,7 @@ impl World {
             token: None,
             barrier_start: 0,
             final_reader,
+            final_chunks: Vec::new(),
             done: false,
             stopped: false,
             timer_at: None,
@@ -290,9 +295,11 @@ impl World {
                 self.next_step(c);
             }
             (Phase::Committing, Response::Committed) => self.finish(c, Outcome::Committed),
-            (Phase::Committing, Response::Aborted { .. }) | (Phase::Aborting, _) => {
-                self.finish(c, Outcome::Aborted)
+            (Phase::Committing, Response::Aborted { reason }) => {
+                self.note_final_failure(c, &format!("aborted: {reason}"));
+                self.finish_noted(c, Outcome::Aborted)
             }
+            (Phase::Aborting, _) => self.finish_noted(c, Outcome::Aborted),
             // The commit may have happened: the client cannot tell.
             (Phase::Committing, Response::Error(Error::Unavailable(_))) => {
                 self.finish(c, Outcome::Unknown)
@@ -309,7 +316,10 @@ impl World {
                 self.clients[c].phase = Phase::Aborting;
                 self.submit(c, Request::Abort);
             }
-            (_, Response::Aborted { .. }) => self.finish(c, Outcome::Aborted),
+            (_, Response::Aborted { reason }) => {
+                self.note_final_failure(c, &format!("aborted: {reason}"));
+                self.finish_noted(c, Outcome::Aborted)
+            }
             (phase, other) => panic!("client {c} in {phase:?} got unexpected {other:?}"),
         }
     }
@@ -367,15 +377,26 @@ impl World {
     /// Ends client `c`'s transaction with `outcome`: recorded, and the next one follows
     /// after the think time (a final reader is done instead).
     fn finish(&mut self, c: usize, outcome: Outcome) {
+        if outcome != Outcome::Committed {
+            self.note_final_failure(c, &format!("{outcome:?}"));
+        }
+        self.finish_noted(c, outcome);
+    }
+
+    /// [`Self::finish`] when a final reader's failure, if any, was already noted (with its
+    /// reason).
+    fn finish_noted(&mut self, c: usize, outcome: Outcome) {
         let now = self.now;
         let slot = &mut self.clients[c];
         slot.phase = Phase::Idle;
         if slot.final_reader {
-            if outcome != Outcome::Committed {
-                let why = format!("{outcome:?}");
-                self.note_final_failure(c, &why);
+            match slot.final_chunks.pop() {
+                Some(chunk) if outcome == Outcome::Committed => {
+                    slot.steps = vec![chunk];
+                    self.client_next(c);
+                }
+                _ => self.clients[c].done = true,
             }
-            self.clients[c].done = true;
             return;
         }
         if let Some(mut r) = slot.record.take() {
@@ -460,10 +481,13 @@ impl World {
                 Err(e) => return self.metrics.liveness.push(e),
             };
             let keys = split.by_dc.remove(&dc).unwrap_or_default();
-            self.clients[c].steps = keys
+            let mut chunks: Vec<Step> = keys
                 .chunks(FINAL_READ_CHUNK)
+                .rev()
                 .map(|ch| Step::ReadMany(ch.to_vec()))
                 .collect();
+            self.clients[c].steps = chunks.pop().into_iter().collect();
+            self.clients[c].final_chunks = chunks;
             self.client_next(c);
         }
     }

@@ -353,21 +353,35 @@ pub fn run(args: SimArgs) -> ExitCode {
 }
 
 /// The replay line's flags for barriers, moves and `--f`, when given.
-fn replay_flags(args: &SimArgs) -> String {
-    let mut out = String::new();
-    if let Some(r) = args.barrier_ratio {
-        out += &format!(" --barrier-ratio {r}");
+/// The command that replays `seed`: this run's own arguments with `--seeds` set to it
+/// (every flag the run had, so the replay is bit for bit).
+fn replay_command(seed: u64) -> String {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    replay_of(&argv, seed)
+}
+
+fn replay_of(argv: &[String], seed: u64) -> String {
+    let mut out = vec!["causeway".to_string()];
+    let mut seeds_given = false;
+    let mut it = argv.iter();
+    while let Some(a) = it.next() {
+        if a == "--seeds" {
+            it.next();
+            out.push(format!("--seeds {seed}"));
+            seeds_given = true;
+        } else if a.starts_with("--seeds=") {
+            out.push(format!("--seeds {seed}"));
+            seeds_given = true;
+        } else if a.contains(|c: char| c.is_whitespace() || "'\"$;&|<>()*?".contains(c)) {
+            out.push(format!("'{}'", a.replace('\'', "'\\''")));
+        } else {
+            out.push(a.clone());
+        }
     }
-    if let Some(r) = args.migrate_ratio {
-        out += &format!(" --migrate-ratio {r}");
+    if !seeds_given {
+        out.push(format!("--seeds {seed}"));
     }
-    if let Some(f) = args.f {
-        out += &format!(" --f {f}");
-    }
-    if let Some(c) = &args.workload.conflicts {
-        out += &format!(" --conflicts '{c}'");
-    }
-    out
+    out.join(" ")
 }
 
 fn has_failure(results: &[SimResult]) -> bool {
@@ -378,26 +392,7 @@ fn report_seed(args: &SimArgs, bar: &ProgressBar, r: &SimResult) {
     if let Some(v) = &r.violation {
         bar.suspend(|| {
             println!("seed={} FAILED: {v}", r.seed);
-            println!(
-                "  replay: causeway sim --protocol {} --seeds {} --faults {}{}{}{}{}",
-                r.protocol,
-                r.seed,
-                args.faults,
-                replay_flags(args),
-                args.mutation
-                    .as_ref()
-                    .map(|m| format!(" --mutation {m}"))
-                    .unwrap_or_default(),
-                args.guarantee
-                    .as_ref()
-                    .map(|g| format!(" --guarantee {g}"))
-                    .unwrap_or_default(),
-                if args.no_invariants {
-                    " --no-invariants"
-                } else {
-                    ""
-                }
-            );
+            println!("  replay: {}", replay_command(r.seed));
             for f in &r.faults {
                 println!("  fault: {f}");
             }
@@ -497,4 +492,34 @@ fn strong_summary(results: &[SimResult]) -> String {
 pub(crate) fn fail(message: &str) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::from(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replay_of;
+
+    fn argv(s: &[&str]) -> Vec<String> {
+        s.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn the_replay_keeps_every_flag_and_sets_the_seed() {
+        let a = argv(&[
+            "sim",
+            "--protocol",
+            "promptcc",
+            "--seeds",
+            "1..20",
+            "--keys",
+            "200",
+        ]);
+        assert_eq!(
+            replay_of(&a, 14),
+            "causeway sim --protocol promptcc --seeds 14 --keys 200"
+        );
+        let a = argv(&["sim", "--seeds=3..4", "--conflicts", "a b"]);
+        assert_eq!(replay_of(&a, 4), "causeway sim --seeds 4 --conflicts 'a b'");
+        let a = argv(&["sim", "--protocol", "cure"]);
+        assert_eq!(replay_of(&a, 7), "causeway sim --protocol cure --seeds 7");
+    }
 }

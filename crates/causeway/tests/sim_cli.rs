@@ -30,7 +30,9 @@ fn eventual_violations_exit_1_and_the_saved_history_fails_check_too() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("seed=3 FAILED"), "{out}");
     assert!(
-        out.contains("replay: causeway sim --protocol eventual --seeds 3"),
+        out.contains(
+            "replay: causeway sim --protocol eventual --guarantee tcc --seeds 3 --duration-ms 1000"
+        ),
         "{out}"
     );
     let summary = out.lines().last().expect("summary line");

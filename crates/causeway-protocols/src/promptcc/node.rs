@@ -163,9 +163,9 @@ impl Node {
     }
 
     fn make_visible(&mut self) {
-        let broken = self.mutation.visible_before_stable;
+        let (broken, clock) = (self.mutation.visible_before_stable, self.clock);
         for part in self.parts.values_mut() {
-            self.work += part.make_visible(&self.s, broken) as u64;
+            self.work += part.make_visible(&self.s, broken, clock) as u64;
         }
     }
 
@@ -663,6 +663,9 @@ impl ServerNode for Node {
 
     fn start(&mut self, ctx: &mut Ctx<Msg>) {
         self.clock = self.clock.max(ctx.clock);
+        for part in self.parts.values_mut() {
+            part.restamp_recent(self.clock);
+        }
         self.timers.set(Timer::Stabilize, self.clock);
         self.handle_timeout(ctx);
     }

@@ -12,6 +12,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Most (clock, visible join) points kept for the GC horizon.
 const GC_RING_MAX: usize = 4096;
+/// Most txns remembered as made visible within the GC horizon; past it the oldest may fold
+/// early (a read at a snapshot without them then aborts "snapshot too old", safely).
+const RECENT_MAX: usize = 262_144;
 
 /// A prepared txn and what became of it.
 #[derive(Clone, Debug)]
@@ -53,6 +56,11 @@ pub struct Part {
     /// Join of every visible version's timestamp, sampled over time (GC horizon).
     pub visible_join: Vc,
     pub gc_ring: VecDeque<(Nanos, Vc)>,
+    /// Txns made visible within the GC horizon, by the clock when they became visible:
+    /// they never fold, whatever their timestamp (a txn can become visible long after
+    /// txns with higher timestamps, and a round two in flight may not include it).
+    recent: VecDeque<(Nanos, TxnId)>,
+    recent_set: BTreeSet<TxnId>,
 }
 
 impl Part {
@@ -71,6 +79,8 @@ impl Part {
             fence_order: VecDeque::new(),
             visible_join: Vc::default(),
             gc_ring: VecDeque::new(),
+            recent: VecDeque::new(),
+            recent_set: BTreeSet::new(),
         }
     }
 
@@ -213,9 +223,9 @@ impl Part {
     }
 
     /// Makes visible every committed txn whose participants all committed it as far as
-    /// `s` knows (Alg. 2 l.32-34), or all at once (`visible-before-stable`). Returns the
-    /// number of ops made visible.
-    pub fn make_visible(&mut self, s: &Vc, broken: bool) -> usize {
+    /// `s` knows (Alg. 2 l.32-34), or all at once (`visible-before-stable`), at `clock`.
+    /// Returns the number of ops made visible.
+    pub fn make_visible(&mut self, s: &Vc, broken: bool, clock: Nanos) -> usize {
         let ready: Vec<u64> = self
             .invisible
             .iter()
@@ -228,12 +238,25 @@ impl Part {
             n += t.ops.len();
             self.store.insert(t.txn, &t.ct, &t.ops);
             self.visible_join.join(&t.ct);
+            self.recent.push_back((clock, t.txn));
+            self.recent_set.insert(t.txn);
         }
         n
     }
 
-    /// Records the visible join at `clock` and folds versions visible before the GC
-    /// horizon (§VII: versions older than the txn timeout are dropped).
+    /// Stamps the txns made visible while replaying the log (clock 0) with the first clock
+    /// reading after the restart, so they get the whole horizon too.
+    pub fn restamp_recent(&mut self, clock: Nanos) {
+        for (at, _) in self.recent.iter_mut().filter(|(at, _)| *at == 0) {
+            *at = clock;
+        }
+    }
+
+    /// Records the visible join at `clock` and folds what became visible before the GC
+    /// horizon (§VII, after Eiger: versions are kept for the txn timeout, so a round two,
+    /// which starts within it, finds every version its round one could have missed). A
+    /// version folds when it became visible more than `horizon` ago and its timestamp is
+    /// below the visible join of then.
     pub fn gc(&mut self, clock: Nanos, horizon: Nanos) {
         if self.gc_ring.len() < GC_RING_MAX {
             self.gc_ring.push_back((clock, self.visible_join.clone()));
@@ -245,8 +268,17 @@ impl Part {
             }
             point = self.gc_ring.pop_front().map(|(_, v)| v);
         }
+        while let Some((at, txn)) = self.recent.front().copied() {
+            if clock.saturating_sub(at) < horizon && self.recent.len() <= RECENT_MAX {
+                break;
+            }
+            self.recent.pop_front();
+            self.recent_set.remove(&txn);
+        }
         if let Some(p) = point {
-            self.store.gc(&p, &p);
+            let recent = &self.recent_set;
+            self.store
+                .gc_where(|ct, txn| ct.le(&p) && !recent.contains(&txn));
         }
     }
 }
