@@ -67,6 +67,20 @@ impl<T: SnapshotTs> KeyVersions<T> {
             return Err(Error::Aborted("snapshot too old".into()));
         }
         let mut obj = crate::kit::txn::typed(self.base.as_ref(), obj_type)?;
+        if self.base.is_none() {
+            // No checkpoint yet: the key's type is its first version's in the snapshot.
+            let first = self.versions.iter().filter(|v| v.ct.le(svc));
+            let held = first.flat_map(|v| v.ops.first()).next();
+            if let Some(t) = held.map(|op| effect_type(&op.effect)) {
+                if t != obj_type {
+                    let e = Error::WrongType {
+                        expected: t,
+                        found: obj_type,
+                    };
+                    return Err(e);
+                }
+            }
+        }
         for v in self.versions.iter().filter(|v| v.ct.le(svc)) {
             for op in &v.ops {
                 if effect_type(&op.effect) == obj_type {
@@ -245,6 +259,25 @@ mod tests {
     fn count<T: SnapshotTs>(s: &Store<T>, at: &T) -> Result<ObjValue, Error> {
         s.read(&Key::from("c"), at, ObjType::Counter)
             .map(|o| o.value())
+    }
+
+    #[test]
+    fn a_read_as_another_type_is_refused_before_any_checkpoint_too() {
+        let mut s: Store<u64> = Store::default();
+        s.insert(txn(1), &10, &incr(1, 5));
+        let e = s
+            .read(&Key::from("c"), &10, ObjType::Lww)
+            .map(|o| o.value());
+        assert_eq!(
+            e,
+            Err(Error::WrongType {
+                expected: ObjType::Counter,
+                found: ObjType::Lww
+            })
+        );
+        // Below the first version the key does not exist yet: any type reads empty.
+        let empty = s.read(&Key::from("c"), &5, ObjType::Lww).map(|o| o.value());
+        assert_eq!(empty, Ok(ObjValue::Lww(None)));
     }
 
     #[test]

@@ -101,6 +101,9 @@ impl Node {
             let (i, upto) = (part.idx(), part.committed);
             node.s.set(i, node.s.get(i).max(upto));
         }
+        // What the replay committed becomes visible once `S` holds our own prefixes (a
+        // txn of our partitions alone needs nothing from the others).
+        node.make_visible();
         Ok(node)
     }
 
@@ -282,8 +285,8 @@ impl Node {
         // txn depend on versions its timestamp does not cover.
         let at = snapshot.map_or_else(|| deps.clone(), |w| w.to_vc(n));
         let part = &self.parts[&partition];
-        let ops = match part.effects(&at, &updates) {
-            Ok((ops, _)) => ops,
+        let ops = match part.effects(&at, &updates, &top(n)) {
+            Ok(ops) => ops,
             Err(e) => {
                 let coord_node = self.node_of(coord);
                 ctx.send(Addr::Node(coord_node), Msg::Refused { txn });

@@ -6,7 +6,7 @@ use super::msg::{Effects, Objects, PreparedTxn, Updates};
 use super::FENCES_MAX;
 use crate::kit::mvstore::Store;
 use crate::kit::twopc::Retry;
-use causeway_core::crdt::{ArbTs, ObjType, Object, Op};
+use causeway_core::crdt::{ArbTs, ObjType, Object, Op, Update};
 use causeway_core::{Error, Key, Nanos, PartitionId, TxnId, Vc};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -125,17 +125,22 @@ impl Part {
         }
     }
 
-    /// The effects of `updates` against `at` (a snapshot, or every visible version),
-    /// each after the txn's earlier updates of its key, and the join of the timestamps
-    /// of the versions they observed.
-    pub fn effects(&self, at: &Vc, updates: &Updates) -> Result<(Effects, Vc), Error> {
+    /// The effects of `updates` against `at` (a snapshot, or the client's past), each
+    /// after the txn's earlier updates of its key. An update whose effect does not depend
+    /// on the state (assign, increment, add) on a key whose versions below `at` were
+    /// folded by GC is checked against `latest` instead: only its type is read, so the
+    /// txn observes nothing `at` does not cover. (A remove or multi-value assign there
+    /// aborts "snapshot too old": its effect names what it observed.)
+    pub fn effects(&self, at: &Vc, updates: &Updates, latest: &Vc) -> Result<Effects, Error> {
         let mut objs: BTreeMap<Key, Object> = BTreeMap::new();
         let mut out = Vec::with_capacity(updates.len());
-        let mut observed = Vc::default();
         for (key, update, id) in updates {
             if !objs.contains_key(key) {
-                let (o, ts) = self.store.read_with_ts(key, at, update.obj_type())?;
-                observed.join(&ts);
+                let t = update.obj_type();
+                let o = match self.store.read(key, at, t) {
+                    Err(Error::Aborted(_)) if state_free(update) => self.store.read(key, latest, t),
+                    other => other,
+                }?;
                 objs.insert(key.clone(), o);
             }
             let obj = objs.get_mut(key).expect("inserted above");
@@ -147,7 +152,7 @@ impl Part {
             });
             out.push((key.clone(), *id, effect));
         }
-        Ok((out, observed))
+        Ok(out)
     }
 
     /// Reads `keys` at `bound`: the objects and the join of what they applied.
@@ -161,8 +166,17 @@ impl Part {
                     ts.push(v);
                 }
                 Err(e) => {
+                    // A key of another type still has versions the read depends on: a
+                    // retry of the read as that type, at this txn's snapshot, must see
+                    // them (RESP's GET of a counter reads as a register first).
+                    let held = match &e {
+                        Error::WrongType { expected, .. } => {
+                            self.store.read_with_ts(k, bound, *expected).ok()
+                        }
+                        _ => None,
+                    };
                     objects.push((k.clone(), Err(e)));
-                    ts.push(Vc::default());
+                    ts.push(held.map(|(_, v)| v).unwrap_or_default());
                 }
             }
         }
@@ -281,4 +295,12 @@ impl Part {
                 .gc_where(|ct, txn| ct.le(&p) && !recent.contains(&txn));
         }
     }
+}
+
+/// Whether `update`'s effect is the same whatever the object's state.
+fn state_free(update: &Update) -> bool {
+    matches!(
+        update,
+        Update::Assign(_) | Update::Increment(_) | Update::Add(_)
+    )
 }
