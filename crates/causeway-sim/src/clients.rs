@@ -296,6 +296,7 @@ impl World {
             }
             (Phase::Committing, Response::Committed) => self.finish(c, Outcome::Committed),
             (Phase::Committing, Response::Aborted { reason }) => {
+                self.count_abort(c, &reason);
                 self.note_final_failure(c, &format!("aborted: {reason}"));
                 self.finish_noted(c, Outcome::Aborted)
             }
@@ -317,6 +318,7 @@ impl World {
                 self.submit(c, Request::Abort);
             }
             (_, Response::Aborted { reason }) => {
+                self.count_abort(c, &reason);
                 self.note_final_failure(c, &format!("aborted: {reason}"));
                 self.finish_noted(c, Outcome::Aborted)
             }
@@ -332,6 +334,18 @@ impl World {
             .and_then(|r| r.ops.last_mut());
         if let Some(HOp::Write { id, .. }) = last {
             *id = op;
+        }
+    }
+
+    /// Counts a workload transaction's abort under [`abort_reason_key`].
+    fn count_abort(&mut self, c: usize, reason: &str) {
+        if !self.clients[c].final_reader {
+            let mut key = abort_reason_key(reason);
+            let reasons = &mut self.metrics.abort_reasons;
+            if reasons.len() >= ABORT_REASONS_MAX && !reasons.contains_key(&key) {
+                key = "other".to_string();
+            }
+            *reasons.entry(key).or_default() += 1;
         }
     }
 
@@ -524,4 +538,19 @@ fn placeholder_op() -> OpId {
         },
         index: u32::MAX,
     }
+}
+
+/// Most distinct abort reasons counted per run (others fold into "other").
+const ABORT_REASONS_MAX: usize = 64;
+
+/// An abort reason as a counting key: its text up to the first `:`, digits dropped (ids
+/// and partition numbers would make one cause many lines), at most 80 bytes.
+pub(crate) fn abort_reason_key(reason: &str) -> String {
+    let head = reason.split(':').next().unwrap_or(reason);
+    let key: String = head
+        .chars()
+        .filter(|c| !c.is_ascii_digit())
+        .take(80)
+        .collect();
+    key.trim().to_string()
 }

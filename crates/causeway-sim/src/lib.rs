@@ -79,6 +79,10 @@ pub struct SimResult {
     /// replication with failed DCs); left out of the JSON when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub unreplicated_keys: usize,
+    /// Aborted workload transactions by reason (the reason's text up to its first `:`,
+    /// digits dropped, so one cause is one line); left out of the JSON when empty.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub abort_reasons: BTreeMap<String, u64>,
     /// The guarantee the history was checked against (`SimConfig::guarantee`, else the
     /// protocol's own).
     pub guarantee: Guarantee,
@@ -258,6 +262,7 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
         unknown: count(Outcome::Unknown),
         refused: world.metrics.refused,
         unreplicated_keys: world.metrics.unreplicated_keys,
+        abort_reasons: world.metrics.abort_reasons.clone(),
         guarantee,
         strong_committed: strong.committed,
         strong_aborted: strong.aborted,

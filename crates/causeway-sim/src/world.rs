@@ -104,6 +104,8 @@ pub struct Metrics {
     pub refused: usize,
     /// Keys left out of the final reads: no surviving DC replicates them.
     pub unreplicated_keys: usize,
+    /// Workload transactions that ended aborted, by reason (see `abort_reason_key`).
+    pub abort_reasons: BTreeMap<String, u64>,
 }
 
 pub struct World {

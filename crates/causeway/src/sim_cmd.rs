@@ -453,6 +453,9 @@ fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
         0 => String::new(),
         n => format!(" unreplicated_keys={n}"),
     };
+    if let Some(line) = abort_reasons_line(results) {
+        println!("{line}");
+    }
     println!(
         "protocol={name} seeds={} txns={txns} violations={violations}{refused}{unreplicated}{}",
         results.len(),
@@ -463,6 +466,21 @@ fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `aborts by reason: REASON N, ...` over every seed, most frequent first; `None` when
+/// nothing aborted.
+fn abort_reasons_line(results: &[SimResult]) -> Option<String> {
+    let mut total: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for r in results {
+        for (reason, n) in &r.abort_reasons {
+            *total.entry(reason.as_str()).or_default() += n;
+        }
+    }
+    let mut rows: Vec<(&str, u64)> = total.into_iter().collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let parts: Vec<String> = rows.iter().map(|(r, n)| format!("{r:?} {n}")).collect();
+    (!parts.is_empty()).then(|| format!("aborts by reason: {}", parts.join(", ")))
 }
 
 /// ` strong_committed=N strong_aborted=N strong_after_failure=N/S`, each part only when
