@@ -149,6 +149,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
     crate::unistore_strong::SCALABILITY,
     crate::paris::VS_BPR,
     crate::paris::LOCALITY,
+    crate::promptcc::SKEW,
+    crate::promptcc::READSET,
+    crate::promptcc::SCALE,
 ];
 
 const CURE_VS_EVENTUAL: Experiment = Experiment {

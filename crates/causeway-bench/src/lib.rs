@@ -13,6 +13,7 @@ pub mod experiment;
 pub mod paris;
 pub mod peaks;
 pub mod plot;
+pub mod promptcc;
 pub mod regions;
 pub mod report;
 pub mod unistore;

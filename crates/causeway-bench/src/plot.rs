@@ -71,7 +71,7 @@ pub const THROUGHPUT_LOG_LATENCY: Axes<'static> = Axes {
 };
 
 /// Most series one plot draws (the palette's size).
-pub const SERIES_MAX: usize = 8;
+pub const SERIES_MAX: usize = 12;
 const PALETTE: [RGBColor; SERIES_MAX] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
@@ -81,6 +81,10 @@ const PALETTE: [RGBColor; SERIES_MAX] = [
     RGBColor(140, 86, 75),
     RGBColor(227, 119, 194),
     RGBColor(23, 190, 207),
+    RGBColor(188, 189, 34),
+    RGBColor(127, 127, 127),
+    RGBColor(0, 0, 128),
+    RGBColor(128, 0, 0),
 ];
 const SIZE: (u32, u32) = (900, 560);
 

@@ -1,0 +1,351 @@
+//! PrompTCC §IX (shared/papers/001): read-only transactions in one round, never more
+//! than two, in one DC, against `eventual` (no consistency, the paper's normalization
+//! baseline) and `wren` (always two rounds: a snapshot first, then the reads), and the
+//! metadata of `promptcc-naive` (full vectors on the wire).
+//!
+//! - `promptcc-skew` (Fig. 3/4): Zipf 0.5 to 0.99, 90:10 read-only:write-only
+//!   transactions of 5 keys. Findings per skew: each protocol's peak over eventual's
+//!   (paper at 0.99: promptcc -12% throughput, +20% latency; wren -25%) and promptcc's
+//!   round-two fraction (paper: about 2% at 0.99).
+//! - `promptcc-readset` (Fig. 5): read sets of 2 to 32 keys. Findings: rounds per
+//!   read-only transaction (paper: at most 1.3 on average with large read sets) and the
+//!   peak over eventual.
+//! - `promptcc-scale` (Fig. 7/8): 1 to 8 servers with 16 partitions and 1,000 keys per
+//!   server (the paper: up to 64 servers, 200 partitions each). Findings: the peaks' scaling
+//!   and the read metadata bytes per read of `promptcc` against `promptcc-naive`.
+//!
+//! Scale: one simulated core per server, and at most 8 servers (the paper: 8 to 64
+//! machines of 4 vCPUs, 1,600 logical partitions); the simulator runs about 10^5 events a
+//! second, so a saturated point of one server already takes tens of seconds.
+
+use crate::experiment::{Curve, Experiment, Kind, Point, Variant};
+use crate::peaks::{PeaksReport, VariantReport};
+use causeway_sim::cpu::CpuModel;
+use causeway_sim::{FaultSel, ObjectMix, SimConfig, WorkloadFamily};
+
+/// Servers of the default setup (the paper's 8, at one simulated core each).
+const SERVERS: u32 = 4;
+/// Logical partitions per server.
+const PARTITIONS_PER_SERVER: u32 = 16;
+/// Keys per server.
+const KEYS_PER_SERVER: u32 = 1_000;
+/// Clients start spread over this long (closed loops started at once move in waves).
+const START_SPREAD_MS: u64 = 100;
+
+/// The paper's default workload (§IX-A) at our scale: 90% read-only, 10% write-only
+/// transactions of 5 keys, Zipf 0.99, LWW registers of 8 bytes.
+fn default_workload() -> SimConfig {
+    SimConfig {
+        dcs: 1,
+        nodes_per_dc: SERVERS,
+        partitions: SERVERS * PARTITIONS_PER_SERVER,
+        workload: WorkloadFamily::Custom,
+        keys: SERVERS * KEYS_PER_SERVER,
+        zipf: 0.99,
+        txn_ops: 5,
+        read_only_ratio: 0.9,
+        write_only_ratio: 0.1,
+        value_bytes: 8,
+        objects: ObjectMix::Lww,
+        think_time_ns: 0,
+        faults: FaultSel::None,
+        quiesce_ms: 500,
+        allow_unchecked: true,
+        // Per-input invariant checks cost a tenth of a saturated run's wall time; the fault
+        // sweeps of `scripts/test` check every invariant.
+        check_invariants: false,
+        start_spread_ms: START_SPREAD_MS,
+        cpu: CpuModel {
+            enabled: true,
+            cores: 1,
+            ..CpuModel::default()
+        },
+        ..SimConfig::default()
+    }
+}
+
+const SKEWS: &[Variant] = &[
+    Variant {
+        label: "zipf 0.5",
+        apply: |c| c.zipf = 0.5,
+    },
+    Variant {
+        label: "zipf 0.8",
+        apply: |c| c.zipf = 0.8,
+    },
+    Variant {
+        label: "zipf 0.99",
+        apply: |c| c.zipf = 0.99,
+    },
+];
+
+pub const SKEW: Experiment = Experiment {
+    name: "promptcc-skew",
+    figure: "PrompTCC Fig. 3/4 (one DC, 90:10 read-only:write-only txns of 5 keys, Zipf 0.5 to 0.99): throughput and latency normalized to eventual, paper at 0.99: promptcc -12% throughput and +20% latency, wren -25%; round two in about 2% of read-only txns",
+    kind: Kind::PeakPerVariant(SKEWS),
+    protocols: &["eventual", "promptcc", "wren"],
+    lines: &[],
+    config: default_workload,
+    clients_per_dc: &[16, 64, 256, 1024],
+    duration_ms: 600,
+    seeds: 1,
+    quick_clients_per_dc: &[16, 128],
+    quick_duration_ms: 300,
+    real_clients_per_dc: &[1],
+    real_duration_s: 1,
+    quick_real_clients_per_dc: &[1],
+    quick_real_duration_s: 1,
+    warmup_ms: 100,
+    quick_warmup_ms: 100,
+    findings: Some(skew_findings),
+};
+
+const READ_SETS: &[Variant] = &[
+    Variant {
+        label: "2 keys",
+        apply: |c| c.txn_ops = 2,
+    },
+    Variant {
+        label: "8 keys",
+        apply: |c| c.txn_ops = 8,
+    },
+    Variant {
+        label: "32 keys",
+        apply: |c| c.txn_ops = 32,
+    },
+];
+
+pub const READSET: Experiment = Experiment {
+    name: "promptcc-readset",
+    figure: "PrompTCC Fig. 5 (one DC, Zipf 0.99, read sets of 2 to 32 keys): rounds per read-only txn (paper: at most 1.3 on average) and throughput normalized to eventual",
+    kind: Kind::PeakPerVariant(READ_SETS),
+    protocols: &["eventual", "promptcc", "wren"],
+    lines: &[],
+    config: default_workload,
+    clients_per_dc: &[16, 64, 256, 1024],
+    duration_ms: 600,
+    seeds: 1,
+    quick_clients_per_dc: &[16, 128],
+    quick_duration_ms: 300,
+    real_clients_per_dc: &[1],
+    real_duration_s: 1,
+    quick_real_clients_per_dc: &[1],
+    quick_real_duration_s: 1,
+    warmup_ms: 100,
+    quick_warmup_ms: 100,
+    findings: Some(readset_findings),
+};
+
+/// A variant of `servers` servers, with partitions and keys in proportion.
+macro_rules! servers {
+    ($label:expr, $n:expr) => {
+        Variant {
+            label: $label,
+            apply: |c| {
+                c.nodes_per_dc = $n;
+                c.partitions = $n * PARTITIONS_PER_SERVER;
+                c.keys = $n * KEYS_PER_SERVER;
+            },
+        }
+    };
+}
+
+const SERVER_COUNTS: &[Variant] = &[
+    servers!("1 server", 1),
+    servers!("2 servers", 2),
+    servers!("4 servers", 4),
+    servers!("8 servers", 8),
+];
+
+pub const SCALE: Experiment = Experiment {
+    name: "promptcc-scale",
+    figure: "PrompTCC Fig. 7/8 (one DC, 1 to 8 servers with partitions, keys and clients in proportion): peak throughput scaling and read metadata bytes of promptcc (compressed, §V) vs promptcc-naive (full vectors)",
+    kind: Kind::PeakPerVariant(SERVER_COUNTS),
+    protocols: &["promptcc", "promptcc-naive"],
+    lines: &[],
+    config: default_workload,
+    clients_per_dc: &[16, 64, 256, 1024],
+    duration_ms: 600,
+    seeds: 1,
+    quick_clients_per_dc: &[16, 128],
+    quick_duration_ms: 300,
+    real_clients_per_dc: &[1],
+    real_duration_s: 1,
+    quick_real_clients_per_dc: &[1],
+    quick_real_duration_s: 1,
+    warmup_ms: 100,
+    quick_warmup_ms: 100,
+    findings: Some(scale_findings),
+};
+
+fn curve<'a>(v: &'a VariantReport, label: &str) -> Option<&'a Curve> {
+    v.report.curve(label)
+}
+
+/// A node gauge when the load stopped (mean over the nodes; cumulative counters).
+fn gauge(p: &Point, name: &str) -> f64 {
+    p.gauges_end_of_load.get(name).copied().unwrap_or(0.0)
+}
+
+/// The fraction of read-only rounds one that needed a round two at `p`.
+pub fn round_two_fraction(p: &Point) -> f64 {
+    let reads = gauge(p, "reads_total");
+    if reads > 0.0 {
+        gauge(p, "reads_round_two") / reads
+    } else {
+        0.0
+    }
+}
+
+/// Read metadata bytes (requests and replies) per read round at `p`.
+pub fn bytes_per_read(p: &Point) -> f64 {
+    let reads = gauge(p, "reads_total") + gauge(p, "reads_round_two");
+    if reads > 0.0 {
+        gauge(p, "read_bytes_total") / reads
+    } else {
+        0.0
+    }
+}
+
+/// `label`'s peak over eventual's peak and its mean latency over eventual's at the peaks.
+fn over_eventual(v: &VariantReport, label: &str) -> Option<(f64, f64)> {
+    let (p, e) = (curve(v, label)?.peak(), curve(v, "eventual")?.peak());
+    let tput = p.throughput_txn_per_s / e.throughput_txn_per_s.max(1e-9);
+    let lat = p.latency.mean_ms / e.latency.mean_ms.max(1e-9);
+    Some((tput, lat))
+}
+
+/// Fig. 3/4: each protocol against eventual per skew, and promptcc's round-two share.
+pub fn skew_findings(r: &PeaksReport) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in &r.variants {
+        for name in ["promptcc", "wren"] {
+            if let Some((tput, lat)) = over_eventual(v, name) {
+                out.push(format!(
+                    "[{}] {name}: {:+.1}% peak throughput, {:+.1}% mean latency at the peak vs eventual",
+                    v.variant,
+                    (tput - 1.0) * 100.0,
+                    (lat - 1.0) * 100.0
+                ));
+            }
+        }
+        if let Some(c) = curve(v, "promptcc") {
+            out.push(format!(
+                "[{}] promptcc round two in {:.2}% of read-only rounds at its peak (paper: about 2% at Zipf 0.99)",
+                v.variant,
+                round_two_fraction(c.peak()) * 100.0
+            ));
+        }
+    }
+    out.push(
+        "paper at Zipf 0.99: promptcc -12% throughput, +20% latency; wren -25% throughput".into(),
+    );
+    out
+}
+
+/// Fig. 5: rounds per read-only txn and the peak against eventual per read-set size.
+pub fn readset_findings(r: &PeaksReport) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in &r.variants {
+        if let Some(c) = curve(v, "promptcc") {
+            let f = round_two_fraction(c.peak());
+            out.push(format!(
+                "[{}] promptcc: {:.3} rounds per read-only round one ({:.2}% round two; paper: at most 1.3 rounds on average); wren: 2 by design",
+                v.variant,
+                1.0 + f,
+                f * 100.0
+            ));
+        }
+        for name in ["promptcc", "wren"] {
+            if let Some((tput, _)) = over_eventual(v, name) {
+                out.push(format!(
+                    "[{}] {name}: {:+.1}% peak throughput vs eventual",
+                    v.variant,
+                    (tput - 1.0) * 100.0
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Fig. 7/8: read metadata bytes per round, compressed against full vectors, by size.
+pub fn scale_findings(r: &PeaksReport) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in &r.variants {
+        let (Some(p), Some(n)) = (curve(v, "promptcc"), curve(v, "promptcc-naive")) else {
+            continue;
+        };
+        let (pb, nb) = (bytes_per_read(p.peak()), bytes_per_read(n.peak()));
+        out.push(format!(
+            "[{}] read metadata per round: promptcc {:.0} B, promptcc-naive {:.0} B ({:.1}x); peaks {:.0} vs {:.0} txn/s",
+            v.variant,
+            pb,
+            nb,
+            nb / pb.max(1e-9),
+            p.peak().throughput_txn_per_s,
+            n.peak().throughput_txn_per_s
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::Point;
+    use std::collections::BTreeMap;
+
+    fn point(reads: f64, second: f64, bytes: f64) -> Point {
+        let gauges: BTreeMap<String, f64> = [
+            ("reads_total".to_string(), reads),
+            ("reads_round_two".to_string(), second),
+            ("read_bytes_total".to_string(), bytes),
+        ]
+        .into_iter()
+        .collect();
+        Point {
+            clients_per_dc: 16,
+            committed: 100,
+            aborted: 0,
+            throughput_txn_per_s: 1000.0,
+            latency: Default::default(),
+            latency_by_kind: BTreeMap::new(),
+            cpu_utilization: None,
+            samples: BTreeMap::new(),
+            gauges: BTreeMap::new(),
+            gauges_end_of_load: gauges,
+            cdfs: BTreeMap::new(),
+            violations: 0,
+            unchecked: 0,
+            violation: None,
+        }
+    }
+
+    #[test]
+    fn round_two_and_bytes_come_from_the_counters_when_the_load_stopped() {
+        let p = point(200.0, 10.0, 4200.0);
+        assert!((round_two_fraction(&p) - 0.05).abs() < 1e-12);
+        assert!((bytes_per_read(&p) - 20.0).abs() < 1e-12);
+        let none = point(0.0, 0.0, 0.0);
+        assert_eq!(round_two_fraction(&none), 0.0);
+        assert_eq!(bytes_per_read(&none), 0.0);
+    }
+
+    #[test]
+    fn the_configurations_are_valid_one_dc_and_scale_partitions_with_servers() {
+        for e in [&SKEW, &READSET, &SCALE] {
+            let Kind::PeakPerVariant(variants) = e.kind else {
+                panic!("{} is peak-per-variant", e.name);
+            };
+            for v in variants {
+                let mut c = (e.config)();
+                (v.apply)(&mut c);
+                assert_eq!(c.dcs, 1, "{} {}", e.name, v.label);
+                c.validate()
+                    .unwrap_or_else(|err| panic!("{} {}: {err}", e.name, v.label));
+                assert_eq!(c.partitions, c.nodes_per_dc * PARTITIONS_PER_SERVER);
+            }
+        }
+    }
+}
