@@ -77,10 +77,6 @@ pub(crate) struct ClientSlot {
     pub(crate) barrier_start: Nanos,
     /// A session of the final reads, not of the workload.
     final_reader: bool,
-    /// A final reader's chunks still to read, each in a transaction of its own (last
-    /// first): one snapshot over every key is not what convergence needs, and a
-    /// protocol may rightly refuse a later read of a long transaction (PrompTCC's GC).
-    final_chunks: Vec<Step>,
     /// A final reader that finished.
     done: bool,
     /// Its DC failed or the run is draining: it starts nothing and ignores replies.
@@ -124,7 +120,6 @@ impl World {
             token: None,
             barrier_start: 0,
             final_reader,
-            final_chunks: Vec::new(),
             done: false,
             stopped: false,
             timer_at: None,
@@ -404,13 +399,7 @@ impl World {
         let slot = &mut self.clients[c];
         slot.phase = Phase::Idle;
         if slot.final_reader {
-            match slot.final_chunks.pop() {
-                Some(chunk) if outcome == Outcome::Committed => {
-                    slot.steps = vec![chunk];
-                    self.client_next(c);
-                }
-                _ => self.clients[c].done = true,
-            }
+            self.clients[c].done = true;
             return;
         }
         if let Some(mut r) = slot.record.take() {
@@ -495,13 +484,10 @@ impl World {
                 Err(e) => return self.metrics.liveness.push(e),
             };
             let keys = split.by_dc.remove(&dc).unwrap_or_default();
-            let mut chunks: Vec<Step> = keys
+            self.clients[c].steps = keys
                 .chunks(FINAL_READ_CHUNK)
-                .rev()
                 .map(|ch| Step::ReadMany(ch.to_vec()))
                 .collect();
-            self.clients[c].steps = chunks.pop().into_iter().collect();
-            self.clients[c].final_chunks = chunks;
             self.client_next(c);
         }
     }
