@@ -64,6 +64,28 @@ fn default_workload() -> SimConfig {
     }
 }
 
+/// What the three experiments share: the sweep, its durations and the default setup.
+const BASE: Experiment = Experiment {
+    name: "",
+    figure: "",
+    kind: Kind::Sweep,
+    protocols: &[],
+    lines: &[],
+    config: default_workload,
+    clients_per_dc: &[16, 64, 256, 1024],
+    duration_ms: 600,
+    seeds: 1,
+    quick_clients_per_dc: &[16, 128],
+    quick_duration_ms: 300,
+    real_clients_per_dc: &[1],
+    real_duration_s: 1,
+    quick_real_clients_per_dc: &[1],
+    quick_real_duration_s: 1,
+    warmup_ms: 100,
+    quick_warmup_ms: 100,
+    findings: None,
+};
+
 const SKEWS: &[Variant] = &[
     Variant {
         label: "zipf 0.5",
@@ -84,20 +106,8 @@ pub const SKEW: Experiment = Experiment {
     figure: "PrompTCC Fig. 3/4 (one DC, 90:10 read-only:write-only txns of 5 keys, Zipf 0.5 to 0.99): throughput and latency normalized to eventual, paper at 0.99: promptcc -12% throughput and +20% latency, wren -25%; round two in about 2% of read-only txns",
     kind: Kind::PeakPerVariant(SKEWS),
     protocols: &["eventual", "promptcc", "wren"],
-    lines: &[],
-    config: default_workload,
-    clients_per_dc: &[16, 64, 256, 1024],
-    duration_ms: 600,
-    seeds: 1,
-    quick_clients_per_dc: &[16, 128],
-    quick_duration_ms: 300,
-    real_clients_per_dc: &[1],
-    real_duration_s: 1,
-    quick_real_clients_per_dc: &[1],
-    quick_real_duration_s: 1,
-    warmup_ms: 100,
-    quick_warmup_ms: 100,
     findings: Some(skew_findings),
+    ..BASE
 };
 
 const READ_SETS: &[Variant] = &[
@@ -120,20 +130,8 @@ pub const READSET: Experiment = Experiment {
     figure: "PrompTCC Fig. 5 (one DC, Zipf 0.99, read sets of 2 to 32 keys): rounds per read-only txn (paper: at most 1.3 on average) and throughput normalized to eventual",
     kind: Kind::PeakPerVariant(READ_SETS),
     protocols: &["eventual", "promptcc", "wren"],
-    lines: &[],
-    config: default_workload,
-    clients_per_dc: &[16, 64, 256, 1024],
-    duration_ms: 600,
-    seeds: 1,
-    quick_clients_per_dc: &[16, 128],
-    quick_duration_ms: 300,
-    real_clients_per_dc: &[1],
-    real_duration_s: 1,
-    quick_real_clients_per_dc: &[1],
-    quick_real_duration_s: 1,
-    warmup_ms: 100,
-    quick_warmup_ms: 100,
     findings: Some(readset_findings),
+    ..BASE
 };
 
 /// A variant of `servers` servers, with partitions and keys in proportion.
@@ -162,20 +160,8 @@ pub const SCALE: Experiment = Experiment {
     figure: "PrompTCC Fig. 7/8 (one DC, 1 to 8 servers with partitions, keys and clients in proportion): peak throughput scaling and read metadata bytes of promptcc (compressed, §V) vs promptcc-naive (full vectors)",
     kind: Kind::PeakPerVariant(SERVER_COUNTS),
     protocols: &["promptcc", "promptcc-naive"],
-    lines: &[],
-    config: default_workload,
-    clients_per_dc: &[16, 64, 256, 1024],
-    duration_ms: 600,
-    seeds: 1,
-    quick_clients_per_dc: &[16, 128],
-    quick_duration_ms: 300,
-    real_clients_per_dc: &[1],
-    real_duration_s: 1,
-    quick_real_clients_per_dc: &[1],
-    quick_real_duration_s: 1,
-    warmup_ms: 100,
-    quick_warmup_ms: 100,
     findings: Some(scale_findings),
+    ..BASE
 };
 
 fn curve<'a>(v: &'a VariantReport, label: &str) -> Option<&'a Curve> {

@@ -11,9 +11,8 @@ mod up;
 
 use causeway_client::Client;
 use causeway_core::{DcId, Key, PartitionId, Topology};
-use std::process::Command;
 use std::time::{Duration, Instant};
-use up::{cli, resp_command, resp_connect, Up};
+use up::{causeway, cli, resp_command, resp_connect, Up};
 
 const DCS: u16 = 3;
 const PARTITIONS: u32 = 3;
@@ -59,19 +58,6 @@ fn every_dc_reads(up: &Up, key: &str, want: &[u8]) {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-}
-
-fn causeway(args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_causeway"))
-        .args(args)
-        .output()
-        .expect("run causeway");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
 }
 
 /// The committed count of `causeway load`'s table row (after the `clients ...` header).

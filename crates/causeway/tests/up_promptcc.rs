@@ -9,8 +9,7 @@ mod up;
 
 use causeway_client::Client;
 use causeway_core::{Key, ObjType, ObjValue, Topology};
-use std::process::Command;
-use up::{cli, resp_command, resp_connect, Up};
+use up::{causeway, cli, resp_command, resp_connect, Up};
 
 const NODES: u16 = 3;
 const PARTITIONS: u32 = 12;
@@ -32,19 +31,6 @@ fn keys_on_distinct_partitions(prefix: &str, count: usize) -> Vec<String> {
         }
     }
     keys
-}
-
-fn causeway(args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_causeway"))
-        .args(args)
-        .output()
-        .expect("run causeway");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
 }
 
 /// The values of `keys` read in one READ of one transaction of a fresh session. (PrompTCC

@@ -306,19 +306,24 @@ impl Drop for Up {
     }
 }
 
-/// Runs `causeway cli --addr ADDR -c SCRIPT`: whether it succeeded, and its stdout and
-/// stderr.
-pub fn cli_result(addr: &str, script: &str) -> (bool, String) {
+/// Runs `causeway ARGS`: whether it succeeded, and its stdout and stderr.
+pub fn causeway(args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_causeway"))
-        .args(["cli", "--addr", addr, "-c", script])
+        .args(args)
         .output()
-        .expect("run causeway cli");
+        .expect("run causeway");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.success(), text)
+}
+
+/// Runs `causeway cli --addr ADDR -c SCRIPT`: whether it succeeded, and its stdout and
+/// stderr.
+pub fn cli_result(addr: &str, script: &str) -> (bool, String) {
+    causeway(&["cli", "--addr", addr, "-c", script])
 }
 
 /// Runs a CLI script that must succeed; its output.
