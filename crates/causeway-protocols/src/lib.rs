@@ -16,6 +16,7 @@ pub mod cure;
 pub mod cureft;
 pub mod eventual;
 pub mod kit;
+pub mod occult;
 pub mod paris;
 pub mod promptcc;
 #[macro_use]
@@ -89,4 +90,6 @@ registry! {
     PrompTcc => promptcc::PrompTcc,
     PrompTccNaive => promptcc::PrompTccNaive,
     Wren => promptcc::Wren,
+    Occult => occult::Occult,
+    EventualMs => occult::EventualMs,
 }

@@ -95,6 +95,14 @@ impl<T: Replicated> ReplLog<T> {
         }
     }
 
+    /// The txns of `origin` with time above `after`, in order.
+    pub fn entries_after(&self, origin: DcId, after: u64) -> impl Iterator<Item = &T> {
+        self.per_origin.get(&origin).into_iter().flat_map(move |l| {
+            l.range((after.saturating_add(1), TXN_MIN)..)
+                .map(|(_, t)| t)
+        })
+    }
+
     /// Txns kept (for gauges and tests).
     pub fn len(&self) -> usize {
         self.per_origin.values().map(BTreeMap::len).sum()

@@ -147,6 +147,12 @@ pub trait ClientProtocol {
     );
     /// The running request timed out: forget what it was waiting for.
     fn on_timeout(&mut self, _core: &mut SessionCore) {}
+    /// The client's own next deadline (a retry's backoff, Occult §4.3), if any.
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+    /// The client's own deadline passed (`ctx.clock >= poll_timeout()`).
+    fn on_wake(&mut self, _core: &mut SessionCore, _ctx: &mut Ctx<Self::Msg>) {}
     fn check_invariants(&self, _core: &SessionCore) -> Result<(), String> {
         Ok(())
     }
@@ -216,6 +222,9 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
     }
 
     fn handle_timeout(&mut self, ctx: &mut Ctx<C::Msg>) {
+        if self.client.poll_timeout().is_some_and(|at| ctx.clock >= at) {
+            self.client.on_wake(&mut self.core, ctx);
+        }
         if self.core.deadline.is_none_or(|d| ctx.clock < d) {
             return;
         }
@@ -226,7 +235,10 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
-        self.core.deadline
+        match (self.core.deadline, self.client.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn check_invariants(&self) -> Result<(), String> {

@@ -1,0 +1,321 @@
+//! `occult`: Occult (Mehdi, Littley, Crooks, Alvisi, Lloyd, NSDI'17; shared/papers/000,
+//! §3-§7, Figures 3-4, Appendix A), causal consistency enforced by the client library so
+//! that no server ever waits for another (no slowdown cascades), with compressed causal
+//! timestamps and PC-PSI read-write transactions; plus `eventual-ms`, the same
+//! master/slave store with no causal metadata (the paper's Redis Cluster baseline).
+//!
+//! **Shards** (§4.1, §8.1). Keys hash (FNV-1a) onto `shards` logical shards (16,384 by
+//! default, as Redis Cluster); shard `s` lives on partition `s % partitions`, so on node
+//! `partition % nodes_per_dc` of every DC; its master DC is the partition's master
+//! (`Topology::master_of`: `partition % dcs`, which puts half the masters in each of two
+//! DCs as §8.1 does). Every DC holds every shard (full replication).
+//!
+//! **Basic protocol** (§4.2-4.3). A master gives each write a new shardstamp (Listing 2
+//! `newShardstamp`: above the current one, the node's clock and the client's highest entry
+//! for that DC, §5), stores the value with the client's causal timestamp whose entry for
+//! the shard is the new shardstamp (Fig. 4), and replicates the shard's writes to the
+//! slaves in order (`kit::repl`: one stream per master node and sibling, acknowledged,
+//! rewound when a sibling lags). A read goes to the local server, which answers the value,
+//! its causal timestamp and the shard's shardstamp; the client accepts it if it came from
+//! the master or the shardstamp reaches the client's entry for the shard (Fig. 3 l.13),
+//! else retries locally `read_retries` times after 0, 1, 2, 4 ms and then reads at the
+//! master (§4.3). Accepted reads merge their timestamp into the client's.
+//!
+//! **Compression** (§5): `structural`, `temporal` or `dc-isolate` with `entries`
+//! shardstamps (`cts.rs`).
+//!
+//! **Transactions: PC-PSI** (§6.2, Listing 3). Reads as above fill the read set (key,
+//! deps, shardstamp) and writes are buffered. COMMIT validates the read set pairwise
+//! (abort "validation: read set"), locks the write set's shards at their masters (Listing 2
+//! locks shards, so each shard applies its writes in shardstamp order), retrying a locked
+//! master `lock_retries` times after `lock_backoff_ns` (then abort "lock"), takes each
+//! key's current deps (the overwrite set) and new shardstamp, checks the read set is at
+//! least as recent as the overwrite set (abort "validation: overwrite set"), and commits
+//! with `ts_T` = the client's timestamp (read deps merged, new shardstamps in): every
+//! write of the txn carries `ts_T`, so they depend on each other (§6.2). A single write
+//! with no reads takes Fig. 3's one-round path instead. A commit's effects (CRDT updates)
+//! are computed at the master under the lock, on the state the overwrite-set check
+//! vouched for.
+//!
+//! **Termination** (§7, decided here). The client names one participant master (one in
+//! its DC when it can) the txn's coordinator: COMMIT goes to it, it records the decision
+//! durably, applies its writes and forwards the decision to the other participants,
+//! re-sending until each acknowledges (`kit::twopc::Decisions`). A participant holding a
+//! txn's locks for `lock_timeout_ns` asks the coordinator: the decision if there is one,
+//! else the coordinator fences the txn (its late COMMIT or PREPARE is refused, the
+//! client aborts) and answers abort. A coordinator that times out itself fences and
+//! releases. So a dead client never holds locks for good and no txn is half applied:
+//! Bernstein's cooperative termination with the coordinator's decision as the single
+//! point (no Paxos election needed since the coordinator is a durable server).
+//!
+//! **Failures.** Every write, prepare and decision is durable before it is acknowledged
+//! or replicated, so a crashed master restarts with all it acknowledged. The loss of a
+//! master's whole DC (§7: asynchronously replicated writes may be lost and dependents
+//! replicated without them) is outside the fault model: `dc_failures = false`.
+//!
+//! **Metadata and counters** (node gauges, cumulative): first reads, stale reads,
+//! local retries, master fallbacks, causal-timestamp bytes per read reply item and per
+//! stored object.
+
+mod cts;
+mod msg;
+mod node;
+mod session;
+#[cfg(test)]
+mod tests;
+
+pub use cts::{Cts, Layout, Scheme};
+pub use msg::{Msg, Record};
+pub use node::Node;
+pub use session::Client;
+
+use crate::kit::session::{Session, SessionCore};
+use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
+use causeway_core::{DcId, Key, Nanos, NodeId, PartitionId, SessionId, Topology};
+use serde::{Deserialize, Serialize};
+
+/// Which of the two protocols on this code runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    Occult,
+    /// No causal metadata, no read check, writes one by one (Redis Cluster).
+    EventualMs,
+}
+
+impl Flavor {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Flavor::Occult => "occult",
+            Flavor::EventualMs => "eventual-ms",
+        }
+    }
+}
+
+/// Deliberately broken variants the simulator and checker must catch.
+pub const MUTATIONS: &[&str] = &["no-read-check", "skip-overwrite-validation"];
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mutation {
+    /// The client accepts stale reads from slaves.
+    pub no_read_check: bool,
+    /// Commit without checking the read set against the overwrite set.
+    pub skip_overwrite_validation: bool,
+}
+
+impl Mutation {
+    pub fn parse(name: Option<&str>) -> Mutation {
+        Mutation {
+            no_read_check: name == Some("no-read-check"),
+            skip_overwrite_validation: name == Some("skip-overwrite-validation"),
+        }
+    }
+}
+
+/// Logical shards (Redis Cluster's 16,384, §8.1).
+pub const SHARDS: u32 = 16_384;
+/// Most logical shards a cluster may have.
+pub const SHARDS_MAX: u32 = 1 << 20;
+/// Most entries in a causal timestamp.
+pub const ENTRIES_MAX: usize = 4_096;
+/// Most single-key writes a master queues behind locked shards.
+pub const QUEUED_WRITES_MAX: usize = 4_096;
+/// Most txn ids a master remembers having fenced.
+pub const FENCES_MAX: usize = 65_536;
+/// Most (write, overwritten write) pairs a session keeps for its history.
+pub const OVERWRITES_MAX: usize = 4_096;
+
+/// `[protocols.occult]` (and `eventual-ms`); times in ns of the node's clock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Logical shards.
+    pub shards: u32,
+    pub compression: Scheme,
+    /// Shardstamps per causal timestamp (`n`).
+    pub entries: usize,
+    /// Local retries of a stale read before it goes to the master (§4.3's `r`).
+    pub read_retries: u8,
+    /// The second retry's delay; each later one doubles it (the first is immediate).
+    pub retry_backoff_ns: Nanos,
+    /// Lock attempts per master after the first before the txn aborts (§6.2).
+    pub lock_retries: u32,
+    pub lock_backoff_ns: Nanos,
+    /// A txn holding locks this long is terminated (§7).
+    pub lock_timeout_ns: Nanos,
+    /// How long a slave's acknowledgement may lag before the master rewinds its stream.
+    pub lag_grace_ns: Nanos,
+    /// A slave silent this long no longer holds back the master's log GC.
+    pub silent_sibling_ns: Nanos,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            shards: SHARDS,
+            compression: Scheme::DcIsolate,
+            entries: 4,
+            read_retries: 4,
+            retry_backoff_ns: 1_000_000,
+            lock_retries: 2,
+            lock_backoff_ns: 1_000_000,
+            lock_timeout_ns: 2_000_000_000,
+            lag_grace_ns: 500_000_000,
+            silent_sibling_ns: 60_000_000_000,
+        }
+    }
+}
+
+impl Config {
+    pub fn layout(&self, dcs: usize) -> Layout {
+        Layout {
+            scheme: self.compression,
+            entries: self.entries,
+            dcs,
+        }
+    }
+
+    fn validate(&self, dcs: usize) -> Result<(), String> {
+        if !(1..=SHARDS_MAX).contains(&self.shards) {
+            return Err(format!("shards = {} outside 1..={SHARDS_MAX}", self.shards));
+        }
+        let min = Layout::entries_min(self.compression, dcs);
+        if !(min..=ENTRIES_MAX).contains(&self.entries) {
+            return Err(format!(
+                "entries = {} outside {min}..={ENTRIES_MAX} for {:?} with {dcs} DCs",
+                self.entries, self.compression
+            ));
+        }
+        if self.lock_timeout_ns < 2 {
+            return Err("lock_timeout_ns must be at least 2".into());
+        }
+        Ok(())
+    }
+}
+
+/// The shard layout: key to shard, shard to partition, node and master DC.
+#[derive(Clone, Debug)]
+pub struct Shards {
+    topology: Topology,
+    count: u32,
+}
+
+impl Shards {
+    pub fn new(topology: &Topology, count: u32) -> Shards {
+        Shards {
+            topology: topology.clone(),
+            count,
+        }
+    }
+
+    /// FNV-1a of the key modulo the shard count (stable across platforms).
+    pub fn of(&self, key: &Key) -> u32 {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in &key.0 {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        (hash % u64::from(self.count)) as u32
+    }
+
+    fn partition(&self, shard: u32) -> PartitionId {
+        PartitionId(shard % self.topology.partitions)
+    }
+
+    pub fn master_dc(&self, shard: u32) -> DcId {
+        self.topology.master_of(self.partition(shard))
+    }
+
+    pub fn node(&self, dc: DcId, shard: u32) -> NodeId {
+        self.topology.node_of(dc, self.partition(shard))
+    }
+
+    pub fn dcs(&self) -> usize {
+        usize::from(self.topology.dcs)
+    }
+}
+
+const REQUIREMENTS: Requirements = Requirements {
+    full_replication: true,
+    failed_dc_writes_may_vanish: true,
+    uniform_barrier: false,
+    dc_failures: false,
+};
+
+fn recover(
+    flavor: Flavor,
+    config: &NodeConfig,
+    section: &Config,
+    records: &[Vec<u8>],
+) -> Result<Node, String> {
+    section.validate(usize::from(config.topology.dcs))?;
+    Node::recover(config.clone(), section.clone(), flavor, records)
+}
+
+fn new_session(
+    flavor: Flavor,
+    id: SessionId,
+    dc: DcId,
+    topology: &Topology,
+    params: &Params,
+    section: &Config,
+) -> Session<Client> {
+    let core = SessionCore::new(flavor.name(), id, dc, topology.clone(), params.clone());
+    let mutation = Mutation::parse(params.mutation.as_deref());
+    let mut section = section.clone();
+    if section.validate(usize::from(topology.dcs)).is_err() {
+        section = Config::default(); // the nodes refuse such a config with its reason
+    }
+    let shards = Shards::new(topology, section.shards);
+    Session::new(core, Client::new(flavor, mutation, section, shards))
+}
+
+macro_rules! occult_protocol {
+    ($(#[$doc:meta])* $ty:ident, $flavor:expr, $guarantee:expr, $mutations:expr) => {
+        $(#[$doc])*
+        pub struct $ty;
+
+        impl Protocol for $ty {
+            const NAME: &'static str = $flavor.name();
+            const GUARANTEE: Guarantee = $guarantee;
+            const MUTATIONS: &'static [&'static str] = $mutations;
+            const REQUIREMENTS: Requirements = REQUIREMENTS;
+            type Msg = Msg;
+            type Config = Config;
+            type Node = Node;
+            type Session = Session<Client>;
+
+            fn recover(
+                config: &NodeConfig,
+                section: &Config,
+                records: &[Vec<u8>],
+            ) -> Result<Node, String> {
+                recover($flavor, config, section, records)
+            }
+
+            fn session(
+                id: SessionId,
+                dc: DcId,
+                topology: &Topology,
+                params: &Params,
+                section: &Config,
+            ) -> Session<Client> {
+                new_session($flavor, id, dc, topology, params, section)
+            }
+        }
+    };
+}
+
+occult_protocol!(
+    /// The `occult` protocol (registry entry).
+    Occult,
+    Flavor::Occult,
+    Guarantee::Tcc,
+    MUTATIONS
+);
+occult_protocol!(
+    /// `eventual-ms`: master/slave with no causal metadata (registry entry).
+    EventualMs,
+    Flavor::EventualMs,
+    Guarantee::Convergence,
+    &[]
+);

@@ -1,0 +1,215 @@
+//! Occult's messages (client library to servers, master to slaves) and durable records.
+
+use super::cts::Cts;
+use crate::kit::repl::{Replicated, Stream};
+use causeway_core::crdt::{ObjType, Object, Op, Update};
+use causeway_core::{Addr, DcId, Error, Key, NodeId, OpId, TxnId, Vc};
+use serde::{Deserialize, Serialize};
+
+/// A key's version as a server stores it: the object, the causal timestamp of the write
+/// that made it (Fig. 4 `store(key, value, deps)`) and that write's op id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Version {
+    pub obj: Object,
+    /// `None` under `eventual-ms` (no causal metadata).
+    pub deps: Option<Cts>,
+    pub last: Option<OpId>,
+}
+
+/// One key's read answer (Fig. 4 `read`: value, deps, the shard's shardstamp).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReadItem {
+    pub key: Key,
+    pub obj: Result<Object, Error>,
+    pub deps: Option<Cts>,
+    /// The shard's shardstamp at the answering server.
+    pub ss: u64,
+    /// The answering server is the shard's master (never stale).
+    pub master: bool,
+}
+
+/// What a master answers a single-key write (Fig. 4 returns the shardstamp).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Written {
+    pub ss: u64,
+    /// The write this one overwrote at the master (the key's version order).
+    pub overwrote: Option<OpId>,
+}
+
+/// A key a master locked for a txn (Listing 2 `prepare`): the new shardstamp the write
+/// will get and the current version's causal timestamp (the overwrite set, §6.2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Locked {
+    pub key: Key,
+    pub shard: u32,
+    pub ss: u64,
+    pub deps: Cts,
+    pub overwrote: Option<OpId>,
+}
+
+/// Why a master refused to lock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Refusal {
+    /// A shard is locked by another txn (Listing 2 `throw LOCKED`).
+    Locked,
+    /// The txn was terminated (§7) and may not prepare again.
+    Fenced,
+    Error(Error),
+}
+
+/// Writes of one shard applied at its master, replicated in order to its slaves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplWrite {
+    /// Position in the master node's stream to each sibling (`kit::repl` time).
+    pub seq: u64,
+    pub txn: TxnId,
+    pub shard: u32,
+    /// The shard's shardstamp once these writes are applied.
+    pub ss: u64,
+    pub deps: Option<Cts>,
+    pub ops: Vec<(Key, Op)>,
+}
+
+impl Replicated for ReplWrite {
+    fn id(&self) -> TxnId {
+        self.txn
+    }
+
+    fn time_at(&self, _origin: DcId) -> u64 {
+        self.seq
+    }
+}
+
+/// The coordinator's commit decision, forwarded to every other participant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    pub ts: Cts,
+    pub client: Addr,
+    pub req: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    /// A read at the local server (or the master after `retries` stale answers).
+    /// `attempt` counts earlier stale answers for these keys; `fallback` marks a read sent
+    /// to the master after them (servers count both, for the stale-read rate).
+    Read {
+        req: u64,
+        keys: Vec<(Key, ObjType)>,
+        attempt: u8,
+        fallback: bool,
+    },
+    ReadReply {
+        req: u64,
+        items: Vec<ReadItem>,
+    },
+    /// A write outside a lock-based txn (Fig. 3 `write`): `max_ss` is the highest entry of
+    /// the client's timestamp for the master's DC (§5).
+    Write {
+        req: u64,
+        key: Key,
+        update: Update,
+        id: OpId,
+        deps: Option<Cts>,
+        max_ss: u64,
+    },
+    WriteReply {
+        req: u64,
+        result: Result<Written, Error>,
+    },
+    /// Validation phase, second step (§6.2, Listing 2 `prepare`): lock the shards of these
+    /// keys at their master. `coord` is the txn's coordinator participant (§7).
+    Prepare {
+        req: u64,
+        txn: TxnId,
+        coord: NodeId,
+        writes: Vec<(Key, Update, OpId)>,
+        max_ss: u64,
+    },
+    PrepareReply {
+        req: u64,
+        result: Result<Vec<Locked>, Refusal>,
+    },
+    /// Commit phase (Listing 2 `commit_server`), sent to the coordinator participant, which
+    /// records the decision and forwards it to the other participants.
+    Commit {
+        req: u64,
+        txn: TxnId,
+        ts: Cts,
+        participants: Vec<NodeId>,
+    },
+    /// The decision, from the coordinator to another participant (re-sent until acked).
+    Forward {
+        txn: TxnId,
+        decision: Decision,
+    },
+    ForwardAck {
+        txn: TxnId,
+    },
+    /// A participant applied the txn's writes (to the client).
+    Done {
+        req: u64,
+        txn: TxnId,
+    },
+    /// The coordinator had terminated the txn before its commit arrived (§7).
+    Refused {
+        req: u64,
+        txn: TxnId,
+    },
+    /// Abort: release the locks (Listing 2 `abort_server`).
+    Release {
+        txn: TxnId,
+    },
+    /// Cooperative termination (§7): a participant holding a txn's locks too long asks its
+    /// coordinator; the answer is the decision, or abort (the coordinator then fences it).
+    Inquire {
+        txn: TxnId,
+    },
+    Resolved {
+        txn: TxnId,
+        decision: Option<Decision>,
+    },
+    /// Master-to-slave replication in order (`kit::repl`), with acknowledgements.
+    /// `floor`: every write of the master's shards with a shardstamp at or below it is
+    /// in its stream up to `floor_upto` (heartbeat advancement of idle shards, §5).
+    Repl {
+        restarted: bool,
+        acks: Vc,
+        stream: Option<Stream<ReplWrite>>,
+        floor: u64,
+        floor_upto: u64,
+    },
+}
+
+/// A node's durable records, replayed in order on recovery.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Record {
+    /// A master applied writes (its own stream).
+    Write(ReplWrite),
+    /// A slave accepted a piece of a master's stream.
+    Remote {
+        origin: DcId,
+        upto: u64,
+        writes: Vec<ReplWrite>,
+    },
+    /// Locks taken for a txn.
+    Prepared {
+        txn: TxnId,
+        coord: NodeId,
+        writes: Vec<(Key, Update, OpId)>,
+        shards: Vec<u32>,
+    },
+    /// The coordinator's decision (before any participant hears it).
+    Decided {
+        txn: TxnId,
+        decision: Decision,
+        participants: Vec<NodeId>,
+    },
+    /// Locks released without applying (abort or termination); `fence` refuses the txn
+    /// for good.
+    Released { txn: TxnId, fence: bool },
+    /// Every participant acknowledged the decision.
+    Forgotten { txn: TxnId },
+    /// Shardstamps and floors may reach this clock value (`kit::clock` lease).
+    Lease(u64),
+}

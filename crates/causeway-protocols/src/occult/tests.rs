@@ -1,0 +1,1 @@
+//! Occult through the kit's test network.
