@@ -15,6 +15,12 @@ pub enum EdgeKind {
     /// Conflict order: two conflicting strong transactions, where the target is provably
     /// not in the source's past, so PoR puts the source in the target's.
     Conflict,
+    /// Write-write: the target's write of a key directly follows the source's in the
+    /// key's version order (PC-PSI).
+    WriteWrite,
+    /// Read-write anti-dependency: the target wrote the version right after the one the
+    /// source read (PC-PSI).
+    ReadWrite,
 }
 
 impl EdgeKind {
@@ -24,6 +30,8 @@ impl EdgeKind {
             EdgeKind::WriteRead => "wr",
             EdgeKind::Arbitration => "ar",
             EdgeKind::Conflict => "cf",
+            EdgeKind::WriteWrite => "ww",
+            EdgeKind::ReadWrite => "rw",
         }
     }
 }
@@ -60,6 +68,11 @@ impl Graph {
         if from != to && self.edges.insert((from, to)) {
             self.succ[from].push((to, kind));
         }
+    }
+
+    /// The successors of `v`, each with the kind of the edge that first added it.
+    pub fn successors(&self, v: usize) -> &[(usize, EdgeKind)] {
+        &self.succ[v]
     }
 
     /// A topological order, or a cycle as `(from, to, kind)` edges.

@@ -2,7 +2,8 @@
 //! and end times, its operations in order (reads with the write ids they observed, writes
 //! with their unique op id) and its outcome; the uniform barriers sessions completed; plus
 //! the final reads taken at every DC after the run healed and quiesced, for the
-//! convergence check.
+//! convergence check; and, for protocols with a master per key, each key's version order
+//! (`History::overwrites`).
 //!
 //! A session here is the client's *logical* session: a client that moves to another DC
 //! (UniStore's ATTACH) keeps its history session while its transactions get ids from the
@@ -82,6 +83,11 @@ pub struct History {
     pub txns: Vec<TxnRecord>,
     pub finals: Vec<FinalRead>,
     pub barriers: Vec<BarrierRecord>,
+    /// The version order of keys that have a master (Occult): for a write id, the write it
+    /// directly overwrote at the key's master (`None`: it overwrote the initial value).
+    /// Empty for protocols without a master per key; a write missing here is simply not
+    /// placed in its key's version order ([`crate::pcpsi`] then derives fewer edges).
+    pub overwrites: BTreeMap<OpId, Option<OpId>>,
 }
 
 /// Each session's transactions in session order, as indices into `history.txns`: by start

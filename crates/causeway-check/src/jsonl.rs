@@ -1,6 +1,7 @@
 //! The JSON-lines form of a [`History`] (docs/HISTORY.md): one object per line, a
 //! transaction (`"type":"txn"`), a completed uniform barrier (`"type":"barrier"`) or a
-//! final read taken after healing (`"type":"final"`).
+//! final read taken after healing (`"type":"final"`), or a write's place in its key's version
+//! order (`"type":"overwrite"`, [`History::overwrites`]; absent in older files).
 //! Keys and byte values are written as text with `\xNN` escapes for non-printable bytes
 //! (`causeway_core::ids::escape_bytes`), op ids as `s<session>.t<seq>.o<index>`.
 
@@ -21,6 +22,14 @@ enum Line {
     Txn(JTxn),
     Barrier(JBarrier),
     Final(JFinal),
+    Overwrite(JOverwrite),
+}
+
+/// `id` directly overwrote `overwrote` at its key's master (`null`: the initial value).
+#[derive(Serialize, Deserialize)]
+struct JOverwrite {
+    id: String,
+    overwrote: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -303,7 +312,8 @@ fn barrier_from_json(b: JBarrier) -> BarrierRecord {
     }
 }
 
-/// Writes `history` as JSON lines: the transactions, the barriers, then the final reads.
+/// Writes `history` as JSON lines: the transactions, the barriers, the final reads, then
+/// the version order.
 pub fn write_history(history: &History, out: &mut impl Write) -> std::io::Result<()> {
     let barriers = history.barriers.iter();
     let lines = history
@@ -311,7 +321,13 @@ pub fn write_history(history: &History, out: &mut impl Write) -> std::io::Result
         .iter()
         .map(|t| Line::Txn(txn_to_json(t)))
         .chain(barriers.map(|b| Line::Barrier(barrier_to_json(b))))
-        .chain(history.finals.iter().map(|f| Line::Final(final_to_json(f))));
+        .chain(history.finals.iter().map(|f| Line::Final(final_to_json(f))))
+        .chain(history.overwrites.iter().map(|(id, prev)| {
+            Line::Overwrite(JOverwrite {
+                id: id.to_string(),
+                overwrote: prev.map(|p| p.to_string()),
+            })
+        }));
     for line in lines {
         serde_json::to_writer(&mut *out, &line)?;
         out.write_all(b"\n")?;
@@ -344,6 +360,14 @@ pub fn read_history(input: impl BufRead) -> Result<History, String> {
             Line::Final(f) => history
                 .finals
                 .push(final_from_json(f).map_err(|e| format!("line {at}: {e}"))?),
+            Line::Overwrite(o) => {
+                let id = op_id(&o.id).map_err(|e| format!("line {at}: {e}"))?;
+                let prev = o.overwrote.as_deref().map(op_id).transpose();
+                let prev = prev.map_err(|e| format!("line {at}: {e}"))?;
+                if history.overwrites.insert(id, prev).is_some() {
+                    return Err(format!("line {at}: a second overwrite record for {id}"));
+                }
+            }
         }
     }
     Ok(history)

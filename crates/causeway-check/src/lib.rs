@@ -1,14 +1,15 @@
 //! Causeway checker (layer 3): the history model recorded by simulated and real clients,
 //! its JSON-lines form (docs/HISTORY.md), and the consistency checkers that judge a
 //! history: transactional causal consistency ([`tcc`]), UniStore's partial
-//! order-restrictions for strong transactions ([`por`], under a [`conflict`] relation) and
-//! convergence ([`convergence`]). A violation names the transactions and the edges involved.
+//! order-restrictions for strong transactions ([`por`], under a [`conflict`] relation),
+//! Occult's PC-PSI ([`pcpsi`]) and convergence ([`convergence`]). A violation names the transactions and the edges involved.
 
 pub mod conflict;
 pub mod convergence;
 pub mod graph;
 pub mod history;
 pub mod jsonl;
+pub mod pcpsi;
 pub mod por;
 pub mod tcc;
 
@@ -31,6 +32,9 @@ pub enum Guarantee {
     /// convergence. The conflict relation is [`check_with`]'s argument ([`check`] uses the
     /// default one for ad-hoc strong transactions).
     Por,
+    /// Occult's per-client parallel snapshot isolation (§6.1): no aborted or intermediate
+    /// reads, no circular information flow, no missed effects; plus convergence.
+    PcPsi,
 }
 
 impl Guarantee {
@@ -39,6 +43,7 @@ impl Guarantee {
             "tcc" => Some(Guarantee::Tcc),
             "convergence" => Some(Guarantee::Convergence),
             "por" => Some(Guarantee::Por),
+            "pc-psi" => Some(Guarantee::PcPsi),
             _ => None,
         }
     }
@@ -69,6 +74,12 @@ pub enum ViolationKind {
     LostUpdate,
     /// Two conflicting strong transactions that causality cannot order (PoR).
     ConflictOrder,
+    /// A read of a version that was not its writer's final write of the key (PC-PSI).
+    IntermediateRead,
+    /// A cycle of write-read, write-write and session edges (PC-PSI).
+    CircularFlow,
+    /// A cycle with exactly one read-write anti-dependency edge (PC-PSI).
+    MissedEffect,
 }
 
 /// A counterexample: its kind, the transactions involved and a sentence with the edges.
@@ -108,6 +119,7 @@ pub fn check_with(
     let stats = match guarantee {
         Guarantee::Tcc => tcc::check_tcc(history)?,
         Guarantee::Por => por::check_por(history, conflicts)?,
+        Guarantee::PcPsi => pcpsi::check_pcpsi(history)?,
         Guarantee::Convergence => Stats {
             txns: history.txns.len(),
             finals: history.finals.len(),

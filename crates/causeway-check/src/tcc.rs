@@ -46,6 +46,9 @@ pub struct Stats {
     pub strong: usize,
     /// Conflict-order edges PoR forced between causally unordered strong transactions.
     pub conflict_edges: usize,
+    /// Read-write anti-dependency edges (PC-PSI checks only; their `causal_edges` count
+    /// the write-read, write-write and session edges).
+    pub rw_edges: usize,
 }
 
 /// A write as the checker indexes it.
@@ -66,7 +69,7 @@ pub(crate) struct Model<'a> {
     node_of: BTreeMap<TxnId, usize>,
     pub(crate) writes: BTreeMap<OpId, WriteInfo<'a>>,
     /// Writes of aborted or unobserved-unknown transactions, for clear messages.
-    dropped: BTreeMap<OpId, Outcome>,
+    pub(crate) dropped: BTreeMap<OpId, Outcome>,
     /// Counted writers of each key, deduplicated, in node order.
     writers: BTreeMap<&'a Key, Vec<usize>>,
     /// Set adds and removes of each key: (op, node, element).
@@ -112,7 +115,7 @@ fn is_counted(t: &TxnRecord, observed: &BTreeSet<OpId>) -> bool {
 }
 
 impl<'a> Model<'a> {
-    fn build(history: &'a History) -> Result<Model<'a>, Violation> {
+    pub(crate) fn build(history: &'a History) -> Result<Model<'a>, Violation> {
         let observed = observed_ids(history);
         let mut m = Model {
             txns: Vec::new(),
@@ -184,7 +187,7 @@ impl<'a> Model<'a> {
 
 /// Checks every committed read's observed ids against the writes (check 1), and the
 /// final reads' ids too.
-fn check_observed(m: &Model, history: &History) -> Result<(), Violation> {
+pub(crate) fn check_observed(m: &Model, history: &History) -> Result<(), Violation> {
     for t in m.txns.iter().filter(|t| t.outcome == Outcome::Committed) {
         for op in &t.ops {
             if let HOp::Read {
@@ -267,7 +270,7 @@ fn check_register_value(
 }
 
 /// Builds `so ∪ wr` (check 2's graph).
-fn causal_graph(m: &Model) -> Graph {
+pub(crate) fn causal_graph(m: &Model) -> Graph {
     let mut g = Graph::new(m.txns.len());
     let mut last_committed: BTreeMap<_, usize> = BTreeMap::new();
     // Session order as `history::session_order` has it: by time, not by txn id, since a

@@ -24,6 +24,11 @@ pub enum Guarantee {
     /// Ordering of strong transactions under a conflict relation (the simulator's
     /// `conflicts`). A history without strong transactions is held to TCC exactly.
     Por,
+    /// Occult's per-client parallel snapshot isolation (§6.1), judged on the serialization
+    /// graph (wr, ww, rw, session edges); needs the masters' version order in the history
+    /// for its ww/rw edges. Not comparable with TCC: it sits last only to be listed.
+    #[serde(rename = "pc-psi")]
+    PcPsi,
 }
 
 impl Guarantee {
@@ -32,6 +37,7 @@ impl Guarantee {
             Guarantee::Convergence => "convergence",
             Guarantee::Tcc => "tcc",
             Guarantee::Por => "por",
+            Guarantee::PcPsi => "pc-psi",
         }
     }
 
@@ -40,8 +46,9 @@ impl Guarantee {
             "convergence" => Ok(Guarantee::Convergence),
             "tcc" => Ok(Guarantee::Tcc),
             "por" => Ok(Guarantee::Por),
+            "pc-psi" => Ok(Guarantee::PcPsi),
             _ => Err(format!(
-                "unknown guarantee '{s}'; known: convergence, tcc, por"
+                "unknown guarantee '{s}'; known: convergence, tcc, por, pc-psi"
             )),
         }
     }
@@ -450,12 +457,18 @@ mod tests {
 
     #[test]
     fn guarantees_parse_their_names() {
-        for g in [Guarantee::Convergence, Guarantee::Tcc, Guarantee::Por] {
+        for g in [
+            Guarantee::Convergence,
+            Guarantee::Tcc,
+            Guarantee::Por,
+            Guarantee::PcPsi,
+        ] {
             assert_eq!(Guarantee::parse(g.name()), Ok(g));
         }
         assert_eq!(Guarantee::parse("por"), Ok(Guarantee::Por));
         let e = Guarantee::parse("serializable").expect_err("unknown");
-        assert!(e.contains("known: convergence, tcc, por"), "{e}");
+        assert!(e.contains("known: convergence, tcc, por, pc-psi"), "{e}");
+        assert_eq!(Guarantee::parse("pc-psi"), Ok(Guarantee::PcPsi));
         assert!(Guarantee::Por > Guarantee::Tcc, "PoR is the stronger");
     }
 }

@@ -144,6 +144,7 @@ fn checker_guarantee(g: Guarantee) -> causeway_check::Guarantee {
         Guarantee::Convergence => causeway_check::Guarantee::Convergence,
         Guarantee::Tcc => causeway_check::Guarantee::Tcc,
         Guarantee::Por => causeway_check::Guarantee::Por,
+        Guarantee::PcPsi => causeway_check::Guarantee::PcPsi,
     }
 }
 

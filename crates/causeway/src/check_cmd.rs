@@ -1,4 +1,4 @@
-//! `causeway check --guarantee tcc|convergence|por [--conflicts REL] --history FILE`: checks
+//! `causeway check --guarantee tcc|convergence|por|pc-psi [--conflicts REL] --history FILE`: checks
 //! a saved history.
 
 use causeway_check::{check_with, read_history, ConflictRelation, Guarantee};
@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct CheckArgs {
-    /// The guarantee to check: tcc, convergence, or por (tcc plus the conflict ordering
-    /// of strong transactions, UniStore's PoR).
+    /// The guarantee to check: tcc, convergence, por (tcc plus the conflict ordering
+    /// of strong transactions, UniStore's PoR), or pc-psi (Occult's PC-PSI).
     #[arg(long, default_value = "tcc")]
     guarantee: String,
     /// The conflict relation of strong transactions for por: `default` (ad-hoc: a common
@@ -27,7 +27,7 @@ pub struct CheckArgs {
 pub fn run(args: CheckArgs) -> ExitCode {
     let Some(guarantee) = Guarantee::parse(&args.guarantee) else {
         eprintln!(
-            "error: unknown guarantee '{}'; use tcc, convergence or por",
+            "error: unknown guarantee '{}'; use tcc, convergence, por or pc-psi",
             args.guarantee
         );
         return ExitCode::from(2);
@@ -60,6 +60,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
                     ", {} strong txns, {} conflict edges",
                     stats.strong, stats.conflict_edges
                 ),
+                Guarantee::PcPsi => format!(", {} rw edges", stats.rw_edges),
                 _ => String::new(),
             };
             println!(

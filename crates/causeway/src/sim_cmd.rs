@@ -33,7 +33,7 @@ pub struct SimArgs {
     /// Print the trace hash of each seed (same seed, same hash).
     #[arg(long)]
     trace_hash: bool,
-    /// Check against this guarantee (convergence, tcc, por) instead of the protocol's
+    /// Check against this guarantee (convergence, tcc, por, pc-psi) instead of the protocol's
     /// own; `--protocol eventual --guarantee tcc` shows the baseline violating TCC.
     /// unistore's own is por (TCC plus conflict ordering of strong transactions under
     /// --conflicts).
