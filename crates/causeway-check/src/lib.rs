@@ -33,7 +33,9 @@ pub enum Guarantee {
     /// default one for ad-hoc strong transactions).
     Por,
     /// Occult's per-client parallel snapshot isolation (§6.1): no aborted or intermediate
-    /// reads, no circular information flow, no missed effects; plus convergence.
+    /// reads, no circular information flow, no missed effects; plus TCC (causality as
+    /// clients observe it, Occult §3: PC-PSI reads a causally consistent snapshot) and
+    /// convergence.
     PcPsi,
 }
 
@@ -119,7 +121,14 @@ pub fn check_with(
     let stats = match guarantee {
         Guarantee::Tcc => tcc::check_tcc(history)?,
         Guarantee::Por => por::check_por(history, conflicts)?,
-        Guarantee::PcPsi => pcpsi::check_pcpsi(history)?,
+        Guarantee::PcPsi => {
+            let causal = tcc::check_tcc(history)?;
+            Stats {
+                causal_edges: causal.causal_edges,
+                arbitration_edges: causal.arbitration_edges,
+                ..pcpsi::check_pcpsi(history)?
+            }
+        }
         Guarantee::Convergence => Stats {
             txns: history.txns.len(),
             finals: history.finals.len(),

@@ -26,7 +26,7 @@
 
 use crate::api::{Request, Response};
 use crate::clock::Nanos;
-use crate::ids::Addr;
+use crate::ids::{Addr, OpId};
 
 /// Log sequence number of a persisted record, increasing per machine.
 pub type Lsn = u64;
@@ -142,5 +142,11 @@ pub trait ClientSession {
     fn poll_timeout(&self) -> Option<Nanos>;
     fn check_invariants(&self) -> Result<(), String> {
         Ok(())
+    }
+    /// (write, the write it overwrote at the key's master) learned since the last call,
+    /// for histories that carry the version order (Occult's PC-PSI check); most
+    /// protocols have no master per key and report nothing.
+    fn take_overwrites(&mut self) -> Vec<(OpId, Option<OpId>)> {
+        Vec::new()
     }
 }

@@ -162,6 +162,7 @@ pub trait AnySession: Send {
     fn handle_timeout(&mut self, ctx: &mut Ctx<crate::Msg>);
     fn poll_timeout(&self) -> Option<Nanos>;
     fn check_invariants(&self) -> Result<(), String>;
+    fn take_overwrites(&mut self) -> Vec<(causeway_core::OpId, Option<causeway_core::OpId>)>;
 }
 
 pub type BoxedNode = Box<dyn AnyNode>;
@@ -266,6 +267,9 @@ where
     }
     fn check_invariants(&self) -> Result<(), String> {
         self.0.check_invariants()
+    }
+    fn take_overwrites(&mut self) -> Vec<(causeway_core::OpId, Option<causeway_core::OpId>)> {
+        self.0.take_overwrites()
     }
 }
 

@@ -31,7 +31,9 @@ fn every_protocol_is_listed_once_with_its_mutations() {
             "nocc",
             "promptcc",
             "promptcc-naive",
-            "wren"
+            "wren",
+            "occult",
+            "eventual-ms"
         ]
     );
     assert!(mutations("paris").contains(&"no-client-cache"));
@@ -39,6 +41,8 @@ fn every_protocol_is_listed_once_with_its_mutations() {
     assert!(mutations("bpr").contains(&"no-read-block"));
     assert!(mutations("promptcc").contains(&"single-round-always"));
     assert!(mutations("promptcc").contains(&"visible-before-stable"));
+    assert!(mutations("occult").contains(&"no-read-check"));
+    assert!(mutations("occult").contains(&"skip-overwrite-validation"));
     assert!(
         !entry("paris")
             .expect("paris")

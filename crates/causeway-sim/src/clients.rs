@@ -267,6 +267,9 @@ impl World {
 
     fn on_reply(&mut self, c: usize, resp: Response) {
         self.hash(c as u64);
+        for (id, overwrote) in self.clients[c].session.take_overwrites() {
+            self.history.overwrites.insert(id, overwrote);
+        }
         if self.clients[c].stopped {
             return; // its DC failed or the run ended: nobody is listening
         }

@@ -147,6 +147,10 @@ pub trait ClientProtocol {
     );
     /// The running request timed out: forget what it was waiting for.
     fn on_timeout(&mut self, _core: &mut SessionCore) {}
+    /// See `ClientSession::take_overwrites`.
+    fn take_overwrites(&mut self) -> Vec<(causeway_core::OpId, Option<causeway_core::OpId>)> {
+        Vec::new()
+    }
     /// The client's own next deadline (a retry's backoff, Occult §4.3), if any.
     fn poll_timeout(&self) -> Option<Nanos> {
         None
@@ -243,5 +247,9 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
 
     fn check_invariants(&self) -> Result<(), String> {
         self.client.check_invariants(&self.core)
+    }
+
+    fn take_overwrites(&mut self) -> Vec<(causeway_core::OpId, Option<causeway_core::OpId>)> {
+        self.client.take_overwrites()
     }
 }

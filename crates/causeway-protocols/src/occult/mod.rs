@@ -26,11 +26,11 @@
 //!
 //! **Transactions: PC-PSI** (§6.2, Listing 3). Reads as above fill the read set (key,
 //! deps, shardstamp) and writes are buffered. COMMIT validates the read set pairwise
-//! (abort "validation: read set"), locks the write set's shards at their masters (Listing 2
+//! (abort "validation-read-set"), locks the write set's shards at their masters (Listing 2
 //! locks shards, so each shard applies its writes in shardstamp order), retrying a locked
 //! master `lock_retries` times after `lock_backoff_ns` (then abort "lock"), takes each
 //! key's current deps (the overwrite set) and new shardstamp, checks the read set is at
-//! least as recent as the overwrite set (abort "validation: overwrite set"), and commits
+//! least as recent as the overwrite set (abort "validation-overwrite-set"), and commits
 //! with `ts_T` = the client's timestamp (read deps merged, new shardstamps in): every
 //! write of the txn carries `ts_T`, so they depend on each other (§6.2). A single write
 //! with no reads takes Fig. 3's one-round path instead. A commit's effects (CRDT updates)
@@ -309,7 +309,7 @@ occult_protocol!(
     /// The `occult` protocol (registry entry).
     Occult,
     Flavor::Occult,
-    Guarantee::Tcc,
+    Guarantee::PcPsi,
     MUTATIONS
 );
 occult_protocol!(

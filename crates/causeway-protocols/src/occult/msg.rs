@@ -32,6 +32,8 @@ pub struct ReadItem {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Written {
     pub ss: u64,
+    /// The overwritten version's causal timestamp: the writer now depends on it.
+    pub prev: Option<Cts>,
     /// The write this one overwrote at the master (the key's version order).
     pub overwrote: Option<OpId>,
 }

@@ -418,14 +418,25 @@ impl Node {
                 )
             }
         };
-        let deps = deps.map(|mut d| {
+        // The new version depends on the one it overwrites (a ww edge carries causality,
+        // as for txns: see session.rs), then on the new shardstamp (Fig. 4).
+        let prev = self.store.get(&key).and_then(|v| v.deps.clone());
+        let deps = deps.as_ref().map(|d| {
+            let mut d = d.clone();
+            if let Some(p) = &prev {
+                d.merge(&self.layout, p);
+            }
             d.update(&self.layout, shard, usize::from(self.dc.0), ss);
             d
         });
         let overwrote = self.store.get(&key).and_then(|v| v.last);
         let reply = Msg::WriteReply {
             req,
-            result: Ok(Written { ss, overwrote }),
+            result: Ok(Written {
+                ss,
+                prev,
+                overwrote,
+            }),
         };
         self.write_local(ctx, id.txn, shard, ss, deps, ops, vec![(from, reply)]);
     }

@@ -97,11 +97,6 @@ impl Client {
         }
     }
 
-    /// (write id, the write it overwrote at the master) learned since the last call.
-    pub fn take_overwrites(&mut self) -> Vec<(OpId, Option<OpId>)> {
-        std::mem::take(&mut self.overwrites)
-    }
-
     fn note_overwrite(&mut self, id: OpId, overwrote: Option<OpId>) {
         if self.overwrites.len() < OVERWRITES_MAX {
             self.overwrites.push((id, overwrote));
@@ -288,6 +283,9 @@ impl Client {
         match std::mem::take(&mut self.pending) {
             Pending::Write { id, shard, dc } => match result {
                 Ok(w) => {
+                    if let Some(prev) = &w.prev {
+                        self.cts.merge(&self.layout, prev); // see Written::prev
+                    }
                     self.cts.update(&self.layout, shard, dc, w.ss); // Fig. 3 l.7
                     self.note_overwrite(id, w.overwrote);
                     self.finish(core, ctx, Response::Committed);
@@ -401,12 +399,19 @@ impl Client {
                 let tries = l.tries.entry(from).or_insert(0);
                 *tries += 1;
                 if *tries > lock_retries {
-                    return self.abort(core, ctx, "lock: write set locked", &held);
+                    return self.abort(core, ctx, "lock: a write-set shard stayed locked", &held);
                 }
                 l.retry_at.insert(from, ctx.clock + backoff);
                 return self.wake(core, ctx);
             }
-            Err(Refusal::Fenced) => return self.abort(core, ctx, "terminated (§7)", &held),
+            Err(Refusal::Fenced) => {
+                return self.abort(
+                    core,
+                    ctx,
+                    "terminated: the coordinator terminated the txn (§7)",
+                    &held,
+                )
+            }
             Err(Refusal::Error(e)) => {
                 let txn = core.txn_id();
                 for n in held {
@@ -442,7 +447,19 @@ impl Client {
         }
         let skip = self.mutation.skip_overwrite_validation;
         if !skip && !Self::validate(&self.read_set, &ow_set) {
-            return self.abort(core, ctx, "validation: overwrite set", &participants);
+            return self.abort(
+                core,
+                ctx,
+                "validation-overwrite-set: read set older than the overwrite set",
+                &participants,
+            );
+        }
+        // ts_T also covers the overwrite set: T depends on what it overwrites (§6.2,
+        // "Σ_ow captures the updates of all transactions that T would depend on"). §6.3's
+        // proof needs a ww edge T* -> T to give ts_T >= ts_T*; Listing 3 as printed merges
+        // only the read set, and the simulator finds the missed-effect cycles that leaves.
+        for y in &ow_set {
+            self.cts.merge(&self.layout, &y.deps);
         }
         let ids: BTreeMap<&Key, Option<OpId>> = l
             .locked
@@ -485,7 +502,12 @@ impl Client {
         let Pending::Commit { participants, .. } = std::mem::take(&mut self.pending) else {
             return;
         };
-        self.abort(core, ctx, "terminated (§7)", &participants);
+        self.abort(
+            core,
+            ctx,
+            "terminated: the coordinator terminated the txn (§7)",
+            &participants,
+        );
     }
 
     /// Re-sends due reads and lock requests.
@@ -585,7 +607,12 @@ impl ClientProtocol for Client {
             return self.write_all(core, ctx);
         }
         if !Self::validate(&self.read_set, &self.read_set) {
-            return self.abort(core, ctx, "validation: read set", &[]); // l.42-43
+            return self.abort(
+                core,
+                ctx,
+                "validation-read-set: not pairwise consistent",
+                &[],
+            ); // l.42-43
         }
         match updates {
             0 => self.finish(core, ctx, Response::Committed),
@@ -659,5 +686,9 @@ impl ClientProtocol for Client {
 
     fn on_wake(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
         self.wake(core, ctx);
+    }
+
+    fn take_overwrites(&mut self) -> Vec<(OpId, Option<OpId>)> {
+        std::mem::take(&mut self.overwrites)
     }
 }

@@ -1,1 +1,194 @@
-//! Occult through the kit's test network.
+//! Occult on the kit's in-memory network: the read check with local retries and the
+//! master fallback (and the `no-read-check` mutation accepting the stale value), a
+//! transaction's writes seen all or none (a fractured read set aborts in validation),
+//! lock conflicts and the termination of a txn whose COMMIT never arrives (§7), and
+//! recovery from the records.
+
+use super::{Config, Msg, Occult, Shards};
+use crate::kit::testnet::{TestNet, MS};
+use crate::{NodeConfig, Params, Protocol};
+use causeway_core::crdt::{ObjType, Update};
+use causeway_core::{Addr, DcId, Key, NodeId, ObjValue, Request, Response, ServerNode, Topology};
+
+const T: u64 = 1_000_000_000;
+
+/// 2 DCs, one node each, 2 partitions: shards of partition 0 have their master in DC 0,
+/// those of partition 1 in DC 1.
+fn topo() -> Topology {
+    Topology::full(2, 1, 2)
+}
+
+fn net(mutation: Option<&str>) -> TestNet<Occult> {
+    let params = Params {
+        mutation: mutation.map(str::to_string),
+        ..Params::default()
+    };
+    let mut n = TestNet::new(topo(), params, T);
+    n.session(1, 0);
+    n.session(2, 1);
+    n
+}
+
+/// A key whose shard has its master in `dc` (the `i`-th such key).
+fn key_in(dc: u16, i: usize) -> Key {
+    let shards = Shards::new(&topo(), Config::default().shards);
+    (0..)
+        .map(|j| Key::from(format!("k{j}").as_str()))
+        .filter(|k| shards.master_dc(shards.of(k)) == DcId(dc))
+        .nth(i)
+        .expect("keys")
+}
+
+fn set(k: &Key, v: &str) -> Request {
+    Request::Update {
+        key: k.clone(),
+        update: Update::Assign(v.into()),
+    }
+}
+
+fn read(keys: &[&Key]) -> Request {
+    Request::Read {
+        keys: keys.iter().map(|k| ((*k).clone(), ObjType::Lww)).collect(),
+    }
+}
+
+fn lww(r: &Response, i: usize) -> Option<String> {
+    let Response::Values(v) = r else {
+        panic!("not values: {r:?}")
+    };
+    match &v[i].value {
+        ObjValue::Lww(x) => x.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn gauge(net: &TestNet<Occult>, n: usize, name: &str) -> f64 {
+    let g = net.nodes[n].gauges(net.clock);
+    g.iter().find(|(k, _)| *k == name).expect("gauge").1
+}
+
+/// Replication from DC 1's node to DC 0's is held.
+fn hold_repl_from_1(_: &Topology, from: Addr, _: Addr, m: &Msg) -> bool {
+    from == Addr::Node(NodeId(1)) && matches!(m, Msg::Repl { .. })
+}
+
+fn hold_repl_from_0(_: &Topology, from: Addr, _: Addr, m: &Msg) -> bool {
+    from == Addr::Node(NodeId(0)) && matches!(m, Msg::Repl { .. })
+}
+
+/// Fig. 3 and §4.3: the client wrote at DC 1's master; its local slave lags, so the read
+/// is stale, retried locally, then served by the master.
+#[test]
+fn a_stale_read_is_retried_then_served_by_the_master() {
+    let mut net = net(None);
+    net.hold = hold_repl_from_1;
+    let k = key_in(1, 0);
+    let w = net.txn(1, vec![set(&k, "v1")]);
+    assert_eq!(w.last(), Some(&Response::Committed));
+    let r = net.txn(1, vec![read(&[&k])]);
+    assert_eq!(lww(&r[1], 0).as_deref(), Some("v1"), "read your writes");
+    assert_eq!(gauge(&net, 0, "occult_stale_reads"), 1.0);
+    assert_eq!(gauge(&net, 0, "occult_read_retries"), 4.0);
+    assert_eq!(gauge(&net, 1, "occult_master_fallbacks"), 1.0);
+    net.check_invariants().unwrap();
+}
+
+/// The `no-read-check` mutation takes the slave's stale value: read-your-writes breaks.
+#[test]
+fn without_the_read_check_the_stale_value_is_read() {
+    let mut net = net(Some("no-read-check"));
+    net.hold = hold_repl_from_1;
+    let k = key_in(1, 0);
+    net.txn(1, vec![set(&k, "v1")]);
+    let r = net.txn(1, vec![read(&[&k])]);
+    assert_eq!(lww(&r[1], 0), None, "the stale initial value");
+}
+
+/// §6.2: a txn writing keys mastered in both DCs, with DC 0's writes not yet at DC 1.
+/// Reading the fresh key first makes the other read stale until the master serves it;
+/// reading both at once returns a fractured pair that validation refuses.
+#[test]
+fn a_transaction_is_seen_all_or_nothing() {
+    let mut net = net(None);
+    let (a, b) = (key_in(0, 0), key_in(1, 0));
+    net.txn(1, vec![set(&a, "a0"), set(&b, "b0")]);
+    net.run(20);
+    net.hold = hold_repl_from_0;
+    let w = net.txn(1, vec![set(&a, "a1"), set(&b, "b1")]);
+    assert_eq!(w.last(), Some(&Response::Committed));
+    let r = net.txn(2, vec![read(&[&b]), read(&[&a])]);
+    assert_eq!(lww(&r[1], 0).as_deref(), Some("b1"));
+    assert_eq!(lww(&r[2], 0).as_deref(), Some("a1"), "not the half state");
+    assert_eq!(r.last(), Some(&Response::Committed));
+    // A session that has not seen the txn reads both at once: a0 with b1 is fractured.
+    net.session(3, 1);
+    let r = net.txn(3, vec![read(&[&a, &b])]);
+    assert_eq!(lww(&r[1], 0).as_deref(), Some("a0"));
+    assert_eq!(lww(&r[1], 1).as_deref(), Some("b1"));
+    let Some(Response::Aborted { reason }) = r.last() else {
+        panic!("{r:?}")
+    };
+    assert!(reason.starts_with("validation-read-set"), "{reason}");
+}
+
+/// Hold every COMMIT: the first txn keeps its locks until the coordinator terminates it.
+fn hold_commits(_: &Topology, _: Addr, _: Addr, m: &Msg) -> bool {
+    matches!(m, Msg::Commit { .. })
+}
+
+/// §6.2 lock conflicts abort after the retries; §7 termination frees the locks of a txn
+/// whose COMMIT never arrived, and that COMMIT, once it does, is refused.
+#[test]
+fn locks_conflict_and_termination_frees_them() {
+    let mut net = net(None);
+    let (x, y) = (key_in(0, 0), key_in(1, 0));
+    net.hold = hold_commits;
+    let begin = Request::Begin {
+        kind: causeway_core::TxnKind::Causal,
+        label: None,
+    };
+    net.request(1, begin.clone());
+    net.request(1, set(&x, "one"));
+    net.request(1, set(&y, "one"));
+    net.session_call(1, |s, ctx| {
+        causeway_core::ClientSession::submit(s, ctx, Request::Commit)
+    });
+    net.deliver_all(); // both shards locked, the COMMIT held
+    net.hold = |_, _, _, _| false;
+    let r = net.txn(2, vec![set(&x, "two"), set(&y, "two")]);
+    let Some(Response::Aborted { reason }) = r.last() else {
+        panic!("{r:?}")
+    };
+    assert!(reason.starts_with("lock"), "{reason}");
+    net.run(2_100); // past lock_timeout_ns: the coordinator fences, DC 1 asks and releases
+    assert_eq!(gauge(&net, 0, "occult_locks"), 0.0);
+    assert_eq!(gauge(&net, 1, "occult_locks"), 0.0);
+    let r = net.txn(2, vec![set(&x, "two"), set(&y, "two")]);
+    assert_eq!(r.last(), Some(&Response::Committed));
+    net.release(); // the late COMMIT reaches a coordinator that terminated the txn
+    net.deliver_all();
+    let answer = net.replies.get_mut(&1).and_then(|q| q.pop_back());
+    let Some(Response::Aborted { reason }) = answer else {
+        panic!("{answer:?}")
+    };
+    assert!(reason.starts_with("terminated"), "{reason}");
+    net.check_invariants().unwrap();
+}
+
+/// A node rebuilt from its records holds the same versions and serves the same reads.
+#[test]
+fn a_node_recovers_its_store_from_the_records() {
+    let mut net = net(None);
+    let (a, b) = (key_in(0, 0), key_in(1, 1));
+    net.txn(1, vec![set(&a, "a"), set(&b, "b")]);
+    net.txn(2, vec![set(&b, "b2")]);
+    net.run(20);
+    for n in 0..2 {
+        let cfg = NodeConfig::new(NodeId(n as u32), topo(), Params::default());
+        let back = Occult::recover(&cfg, &Config::default(), &net.records[n]).expect("recover");
+        for k in [&a, &b] {
+            assert_eq!(back.version(k), net.nodes[n].version(k), "node {n} key {k}");
+        }
+    }
+    assert!(net.clock > T + 20 * MS - 1);
+}
