@@ -106,7 +106,7 @@ pub struct Experiment {
 
 /// The same one-way delay between every pair of DCs (Cure §V-A added 50 ms to every
 /// inter-DC message).
-fn uniform_wan(dcs: usize, one_way_ms: f64) -> Vec<Vec<f64>> {
+pub(crate) fn uniform_wan(dcs: usize, one_way_ms: f64) -> Vec<Vec<f64>> {
     (0..dcs)
         .map(|a| {
             (0..dcs)
@@ -152,6 +152,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
     crate::promptcc::SKEW,
     crate::promptcc::READSET,
     crate::promptcc::SCALE,
+    crate::occult::OVERHEAD,
+    crate::occult::TXN,
+    crate::occult::SLOW_NODES,
 ];
 
 const CURE_VS_EVENTUAL: Experiment = Experiment {
@@ -230,6 +233,9 @@ pub struct Point {
     /// every DC and seed pooled: (ms, fraction at or below), see [`crate::cdf::cdf_points`].
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub cdfs: BTreeMap<String, Vec<(f64, f64)>>,
+    /// Aborts by reason (the text before its first ':'), summed over seeds: the whole run.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub abort_reasons: BTreeMap<String, u64>,
     pub violations: usize,
     /// Runs whose history was too large for the checker (invariants still checked).
     pub unchecked: usize,
@@ -550,6 +556,12 @@ pub fn pool(clients_per_dc: u32, results: &[SimResult], duration_ms: u64) -> Poi
         gauges: mean_gauges(results.iter().map(|r| &r.gauges)),
         gauges_end_of_load: mean_gauges(results.iter().map(|r| &r.gauges_end_of_load)),
         cdfs: pooled_cdfs(results),
+        abort_reasons: results.iter().fold(BTreeMap::new(), |mut m, r| {
+            for (k, v) in &r.abort_reasons {
+                *m.entry(k.clone()).or_default() += v;
+            }
+            m
+        }),
         violations: results.iter().filter(|r| r.violation.is_some()).count(),
         unchecked: results.iter().filter(|r| !r.checked).count(),
         violation: results.iter().find_map(|r| {

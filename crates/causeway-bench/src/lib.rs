@@ -10,6 +10,7 @@
 
 pub mod cdf;
 pub mod experiment;
+pub mod occult;
 pub mod paris;
 pub mod peaks;
 pub mod plot;

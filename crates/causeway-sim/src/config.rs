@@ -214,6 +214,12 @@ pub struct SimConfig {
     pub inter_dc_one_way_ms: Option<Vec<Vec<f64>>>,
     /// Jitter as a fraction of the link latency.
     pub jitter: f64,
+    /// (node, extra one-way ns) for every message a node of another DC sends that node:
+    /// its replication is slowed, its clients' requests are not (Occult §8.3, Fig. 8).
+    pub slow_replication: Vec<(u32, Nanos)>,
+    /// A fixed clock offset per DC in ms (index = DC), added to any drawn skew: NTP-synced
+    /// DCs whose clocks differ (Occult §5, §8.2.1: South Carolina about 22 ms ahead).
+    pub dc_clock_offsets_ms: Vec<f64>,
     pub params: Params,
     /// The protocol's config section (`[protocol.NAME]`); `Null` means its defaults.
     pub section: serde_json::Value,
@@ -291,6 +297,8 @@ impl Default for SimConfig {
             trace: true,
             samples_by_dc: Vec::new(),
             sample_warmup_ms: 0,
+            slow_replication: Vec::new(),
+            dc_clock_offsets_ms: Vec::new(),
         }
     }
 }

@@ -117,6 +117,7 @@ impl FaultPlan {
             }
         }
         plan.events.sort_by_key(|(at, _)| *at);
+        plan.add_dc_offsets(config, topology);
         plan
     }
 
@@ -185,6 +186,20 @@ impl FaultPlan {
             self.events.push((start, FaultEvent::Crash { node }));
             self.events
                 .push((start + down, FaultEvent::Restart { node }));
+        }
+    }
+
+    /// `SimConfig::dc_clock_offsets_ms` on top of the drawn skew (none: zero).
+    fn add_dc_offsets(&mut self, config: &SimConfig, topology: &Topology) {
+        if config.dc_clock_offsets_ms.is_empty() {
+            return;
+        }
+        let nodes = topology.node_count() as usize;
+        self.skew.resize(nodes, (0, 0));
+        for (n, skew) in self.skew.iter_mut().enumerate() {
+            let dc = topology.dc_of(causeway_core::NodeId(n as u32));
+            let ms = config.dc_clock_offsets_ms.get(usize::from(dc.0)).copied();
+            skew.0 += (ms.unwrap_or(0.0) * 1e6) as i64;
         }
     }
 

@@ -116,6 +116,10 @@ impl World {
             if slot.slow_until > self.now {
                 delay += slot.slow_extra_ns;
             }
+            if matches!(from, Addr::Node(_)) && a != b {
+                let slow = self.config.slow_replication.iter().find(|(s, _)| *s == n.0);
+                delay += slow.map_or(0, |(_, extra)| *extra);
+            }
         }
         // A node's output leaves when its handler finishes (CPU model; 0 otherwise).
         let at = self

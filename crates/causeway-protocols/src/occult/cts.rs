@@ -14,6 +14,7 @@
 //! catch-all, which bounds that shard too.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// How a causal timestamp is compressed (`[protocols.occult] compression`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,6 +180,59 @@ impl Cts {
     }
 }
 
+/// The entry-wise maximum of many timestamps without truncation: `get(s)` is exactly the
+/// highest `get(s)` of any of them (explicit entries are at least their own catch-all, so
+/// the highest catch-all bounds every shard the others do not track). Validation checks a
+/// read set against it in O(n) instead of pairwise (final reads take every key).
+#[derive(Clone, Debug, Default)]
+pub struct Bound {
+    groups: Vec<(BTreeMap<u32, u64>, u64, Vec<u64>)>,
+}
+
+impl Bound {
+    pub fn of<'a>(all: impl IntoIterator<Item = &'a Cts>) -> Bound {
+        let mut b = Bound::default();
+        for c in all {
+            if b.groups.is_empty() {
+                b.groups = vec![Default::default(); c.groups.len()];
+            }
+            for ((explicit, catch_all, slots), g) in b.groups.iter_mut().zip(&c.groups) {
+                match g {
+                    Group::Slots(v) => {
+                        slots.resize(v.len(), 0);
+                        for (x, y) in slots.iter_mut().zip(v) {
+                            *x = (*x).max(*y);
+                        }
+                    }
+                    Group::Recent {
+                        explicit: e,
+                        catch_all: c,
+                    } => {
+                        *catch_all = (*catch_all).max(*c);
+                        for (s, ss) in e {
+                            let x = explicit.entry(*s).or_insert(0);
+                            *x = (*x).max(*ss);
+                        }
+                    }
+                }
+            }
+        }
+        b
+    }
+
+    /// The highest `get(shard)` of the timestamps bounded (0 for none).
+    pub fn get(&self, shard: u32, master_dc: usize) -> u64 {
+        let g = if self.groups.len() == 1 { 0 } else { master_dc };
+        let Some((explicit, catch_all, slots)) = self.groups.get(g) else {
+            return 0;
+        };
+        if !slots.is_empty() {
+            return slots[shard as usize % slots.len()];
+        }
+        explicit.get(&shard).copied().unwrap_or(0).max(*catch_all)
+    }
+}
+
 fn group_max(g: &Group) -> u64 {
     match g {
         Group::Slots(v) => v.iter().copied().max().unwrap_or(0),
@@ -324,6 +378,33 @@ mod tests {
             all.extend(ys);
             exact_ok(&a, &all);
             assert!(a.bytes() <= 12 * n + 16, "{scheme:?} stays small: {a:?}");
+        }
+    }
+
+    /// The bound of many timestamps answers exactly the highest of their answers.
+    #[test]
+    fn the_bound_is_the_highest_answer_of_any_timestamp() {
+        for (scheme, n) in [
+            (Scheme::Structural, 3),
+            (Scheme::Temporal, 3),
+            (Scheme::DcIsolate, 4),
+        ] {
+            let l = layout(scheme, n);
+            let mut all = Vec::new();
+            for k in 0..6u64 {
+                let mut c = l.zero();
+                for s in 0..4u32 {
+                    let ss = (k * 7 + u64::from(s) * 13) % 29;
+                    c.update(&l, (s + k as u32) % 9, ((s + k as u32) % 2) as usize, ss);
+                }
+                all.push(c);
+            }
+            let b = Bound::of(&all);
+            for s in 0..12u32 {
+                let dc = (s % 2) as usize;
+                let want = all.iter().map(|c| c.get(s, dc)).max().unwrap();
+                assert_eq!(b.get(s, dc), want, "{scheme:?} shard {s}");
+            }
         }
     }
 

@@ -131,7 +131,8 @@ pub struct Config {
     /// Logical shards.
     pub shards: u32,
     pub compression: Scheme,
-    /// Shardstamps per causal timestamp (`n`).
+    /// Shardstamps per causal timestamp (`n`); 0 = 4 (§8.2.1's best), or the scheme's
+    /// minimum for the DC count if that is more (dc-isolate needs 2 per DC).
     pub entries: usize,
     /// Local retries of a stale read before it goes to the master (§4.3's `r`).
     pub read_retries: u8,
@@ -153,7 +154,7 @@ impl Default for Config {
         Config {
             shards: SHARDS,
             compression: Scheme::DcIsolate,
-            entries: 4,
+            entries: 0,
             read_retries: 4,
             retry_backoff_ns: 1_000_000,
             lock_retries: 2,
@@ -169,8 +170,16 @@ impl Config {
     pub fn layout(&self, dcs: usize) -> Layout {
         Layout {
             scheme: self.compression,
-            entries: self.entries,
+            entries: self.entries_for(dcs),
             dcs,
+        }
+    }
+
+    /// `entries`, with 0 resolved for `dcs` DCs.
+    pub fn entries_for(&self, dcs: usize) -> usize {
+        match self.entries {
+            0 => Layout::entries_min(self.compression, dcs).max(4),
+            n => n,
         }
     }
 
@@ -179,10 +188,11 @@ impl Config {
             return Err(format!("shards = {} outside 1..={SHARDS_MAX}", self.shards));
         }
         let min = Layout::entries_min(self.compression, dcs);
-        if !(min..=ENTRIES_MAX).contains(&self.entries) {
+        let n = self.entries_for(dcs);
+        if !(min..=ENTRIES_MAX).contains(&n) {
             return Err(format!(
-                "entries = {} outside {min}..={ENTRIES_MAX} for {:?} with {dcs} DCs",
-                self.entries, self.compression
+                "entries = {n} outside {min}..={ENTRIES_MAX} for {:?} with {dcs} DCs",
+                self.compression
             ));
         }
         if self.lock_timeout_ns < 2 {

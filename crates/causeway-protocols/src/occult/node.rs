@@ -20,6 +20,31 @@ use causeway_core::{
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+/// Per-DC gauge names (the simulator averages a gauge over the nodes reporting it, so a
+/// DC's own name gives that DC's figure).
+const READS_AT: [&str; 8] = [
+    "occult_reads_dc0",
+    "occult_reads_dc1",
+    "occult_reads_dc2",
+    "occult_reads_dc3",
+    "occult_reads_dc4",
+    "occult_reads_dc5",
+    "occult_reads_dc6",
+    "occult_reads_dc7",
+];
+const STALE_AT: [&str; 8] = [
+    "occult_stale_reads_dc0",
+    "occult_stale_reads_dc1",
+    "occult_stale_reads_dc2",
+    "occult_stale_reads_dc3",
+    "occult_stale_reads_dc4",
+    "occult_stale_reads_dc5",
+    "occult_stale_reads_dc6",
+    "occult_stale_reads_dc7",
+];
+/// Most samples kept between two `take_samples` calls.
+const SAMPLES_MAX: usize = 4_096;
+
 /// How far ahead of the clock a persisted lease lets floors and shardstamps go.
 const LEASE_SPAN_NS: Nanos = 1_000_000_000;
 
@@ -100,6 +125,7 @@ pub struct Node {
     /// Per master DC: every write of its shards at or below this is applied here.
     floors: Vec<u64>,
     counters: Counters,
+    samples: Vec<(&'static str, u64)>,
     work: u64,
 }
 
@@ -142,6 +168,7 @@ impl Node {
             time: Time::default(),
             floors: vec![0; dcs],
             counters: Counters::default(),
+            samples: Vec::new(),
             work: 0,
             cfg,
         };
@@ -823,6 +850,14 @@ impl Node {
             return;
         };
         writes.iter().for_each(|w| self.apply(w));
+        // Update visibility: a replicated write is readable once applied (no waiting on
+        // other shards: the point of Occult); its shardstamp is its master's clock.
+        for w in &writes {
+            if self.samples.len() < SAMPLES_MAX {
+                let lag = self.clock.saturating_sub(w.ss);
+                self.samples.push(("remote_visibility_ns", lag));
+            }
+        }
         let record = Record::Remote {
             origin,
             upto,
@@ -1002,8 +1037,26 @@ impl ServerNode for Node {
                 per(c.object_meta_bytes, c.objects_written),
             ),
             ("occult_locks", self.locks.len() as f64),
+            (
+                READS_AT
+                    .get(usize::from(self.dc.0))
+                    .copied()
+                    .unwrap_or("occult_reads_dcx"),
+                c.reads as f64,
+            ),
+            (
+                STALE_AT
+                    .get(usize::from(self.dc.0))
+                    .copied()
+                    .unwrap_or("occult_stale_reads_dcx"),
+                c.stale as f64,
+            ),
             ("occult_repl_log", self.log.len() as f64),
         ]
+    }
+
+    fn take_samples(&mut self) -> Vec<(&'static str, u64)> {
+        std::mem::take(&mut self.samples)
     }
 
     fn take_work(&mut self) -> u64 {

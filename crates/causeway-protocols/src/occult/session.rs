@@ -3,7 +3,7 @@
 //! and PC-PSI transactions (§6.2): read phase, validation (read set pairwise consistent,
 //! lock the write set, read set at least as recent as the overwrite set), commit.
 
-use super::cts::{Cts, Layout};
+use super::cts::{Bound, Cts, Layout};
 use super::msg::{Locked, Msg, ReadItem, Refusal, Written};
 use super::{Config, Flavor, Mutation, Shards, OVERWRITES_MAX};
 use crate::kit::session::{ClientProtocol, SessionCore};
@@ -126,8 +126,8 @@ impl Client {
     /// Listing 3 `validate`: every x of `s1` is at least as recent as every y of `s2`
     /// says about x's shard.
     fn validate(s1: &[Elem], s2: &[Elem]) -> bool {
-        s1.iter()
-            .all(|x| s2.iter().all(|y| x.ss >= y.deps.get(x.shard, x.dc)))
+        let bound = Bound::of(s2.iter().map(|y| &y.deps));
+        s1.iter().all(|x| x.ss >= bound.get(x.shard, x.dc))
     }
 
     fn abort(
