@@ -334,3 +334,57 @@ pub fn slow_findings(r: &PeaksReport) -> Vec<String> {
     out.push("paper: Occult's throughput unchanged with slowed tail nodes, its p95/p99 read latency up to about 48 ms (4 retries, then the remote master); a causal store with a stable vector (cure here) delays the visibility of every remote update at the slowed DC".into());
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    fn point(gauges: &[(&str, f64)], reasons: &[(&str, u64)]) -> Point {
+        Point {
+            committed: 60,
+            aborted: 40,
+            gauges_end_of_load: gauges.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            abort_reasons: reasons.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            ..Point::default()
+        }
+    }
+
+    #[test]
+    fn stale_rates_are_per_dc_and_aborts_split_by_reason() {
+        let p = point(
+            &[
+                ("occult_reads_dc0", 1000.0),
+                ("occult_stale_reads_dc0", 10.0),
+                ("occult_reads_dc1", 500.0),
+                ("occult_stale_reads_dc1", 50.0),
+            ],
+            &[("lock", 30), ("validation-read-set", 10)],
+        );
+        assert!((stale_rate(&p, 0) - 0.01).abs() < 1e-12);
+        assert!((stale_rate(&p, 1) - 0.1).abs() < 1e-12);
+        assert_eq!(stale_rate(&p, 2), 0.0, "no reads: no rate");
+        assert_eq!(
+            aborts(&p),
+            "abort rate 40.0% (lock 75%, validation-read-set 25%)"
+        );
+        let none = point(&[], &[]);
+        assert_eq!(aborts(&none), "abort rate 40.0% ()");
+    }
+
+    #[test]
+    fn slowed_nodes_are_the_last_of_each_dc() {
+        let mut c = slow_config();
+        slow(&mut c, 2);
+        let n = SLOW_SERVERS;
+        assert_eq!(
+            c.slow_replication,
+            vec![
+                (n - 2, SLOW_NS),
+                (n - 1, SLOW_NS),
+                (2 * n - 2, SLOW_NS),
+                (2 * n - 1, SLOW_NS)
+            ]
+        );
+        slow(&mut c, 0);
+        assert!(c.slow_replication.is_empty());
+    }
+}

@@ -297,6 +297,7 @@ mod tests {
             throughput_txn_per_s: 1000.0,
             latency: Default::default(),
             latency_by_kind: BTreeMap::new(),
+            abort_reasons: BTreeMap::new(),
             cpu_utilization: None,
             samples: BTreeMap::new(),
             gauges: BTreeMap::new(),
