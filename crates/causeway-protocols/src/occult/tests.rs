@@ -192,3 +192,15 @@ fn a_node_recovers_its_store_from_the_records() {
     }
     assert!(net.clock > T + 20 * MS - 1);
 }
+
+/// A READ naming one key twice answers it twice (one read-set entry).
+#[test]
+fn a_key_read_twice_in_one_request_is_answered_twice() {
+    let mut net = net(None);
+    let k = key_in(1, 0);
+    net.txn(1, vec![set(&k, "v")]);
+    let r = net.txn(1, vec![read(&[&k, &k])]);
+    assert_eq!(lww(&r[1], 0).as_deref(), Some("v"));
+    assert_eq!(lww(&r[1], 1).as_deref(), Some("v"));
+    assert_eq!(r.last(), Some(&Response::Committed));
+}
