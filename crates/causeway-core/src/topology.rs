@@ -84,14 +84,18 @@ impl Topology {
         u32::from(self.dcs) * self.nodes_per_dc
     }
 
-    /// FNV-1a: stable across platforms and versions, unlike std's hasher.
-    pub fn partition_of(&self, key: &Key) -> PartitionId {
+    /// FNV-1a of the key: stable across platforms and versions, unlike std's hasher.
+    pub fn key_hash(key: &Key) -> u64 {
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         for b in &key.0 {
             hash ^= u64::from(*b);
             hash = hash.wrapping_mul(0x0100_0000_01b3);
         }
-        PartitionId((hash % u64::from(self.partitions)) as u32)
+        hash
+    }
+
+    pub fn partition_of(&self, key: &Key) -> PartitionId {
+        PartitionId((Self::key_hash(key) % u64::from(self.partitions)) as u32)
     }
 
     pub fn dc_of(&self, node: NodeId) -> DcId {

@@ -217,14 +217,9 @@ impl Shards {
         }
     }
 
-    /// FNV-1a of the key modulo the shard count (stable across platforms).
+    /// The key's hash (`Topology::key_hash`, FNV-1a) modulo the shard count.
     pub fn of(&self, key: &Key) -> u32 {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in &key.0 {
-            hash ^= u64::from(*b);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-        (hash % u64::from(self.count)) as u32
+        (Topology::key_hash(key) % u64::from(self.count)) as u32
     }
 
     fn partition(&self, shard: u32) -> PartitionId {
