@@ -235,7 +235,9 @@ impl Client {
         for key in order {
             // A key asked twice in one READ has one answer (and one read-set entry).
             let Some(item) = keys.remove(&key).and_then(|r| r.got) else {
-                let again = values.iter().find(|v: &&causeway_core::ReadValue| v.key == key);
+                let again = values
+                    .iter()
+                    .find(|v: &&causeway_core::ReadValue| v.key == key);
                 let v = again.cloned().expect("a key answered once is answered");
                 values.push(v);
                 continue;
