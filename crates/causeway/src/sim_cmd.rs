@@ -59,6 +59,14 @@ pub struct SimArgs {
     /// dc-failure fault then fails up to that many DCs.
     #[arg(long = "f", value_name = "N")]
     f: Option<usize>,
+    /// A setting of the protocol's section, as `causeway up --set` (`--set entries=8
+    /// --set compression=temporal` for occult); repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// A fixed clock offset per DC in ms, comma-separated (`0,22`: DC 1 runs 22 ms ahead),
+    /// added to any drawn skew.
+    #[arg(long, value_name = "MS,MS..", value_delimiter = ',')]
+    dc_clock_offsets_ms: Vec<f64>,
 }
 
 /// Topology and workload options shared by `sim` and `bench`.
@@ -243,6 +251,19 @@ fn config(args: &SimArgs) -> Result<SimConfig, String> {
     if let Some(f) = args.f {
         c.section = section_with_f(&args.protocol, &c.section, f)?;
     }
+    for setting in &args.set {
+        let (key, value) = crate::up_cmd::parse_setting(setting)?;
+        let value = serde_json::to_value(value).map_err(|e| format!("--set {setting}: {e}"))?;
+        c.section[key.as_str()] = value;
+    }
+    if args
+        .dc_clock_offsets_ms
+        .iter()
+        .any(|ms| !ms.is_finite() || ms.abs() > 3.6e6)
+    {
+        return Err("--dc-clock-offsets-ms: each offset must be within an hour".into());
+    }
+    c.dc_clock_offsets_ms = args.dc_clock_offsets_ms.clone();
     c.validate()?;
     c.section = section_with_conflicts(&args.protocol, &c.section, &c)?;
     Ok(c)

@@ -121,7 +121,7 @@ fn default_protocol() -> String {
 
 /// Parses one `--set KEY=VALUE`: VALUE as a TOML value (`1`, `true`, `"text"`), or as a
 /// bare string when it is not one.
-fn parse_setting(setting: &str) -> Result<(String, toml::Value), String> {
+pub(crate) fn parse_setting(setting: &str) -> Result<(String, toml::Value), String> {
     let Some((key, value)) = setting.split_once('=') else {
         return Err(format!(
             "--set {setting}: expected KEY=VALUE, e.g. --set f=1"

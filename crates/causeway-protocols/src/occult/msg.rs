@@ -68,6 +68,11 @@ pub struct ReplWrite {
     pub shard: u32,
     /// The shard's shardstamp once these writes are applied.
     pub ss: u64,
+    /// The lowest entry a timestamp depending on these writes may hold for the shard: `ss`
+    /// for a single write, the shardstamp promised at PREPARE for a txn (its `ts_T` holds
+    /// that, while the shard's stamp jumps to `ts_T`'s highest, Listing 2 l.28). Floors
+    /// stay below it until the writes are streamed.
+    pub dep_ss: u64,
     pub deps: Option<Cts>,
     pub ops: Vec<(Key, Op)>,
 }

@@ -272,7 +272,7 @@ impl Node {
             floor = floor.min(p.ss_min.saturating_sub(1));
         }
         for w in self.log.entries_after(self.dc, upto) {
-            floor = floor.min(w.ss.saturating_sub(1));
+            floor = floor.min(w.dep_ss.saturating_sub(1));
         }
         floor
     }
@@ -465,7 +465,7 @@ impl Node {
                 overwrote,
             }),
         };
-        self.write_local(ctx, id.txn, shard, ss, deps, ops, vec![(from, reply)]);
+        self.write_local(ctx, id.txn, shard, (ss, ss), deps, ops, vec![(from, reply)]);
     }
 
     /// Applies a shard's writes at its master, logs them for the slaves and persists.
@@ -475,7 +475,7 @@ impl Node {
         ctx: &mut Ctx<Msg>,
         txn: TxnId,
         shard: u32,
-        ss: u64,
+        (ss, dep_ss): (u64, u64),
         deps: Option<Cts>,
         ops: Vec<(Key, Op)>,
         then: Vec<(Addr, Msg)>,
@@ -486,6 +486,7 @@ impl Node {
             txn,
             shard,
             ss,
+            dep_ss,
             deps,
             ops,
         };
@@ -640,7 +641,9 @@ impl Node {
             let ops = self
                 .effects(ss, &writes)
                 .expect("type-checked at prepare, and the shard stayed locked");
-            self.write_local(ctx, txn, *shard, ss, Some(d.ts.clone()), ops, Vec::new());
+            let dep_ss = p.ss_min.min(ss);
+            let deps = Some(d.ts.clone());
+            self.write_local(ctx, txn, *shard, (ss, dep_ss), deps, ops, Vec::new());
         }
         self.unlock(txn);
         let mut then = vec![(d.client, Msg::Done { req: d.req, txn })];
