@@ -205,7 +205,7 @@ pub const SLOW_NODES: Experiment = Experiment {
     kind: Kind::PeakPerVariant(SLOWED),
     protocols: &["occult", "cure"],
     config: slow_config,
-    clients_per_dc: &[64, 256, 1024, 2048],
+    clients_per_dc: &[256, 1024, 4096, 8192],
     quick_clients_per_dc: &[64, 512],
     findings: Some(slow_findings),
     ..BASE
