@@ -48,6 +48,8 @@ fn ycsb_two_dcs() -> SimConfig {
         inter_dc_one_way_ms: Some(uniform_wan(2, 19.5)),
         // §8.2.1: South Carolina's clocks ran about 22 ms ahead of Wisconsin's.
         dc_clock_offsets_ms: vec![0.0, 22.0],
+        // Clients stay in their DC, as in §8 (the sweeps of scripts/test move them).
+        migrate_ratio: Some(0.0),
         quiesce_ms: 500,
         allow_unchecked: true,
         check_invariants: false,

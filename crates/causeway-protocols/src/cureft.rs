@@ -22,6 +22,7 @@ impl Protocol for CureFt {
         failed_dc_writes_may_vanish: false, // forwarding (§5.5)
         uniform_barrier: false,
         dc_failures: true,
+        token_moves: false,
     };
     type Msg = Msg;
     type Config = Config;

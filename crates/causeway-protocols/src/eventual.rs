@@ -35,6 +35,7 @@ impl Protocol for Eventual {
         failed_dc_writes_may_vanish: true,
         uniform_barrier: false,
         dc_failures: true,
+        token_moves: false,
     };
     type Msg = Msg;
     type Config = Config;

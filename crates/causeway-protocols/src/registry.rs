@@ -72,6 +72,10 @@ pub struct Requirements {
     /// not (§III-C: a DC cut away freezes UST everywhere until it returns); the simulator
     /// draws no DC failure for such a protocol (partitions, crashes and the rest still).
     pub dc_failures: bool,
+    /// A session moves to another DC with its token alone, no barrier (Occult §3: clients
+    /// need not be sticky; the token is the client's causal timestamp). The simulator's
+    /// workload then moves clients: `Token`, then `Attach` on a new session elsewhere.
+    pub token_moves: bool,
 }
 
 /// A protocol: one module and one `registry!` line.

@@ -40,6 +40,7 @@ const REQUIREMENTS: Requirements = Requirements {
     failed_dc_writes_may_vanish: false, // §4: Eventual Visibility despite f failures
     uniform_barrier: true,
     dc_failures: true,
+    token_moves: false,
 };
 
 /// Which of the three protocols on UniStore's code runs.

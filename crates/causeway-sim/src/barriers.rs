@@ -1,5 +1,6 @@
 //! Uniform barriers and client moves (UniStore §5.6) in the workload, for protocols with
-//! `Requirements::uniform_barrier`. After a committed transaction a client may, instead of
+//! `Requirements::uniform_barrier`; moves alone (token, then attach elsewhere, no barrier)
+//! for protocols with `Requirements::token_moves` (Occult §3). After a committed transaction a client may, instead of
 //! its next transaction, ask for a barrier (`barrier_ratio`) or move to another surviving
 //! DC (`migrate_ratio`): `Token`, `Barrier`, then a NEW protocol session at the other DC
 //! whose first request is `Attach { token }`. The client keeps its history session, so the
@@ -73,6 +74,9 @@ impl World {
         match (phase, resp) {
             (Phase::Token, Response::Token(token)) => {
                 self.clients[c].token = Some(token);
+                if !self.config.has_barriers() {
+                    return self.move_client(c); // the token alone carries the past
+                }
                 self.start_barrier(c, true);
             }
             (Phase::Barrier { then_move }, Response::BarrierDone) => {

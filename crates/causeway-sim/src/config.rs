@@ -477,8 +477,15 @@ impl SimConfig {
     }
 
     /// Whether the protocol answers uniform barriers (false for an unknown protocol).
-    fn has_barriers(&self) -> bool {
+    pub(crate) fn has_barriers(&self) -> bool {
         causeway_protocols::entry(&self.protocol).is_ok_and(|e| e.requirements().uniform_barrier)
+    }
+
+    /// Whether clients may move to another DC: with a barrier first, or with the token
+    /// alone (`Requirements::token_moves`).
+    fn has_moves(&self) -> bool {
+        self.has_barriers()
+            || causeway_protocols::entry(&self.protocol).is_ok_and(|e| e.requirements().token_moves)
     }
 
     /// The barrier ratio in effect (the protocol's default unless set).
@@ -493,7 +500,7 @@ impl SimConfig {
 
     /// The migration ratio in effect (the protocol's default unless set).
     pub fn migrate_ratio(&self) -> f64 {
-        let default = if self.has_barriers() {
+        let default = if self.has_moves() {
             MIGRATE_RATIO_DEFAULT
         } else {
             0.0
@@ -505,13 +512,17 @@ impl SimConfig {
     /// protocol with uniform barriers.
     fn validate_barriers(&self) -> Result<(), String> {
         let (b, m) = (self.barrier_ratio(), self.migrate_ratio());
-        for (name, r) in [("--barrier-ratio", b), ("--migrate-ratio", m)] {
+        let allowed = [self.has_barriers(), self.has_moves()];
+        for ((name, r), ok) in [("--barrier-ratio", b), ("--migrate-ratio", m)]
+            .into_iter()
+            .zip(allowed)
+        {
             if !(0.0..=1.0).contains(&r) {
                 return Err(format!("{name} must be between 0 and 1, not {r}"));
             }
-            if r > 0.0 && !self.has_barriers() {
+            if r > 0.0 && !ok {
                 return Err(format!(
-                    "{name} needs a protocol with uniform barriers (unistore), not {}",
+                    "{name} needs a protocol with uniform barriers (unistore) or token moves (occult), not {}",
                     self.protocol
                 ));
             }

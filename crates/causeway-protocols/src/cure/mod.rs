@@ -160,6 +160,7 @@ impl Protocol for Cure {
         failed_dc_writes_may_vanish: true, // Cure §IV-A
         uniform_barrier: false,
         dc_failures: true,
+        token_moves: false,
     };
     type Msg = Msg;
     type Config = Config;

@@ -24,8 +24,12 @@ pub struct ReadItem {
     pub deps: Option<Cts>,
     /// The shard's shardstamp at the answering server.
     pub ss: u64,
-    /// The answering server is the shard's master (never stale).
+    /// The answering server is the shard's master (never stale, unless `held`).
     pub master: bool,
+    /// A prepared txn holds the shard at its master: its writes may be applied at another
+    /// master already (§6.2's commit phase is not atomic across masters), so this master's
+    /// answer is checked like a slave's.
+    pub held: bool,
 }
 
 /// What a master answers a single-key write (Fig. 4 returns the shardstamp).

@@ -251,8 +251,9 @@ impl Node {
         self.stamps.get(&shard).copied().unwrap_or(0)
     }
 
-    /// The shardstamp a read reports: the last write's, raised to the floor of the
-    /// shard's master (every write at or below it is applied here).
+    /// The shardstamp a read reports: the last write's, raised to the floor of the shard's
+    /// master (every write at or below it is applied here; at the master itself, below
+    /// every prepared txn's promised shardstamp).
     fn read_stamp(&self, shard: u32) -> u64 {
         let master = self.shards.master_dc(shard);
         let floor = if master == self.dc {
@@ -330,6 +331,7 @@ impl Node {
                 deps,
                 ss: self.read_stamp(shard),
                 master: self.is_master(shard),
+                held: self.is_master(shard) && self.locks.contains_key(&shard),
             });
         }
         ctx.send(from, Msg::ReadReply { req, items });

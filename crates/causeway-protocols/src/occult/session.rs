@@ -13,6 +13,15 @@ use causeway_core::{
 };
 use std::collections::BTreeMap;
 
+/// Delay before the `attempt`-th read of a key (§4.3: 0, 1, 2, 4 ms with a 1 ms `base`),
+/// at most 8 `base` (a master re-read while a prepared txn holds the shard).
+fn backoff_ns(base: Nanos, attempt: u8) -> Nanos {
+    match attempt {
+        0 | 1 => 0,
+        a => base << (a - 2).min(3),
+    }
+}
+
 /// A read-set or overwrite-set element (Listing 3 `Elem`).
 #[derive(Clone, Debug)]
 struct Elem {
@@ -115,14 +124,6 @@ impl Client {
         usize::from(self.shards.master_dc(shard).0)
     }
 
-    /// Delay before the `attempt`-th local read (§4.3: 0, 1, 2, 4 ms...).
-    fn backoff(&self, attempt: u8) -> Nanos {
-        match attempt {
-            0 | 1 => 0,
-            a => self.sect.retry_backoff_ns << (a - 2).min(20),
-        }
-    }
-
     /// Listing 3 `validate`: every x of `s1` is at least as recent as every y of `s2`
     /// says about x's shard.
     fn validate(s1: &[Elem], s2: &[Elem]) -> bool {
@@ -182,8 +183,12 @@ impl Client {
 
     /// Fig. 3 l.13-14: a slave's answer is stale if its shardstamp is below the client's
     /// entry for the shard (never under `eventual-ms` or the `no-read-check` mutation).
+    /// Fig. 3 exempts masters; we check a master too while a prepared txn holds the shard
+    /// (`ReadItem::held`): a client that depends on that txn through a write another
+    /// master applied must not read the old version here (found by the simulator).
     fn stale(&self, item: &ReadItem) -> bool {
-        if self.flavor == Flavor::EventualMs || self.mutation.no_read_check || item.master {
+        let exempt = item.master && !item.held;
+        if self.flavor == Flavor::EventualMs || self.mutation.no_read_check || exempt {
             return false;
         }
         let shard = self.shards.of(&item.key);
@@ -193,10 +198,9 @@ impl Client {
     fn on_read_reply(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, items: Vec<ReadItem>) {
         let clock = ctx.clock;
         let mut retry_now = Vec::new();
+        let (retries, base) = (self.sect.read_retries, self.sect.retry_backoff_ns);
         for item in items {
             let stale = self.stale(&item);
-            let retries = self.sect.read_retries;
-            let backoffs: Vec<Nanos> = (0..=retries).map(|a| self.backoff(a)).collect();
             let Pending::Read { keys, .. } = &mut self.pending else {
                 return;
             };
@@ -208,10 +212,10 @@ impl Client {
                 continue;
             }
             r.attempt = r.attempt.saturating_add(1);
-            if r.attempt > retries {
-                retry_now.push((item.key.clone(), r.clone())); // to the master
+            if r.attempt == retries.saturating_add(1) {
+                retry_now.push((item.key.clone(), r.clone())); // to the master at once
             } else {
-                r.retry_at = Some(clock + backoffs[usize::from(r.attempt)]);
+                r.retry_at = Some(clock + backoff_ns(base, r.attempt));
             }
         }
         for (key, r) in retry_now {

@@ -204,3 +204,57 @@ fn a_key_read_twice_in_one_request_is_answered_twice() {
     assert_eq!(lww(&r[1], 1).as_deref(), Some("v"));
     assert_eq!(r.last(), Some(&Response::Committed));
 }
+
+/// Hold the coordinator's forwarded decision to DC 1's master.
+fn hold_forward(_: &Topology, _: Addr, to: Addr, m: &Msg) -> bool {
+    to == Addr::Node(NodeId(1)) && matches!(m, Msg::Forward { .. })
+}
+
+/// §6.2's commit phase is not atomic across masters: the coordinator (DC 0) applied the
+/// txn while DC 1's master still holds it prepared. A client that read the new `a` depends
+/// on the txn, so DC 1's master must not serve it the old `b`: its answer is checked while
+/// the shard is held, and the read waits for the decision.
+#[test]
+fn a_master_holding_a_prepared_txn_is_not_read_past() {
+    let mut net = net(None);
+    let (a, b) = (key_in(0, 0), key_in(1, 0));
+    net.txn(1, vec![set(&a, "a0"), set(&b, "b0")]);
+    net.run(20);
+    net.hold = hold_forward;
+    let begin = Request::Begin {
+        kind: causeway_core::TxnKind::Causal,
+        label: None,
+    };
+    net.request(1, begin);
+    net.request(1, set(&a, "a1"));
+    net.request(1, set(&b, "b1"));
+    net.session_call(1, |s, ctx| {
+        causeway_core::ClientSession::submit(s, ctx, Request::Commit)
+    });
+    net.deliver_all(); // DC 0 applied a1; DC 1's master holds b1 prepared
+    net.run(30); // a1 reaches DC 1's slave of a
+    net.session(3, 1);
+    net.request(
+        3,
+        Request::Begin {
+            kind: causeway_core::TxnKind::Causal,
+            label: None,
+        },
+    );
+    let r = net.request(3, read(&[&a]));
+    assert_eq!(lww(&r, 0).as_deref(), Some("a1"));
+    net.session_call(3, |s, ctx| {
+        causeway_core::ClientSession::submit(s, ctx, read(&[&b]))
+    });
+    net.run(50);
+    assert!(
+        net.replies.get(&3).is_none_or(|q| q.is_empty()),
+        "the read of b waits while the master holds the txn: {:?}",
+        net.replies.get(&3)
+    );
+    net.release(); // the decision arrives
+    net.run(20);
+    let answer = net.replies.get_mut(&3).and_then(|q| q.pop_front());
+    let Some(r) = answer else { panic!("no answer") };
+    assert_eq!(lww(&r, 0).as_deref(), Some("b1"), "not the half state");
+}

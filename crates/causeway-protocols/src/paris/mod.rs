@@ -185,6 +185,7 @@ const REQUIREMENTS: Requirements = Requirements {
     failed_dc_writes_may_vanish: true,
     uniform_barrier: false,
     dc_failures: false,
+    token_moves: false,
 };
 
 fn recover(
