@@ -8,7 +8,7 @@
 
 use crate::kit::durability::Durability;
 use crate::kit::session::{ClientProtocol, Session, SessionCore};
-use crate::kit::txn::{effect_type, read_value, typed};
+use crate::kit::txn::{effect_type, prepare_effects, read_value, typed};
 use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
 use causeway_core::crdt::{ArbTs, ObjType, Object, Op, Update};
 use causeway_core::{
@@ -129,29 +129,6 @@ impl Node {
             .collect()
     }
 
-    /// Every update's effect, prepared against the current objects plus the earlier
-    /// updates of this batch; nothing is applied, so an error leaves the store untouched.
-    fn prepare_all(
-        &self,
-        ts: ArbTs,
-        updates: Vec<(Key, Update, OpId)>,
-    ) -> Result<Vec<(Key, Op)>, Error> {
-        let mut scratch: BTreeMap<Key, Object> = BTreeMap::new();
-        let mut ops = Vec::with_capacity(updates.len());
-        for (key, update, id) in updates {
-            if !scratch.contains_key(&key) {
-                let obj = typed(self.store.get(&key), update.obj_type())?;
-                scratch.insert(key.clone(), obj);
-            }
-            let obj = scratch.get_mut(&key).expect("inserted above");
-            let effect = obj.prepare(&update)?;
-            let op = Op { id, ts, effect };
-            obj.apply(&op);
-            ops.push((key, op));
-        }
-        Ok(ops)
-    }
-
     /// Applies a client's writes with LWW stamp (clock, DC), all or none; persists, then
     /// acks the client and replicates to the other DCs.
     fn write(
@@ -165,7 +142,7 @@ impl Node {
             primary: ctx.clock,
             secondary: u64::from(self.dc.0),
         };
-        let ops = match self.prepare_all(ts, updates) {
+        let ops = match prepare_effects(|k| self.store.get(k), ts, &updates) {
             Ok(ops) => ops,
             Err(e) => {
                 return ctx.send(

@@ -107,6 +107,35 @@ pub fn check_read(keys: &[(Key, ObjType)]) -> Result<(), Error> {
     keys.iter().try_for_each(|(k, _)| check_key(k))
 }
 
+/// Every update's effect with arbitration stamp `ts`, prepared in program order against the
+/// current objects (`stored`) plus the batch's earlier updates; nothing is applied, so an
+/// error (a wrong type) leaves the caller's store untouched. Used where a write applies to
+/// the latest state: `eventual` at the origin, Occult at a key's master.
+pub fn prepare_effects<'a>(
+    stored: impl Fn(&Key) -> Option<&'a Object>,
+    ts: ArbTs,
+    updates: &[(Key, Update, OpId)],
+) -> Result<Vec<(Key, Op)>, Error> {
+    let mut scratch: BTreeMap<Key, Object> = BTreeMap::new();
+    let mut ops = Vec::with_capacity(updates.len());
+    for (key, update, id) in updates {
+        if !scratch.contains_key(key) {
+            let obj = typed(stored(key), update.obj_type())?;
+            scratch.insert(key.clone(), obj);
+        }
+        let obj = scratch.get_mut(key).expect("inserted above");
+        let effect = obj.prepare(update)?;
+        let op = Op {
+            id: *id,
+            ts,
+            effect,
+        };
+        obj.apply(&op);
+        ops.push((key.clone(), op));
+    }
+    Ok(ops)
+}
+
 /// The object type an effect belongs to.
 pub fn effect_type(effect: &Effect) -> ObjType {
     match effect {

@@ -10,7 +10,7 @@ use crate::kit::durability::Durability;
 use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::timers::Timers;
 use crate::kit::twopc::{Answer, Decisions};
-use crate::kit::txn::{effect_type, typed};
+use crate::kit::txn::{effect_type, prepare_effects, typed};
 use crate::NodeConfig;
 use causeway_core::crdt::{ArbTs, Object, Op, Update};
 use causeway_core::limits::REPLICATION_BATCH_MAX;
@@ -368,28 +368,11 @@ impl Node {
     /// Effects of `updates` against the current objects (in program order), with the
     /// arbitration stamp `ss` (writes of a shard are totally ordered by shardstamp).
     fn effects(&self, ss: u64, updates: &[(Key, Update, OpId)]) -> Result<Vec<(Key, Op)>, Error> {
-        let mut scratch: BTreeMap<Key, Object> = BTreeMap::new();
-        let mut ops = Vec::with_capacity(updates.len());
-        for (key, update, id) in updates {
-            if !scratch.contains_key(key) {
-                let obj = typed(self.store.get(key).map(|v| &v.obj), update.obj_type())?;
-                scratch.insert(key.clone(), obj);
-            }
-            let obj = scratch.get_mut(key).expect("inserted above");
-            let effect = obj.prepare(update)?;
-            let ts = ArbTs {
-                primary: ss,
-                secondary: 0,
-            };
-            let op = Op {
-                id: *id,
-                ts,
-                effect,
-            };
-            obj.apply(&op);
-            ops.push((key.clone(), op));
-        }
-        Ok(ops)
+        let ts = ArbTs {
+            primary: ss,
+            secondary: 0,
+        };
+        prepare_effects(|k| self.store.get(k).map(|v| &v.obj), ts, updates)
     }
 
     /// Fig. 4 `write` (on masters): a new shardstamp, deps[shard] = it, store, replicate.
