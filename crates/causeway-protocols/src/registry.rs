@@ -78,6 +78,50 @@ pub struct Requirements {
     pub token_moves: bool,
 }
 
+/// Defines a registry entry for one flavor of a module's shared code (PaRiS with BPR and
+/// NoCC, PrompTCC with its baselines, Occult with eventual-ms). The calling module
+/// provides `Msg`, `Config`, `Node`, `Client`, `REQUIREMENTS`, and
+/// `recover(flavor, config, section, records)` and
+/// `new_session(flavor, id, dc, topology, params, section)`; `$flavor.name()` must be a
+/// `const fn`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! flavor_protocol {
+    ($(#[$doc:meta])* $ty:ident, $flavor:expr, $guarantee:expr, $mutations:expr) => {
+        $(#[$doc])*
+        pub struct $ty;
+
+        impl $crate::Protocol for $ty {
+            const NAME: &'static str = $flavor.name();
+            const GUARANTEE: $crate::Guarantee = $guarantee;
+            const MUTATIONS: &'static [&'static str] = $mutations;
+            const REQUIREMENTS: $crate::Requirements = REQUIREMENTS;
+            type Msg = Msg;
+            type Config = Config;
+            type Node = Node;
+            type Session = $crate::kit::session::Session<Client>;
+
+            fn recover(
+                config: &$crate::NodeConfig,
+                section: &Config,
+                records: &[Vec<u8>],
+            ) -> Result<Node, String> {
+                recover($flavor, config, section, records)
+            }
+
+            fn session(
+                id: causeway_core::SessionId,
+                dc: causeway_core::DcId,
+                topology: &causeway_core::Topology,
+                params: &$crate::Params,
+                section: &Config,
+            ) -> $crate::kit::session::Session<Client> {
+                new_session($flavor, id, dc, topology, params, section)
+            }
+        }
+    };
+}
+
 /// A protocol: one module and one `registry!` line.
 pub trait Protocol: 'static {
     const NAME: &'static str;

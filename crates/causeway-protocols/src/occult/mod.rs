@@ -70,7 +70,7 @@ pub use node::Node;
 pub use session::Client;
 
 use crate::kit::session::{Session, SessionCore};
-use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
+use crate::{Guarantee, NodeConfig, Params, Requirements};
 use causeway_core::{DcId, Key, Nanos, NodeId, PartitionId, SessionId, Topology};
 use serde::{Deserialize, Serialize};
 
@@ -275,50 +275,14 @@ fn new_session(
     Session::new(core, Client::new(flavor, mutation, section, shards))
 }
 
-macro_rules! occult_protocol {
-    ($(#[$doc:meta])* $ty:ident, $flavor:expr, $guarantee:expr, $mutations:expr) => {
-        $(#[$doc])*
-        pub struct $ty;
-
-        impl Protocol for $ty {
-            const NAME: &'static str = $flavor.name();
-            const GUARANTEE: Guarantee = $guarantee;
-            const MUTATIONS: &'static [&'static str] = $mutations;
-            const REQUIREMENTS: Requirements = REQUIREMENTS;
-            type Msg = Msg;
-            type Config = Config;
-            type Node = Node;
-            type Session = Session<Client>;
-
-            fn recover(
-                config: &NodeConfig,
-                section: &Config,
-                records: &[Vec<u8>],
-            ) -> Result<Node, String> {
-                recover($flavor, config, section, records)
-            }
-
-            fn session(
-                id: SessionId,
-                dc: DcId,
-                topology: &Topology,
-                params: &Params,
-                section: &Config,
-            ) -> Session<Client> {
-                new_session($flavor, id, dc, topology, params, section)
-            }
-        }
-    };
-}
-
-occult_protocol!(
+crate::flavor_protocol!(
     /// The `occult` protocol (registry entry).
     Occult,
     Flavor::Occult,
     Guarantee::PcPsi,
     MUTATIONS
 );
-occult_protocol!(
+crate::flavor_protocol!(
     /// `eventual-ms`: master/slave with no causal metadata (registry entry).
     EventualMs,
     Flavor::EventualMs,

@@ -78,7 +78,7 @@ pub use node::Node;
 pub use session::Client;
 
 use crate::kit::session::{Session, SessionCore};
-use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
+use crate::{Guarantee, NodeConfig, Params, Requirements};
 use causeway_core::{DcId, Nanos, PartitionId, SessionId, Topology};
 use serde::{Deserialize, Serialize};
 
@@ -210,57 +210,21 @@ fn new_session(
     Session::new(core, Client::new(flavor, mutation, section.cache_ops_max))
 }
 
-macro_rules! paris_protocol {
-    ($(#[$doc:meta])* $ty:ident, $flavor:expr, $guarantee:expr, $mutations:expr) => {
-        $(#[$doc])*
-        pub struct $ty;
-
-        impl Protocol for $ty {
-            const NAME: &'static str = $flavor.name();
-            const GUARANTEE: Guarantee = $guarantee;
-            const MUTATIONS: &'static [&'static str] = $mutations;
-            const REQUIREMENTS: Requirements = REQUIREMENTS;
-            type Msg = Msg;
-            type Config = Config;
-            type Node = Node;
-            type Session = Session<Client>;
-
-            fn recover(
-                config: &NodeConfig,
-                section: &Config,
-                records: &[Vec<u8>],
-            ) -> Result<Node, String> {
-                recover($flavor, config, section, records)
-            }
-
-            fn session(
-                id: SessionId,
-                dc: DcId,
-                topology: &Topology,
-                params: &Params,
-                section: &Config,
-            ) -> Session<Client> {
-                new_session($flavor, id, dc, topology, params, section)
-            }
-        }
-    };
-}
-
-paris_protocol!(
+crate::flavor_protocol!(
     /// The `paris` protocol (registry entry).
     Paris,
     Flavor::Paris,
     Guarantee::Tcc,
     MUTATIONS
 );
-paris_protocol!(
+crate::flavor_protocol!(
     /// The `bpr` baseline (registry entry): blocking partial replication.
     Bpr,
     Flavor::Bpr,
     Guarantee::Tcc,
     BPR_MUTATIONS
 );
-paris_protocol!(
+crate::flavor_protocol!(
     /// The `nocc` baseline (registry entry): no causal consistency; held to convergence
     /// (`--guarantee tcc` shows it violates TCC).
     Nocc,

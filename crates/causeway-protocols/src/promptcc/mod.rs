@@ -72,7 +72,7 @@ pub use node::Node;
 pub use session::Client;
 
 use crate::kit::session::{Session, SessionCore};
-use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
+use crate::{Guarantee, NodeConfig, Params, Requirements};
 use causeway_core::{DcId, Nanos, SessionId, Topology, Vc};
 use serde::{Deserialize, Serialize};
 
@@ -248,57 +248,24 @@ fn new_session(
     )
 }
 
-macro_rules! promptcc_protocol {
-    ($(#[$doc:meta])* $ty:ident, $flavor:expr, $mutations:expr) => {
-        $(#[$doc])*
-        pub struct $ty;
-
-        impl Protocol for $ty {
-            const NAME: &'static str = $flavor.name();
-            const GUARANTEE: Guarantee = Guarantee::Tcc;
-            const MUTATIONS: &'static [&'static str] = $mutations;
-            const REQUIREMENTS: Requirements = REQUIREMENTS;
-            type Msg = Msg;
-            type Config = Config;
-            type Node = Node;
-            type Session = Session<Client>;
-
-            fn recover(
-                config: &NodeConfig,
-                section: &Config,
-                records: &[Vec<u8>],
-            ) -> Result<Node, String> {
-                recover($flavor, config, section, records)
-            }
-
-            fn session(
-                id: SessionId,
-                dc: DcId,
-                topology: &Topology,
-                params: &Params,
-                section: &Config,
-            ) -> Session<Client> {
-                new_session($flavor, id, dc, topology, params, section)
-            }
-        }
-    };
-}
-
-promptcc_protocol!(
+crate::flavor_protocol!(
     /// The `promptcc` protocol (registry entry).
     PrompTcc,
     Flavor::PrompTcc,
+    Guarantee::Tcc,
     MUTATIONS
 );
-promptcc_protocol!(
+crate::flavor_protocol!(
     /// `promptcc-naive`: full vectors on the wire (registry entry).
     PrompTccNaive,
     Flavor::Naive,
+    Guarantee::Tcc,
     &[]
 );
-promptcc_protocol!(
+crate::flavor_protocol!(
     /// `wren`: Wren-style reads, always two rounds (registry entry).
     Wren,
     Flavor::Wren,
+    Guarantee::Tcc,
     &[]
 );
