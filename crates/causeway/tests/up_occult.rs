@@ -10,7 +10,7 @@ mod up;
 use causeway_client::Client;
 use causeway_core::{DcId, Key, ObjType, ObjValue, Topology};
 use causeway_protocols::occult::{Config, Shards};
-use up::{causeway, Up};
+use up::Up;
 
 const NODES: u16 = 2;
 const PARTITIONS: u32 = 4;
@@ -115,28 +115,7 @@ fn occult_moves_sessions_keeps_transfers_atomic_and_passes_the_checker() {
     a_moved_session_reads_its_writes(&up);
     transfers_are_never_half_seen(&up);
 
-    let history = up.data.join("load.jsonl");
-    let history = history.to_str().expect("a UTF-8 path");
-    let addr = up.client_addr(1);
-    let (ok, out) = causeway(&[
-        "load",
-        "--addr",
-        &addr,
-        "--workload",
-        "ycsb-a",
-        "--keys",
-        "200",
-        "--clients",
-        "6",
-        "--duration",
-        "3",
-        "--history",
-        history,
-    ]);
-    assert!(ok, "causeway load: {out}");
-    let (ok, checked) = causeway(&["check", "--guarantee", "pc-psi", "--history", history]);
-    assert!(ok, "causeway check: {checked}");
-    assert!(checked.starts_with("ok:"), "{checked}");
+    up.load_and_check(&[up.client_addr(1)], "ycsb-a", 3, "pc-psi");
     let (status, rest) = up.interrupt();
     assert!(status.success(), "up exited with {status}: {rest:?}");
 }

@@ -12,7 +12,7 @@ mod up;
 use causeway_client::Client;
 use causeway_core::{DcId, Key, PartitionId, Topology};
 use std::time::{Duration, Instant};
-use up::{causeway, cli, resp_command, resp_connect, Up};
+use up::{cli, resp_command, resp_connect, Up};
 
 const DCS: u16 = 3;
 const PARTITIONS: u32 = 3;
@@ -129,38 +129,11 @@ fn paris_reads_its_own_writes_of_a_remote_partition_and_passes_the_checker_under
     every_dc_reads(&up, &resp_key, b"r1");
 
     // Load over the three DCs, its history checked for TCC.
-    let history = up.data.join("load.jsonl");
     let addrs: Vec<String> = (0..DCS).map(|dc| up.client_addr(dc)).collect();
-    let (ok, out) = causeway(&[
-        "load",
-        "--addr",
-        &addrs.join(","),
-        "--workload",
-        "ycsb-a",
-        "--keys",
-        "200",
-        "--clients",
-        "6",
-        "--duration",
-        "4",
-        "--history",
-        history.to_str().expect("a UTF-8 path"),
-    ]);
-    assert!(ok, "causeway load: {out}");
+    let (out, checked) = up.load_and_check(&addrs, "ycsb-a", 4, "tcc");
     eprintln!("{out}");
     assert!(committed(&out) > 20, "too few committed txns: {out}");
-    let (ok, checked) = causeway(&[
-        "check",
-        "--guarantee",
-        "tcc",
-        "--history",
-        history.to_str().expect("a UTF-8 path"),
-    ]);
-    assert!(ok, "causeway check: {checked}");
-    assert!(
-        checked.starts_with("ok:") && checked.contains("final reads"),
-        "{checked}"
-    );
+    assert!(checked.contains("final reads"), "{checked}");
     let (status, rest) = up.interrupt();
     assert!(status.success(), "up exited with {status}: {rest:?}");
 }

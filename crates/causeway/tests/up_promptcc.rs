@@ -118,28 +118,7 @@ fn promptcc_in_one_dc_is_atomic_survives_a_restart_and_passes_the_checker() {
     assert_eq!(resp_command(&mut resp, &["GET", "resp-n"]), "2");
     drop(resp);
 
-    let history = up.data.join("load.jsonl");
-    let history = history.to_str().expect("a UTF-8 path");
-    let addr = up.client_addr(0);
-    let (ok, out) = causeway(&[
-        "load",
-        "--addr",
-        &addr,
-        "--workload",
-        "ycsb-b",
-        "--keys",
-        "200",
-        "--clients",
-        "6",
-        "--duration",
-        "3",
-        "--history",
-        history,
-    ]);
-    assert!(ok, "causeway load: {out}");
-    let (ok, checked) = causeway(&["check", "--guarantee", "tcc", "--history", history]);
-    assert!(ok, "causeway check: {checked}");
-    assert!(checked.starts_with("ok:"), "{checked}");
+    up.load_and_check(&[up.client_addr(0)], "ycsb-b", 3, "tcc");
     let (status, rest) = up.interrupt();
     assert!(status.success(), "up exited with {status}: {rest:?}");
 }

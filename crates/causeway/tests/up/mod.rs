@@ -211,6 +211,41 @@ impl Up {
     }
 
     /// What `up` wrote to stderr so far.
+    /// Runs `causeway load` (6 clients, 200 keys, `workload` for `seconds`) over `addrs`
+    /// with a history in the cluster's directory, then `causeway check --guarantee
+    /// GUARANTEE` on it; both must succeed and the check say `ok:`. Returns both outputs.
+    pub fn load_and_check(
+        &self,
+        addrs: &[String],
+        workload: &str,
+        seconds: u32,
+        guarantee: &str,
+    ) -> (String, String) {
+        let history = self.data.join("load.jsonl");
+        let history = history.to_str().expect("a UTF-8 path");
+        let (addrs, seconds) = (addrs.join(","), seconds.to_string());
+        let (ok, out) = causeway(&[
+            "load",
+            "--addr",
+            &addrs,
+            "--workload",
+            workload,
+            "--keys",
+            "200",
+            "--clients",
+            "6",
+            "--duration",
+            &seconds,
+            "--history",
+            history,
+        ]);
+        assert!(ok, "causeway load: {out}");
+        let (ok, checked) = causeway(&["check", "--guarantee", guarantee, "--history", history]);
+        assert!(ok, "causeway check: {checked}");
+        assert!(checked.starts_with("ok:"), "{checked}");
+        (out, checked)
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(self.data.join("up.stderr")).unwrap_or_default()
     }
