@@ -20,6 +20,10 @@
 //! resp_addr = "127.0.0.1:7001"   # optional: RESP endpoint of the DC
 //! metrics_addr = "127.0.0.1:9100" # optional: Prometheus `GET /metrics` of this node
 //! http_addr = "127.0.0.1:9000"   # optional: the live cluster page (scrapes every metrics_addr)
+//!
+//! [storage]                      # optional
+//! durability = "sync"            # or "batched": fsync at most every batched_sync_interval_ms
+//! batched_sync_interval_ms = 100
 //! ```
 
 use causeway_core::{DcId, NodeId, PartitionId, Topology};
@@ -61,6 +65,51 @@ impl Default for Limits {
             persist_queue_max: 1 << 16,
             sessions_max: 1 << 14,
             client_connections_max: 1 << 12,
+        }
+    }
+}
+
+/// When an acknowledged write is on disk (`[storage] durability`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// A record is reported durable only after the fsync of its group commit: an
+    /// acknowledged write survives a power failure (Redis `appendfsync always`).
+    #[default]
+    Sync,
+    /// A record is reported durable once written to the operating system, and the log is
+    /// fsynced at most every `batched_sync_interval_ms`: acknowledged writes of the last
+    /// interval can be lost on power failure or kernel crash, never on a process crash
+    /// (Redis `appendfsync everysec`).
+    Batched,
+}
+
+impl Durability {
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Sync => "sync",
+            Durability::Batched => "batched",
+        }
+    }
+}
+
+/// Largest `batched_sync_interval_ms`.
+pub const BATCHED_SYNC_INTERVAL_MS_MAX: u64 = 10_000;
+
+/// How a node writes its log (`[storage]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    pub durability: Durability,
+    /// With `batched`, the longest time between two fsyncs of a log with unsynced records.
+    pub batched_sync_interval_ms: u64,
+}
+
+impl Default for StorageConfig {
+    fn default() -> StorageConfig {
+        StorageConfig {
+            durability: Durability::Sync,
+            batched_sync_interval_ms: 100,
         }
     }
 }
@@ -137,6 +186,8 @@ pub struct ClusterConfig {
     pub limits: Limits,
     #[serde(default)]
     pub timing: Timing,
+    #[serde(default)]
+    pub storage: StorageConfig,
     /// Protocol sections: `[protocols.NAME]` holds protocol NAME's own settings (each
     /// field with a default; see the protocol's `Config`). Not `[protocol.NAME]`: the
     /// `protocol = "NAME"` key already names the protocol, and TOML cannot hold a string
@@ -240,6 +291,14 @@ impl ClusterConfig {
                     "give 0 < ms < 3600000",
                 ));
             }
+        }
+        let interval_ms = self.storage.batched_sync_interval_ms;
+        if interval_ms == 0 || interval_ms > BATCHED_SYNC_INTERVAL_MS_MAX {
+            return Err(field(
+                "storage.batched_sync_interval_ms",
+                format!("{interval_ms} is out of range"),
+                &format!("give 1..={BATCHED_SYNC_INTERVAL_MS_MAX}"),
+            ));
         }
         let l = &self.limits;
         for (name, v) in [
@@ -661,6 +720,7 @@ pub fn local_cluster(
         password: None,
         limits: Limits::default(),
         timing: Timing::default(),
+        storage: StorageConfig::default(),
         protocols: Default::default(),
         nodes,
     };

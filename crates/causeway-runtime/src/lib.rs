@@ -76,12 +76,15 @@ impl Server {
         let metrics = node_metrics(config, &placement);
         let (persist_tx, persist_rx) = mpsc::channel(config.limits.persist_queue_max);
         let (disk_tx, disk_rx) = mpsc::unbounded_channel();
+        let disk_stats = storage::SharedDiskStats::default();
         let disk = storage::spawn(
             node_name.to_string(),
             Box::new(recovered.log),
             persist_rx,
             disk_tx,
             metrics.disk(),
+            storage::DiskSetup::from_config(&config.storage),
+            disk_stats.clone(),
         );
         let (net_tx, net_rx) = mpsc::channel(config.limits.inbox_max);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
@@ -109,7 +112,8 @@ impl Server {
             disk: disk_rx,
             stop: stop_rx,
         };
-        let node_task = NodeTask::new(setup, machine, links, persist_tx, gauges, &metrics);
+        let node_task = NodeTask::new(setup, machine, links, persist_tx, gauges, &metrics)
+            .with_disk_stats(disk_stats);
         let task = tokio::spawn(node_task.run(inputs));
         log_ready(config, &placement);
         Ok(Server {

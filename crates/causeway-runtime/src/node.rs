@@ -31,7 +31,7 @@
 
 use crate::control::{session_host, stops, Control, SharedGauges, BATCH_REQUESTS_MAX};
 use crate::samples::LatestSamples;
-use crate::storage::{DiskEvent, PersistReq};
+use crate::storage::{DiskEvent, PersistReq, SharedDiskStats};
 use crate::telemetry::{MachineMetrics, NodeMetrics, TxnMetrics};
 use crate::transport::{Link, NetMsg};
 use causeway_core::{
@@ -120,6 +120,11 @@ pub struct NodeTask {
     gauges_at: Instant,
     txn_metrics: TxnMetrics,
     machine_metrics: MachineMetrics,
+    disk_stats: SharedDiskStats,
+    /// Set when the disk failed: the node refuses writes and persists nothing more.
+    disk_failed: Option<String>,
+    /// Records the machine asked to persist after the disk failed (never durable).
+    records_refused: u64,
 }
 
 /// The channels the node task reads.
@@ -155,10 +160,20 @@ impl NodeTask {
             gauges_at: Instant::now(),
             txn_metrics: metrics.txn(),
             machine_metrics: metrics.machine(),
+            disk_stats: SharedDiskStats::default(),
+            disk_failed: None,
+            records_refused: 0,
         }
     }
 
-    /// Runs until `stop` turns true or the disk fails.
+    /// Where the storage thread publishes its counters (for the `disk_*` gauges).
+    pub fn with_disk_stats(mut self, disk_stats: SharedDiskStats) -> NodeTask {
+        self.disk_stats = disk_stats;
+        self
+    }
+
+    /// Runs until `stop` turns true. A disk failure does not stop it: the node turns
+    /// read-only (see [`NodeTask::disk_failed`]).
     pub async fn run(mut self, mut inputs: Inputs) -> Result<(), String> {
         let mut ctx = self.ctx();
         self.node.start(&mut ctx);
@@ -180,10 +195,10 @@ impl NodeTask {
             tokio::select! {
                 biased;
                 _ = inputs.stop.changed() => return Ok(()),
-                ev = inputs.disk.recv() => match ev {
+                ev = inputs.disk.recv(), if self.disk_failed.is_none() => match ev {
                     Some(DiskEvent::Persisted(lsns)) => self.persisted(lsns).await,
-                    Some(DiskEvent::Failed(e)) => return Err(e),
-                    None => return Err("the storage thread stopped".into()),
+                    Some(DiskEvent::Failed(e)) => self.disk_failed(e),
+                    None => self.disk_failed("the storage thread stopped".into()),
                 },
                 _ = &mut sleep, if deadline.is_some() && !near => self.fire_timers().await,
                 _ = tokio::task::yield_now(), if near => self.fire_timers().await,
@@ -208,13 +223,28 @@ impl NodeTask {
         self.gauges_at = Instant::now();
         let gauges = self.node.gauges(self.last_clock);
         self.machine_metrics.gauges(&gauges);
-        self.gauges.publish(self.samples.gauges(gauges));
+        let mut board = self.samples.gauges(gauges);
+        board.extend(self.disk_stats.read().gauges());
+        board.push(("disk_records_refused".into(), self.records_refused as f64));
+        self.gauges.publish(board);
     }
 
     fn ctx(&mut self) -> Ctx<Msg> {
         self.last_clock = self.last_clock.max(system_ns());
         let now = TrueTime(self.base.elapsed().as_nanos() as Nanos);
         Ctx::new(now, self.last_clock)
+    }
+
+    /// The disk failed: nothing the machine persists from now on becomes durable, so
+    /// nothing that waits for it is ever acknowledged; the node stays up for reads that
+    /// need no new record, and refuses client writes with the reason ([`Self::submit`]).
+    fn disk_failed(&mut self, e: String) {
+        tracing::error!(
+            node = self.setup.id.0,
+            "disk failure: this node is now read-only (client writes are refused, reads are \
+             served while they need no disk); fix the disk and restart the node: {e}"
+        );
+        self.disk_failed = Some(e);
     }
 
     async fn persisted(&mut self, lsns: Vec<u64>) {
@@ -293,6 +323,10 @@ impl NodeTask {
             let _ = reply.send(answer(Error::Unavailable(e)));
             return;
         }
+        if let Some(e) = self.refuses_writes(&requests) {
+            let _ = reply.send(answer(e));
+            return;
+        }
         let hosted = self.sessions.get_mut(&session).expect("hosted above");
         if hosted.running.is_some() {
             let why = "a request is already running on this session".to_string();
@@ -305,6 +339,28 @@ impl NodeTask {
             reply,
         });
         self.next_request(session);
+    }
+
+    /// After a disk failure, the error for a batch that writes (an update, or a strong
+    /// transaction, which must persist its certification).
+    fn refuses_writes(&self, requests: &[Request]) -> Option<Error> {
+        let failure = self.disk_failed.as_ref()?;
+        let writes = requests.iter().any(|r| {
+            matches!(
+                r,
+                Request::Update { .. }
+                    | Request::Begin {
+                        kind: TxnKind::Strong,
+                        ..
+                    }
+            )
+        });
+        writes.then(|| {
+            Error::Unavailable(format!(
+                "this node is read-only after a disk failure ({failure}); writes are refused, \
+                 reads are served where they need no disk"
+            ))
+        })
     }
 
     /// Creates the session's machine on its first request.
@@ -380,8 +436,10 @@ impl NodeTask {
             match out {
                 Output::Send { to, msg } => self.route(from, to, msg),
                 Output::Persist { lsn, record } => {
-                    if self.persist.send(PersistReq { lsn, record }).await.is_err() {
-                        tracing::error!("the storage thread is gone; a record was not persisted");
+                    if self.disk_failed.is_some() {
+                        self.records_refused += 1;
+                    } else if self.persist.send(PersistReq { lsn, record }).await.is_err() {
+                        self.disk_failed("the storage thread is gone".into());
                     }
                 }
                 Output::Reply(_) => {

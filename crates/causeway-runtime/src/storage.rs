@@ -6,12 +6,24 @@
 //! once (one fdatasync for the whole batch) and only then reports the batch's lsns back to
 //! the node task, which calls `handle_persisted` for each, in order. While a sync runs, the
 //! next batch accumulates: the busier the node, the bigger the batches. Each batch's size
-//! and write time go to the node's metrics ([`DiskMetrics`]).
+//! and write time go to the node's metrics ([`DiskMetrics`]) and to the `disk_*` gauges of
+//! RESP `INFO` ([`SharedDiskStats`]).
+//!
+//! With `[storage] durability = "batched"` the thread hands each batch to the OS
+//! (`Log::flush`, no fsync) and reports it at once, and fsyncs at most
+//! `batched_sync_interval_ms` after the first record not yet synced: a crashed process
+//! loses nothing acknowledged, a power failure the last interval (`appendfsync everysec`).
+//!
+//! A failed write or fsync stops the thread for good (retrying an fsync after an error can
+//! report success for pages the kernel already dropped): the node is told, and no record
+//! is reported durable after it.
 
+use crate::config::{Durability, StorageConfig};
 use crate::telemetry::DiskMetrics;
 use causeway_core::Lsn;
 use causeway_storage::{meta_u64, FjallLog, Log, LogStats, BATCH_BYTES_MAX, BATCH_RECORDS_MAX};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -76,54 +88,239 @@ pub fn recover(dir: &Path) -> Result<Recovered, String> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GroupCommitStats {
     pub log: LogStats,
+    /// Batches written (each one append and one sync, or one flush with `batched`).
+    pub batches: u64,
     pub batch_records_max: u64,
-    /// The longest append-and-sync of one batch, in ms.
+    /// Time spent writing batches (append and sync, or append and flush), in ms.
+    pub write_ms_total: f64,
+    /// The longest append-and-sync of one batch (or one interval sync), in ms.
     pub sync_ms_max: u64,
     /// Batches whose append and sync took longer than `SLOW_SYNC`.
     pub slow_syncs: u64,
+    /// The durability setting is `batched`.
+    pub batched: bool,
+    /// The disk failed: the thread stopped and nothing more becomes durable.
+    pub failed: bool,
 }
 
-/// Runs the storage thread until the node task drops its sender; returns the counters.
-pub fn spawn(
+impl GroupCommitStats {
+    /// The counters as `disk_*` gauges for RESP `INFO`.
+    pub fn gauges(&self) -> Vec<(String, f64)> {
+        let per_batch = |total: f64| {
+            if self.batches == 0 {
+                0.0
+            } else {
+                total / self.batches as f64
+            }
+        };
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        [
+            ("disk_batch_records_max", self.batch_records_max as f64),
+            (
+                "disk_batch_records_mean",
+                per_batch(self.log.records as f64),
+            ),
+            ("disk_batch_write_ms_mean", per_batch(self.write_ms_total)),
+            ("disk_batches", self.batches as f64),
+            ("disk_durability_batched", flag(self.batched)),
+            ("disk_failed", flag(self.failed)),
+            ("disk_flushes", self.log.flushes as f64),
+            ("disk_records", self.log.records as f64),
+            ("disk_records_per_sync", self.log.records_per_sync()),
+            ("disk_slow_syncs", self.slow_syncs as f64),
+            ("disk_sync_ms_max", self.sync_ms_max as f64),
+            ("disk_syncs", self.log.syncs as f64),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect()
+    }
+}
+
+/// The storage thread's counters as it last published them, for the node task's gauges.
+#[derive(Clone, Default)]
+pub struct SharedDiskStats(Arc<Mutex<GroupCommitStats>>);
+
+impl SharedDiskStats {
+    pub fn read(&self) -> GroupCommitStats {
+        *self.0.lock().expect("disk stats lock")
+    }
+
+    fn publish(&self, stats: &GroupCommitStats) {
+        *self.0.lock().expect("disk stats lock") = *stats;
+    }
+}
+
+/// How the storage thread makes records durable.
+#[derive(Clone, Copy, Debug)]
+pub struct DiskSetup {
+    pub durability: Durability,
+    /// With `Batched`: the longest time records stay flushed but not fsynced.
+    pub batched_sync_interval: Duration,
+}
+
+impl DiskSetup {
+    pub fn from_config(config: &StorageConfig) -> DiskSetup {
+        DiskSetup {
+            durability: config.durability,
+            batched_sync_interval: Duration::from_millis(config.batched_sync_interval_ms),
+        }
+    }
+}
+
+/// What the storage thread owns.
+struct Writer {
     name: String,
-    mut log: Box<dyn Log>,
-    mut rx: mpsc::Receiver<PersistReq>,
+    log: Box<dyn Log>,
     events: mpsc::UnboundedSender<DiskEvent>,
     metrics: DiskMetrics,
+    setup: DiskSetup,
+    stats: GroupCommitStats,
+    shared: SharedDiskStats,
+    last_report: Instant,
+    /// With `Batched`: since when records were flushed but not fsynced.
+    unsynced_since: Option<Instant>,
+}
+
+/// Runs the storage thread until the node task drops its sender or the disk fails;
+/// returns the counters.
+pub fn spawn(
+    name: String,
+    log: Box<dyn Log>,
+    rx: mpsc::Receiver<PersistReq>,
+    events: mpsc::UnboundedSender<DiskEvent>,
+    metrics: DiskMetrics,
+    setup: DiskSetup,
+    shared: SharedDiskStats,
 ) -> std::thread::JoinHandle<GroupCommitStats> {
+    let stats = GroupCommitStats {
+        batched: setup.durability == Durability::Batched,
+        ..GroupCommitStats::default()
+    };
+    let writer = Writer {
+        name: name.clone(),
+        log,
+        events,
+        metrics,
+        setup,
+        stats,
+        shared,
+        last_report: Instant::now(),
+        unsynced_since: None,
+    };
     std::thread::Builder::new()
         .name(format!("{name}-disk"))
-        .spawn(move || {
-            let mut stats = GroupCommitStats::default();
-            let mut last_report = Instant::now();
-            while let Some(first) = rx.blocking_recv() {
-                let batch = take_batch(first, &mut rx);
-                stats.batch_records_max = stats.batch_records_max.max(batch.len() as u64);
-                let began = Instant::now();
-                let written = write_batch(log.as_mut(), &batch);
-                note_sync(&name, &mut stats, began.elapsed(), batch.len());
-                metrics.batch(batch.len(), began.elapsed());
-                match written {
-                    Ok(()) => {
-                        let lsns = batch.iter().map(|r| r.lsn).collect();
-                        let _ = events.send(DiskEvent::Persisted(lsns));
-                    }
-                    Err(e) => {
-                        tracing::error!(node = %name, "disk failure, stopping the node: {e}");
-                        let _ = events.send(DiskEvent::Failed(e));
-                        break;
-                    }
-                }
-                stats.log = log.stats();
-                if last_report.elapsed() >= STATS_INTERVAL {
-                    last_report = Instant::now();
-                    report(&name, &stats);
-                }
-            }
-            stats.log = log.stats();
-            stats
-        })
+        .spawn(move || writer.run(rx))
         .expect("spawn the storage thread")
+}
+
+/// What the storage thread waits for next.
+enum Next {
+    Record(PersistReq),
+    /// The interval sync of `batched` is due.
+    SyncDue,
+    Closed,
+}
+
+impl Writer {
+    fn run(mut self, mut rx: mpsc::Receiver<PersistReq>) -> GroupCommitStats {
+        // A current-thread runtime only to wait for a record with a timeout (`batched`).
+        let waiter = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a timer runtime for the storage thread");
+        loop {
+            let next = match self.sync_due_in() {
+                None => rx.blocking_recv().map_or(Next::Closed, Next::Record),
+                Some(wait) => waiter.block_on(async {
+                    match tokio::time::timeout(wait, rx.recv()).await {
+                        Ok(Some(r)) => Next::Record(r),
+                        Ok(None) => Next::Closed,
+                        Err(_) => Next::SyncDue,
+                    }
+                }),
+            };
+            let written = match next {
+                Next::Record(first) => self.write(take_batch(first, &mut rx)),
+                Next::SyncDue => self.interval_sync(),
+                Next::Closed => break,
+            };
+            if let Err(e) = written {
+                self.fail(e);
+                return self.stats;
+            }
+        }
+        if let Err(e) = self.interval_sync() {
+            self.fail(e);
+        }
+        self.stats.log = self.log.stats();
+        self.stats
+    }
+
+    /// With unsynced records, how long until their fsync is due (zero when overdue).
+    fn sync_due_in(&self) -> Option<Duration> {
+        let since = self.unsynced_since?;
+        Some(
+            self.setup
+                .batched_sync_interval
+                .saturating_sub(since.elapsed()),
+        )
+    }
+
+    /// Writes a batch and reports its lsns durable: after its fsync with `Sync`, after
+    /// handing it to the OS with `Batched` (the interval sync follows).
+    fn write(&mut self, batch: Vec<PersistReq>) -> Result<(), String> {
+        let began = Instant::now();
+        let batched = self.setup.durability == Durability::Batched;
+        write_batch(self.log.as_mut(), &batch, batched)?;
+        let took = began.elapsed();
+        if batched && self.unsynced_since.is_none() {
+            self.unsynced_since = Some(began);
+        }
+        self.stats.batches += 1;
+        self.stats.batch_records_max = self.stats.batch_records_max.max(batch.len() as u64);
+        self.stats.write_ms_total += took.as_secs_f64() * 1e3;
+        note_sync(&self.name, &mut self.stats, took, batch.len());
+        self.metrics.batch(batch.len(), took);
+        let lsns = batch.iter().map(|r| r.lsn).collect();
+        let _ = self.events.send(DiskEvent::Persisted(lsns));
+        self.published();
+        Ok(())
+    }
+
+    /// The fsync of `batched`, at most `batched_sync_interval` after the first unsynced
+    /// flush (a no-op when nothing waits for one).
+    fn interval_sync(&mut self) -> Result<(), String> {
+        if self.unsynced_since.take().is_none() {
+            return Ok(());
+        }
+        let began = Instant::now();
+        self.log.sync().map_err(|e| e.to_string())?;
+        note_sync(&self.name, &mut self.stats, began.elapsed(), 0);
+        self.published();
+        Ok(())
+    }
+
+    /// Publishes the counters, and logs them every `STATS_INTERVAL`.
+    fn published(&mut self) {
+        self.stats.log = self.log.stats();
+        self.shared.publish(&self.stats);
+        if self.last_report.elapsed() >= STATS_INTERVAL {
+            self.last_report = Instant::now();
+            report(&self.name, &self.stats);
+        }
+    }
+
+    /// A write or fsync failed: nothing after it may be reported durable (after a failed
+    /// fsync the kernel may have dropped the dirty pages, so retrying could "succeed"
+    /// without the data), so the thread tells the node and stops.
+    fn fail(&mut self, e: String) {
+        tracing::error!(node = %self.name, "disk failure: no record is made durable from now on: {e}");
+        self.stats.failed = true;
+        self.stats.log = self.log.stats();
+        self.shared.publish(&self.stats);
+        let _ = self.events.send(DiskEvent::Failed(e));
+    }
 }
 
 /// Counts a batch's write time, warning about slow ones (a slow disk delays every vote
@@ -147,6 +344,7 @@ pub fn report(name: &str, stats: &GroupCommitStats) {
         node = %name,
         records = stats.log.records,
         syncs = stats.log.syncs,
+        flushes = stats.log.flushes,
         records_per_sync = format!("{:.1}", stats.log.records_per_sync()),
         batch_records_max = stats.batch_records_max,
         sync_ms_max = stats.sync_ms_max,
@@ -170,11 +368,13 @@ fn take_batch(first: PersistReq, rx: &mut mpsc::Receiver<PersistReq>) -> Vec<Per
     batch
 }
 
-fn write_batch(log: &mut dyn Log, batch: &[PersistReq]) -> Result<(), String> {
+/// Appends a batch, then syncs it, or with `flush_only` hands it to the OS.
+fn write_batch(log: &mut dyn Log, batch: &[PersistReq], flush_only: bool) -> Result<(), String> {
     for r in batch {
         log.append(r.lsn, &r.record).map_err(|e| e.to_string())?;
     }
-    log.sync().map_err(|e| e.to_string())
+    let done = if flush_only { log.flush() } else { log.sync() };
+    done.map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -200,12 +400,16 @@ mod tests {
             node: "t".into(),
         };
         let metrics = crate::telemetry::NodeMetrics::new(&labels);
+        let setup = DiskSetup::from_config(&StorageConfig::default());
+        let shared = SharedDiskStats::default();
         let stats = spawn(
             "t".into(),
             Box::new(MemLog::new()),
             rx,
             ev_tx,
             metrics.disk(),
+            setup,
+            shared.clone(),
         )
         .join()
         .unwrap();
@@ -219,6 +423,66 @@ mod tests {
         let text = metrics.render();
         let count = r#"causeway_disk_batch_records_sum{protocol="p",dc="d",node="t"} 10"#;
         assert!(text.contains(count), "every record counted once: {text}");
+        let gauges = shared.read().gauges();
+        let gauge = |name: &str| gauges.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        assert_eq!(gauge("disk_records"), Some(10.0));
+        assert_eq!(gauge("disk_durability_batched"), Some(0.0));
+    }
+
+    #[test]
+    fn batched_durability_reports_before_the_fsync_and_syncs_within_the_interval() {
+        let (tx, rx) = mpsc::channel(64);
+        let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+        let labels = crate::telemetry::NodeLabels {
+            protocol: "p".into(),
+            dc: "d".into(),
+            node: "b".into(),
+        };
+        let metrics = crate::telemetry::NodeMetrics::new(&labels);
+        let setup = DiskSetup {
+            durability: Durability::Batched,
+            batched_sync_interval: Duration::from_millis(20),
+        };
+        let shared = SharedDiskStats::default();
+        let thread = spawn(
+            "b".into(),
+            Box::new(MemLog::new()),
+            rx,
+            ev_tx,
+            metrics.disk(),
+            setup,
+            shared.clone(),
+        );
+        for lsn in 1..=5 {
+            let record = vec![lsn as u8];
+            tx.blocking_send(PersistReq { lsn, record }).unwrap();
+        }
+        let mut seen = Vec::new();
+        while seen.len() < 5 {
+            match ev_rx.blocking_recv() {
+                Some(DiskEvent::Persisted(lsns)) => seen.extend(lsns),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(seen, (1..=5).collect::<Vec<_>>());
+        // The channel stays open: the sync must come from the interval, not from the end.
+        let waited = Instant::now();
+        while shared.read().log.syncs == 0 {
+            assert!(
+                waited.elapsed() < Duration::from_secs(5),
+                "no interval sync"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let stats = shared.read();
+        assert!(stats.batched && stats.log.flushes >= 1, "{stats:?}");
+        assert_eq!(
+            stats.log.syncs, 1,
+            "one sync for every flushed batch: {stats:?}"
+        );
+        drop(tx);
+        let end = thread.join().unwrap();
+        assert_eq!((end.log.records, end.log.syncs), (5, 1), "{end:?}");
     }
 
     #[test]

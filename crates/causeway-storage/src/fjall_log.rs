@@ -47,6 +47,8 @@ pub struct FjallLog {
     /// Every record below this lsn was deleted by truncation.
     floor: Lsn,
     pending: Vec<(Lsn, Vec<u8>)>,
+    /// Records were flushed to the OS but not fsynced since.
+    unsynced: bool,
     last: Lsn,
     stats: LogStats,
 }
@@ -77,6 +79,7 @@ impl FjallLog {
             snap_upto,
             floor,
             pending: Vec::new(),
+            unsynced: false,
             last,
             stats: LogStats::default(),
         })
@@ -145,15 +148,10 @@ fn decode_lsn(path: &Path, key: &[u8]) -> Result<Lsn> {
     Ok(Lsn::from_be_bytes(bytes))
 }
 
-impl Log for FjallLog {
-    fn append(&mut self, lsn: Lsn, record: &[u8]) -> Result<()> {
-        check_order(self.last, lsn)?;
-        self.last = lsn;
-        self.pending.push((lsn, record.to_vec()));
-        Ok(())
-    }
-
-    fn sync(&mut self) -> Result<()> {
+impl FjallLog {
+    /// Commits the appended records to the journal (its in-process buffer): one write
+    /// batch, counted in the stats; `sync` or `flush` then persists it.
+    fn write_pending(&mut self) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -167,12 +165,43 @@ impl Log for FjallLog {
         batch
             .commit()
             .map_err(|e| err(&self.path, "cannot write the journal", e))?;
+        self.stats.records += records;
+        self.stats.bytes += bytes;
+        Ok(())
+    }
+}
+
+impl Log for FjallLog {
+    fn append(&mut self, lsn: Lsn, record: &[u8]) -> Result<()> {
+        check_order(self.last, lsn)?;
+        self.last = lsn;
+        self.pending.push((lsn, record.to_vec()));
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        if self.pending.is_empty() && !self.unsynced {
+            return Ok(());
+        }
+        self.write_pending()?;
         self.db
             .persist(PersistMode::SyncData)
             .map_err(|e| err(&self.path, "cannot fsync the journal", e))?;
-        self.stats.records += records;
-        self.stats.bytes += bytes;
+        self.unsynced = false;
         self.stats.syncs += 1;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.write_pending()?;
+        self.db
+            .persist(PersistMode::Buffer)
+            .map_err(|e| err(&self.path, "cannot write the journal to the OS", e))?;
+        self.unsynced = true;
+        self.stats.flushes += 1;
         Ok(())
     }
 

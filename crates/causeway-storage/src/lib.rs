@@ -84,6 +84,13 @@ pub trait Log: Send {
     fn append(&mut self, lsn: Lsn, record: &[u8]) -> Result<()>;
     /// Makes every appended record durable with one write and one fsync (group commit).
     fn sync(&mut self) -> Result<()>;
+    /// Hands every appended record to the operating system without an fsync, so that it
+    /// survives a crash of this process but not of the machine (power loss, kernel
+    /// panic); the next [`Log::sync`] makes it durable. For the `batched` durability
+    /// setting (`appendfsync everysec` of Redis). The default syncs, which is stronger.
+    fn flush(&mut self) -> Result<()> {
+        self.sync()
+    }
     /// Every durable record, in lsn order.
     fn read_all(&self) -> Result<Vec<(Lsn, Vec<u8>)>>;
     /// The largest lsn appended (durable or buffered), 0 for an empty log.
@@ -115,6 +122,8 @@ pub struct LogStats {
     pub records: u64,
     pub syncs: u64,
     pub bytes: u64,
+    /// Writes to the OS without an fsync ([`Log::flush`]).
+    pub flushes: u64,
 }
 
 impl LogStats {

@@ -1,7 +1,8 @@
 //! [`MemLog`]: an in-memory log for tests. `crash()` drops what was appended but not
 //! synced, as a killed process would, and keeps the rest: synced records, metadata, the
 //! snapshot and truncations, which are durable as soon as their call returns (the crash
-//! semantics of the crate docs).
+//! semantics of the crate docs). Records handed to the OS by `flush` survive `crash()`
+//! and are lost by `power_loss()` until a `sync`.
 
 use crate::{check_meta, check_order, check_snapshot, check_truncate, Log, LogStats, Result};
 use causeway_core::Lsn;
@@ -11,6 +12,8 @@ use std::collections::BTreeMap;
 pub struct MemLog {
     durable: BTreeMap<Lsn, Vec<u8>>,
     pending: Vec<(Lsn, Vec<u8>)>,
+    /// Lsns flushed (in `durable`) but not synced since: a power loss drops them.
+    unsynced: Vec<Lsn>,
     meta: BTreeMap<String, Vec<u8>>,
     snapshot: Option<(Lsn, Vec<u8>)>,
     last: Lsn,
@@ -31,8 +34,27 @@ impl MemLog {
         self.last = durable.max(self.snapshot_upto().unwrap_or(0));
     }
 
+    /// Loses what a machine that lost power would: every record not synced, flushed ones
+    /// included.
+    pub fn power_loss(&mut self) {
+        for lsn in self.unsynced.drain(..) {
+            self.durable.remove(&lsn);
+        }
+        self.crash();
+    }
+
     fn snapshot_upto(&self) -> Option<Lsn> {
         self.snapshot.as_ref().map(|(upto, _)| *upto)
+    }
+}
+
+impl MemLog {
+    fn write_pending(&mut self) {
+        for (lsn, record) in self.pending.drain(..) {
+            self.stats.records += 1;
+            self.stats.bytes += record.len() as u64;
+            self.durable.insert(lsn, record);
+        }
     }
 }
 
@@ -45,15 +67,23 @@ impl Log for MemLog {
     }
 
     fn sync(&mut self) -> Result<()> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.unsynced.is_empty() {
             return Ok(());
         }
         self.stats.syncs += 1;
-        for (lsn, record) in self.pending.drain(..) {
-            self.stats.records += 1;
-            self.stats.bytes += record.len() as u64;
-            self.durable.insert(lsn, record);
+        self.unsynced.clear();
+        self.write_pending();
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
         }
+        self.stats.flushes += 1;
+        self.unsynced
+            .extend(self.pending.iter().map(|(lsn, _)| *lsn));
+        self.write_pending();
         Ok(())
     }
 
@@ -97,6 +127,7 @@ impl Log for MemLog {
         check_truncate(self.snapshot_upto(), lsn)?;
         self.durable = self.durable.split_off(&lsn);
         self.pending.retain(|(l, _)| *l >= lsn);
+        self.unsynced.retain(|l| *l >= lsn);
         Ok(())
     }
 }

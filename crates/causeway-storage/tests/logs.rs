@@ -41,6 +41,26 @@ fn mem_log_keeps_synced_records_and_loses_the_rest_on_crash() {
 }
 
 #[test]
+fn mem_log_flushed_records_survive_a_crash_not_a_power_loss() {
+    let mut log = MemLog::new();
+    log.append(1, b"synced").unwrap();
+    log.sync().unwrap();
+    log.append(2, b"flushed").unwrap();
+    log.flush().unwrap();
+    let mut crashed = log.clone();
+    crashed.crash();
+    assert_eq!(
+        lsns(&crashed),
+        vec![1, 2],
+        "a process crash keeps flushed records"
+    );
+    log.power_loss();
+    assert_eq!(lsns(&log), vec![1], "a power loss drops them");
+    assert_eq!(log.last_lsn(), 1);
+    assert_eq!((log.stats().syncs, log.stats().flushes), (1, 1));
+}
+
+#[test]
 fn fjall_log_survives_reopen_in_lsn_order() {
     let dir = scratch("reopen");
     {
@@ -277,6 +297,50 @@ fn fjall_log_truncates_more_records_than_one_deletion_batch() {
     let log = FjallLog::open(&dir).unwrap();
     assert_eq!(lsns(&log), vec![total]);
     assert_eq!(log.last_lsn(), total);
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The child half of `fjall_log_flushed_records_survive_a_killed_process`: appends and
+/// flushes (no fsync), then dies at once, running no destructor.
+fn flush_then_abort(dir: &std::path::Path) -> ! {
+    let mut log = FjallLog::open(dir).unwrap();
+    for lsn in 1..=50u64 {
+        log.append(lsn, format!("record {lsn}").as_bytes()).unwrap();
+        if lsn % 5 == 0 {
+            log.flush().unwrap();
+        }
+    }
+    assert_eq!(log.stats().syncs, 0, "flush must not fsync");
+    assert_eq!(log.stats().flushes, 10);
+    std::process::abort();
+}
+
+#[test]
+fn fjall_log_flushed_records_survive_a_killed_process() {
+    const CHILD: &str = "CAUSEWAY_STORAGE_FLUSH_CHILD";
+    if let Ok(dir) = std::env::var(CHILD) {
+        flush_then_abort(std::path::Path::new(&dir));
+    }
+    let dir = scratch("flush-abort");
+    let exe = std::env::current_exe().unwrap();
+    let status = std::process::Command::new(exe)
+        .args([
+            "fjall_log_flushed_records_survive_a_killed_process",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(CHILD, &dir)
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the child aborts");
+    let mut log = FjallLog::open(&dir).unwrap();
+    let all = log.read_all().unwrap();
+    assert_eq!(all.len(), 50, "every flushed record outlived the process");
+    assert_eq!(all[49], (50, b"record 50".to_vec()));
+    log.append(51, b"after").unwrap();
+    log.sync().unwrap();
+    assert_eq!(log.stats().syncs, 1);
     drop(log);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,6 +16,7 @@
 //! reported on stderr with its name, DC and exit status; with `--on-node-exit keep` (the
 //! default) the others keep running, with `stop` the whole cluster stops. Nodes get SIGTERM
 //! from the kernel if `up` itself dies (PR_SET_PDEATHSIG), so none is left orphaned.
+use causeway_runtime::config::Durability;
 use causeway_runtime::{local_cluster, ClusterConfig};
 use clap::{Args, ValueEnum};
 use std::os::unix::process::CommandExt;
@@ -90,6 +91,21 @@ pub struct UpArgs {
     /// (DC-failure experiments), `stop` stops the whole cluster.
     #[arg(long, value_enum, default_value = "keep")]
     on_node_exit: OnNodeExit,
+    /// When an acknowledged write is on disk: `sync` (after its fsync, like Redis
+    /// `appendfsync always`) or `batched` (fsync at most every --batched-sync-interval-ms:
+    /// a power failure loses the writes of the last interval, a process crash none).
+    #[arg(long, value_enum, default_value = "sync")]
+    durability: DurabilityArg,
+    /// With `--durability batched`, the longest time between two fsyncs, in ms.
+    #[arg(long, default_value_t = 100)]
+    batched_sync_interval_ms: u64,
+}
+
+/// `--durability` (the cluster file's `[storage] durability`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityArg {
+    Sync,
+    Batched,
 }
 
 /// Largest `--rtt-ms`.
@@ -182,6 +198,11 @@ fn cluster_config(args: &UpArgs, data: PathBuf) -> Result<ClusterConfig, String>
         config.protocols.insert(protocol, section);
     }
     assign_metrics_ports(&mut config, args.metrics_port_base)?;
+    config.storage.durability = match args.durability {
+        DurabilityArg::Sync => Durability::Sync,
+        DurabilityArg::Batched => Durability::Batched,
+    };
+    config.storage.batched_sync_interval_ms = args.batched_sync_interval_ms;
     config.validate().map_err(|e| flag_names(&e))?;
     Ok(config)
 }
@@ -189,6 +210,10 @@ fn cluster_config(args: &UpArgs, data: PathBuf) -> Result<ClusterConfig, String>
 /// A validation error as `up`'s user should read it: naming the flag that set the field.
 fn flag_names(e: &str) -> String {
     e.replace("cluster file: field `replication_factor`", "--replication")
+        .replace(
+            "cluster file: field `storage.batched_sync_interval_ms`",
+            "--batched-sync-interval-ms",
+        )
         .replace("cluster file: field `partitions`", "--partitions")
 }
 

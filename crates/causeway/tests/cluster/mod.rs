@@ -83,6 +83,7 @@ impl Cluster {
                 request_timeout_ms: 3000.0,
                 ..Timing::default()
             },
+            storage: Default::default(),
             protocols: Default::default(),
             nodes,
         };

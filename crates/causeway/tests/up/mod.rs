@@ -136,8 +136,9 @@ impl Up {
         unreachable!("the last attempt returns or panics")
     }
 
-    /// Starts `up` with the arguments of [`Up::start`] and reads its banner and pids.
-    fn launch(&mut self) {
+    /// Starts `up` with the arguments of [`Up::start`] and reads its banner and pids
+    /// (after [`Up::interrupt`], to start it again on the same data).
+    pub fn launch(&mut self) {
         if let Err(e) = self.try_launch() {
             panic!("{e}");
         }
