@@ -178,6 +178,7 @@ pub struct Config {
     pub txn_idle_ns: Option<u64>,
     pub lag_grace_ns: Option<u64>,
     pub silent_sibling_ns: Option<u64>,
+    pub silent_sibling_log_max: Option<usize>,
     pub one_phase: Option<bool>,
 }
 
@@ -233,6 +234,9 @@ impl Config {
             txn_idle_ns: self.txn_idle_ns.unwrap_or(d.txn_idle_ns),
             lag_grace_ns: self.lag_grace_ns.unwrap_or(d.lag_grace_ns),
             silent_sibling_ns: self.silent_sibling_ns.unwrap_or(d.silent_sibling_ns),
+            silent_sibling_log_max: self
+                .silent_sibling_log_max
+                .unwrap_or(d.silent_sibling_log_max),
             one_phase: self.one_phase.unwrap_or(d.one_phase),
             strong,
         }

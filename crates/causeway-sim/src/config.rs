@@ -16,6 +16,10 @@ pub enum FaultKind {
     Skew,
     Slow,
     DcFailure,
+    /// One DC cut from every other for most of the fault phase, then healed: with the
+    /// protocol's horizons set short (`--set silent_sibling_ns=...`), an outage far longer
+    /// than every timeout and GC horizon. Not part of `all`, so `all` plans stay as drawn.
+    LongOutage,
 }
 
 impl FaultKind {
@@ -34,6 +38,7 @@ impl FaultKind {
             FaultKind::Skew => "skew",
             FaultKind::Slow => "slow",
             FaultKind::DcFailure => "dc-failure",
+            FaultKind::LongOutage => "long-outage",
         }
     }
 }
@@ -52,8 +57,9 @@ impl FaultSel {
         match text {
             "none" => Ok(FaultSel::None),
             "all" => Ok(FaultSel::All),
+            "long-outage" => Ok(FaultSel::One(FaultKind::LongOutage)),
             _ => FaultKind::ALL.iter().find(|k| k.name() == text).map(|k| FaultSel::One(*k)).ok_or_else(|| {
-                format!("unknown fault kind '{text}'; use none|partitions|crashes|skew|slow|dc-failure|all")
+                format!("unknown fault kind '{text}'; use none|partitions|crashes|skew|slow|dc-failure|long-outage|all")
             }),
         }
     }

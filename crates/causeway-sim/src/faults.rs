@@ -114,6 +114,7 @@ impl FaultPlan {
                     let max = dc_failures_max(config);
                     plan.draw_dc_failures(&mut rng, config.dcs, max, span)
                 }
+                FaultKind::LongOutage => plan.draw_long_outage(&mut rng, config.dcs, span),
             }
         }
         plan.events.sort_by_key(|(at, _)| *at);
@@ -160,6 +161,20 @@ impl FaultPlan {
         for b in cut {
             self.events.push((start, FaultEvent::Cut { a: dc, b }));
             self.events.push((at, FaultEvent::Heal { a: dc, b }));
+        }
+    }
+
+    /// One DC cut from every other DC from a tenth of the fault phase to nine tenths, then
+    /// healed (the DC keeps running: its clients keep committing locally).
+    fn draw_long_outage(&mut self, rng: &mut SimRng, dcs: u16, span: Nanos) {
+        if dcs < 2 {
+            return;
+        }
+        let dc = rng.range(0, u64::from(dcs)) as u16;
+        let (start, end) = (T0 + span / 10, T0 + span * 9 / 10);
+        for b in (0..dcs).filter(|b| *b != dc) {
+            self.events.push((start, FaultEvent::Cut { a: dc, b }));
+            self.events.push((end, FaultEvent::Heal { a: dc, b }));
         }
     }
 

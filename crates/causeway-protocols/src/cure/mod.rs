@@ -98,10 +98,14 @@
 //!   (presumed abort). A coordinator re-sends COMMIT for every decision not yet acknowledged
 //!   by all participants (after a restart and every [`INQUIRE_AFTER_NS`]); it aborts a txn
 //!   whose prepares do not all arrive within [`PREPARE_TIMEOUT_NS`].
-//! - **Failed DCs.** A sibling silent for [`SILENT_SIBLING_NS`] is presumed failed and no
-//!   longer holds back the replication log's GC, so memory stays flat; should it come back,
-//!   it is served only if no txn it lacks was collected (it would need a state transfer,
-//!   which is not implemented). Its own updates may stay invisible; the others go on.
+//! - **Failed DCs and long outages.** A sibling that stops acknowledging holds back the
+//!   replication log's GC while the origin's log holds at most
+//!   [`SILENT_SIBLING_LOG_MAX`](crate::kit::repl::SILENT_SIBLING_LOG_MAX) txns: a DC away
+//!   for any time (partitioned, frozen, restarted) catches up from the log when it
+//!   returns (the lag grace rewinds our stream to its acknowledgement). Past that limit a
+//!   sibling silent for [`SILENT_SIBLING_NS`] is presumed failed and no longer holds the
+//!   log, so memory stays bounded; should it come back, it is served only if no txn it
+//!   lacks was collected (it would need a state transfer, which is not implemented).
 //! - **Timers.** Deadlines in the node's clock, in a timer table keyed by purpose
 //!   (`kit::timers`): replication, stabilization, and the earliest clock wait of a parked
 //!   PREPARE (`Clock > svc[d]`). The driver wakes the node at the earliest one.
@@ -236,8 +240,11 @@ pub struct Config {
     pub txn_idle_ns: Nanos,
     /// How long a sibling's acknowledgement may lag before we re-send or relay.
     pub lag_grace_ns: Nanos,
-    /// A sibling silent this long is presumed failed for log GC.
+    /// A sibling silent this long is presumed failed for log GC, once an origin's log
+    /// holds more than `silent_sibling_log_max` txns (0: at once, the behavior before
+    /// catch-up from the log was kept for long outages; for the simulator's negative test).
     pub silent_sibling_ns: Nanos,
+    pub silent_sibling_log_max: usize,
     /// Commit single-partition txns in one phase (the partition alone, one record).
     pub one_phase: bool,
     /// UniStore's strong transactions (set from `[protocols.unistore]`, not a Cure key).
@@ -254,6 +261,7 @@ impl Default for Config {
             txn_idle_ns: TXN_IDLE_NS,
             lag_grace_ns: LAG_GRACE_NS,
             silent_sibling_ns: SILENT_SIBLING_NS,
+            silent_sibling_log_max: crate::kit::repl::SILENT_SIBLING_LOG_MAX,
             one_phase: true,
             strong: StrongConfig::default(),
         }

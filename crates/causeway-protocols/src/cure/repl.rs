@@ -66,9 +66,10 @@ impl Node {
     /// Drops log entries every live sibling acknowledged (the origin itself excepted).
     fn gc_log(&mut self, pid: PartitionId) {
         let (clock, silent) = (self.time.clock, self.cfg.silent_sibling_ns);
+        let kept_max = self.cfg.silent_sibling_log_max;
         let part = self.parts.get_mut(&pid).expect("hosted");
         let sibs = &part.sibs;
-        part.log.gc(|o| sibs.gc_bound(o, clock, silent));
+        part.log.gc_acknowledged(sibs, clock, silent, kept_max);
     }
 
     pub(super) fn on_repl(

@@ -30,6 +30,13 @@ pub struct Stream<T> {
     pub txns: Vec<T>,
 }
 
+/// Txns of one origin a partition's log keeps for a silent sibling: while the origin's
+/// log holds no more, a sibling away for any time (a partition, a frozen or restarted DC)
+/// is not presumed failed and catches up from the log alone when it returns. Beyond it,
+/// silent siblings stop holding the log back (memory stays bounded) and one that returns
+/// would need a state transfer, which is not implemented (docs/ARCHITECTURE.md).
+pub const SILENT_SIBLING_LOG_MAX: usize = 1 << 18;
+
 const TXN_MIN: TxnId = TxnId {
     session: SessionId(0),
     seq: 0,
@@ -89,6 +96,29 @@ impl<T: Replicated> ReplLog<T> {
     pub fn gc(&mut self, bound: impl Fn(DcId) -> u64) {
         for (o, log) in self.per_origin.iter_mut() {
             let b = bound(*o);
+            while log.first_key_value().is_some_and(|((t, _), _)| *t <= b) {
+                log.pop_first();
+            }
+        }
+    }
+
+    /// Drops what every sibling acknowledged ([`Siblings::gc_bound`]); a sibling silent for
+    /// `silent` is presumed failed only for an origin whose log holds more than
+    /// `kept_max` txns ([`SILENT_SIBLING_LOG_MAX`] in the protocols).
+    pub fn gc_acknowledged(
+        &mut self,
+        sibs: &Siblings,
+        clock: Nanos,
+        silent: Nanos,
+        kept_max: usize,
+    ) {
+        for (o, log) in self.per_origin.iter_mut() {
+            let silent = if log.len() > kept_max {
+                silent
+            } else {
+                Nanos::MAX
+            };
+            let b = sibs.gc_bound(*o, clock, silent);
             while log.first_key_value().is_some_and(|((t, _), _)| *t <= b) {
                 log.pop_first();
             }
@@ -379,5 +409,33 @@ mod tests {
         assert_eq!(sibs.gc_bound(DcId(0), 50, 100), 3);
         sibs.heard(DcId(1), vc(&[9, 0, 0]), false, 500);
         assert_eq!(sibs.gc_bound(DcId(0), 500, 100), 9, "DC 2 silent for 490");
+    }
+
+    #[test]
+    fn a_silent_sibling_holds_the_log_until_it_outgrows_its_limit() {
+        let mut sibs = Siblings::new(DcId(0), [DcId(0), DcId(1), DcId(2)]);
+        sibs.heard(DcId(1), vc(&[0, 0, 0]), false, 10);
+        sibs.heard(DcId(2), vc(&[0, 0, 0]), false, 10);
+        let mut log = ReplLog::default();
+        for t in 1..=6 {
+            log.add(DcId(0), T(t));
+        }
+        sibs.heard(DcId(1), vc(&[6, 0, 0]), false, 10_000);
+        log.gc_acknowledged(&sibs, 10_000, 100, 8);
+        assert_eq!(
+            log.len(),
+            6,
+            "DC 2, silent for long, still holds its 6 txns"
+        );
+        for t in 7..=9 {
+            log.add(DcId(0), T(t));
+        }
+        sibs.heard(DcId(1), vc(&[9, 0, 0]), false, 10_000);
+        log.gc_acknowledged(&sibs, 10_000, 100, 8);
+        assert_eq!(log.len(), 0, "past the limit DC 2 is presumed failed");
+        log.add(DcId(0), T(10));
+        sibs.heard(DcId(2), vc(&[10, 0, 0]), false, 10_001);
+        log.gc_acknowledged(&sibs, 10_001, 100, 8);
+        assert_eq!(log.len(), 1, "DC 1 has not acknowledged T(10) yet");
     }
 }

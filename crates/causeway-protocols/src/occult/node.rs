@@ -7,7 +7,7 @@ use super::msg::{Decision, Locked, Msg, ReadItem, Record, Refusal, ReplWrite, Ve
 use super::{Config, Flavor, Shards, FENCES_MAX, QUEUED_WRITES_MAX};
 use crate::kit::clock::Time;
 use crate::kit::durability::Durability;
-use crate::kit::repl::{Received, ReplLog, Siblings};
+use crate::kit::repl::{Received, ReplLog, Siblings, SILENT_SIBLING_LOG_MAX};
 use crate::kit::timers::Timers;
 use crate::kit::twopc::{Answer, Decisions};
 use crate::kit::txn::{effect_type, prepare_effects, typed};
@@ -799,7 +799,8 @@ impl Node {
         }
         let sibs = &self.sibs;
         let silent = self.sect.silent_sibling_ns;
-        self.log.gc(|o| sibs.gc_bound(o, clock, silent));
+        self.log
+            .gc_acknowledged(sibs, clock, silent, SILENT_SIBLING_LOG_MAX);
     }
 
     fn sibling(&self, dc: DcId) -> NodeId {

@@ -7,6 +7,7 @@
 use super::msg::{Msg, Record, Stream};
 use super::node::{root_of, Deferred, Node};
 use super::Flavor;
+use crate::kit::repl::SILENT_SIBLING_LOG_MAX;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};
 
@@ -30,7 +31,8 @@ impl Node {
             let (clock, silent) = (self.time.clock, self.cfg.silent_sibling_ns);
             let part = self.part(pid);
             let sibs = &part.sibs;
-            part.log.gc(|o| sibs.gc_bound(o, clock, silent));
+            part.log
+                .gc_acknowledged(sibs, clock, silent, SILENT_SIBLING_LOG_MAX);
         }
     }
 
