@@ -36,6 +36,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const REDIAL_MIN: Duration = Duration::from_millis(20);
 const REDIAL_MAX: Duration = Duration::from_millis(500);
 
+/// A full link queue logs its drops once per this many.
+const DROP_LOG_EVERY: u64 = 10_000;
+
 /// A message delivered by the network to the node task.
 pub struct NetMsg {
     pub from: Addr,
@@ -96,12 +99,16 @@ impl Link {
         let mut s = self.state.lock().expect("link lock");
         if s.queue.len() >= self.queue_max {
             s.dropped += 1;
-            tracing::error!(
-                peer = self.peer.0,
-                dropped = s.dropped,
-                "link queue full ({} messages): dropping a message; the peer is too slow or down",
-                self.queue_max
-            );
+            // One line for the first drop and then one per DROP_LOG_EVERY: a peer away for
+            // minutes would otherwise write a line per message.
+            if s.dropped % DROP_LOG_EVERY == 1 {
+                tracing::error!(
+                    peer = self.peer.0,
+                    dropped = s.dropped,
+                    "link queue full ({} messages): dropping messages (logged once per {DROP_LOG_EVERY}); the peer is too slow or down, and the protocol's catch-up resends what matters when it is back",
+                    self.queue_max
+                );
+            }
             return;
         }
         s.next_seq += 1;

@@ -99,7 +99,14 @@ pub struct UpArgs {
     /// With `--durability batched`, the longest time between two fsyncs, in ms.
     #[arg(long, default_value_t = 100)]
     batched_sync_interval_ms: u64,
+    /// Sets SECTION.KEY = VALUE in the cluster file's `[limits]`, `[timing]` or `[storage]`
+    /// (repeatable; e.g. `--cluster-set limits.link_queue_max=4096`).
+    #[arg(long = "cluster-set", value_name = "SECTION.KEY=VALUE")]
+    cluster_set: Vec<String>,
 }
+
+/// The cluster-file sections `--cluster-set` may change.
+const CLUSTER_SET_SECTIONS: [&str; 3] = ["limits", "timing", "storage"];
 
 /// `--durability` (the cluster file's `[storage] durability`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -204,7 +211,38 @@ fn cluster_config(args: &UpArgs, data: PathBuf) -> Result<ClusterConfig, String>
     };
     config.storage.batched_sync_interval_ms = args.batched_sync_interval_ms;
     config.validate().map_err(|e| flag_names(&e))?;
-    Ok(config)
+    apply_cluster_settings(config, &args.cluster_set)
+}
+
+/// Applies every `--cluster-set SECTION.KEY=VALUE` to the file `config` would write, and
+/// parses (so validates) the result.
+fn apply_cluster_settings(
+    config: ClusterConfig,
+    settings: &[String],
+) -> Result<ClusterConfig, String> {
+    if settings.is_empty() {
+        return Ok(config);
+    }
+    let mut table: toml::Table =
+        toml::from_str(&config.to_toml()).map_err(|e| format!("cluster file: {e}"))?;
+    for setting in settings {
+        let bad = || {
+            let sections = CLUSTER_SET_SECTIONS.join(", ");
+            format!("--cluster-set {setting}: expected SECTION.KEY=VALUE with SECTION one of {sections}")
+        };
+        let (section, rest) = setting.split_once('.').ok_or_else(bad)?;
+        if !CLUSTER_SET_SECTIONS.contains(&section) {
+            return Err(bad());
+        }
+        let (key, value) = parse_setting(rest).map_err(|_| bad())?;
+        let entry = table
+            .entry(section)
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let section_table = entry.as_table_mut().ok_or_else(bad)?;
+        section_table.insert(key, value);
+    }
+    let text = toml::to_string(&table).map_err(|e| format!("cluster file: {e}"))?;
+    ClusterConfig::parse(&text).map_err(|e| format!("--cluster-set: {e}"))
 }
 
 /// A validation error as `up`'s user should read it: naming the flag that set the field.
@@ -591,6 +629,31 @@ mod tests {
         assert_eq!(section, serde_json::json!({ "f": 1, "lease_ns": 5 }));
         assert!(config.to_toml().contains("[protocols.unistore]"));
         assert_eq!(a.on_node_exit, OnNodeExit::Keep, "the default");
+    }
+
+    #[test]
+    fn cluster_set_changes_limits_and_refuses_unknown_places() {
+        let c = cluster_config(
+            &args(&["--cluster-set", "limits.link_queue_max=4096"]),
+            "/tmp/x".into(),
+        )
+        .unwrap();
+        assert_eq!(c.limits.link_queue_max, 4096);
+        let c = cluster_config(
+            &args(&["--cluster-set", "storage.durability=batched"]),
+            "/tmp/x".into(),
+        )
+        .unwrap();
+        assert_eq!(c.storage.durability, Durability::Batched);
+        for bad in [
+            "nodes.x=1",
+            "limits.nosuch=1",
+            "limits.link_queue_max=0",
+            "nodot",
+        ] {
+            let e = cluster_config(&args(&["--cluster-set", bad]), "/tmp/x".into()).unwrap_err();
+            assert!(e.contains("--cluster-set"), "{bad}: {e}");
+        }
     }
 
     #[test]

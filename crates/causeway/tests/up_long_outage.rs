@@ -1,0 +1,139 @@
+//! A DC frozen far longer than every timeout and GC horizon catches up (issue 15): a
+//! 3-DC `causeway up --protocol cure` with `silent_sibling_ns` at 2 s; every node process of
+//! DC 2 (`dc3`) is SIGSTOPped for 8 s while clients of DC 0 and DC 1 keep adding unique
+//! members to a set; after SIGCONT, DC 2 shows every acknowledged member, as the others do,
+//! and its own clients write again.
+
+mod up;
+
+use causeway_client::Client;
+use causeway_core::crdt::{ObjType, Update};
+use causeway_core::{Key, ObjValue};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use up::Up;
+
+/// The DC frozen (from 0; `up` names it dc3).
+const FROZEN_DC: u16 = 2;
+/// The protocol's GC horizon for a silent sibling, and the outage, 4x longer.
+const SILENT_SIBLING_NS: u64 = 2_000_000_000;
+const OUTAGE: Duration = Duration::from_secs(8);
+/// How long DC 2 may take to catch up after it resumes.
+const CATCH_UP_MAX: Duration = Duration::from_secs(60);
+const SET: &str = "members";
+/// The log limit of the run (`silent_sibling_log_max = 0`, the old rule, fails this test:
+/// DC 2 then lacks thousands of members for good).
+const LOG_MAX: &str = "--set=silent_sibling_log_max=262144";
+
+/// Adds members `{tag}-0`, `{tag}-1`, ... at `addr` for `length`; the acknowledged ones.
+fn add_members(addr: &str, tag: &str, length: Duration) -> Vec<String> {
+    let mut client = Client::connect(addr).expect("a client connects");
+    let began = Instant::now();
+    let mut acked = Vec::new();
+    for j in 0.. {
+        if began.elapsed() >= length {
+            break;
+        }
+        let member = format!("{tag}-{j}");
+        let add = Update::Add(member.clone().into_bytes());
+        let txn = client
+            .begin()
+            .and_then(|_| client.update(SET, add))
+            .and_then(|_| client.commit());
+        if txn.is_ok() {
+            acked.push(member);
+        }
+    }
+    acked
+}
+
+/// The set's members as DC `dc` reads them.
+fn members_at(up: &Up, dc: u16) -> BTreeSet<String> {
+    let mut client = Client::connect(up.client_addr(dc).as_str()).expect("a reader connects");
+    client.begin().expect("begin");
+    let values = client
+        .read(vec![(Key::from(SET), ObjType::Set)])
+        .expect("read the set");
+    client.commit().expect("commit the read");
+    match &values[0].value {
+        ObjValue::Set(m) => m
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into())
+            .collect(),
+        other => panic!("a set, not {other:?}"),
+    }
+}
+
+/// Sends `signal` to every node process of DC `dc`.
+fn signal_dc(up: &Up, dc: u16, signal: i32) {
+    let name = format!("dc{}", dc + 1);
+    for (_, node_dc, pid) in &up.pids {
+        if *node_dc == name {
+            // SAFETY: kill(2) on a node process our `up` child started.
+            assert_eq!(unsafe { libc::kill(*pid, signal) }, 0, "signal {pid}");
+        }
+    }
+}
+
+#[test]
+fn a_dc_frozen_past_every_horizon_catches_up_and_converges() {
+    let set = format!("--set=silent_sibling_ns={SILENT_SIBLING_NS}");
+    // A short link queue: the messages for the frozen DC overflow it (they are dropped,
+    // with an error line), so only the protocol's catch-up from its log can heal.
+    let queue = "--cluster-set=limits.link_queue_max=256";
+    let up = Up::start(
+        "outage",
+        3,
+        1,
+        &["--protocol", "cure", &set, queue, LOG_MAX],
+    );
+    let before = add_members(&up.client_addr(FROZEN_DC), "before", Duration::from_secs(1));
+    assert!(!before.is_empty(), "DC 2 takes writes before the outage");
+    signal_dc(&up, FROZEN_DC, libc::SIGSTOP);
+    let writers: Vec<_> = (0..2u16)
+        .map(|dc| {
+            let addr = up.client_addr(dc);
+            std::thread::spawn(move || add_members(&addr, &format!("dc{dc}"), OUTAGE))
+        })
+        .collect();
+    let mut acked: BTreeSet<String> = before.into_iter().collect();
+    for w in writers {
+        acked.extend(w.join().expect("a writer"));
+    }
+    signal_dc(&up, FROZEN_DC, libc::SIGCONT);
+    assert!(
+        acked.len() > 50,
+        "the other DCs kept committing: {}",
+        acked.len()
+    );
+    let resumed = Instant::now();
+    loop {
+        let seen = members_at(&up, FROZEN_DC);
+        let missing: Vec<&String> = acked.difference(&seen).collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            resumed.elapsed() < CATCH_UP_MAX,
+            "DC 2 still lacks {} of {} acknowledged members, e.g. {:?}",
+            missing.len(),
+            acked.len(),
+            &missing[..missing.len().min(5)]
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    eprintln!("DC 2 caught up after {:?}", resumed.elapsed());
+    let after = add_members(
+        &up.client_addr(FROZEN_DC),
+        "after",
+        Duration::from_millis(500),
+    );
+    assert!(!after.is_empty(), "DC 2 takes writes again");
+    for dc in 0..3 {
+        let seen = members_at(&up, dc);
+        assert!(
+            acked.is_subset(&seen),
+            "DC {dc} shows every acknowledged member"
+        );
+    }
+}
