@@ -99,6 +99,12 @@ pub struct UpArgs {
     /// With `--durability batched`, the longest time between two fsyncs, in ms.
     #[arg(long, default_value_t = 100)]
     batched_sync_interval_ms: u64,
+    /// Serve RESP on every node, not only on the first of each DC: node k (from 0, in DC
+    /// order) other than a DC's first listens at 127.0.0.1:RESP_PORT_BASE+64+k. Any node
+    /// accepts every key (its sessions reach the key's partition in one intra-DC hop), so
+    /// clients spread over a DC's nodes spread the load.
+    #[arg(long)]
+    resp_every_node: bool,
     /// Sets SECTION.KEY = VALUE in the cluster file's `[limits]`, `[timing]` or `[storage]`
     /// (repeatable; e.g. `--cluster-set limits.link_queue_max=4096`).
     #[arg(long = "cluster-set", value_name = "SECTION.KEY=VALUE")]
@@ -205,6 +211,9 @@ fn cluster_config(args: &UpArgs, data: PathBuf) -> Result<ClusterConfig, String>
         config.protocols.insert(protocol, section);
     }
     assign_metrics_ports(&mut config, args.metrics_port_base)?;
+    if args.resp_every_node {
+        assign_resp_ports(&mut config, args.resp_port_base)?;
+    }
     config.storage.durability = match args.durability {
         DurabilityArg::Sync => Durability::Sync,
         DurabilityArg::Batched => Durability::Batched,
@@ -272,6 +281,20 @@ fn prepare(args: &UpArgs) -> Result<(ClusterConfig, PathBuf), String> {
     }
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok((config, path))
+}
+
+/// `--resp-every-node`: node k without a RESP endpoint gets one at `base + 64 + k` (after the DC ports, base+1..=base+64).
+fn assign_resp_ports(config: &mut ClusterConfig, base: u16) -> Result<(), String> {
+    for (k, node) in config.nodes.iter_mut().enumerate() {
+        if node.resp_addr.is_some() {
+            continue;
+        }
+        let port = u16::try_from(usize::from(base) + 64 + k).map_err(|_| {
+            format!("--resp-port-base {base}: node {k}'s RESP port is out of range; fix: lower it")
+        })?;
+        node.resp_addr = Some(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    Ok(())
 }
 
 /// Node k (from 0) serves metrics at `base + k`; `base` 0 turns the endpoints off.
@@ -489,6 +512,11 @@ fn print_addresses(config: &ClusterConfig, data: &Path, page: Option<&std::net::
             println!("  {}: clients at {addr}{resp}", node.dc);
         }
     }
+    for node in config.nodes.iter().filter(|n| n.client_addr.is_none()) {
+        if let Some(addr) = node.resp_addr {
+            println!("  {}: RESP also at {addr} (node {})", node.dc, node.name);
+        }
+    }
     for node in &config.nodes {
         if let Some(addr) = node.metrics_addr {
             println!("  {}: metrics at http://{addr}/metrics", node.name);
@@ -654,6 +682,20 @@ mod tests {
             let e = cluster_config(&args(&["--cluster-set", bad]), "/tmp/x".into()).unwrap_err();
             assert!(e.contains("--cluster-set"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn resp_every_node_gives_each_node_a_resp_port() {
+        let c =
+            cluster_config(&args(&["--dcs", "2", "--resp-every-node"]), "/tmp/x".into()).unwrap();
+        let ports: Vec<u16> = c
+            .nodes
+            .iter()
+            .map(|n| n.resp_addr.unwrap().port())
+            .collect();
+        assert_eq!(ports, vec![7001, 7065, 7002, 7067], "firsts keep DC ports");
+        let c = cluster_config(&args(&["--dcs", "2"]), "/tmp/x".into()).unwrap();
+        assert_eq!(c.nodes.iter().filter(|n| n.resp_addr.is_some()).count(), 2);
     }
 
     #[test]
