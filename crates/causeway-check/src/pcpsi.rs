@@ -18,8 +18,9 @@
 //!    (`ReadFromAborted`: Aborted Reads);
 //! 2. no committed read observes another transaction's write that the writer itself
 //!    superseded later in its ops (`IntermediateRead`). Superseded: a register assignment
-//!    followed by another write of the key, or a set add followed by a remove of the same
-//!    element; counters name no writes and set adds of other elements supersede nothing;
+//!    followed by another write of the key, or a set add followed by a remove or a re-add
+//!    of the same element (the re-add replaces the earlier tag); counters name no writes
+//!    and set adds of other elements supersede nothing;
 //! 3. the version order is well formed: an overwritten write is a write of the same key
 //!    and no version is overwritten twice (`Malformed`);
 //! 4. `wr ∪ ww ∪ sd` is acyclic (`CircularFlow`: Circular Information Flow);
@@ -112,7 +113,7 @@ fn superseded(m: &Model) -> BTreeMap<OpId, OpId> {
             for (old, old_update) in list.iter() {
                 let hides = match (update, old_update) {
                     (Update::Assign(_) | Update::MvAssign(_), _) => true,
-                    (Update::Remove(e), Update::Add(a)) => e == a,
+                    (Update::Remove(e) | Update::Add(e), Update::Add(a)) => e == a,
                     _ => false,
                 };
                 if hides {

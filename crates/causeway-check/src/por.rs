@@ -16,7 +16,8 @@
 //! - a register (lww, mvreg) read whose shown writes are all by transactions in `W`'s
 //!   causal past, or none (the initial value): `W` overwrote what `R` saw;
 //! - a set read missing an add of `W`'s, of an element no transaction removes (a remove
-//!   could have hidden it).
+//!   could have hidden it), showing no add of that element outside `W`'s causal past (a
+//!   re-add replaces the tags it observed, so such an add could have hidden it too).
 //!
 //! Counter reads name no writes and prove nothing. If `R` and `W` conflict, PoR puts `R` in
 //! `W`'s past: a conflict edge `R -cf-> W`.
@@ -274,11 +275,22 @@ impl Round<'_, '_> {
                 Update::Add(e) => {
                     !read.observed.contains(&id)
                         && !self.s.removed.contains(&(read.key, e.as_slice()))
+                        && !self.shows_readd(read, e, w)
                 }
                 _ => false,
             }),
             ObjType::Counter => false,
         }
+    }
+
+    /// Whether the set read shows an add of `elem` that may have replaced `w`'s add of
+    /// it: one by a transaction outside `w`'s causal past.
+    fn shows_readd(&self, read: &StrongRead, elem: &[u8], w: usize) -> bool {
+        read.observed.iter().any(|id| {
+            let shown = &self.m.writes[id];
+            let same = matches!(shown.update, Update::Add(e) if e.as_slice() == elem);
+            same && (shown.node == w || !self.order.anc[w].contains(shown.node))
+        })
     }
 
     /// The conflict between reader `r` and writer `w` of `key`: by the declared rules

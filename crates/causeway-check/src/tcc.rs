@@ -21,7 +21,11 @@
 //!    non-monotonic reads;
 //! 5. a set read is causally closed: it shows every add in its causal past (or its own
 //!    earlier adds) that no remove in its view may have observed, and no add outside its
-//!    causal past or surely observed by a remove in its causal past;
+//!    causal past or surely observed by a remove in its causal past. The set is the
+//!    optimized OR-set (`causeway_core::crdt`): a re-add replaces the tags of its element
+//!    it observed, as a remove does, so a missing add is also excused by a shown add of the
+//!    same element that may have observed it (a read showing only the newest tag passes;
+//!    one missing the element altogether does not);
 //! 6. `co ∪ ar` is acyclic (one total arbitration order can explain every read).
 
 use crate::graph::{BitSet, EdgeKind, Graph};
@@ -61,6 +65,9 @@ pub(crate) struct WriteInfo<'a> {
 
 /// A set add or remove: its op id, its transaction's node and the element.
 type SetOp<'a> = (OpId, usize, &'a [u8]);
+
+/// The adds a set read shows, by element: (op, node).
+type Shown<'a> = BTreeMap<&'a [u8], Vec<(OpId, usize)>>;
 
 /// The counted transactions and their writes.
 pub(crate) struct Model<'a> {
@@ -534,25 +541,38 @@ impl<'m, 'a> Walk<'m, 'a> {
     /// An add the read must show: in its view, and no remove that may be in the view
     /// may have observed it. The history reveals only part of the real causal order, so
     /// a remove that is neither surely before the add nor surely after the reader may
-    /// hide it, and so may a remove whose transaction's outcome is unknown.
-    fn must_show(&self, key: &Key, elem: &[u8], add: OpId, node: usize) -> bool {
+    /// hide it, and so may a remove whose transaction's outcome is unknown. A re-add
+    /// replaces the tags it observed: a shown add of the element that may have observed
+    /// this one (not surely before it) hides it too. Only shown re-adds count: two adds
+    /// that each may have observed the other cannot both have replaced the other.
+    fn must_show(&self, key: &Key, elem: &[u8], add: OpId, node: usize, shown: &Shown) -> bool {
         self.visible(add, node)
             && !self.m.maybe_removes.contains(&(key, elem))
             && self
                 .removes_of(key, elem)
                 .all(|(r, rn)| !self.may_see(r, rn) || self.surely_missed(r, rn, add, node))
+            && shown.get(elem).is_none_or(|readds| {
+                readds
+                    .iter()
+                    .all(|&(a, an)| a == add || self.surely_missed(a, an, add, node))
+            })
     }
 
     /// Check 5 (and check 3 for sets): the read shows every visible add that no visible
     /// remove could have observed, and no add outside the view or surely removed.
     fn check_set(&self, key: &Key, observed: &[OpId]) -> Result<(), Violation> {
-        let shown: BTreeSet<OpId> = observed.iter().copied().collect();
-        for &(add, node, elem) in self.m.adds.get(key).map_or(&[][..], |v| &v[..]) {
-            let is_shown = shown.contains(&add);
+        let ids: BTreeSet<OpId> = observed.iter().copied().collect();
+        let adds = self.m.adds.get(key).map_or(&[][..], |v| &v[..]);
+        let mut shown = Shown::new();
+        for &(add, node, elem) in adds.iter().filter(|(a, _, _)| ids.contains(a)) {
+            shown.entry(elem).or_default().push((add, node));
+        }
+        for &(add, node, elem) in adds {
+            let is_shown = ids.contains(&add);
             let ok = if is_shown {
                 self.visible(add, node) && !self.must_hide(key, elem, add, node)
             } else {
-                !self.must_show(key, elem, add, node)
+                !self.must_show(key, elem, add, node, &shown)
             };
             if ok {
                 continue;
@@ -565,7 +585,7 @@ impl<'m, 'a> Walk<'m, 'a> {
             };
             let why = if should {
                 format!(
-                    "{} read set {key} without the add {add}, which is in its causal past and no visible remove observed",
+                    "{} read set {key} without the add {add}, which is in its causal past and no visible remove or shown re-add may have observed",
                     self.me()
                 )
             } else {

@@ -370,6 +370,97 @@ fn add_wins_over_a_concurrent_remove_passes() {
     check(&h, Guarantee::Tcc).expect("add-wins is causal");
 }
 
+/// Session 1 adds `a`, then re-adds it having read it (the optimized set replaces the
+/// first tag); txn 3 of session `reader` reads the set showing `shown`, with both adds in
+/// its causal past (session order, or a read of the flag written with the re-add).
+fn re_add_then_read(reader: u64, shown: &[((u64, u64, u32), &str)]) -> History {
+    let mut txns = vec![
+        txn(1, 1, vec![sadd("s", "a", (1, 1, 0))]),
+        txn(
+            1,
+            2,
+            vec![
+                smembers("s", &[((1, 1, 0), "a")]),
+                sadd("s", "a", (1, 2, 0)),
+                set("flag", "1", (1, 2, 1)),
+            ],
+        ),
+    ];
+    let mut ops = vec![smembers("s", shown)];
+    if reader != 1 {
+        ops.insert(0, get("flag", Some(((1, 2, 1), "1"))));
+    }
+    txns.push(txn(reader, 3, ops));
+    history(txns)
+}
+
+#[test]
+fn a_set_read_showing_only_the_re_adds_tag_passes() {
+    for reader in [1, 2] {
+        let h = re_add_then_read(reader, &[((1, 2, 0), "a")]);
+        check(&h, Guarantee::Tcc).expect("the re-add replaced the first tag");
+    }
+}
+
+#[test]
+fn a_set_read_missing_a_re_added_element_is_rejected() {
+    rejects(
+        &re_add_then_read(2, &[]),
+        ViolationKind::SetNotCausallyClosed,
+        &[tid(2, 3)],
+    );
+}
+
+#[test]
+fn a_set_read_showing_only_the_replaced_tag_is_rejected() {
+    // The re-add is in the reader's past and no shown add can have replaced it.
+    rejects(
+        &re_add_then_read(2, &[((1, 1, 0), "a")]),
+        ViolationKind::SetNotCausallyClosed,
+        &[tid(2, 3), tid(1, 2)],
+    );
+}
+
+#[test]
+fn concurrent_adds_of_one_element_cannot_hide_each_other() {
+    // Each add may have observed the other, but a read showing neither misses the element.
+    let txns = vec![
+        txn(1, 1, vec![sadd("s", "a", (1, 1, 0)), set("x", "1", (1, 1, 1))]),
+        txn(2, 1, vec![sadd("s", "a", (2, 1, 0)), set("y", "1", (2, 1, 1))]),
+        txn(
+            3,
+            1,
+            vec![
+                get("x", Some(((1, 1, 1), "1"))),
+                get("y", Some(((2, 1, 1), "1"))),
+                smembers("s", &[]),
+            ],
+        ),
+    ];
+    rejects(
+        &history(txns),
+        ViolationKind::SetNotCausallyClosed,
+        &[tid(3, 1)],
+    );
+}
+
+#[test]
+fn a_txn_reading_its_two_adds_of_one_element_sees_the_second_tag() {
+    let own = |shown: &[((u64, u64, u32), &str)]| {
+        history(vec![txn(
+            1,
+            1,
+            vec![
+                sadd("s", "a", (1, 1, 0)),
+                sadd("s", "a", (1, 1, 1)),
+                smembers("s", shown),
+            ],
+        )])
+    };
+    check(&own(&[((1, 1, 1), "a")]), Guarantee::Tcc).expect("the second add replaced the first");
+    rejects(&own(&[]), ViolationKind::ReadYourWrites, &[tid(1, 1)]);
+}
+
 #[test]
 fn divergent_replicas_are_rejected() {
     let mut h = history(vec![

@@ -441,6 +441,29 @@ fn a_set_add_removed_later_by_its_txn_is_an_intermediate_read() {
     rejects(&h, ViolationKind::IntermediateRead, &[tid(2, 2), tid(1, 1)]);
 }
 
+#[test]
+fn a_set_add_re_added_later_by_its_txn_is_an_intermediate_read() {
+    let add = |index| HOp::Write {
+        key: Key::from("s"),
+        update: Update::Add(b"a".to_vec()),
+        id: oid((1, 1, index)),
+    };
+    let read = |index| HOp::Read {
+        key: Key::from("s"),
+        obj: ObjType::Set,
+        value: ObjValue::Set(vec![b"a".to_vec()]),
+        observed: vec![oid((1, 1, index))],
+    };
+    let h = |index| {
+        history(
+            vec![txn(1, 1, vec![add(0), add(1)]), txn(2, 2, vec![read(index)])],
+            &[],
+        )
+    };
+    rejects(&h(0), ViolationKind::IntermediateRead, &[tid(2, 2), tid(1, 1)]);
+    accepts(&h(1));
+}
+
 /// `n` read-modify-writes over 10 keys from 50 sessions, each reading its key's latest
 /// version, and every 10th followed by a read-only txn 5 versions stale; the one after
 /// txn `bad`, if any, runs in the session that just wrote the key's latest version.

@@ -355,6 +355,21 @@ fn a_bid_set_read_alone_proves_the_close_missed_it() {
     assert!(why.contains("read items/7/bids"), "{why}");
 }
 
+#[test]
+fn a_set_read_showing_a_concurrent_re_add_proves_nothing() {
+    // The close shows another storeBid's add of b1, which may have replaced the first
+    // bid's tag (optimized OR-set): no evidence that the close missed the first bid.
+    let mut h = bid_and_close(false);
+    h.txns[1].ops.remove(0);
+    h.txns.push(labelled(
+        "storeBid",
+        (3, 1),
+        vec![sadd("items/7/bids", "b1", (3, 1, 0))],
+    ));
+    h.txns[1].ops[0] = smembers("items/7/bids", &[((3, 1, 0), "b1")]);
+    accepts(&h, &ConflictRelation::rubis());
+}
+
 /// Two storeBids of item 7 that both read the initial max_bid and both write it.
 fn two_bids() -> History {
     let bid = |s: u64| {

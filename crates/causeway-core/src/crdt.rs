@@ -3,11 +3,26 @@
 //!
 //! A client's intent is an [`Update`]. The replica that executes it turns it into an
 //! [`Effect`] against the state the transaction observes ([`Object::prepare`], the
-//! "generator" of op-based CRDTs: a set remove captures the add tags it observed, a
-//! multi-value assign the entries it overwrites). Effects travel in [`Op`]s carrying a
-//! globally unique [`OpId`] and an arbitration timestamp supplied by the protocol, and are
-//! applied at every replica exactly once ([`Object::apply`] ignores an id it has seen).
-//! Delivered in any causal order, effects commute and replicas converge.
+//! "generator" of op-based CRDTs: a set add or remove captures the add tags of its element
+//! it observed, a multi-value assign the entries it overwrites). Effects travel in [`Op`]s
+//! carrying a globally unique [`OpId`] and an arbitration timestamp supplied by the
+//! protocol, and are applied at every replica exactly once ([`Object::apply`] ignores an id
+//! it has seen). Delivered in any causal order, effects commute and replicas converge.
+//!
+//! **The set is the optimized add-wins OR-set** (Bieniusa et al., "An optimized
+//! conflict-free replicated set", 2012): an element's state is the set of tags (op ids) of
+//! the adds no later op of the element observed. A remove deletes the tags it observed; an
+//! add inserts its own tag and deletes the tags it observed (`replaces` of [`Effect::Add`]), so
+//! adding a member again and again keeps one tag, and an element holds at most one tag per
+//! add concurrent with the others (no tombstones, no growth with re-adds).
+//!
+//! Why this commutes: an op only deletes tags its origin had applied when preparing it,
+//! that is tags of ops in its causal past. The protocols deliver causally (an op is applied
+//! after every op its origin had applied), so a deleted tag is always present, or already
+//! deleted, when the deleting op arrives: it can never arrive later and reappear. Two
+//! concurrent ops never delete each other's tags (neither observed the other), and deleting
+//! a tag twice equals deleting it once, so concurrent ops applied in either order give the
+//! same state. Add-wins follows: a remove concurrent with an add never names the add's tag.
 
 use crate::error::Error;
 use crate::ids::{OpId, Value};
@@ -71,8 +86,17 @@ impl Update {
 pub enum Effect {
     Assign(Value),
     Increment(i64),
-    Add(Value),
-    Remove { elem: Value, tags: Vec<OpId> },
+    /// Set insertion of `elem` with the op's id as its tag, deleting the tags of `elem`
+    /// the adding transaction observed (a re-add keeps one tag per member).
+    Add {
+        elem: Value,
+        replaces: Vec<OpId>,
+    },
+    /// Set removal of the tags of `elem` the removing transaction observed.
+    Remove {
+        elem: Value,
+        tags: Vec<OpId>,
+    },
     MvAssign { value: Value, dominated: Vec<OpId> },
 }
 
@@ -101,6 +125,14 @@ pub struct Op {
     pub id: OpId,
     pub ts: ArbTs,
     pub effect: Effect,
+}
+
+/// The tags of `elem` a transaction observes in `elems`: what its add or remove deletes.
+fn tags_of(elems: &BTreeMap<Value, BTreeSet<OpId>>, elem: &Value) -> Vec<OpId> {
+    elems
+        .get(elem)
+        .map(|t| t.iter().copied().collect())
+        .unwrap_or_default()
 }
 
 /// The state of one object.
@@ -169,17 +201,14 @@ impl Object {
         Ok(match (update, &self.state) {
             (Update::Assign(v), _) => Effect::Assign(v.clone()),
             (Update::Increment(d), _) => Effect::Increment(*d),
-            (Update::Add(e), _) => Effect::Add(e.clone()),
-            (Update::Remove(e), State::Set { elems }) => {
-                let tags = elems
-                    .get(e)
-                    .map(|t| t.iter().copied().collect())
-                    .unwrap_or_default();
-                Effect::Remove {
-                    elem: e.clone(),
-                    tags,
-                }
-            }
+            (Update::Add(e), State::Set { elems }) => Effect::Add {
+                elem: e.clone(),
+                replaces: tags_of(elems, e),
+            },
+            (Update::Remove(e), State::Set { elems }) => Effect::Remove {
+                elem: e.clone(),
+                tags: tags_of(elems, e),
+            },
             (Update::MvAssign(v), State::MvReg { entries }) => Effect::MvAssign {
                 value: v.clone(),
                 dominated: entries.keys().copied().collect(),
@@ -210,8 +239,13 @@ impl Object {
                 }
             }
             (State::Counter { value }, Effect::Increment(d)) => *value = value.wrapping_add(*d),
-            (State::Set { elems }, Effect::Add(e)) => {
-                elems.entry(e.clone()).or_default().insert(op.id);
+            (State::Set { elems }, Effect::Add { elem, replaces }) => {
+                assert!(!replaces.contains(&op.id), "add {} replaces itself", op.id);
+                let live = elems.entry(elem.clone()).or_default();
+                for t in replaces {
+                    live.remove(t);
+                }
+                live.insert(op.id);
             }
             (State::Set { elems }, Effect::Remove { elem, tags }) => {
                 if let Some(live) = elems.get_mut(elem) {

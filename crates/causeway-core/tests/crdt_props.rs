@@ -16,7 +16,7 @@
 //! The unit tests pin down the add-wins, multi-value, last-writer-wins and counter
 //! semantics on small hand-written scenarios, and the type check of `prepare`.
 
-use causeway_core::crdt::Effect;
+use causeway_core::crdt::{Effect, State};
 use causeway_core::{
     ArbTs, Error, ObjType, ObjValue, Object, Op, OpId, SessionId, TxnId, Update, Value,
 };
@@ -190,6 +190,37 @@ impl Run {
         assert_duplicate_is_noop(&r.object, op);
         r.lamport = r.lamport.max(op.ts.primary);
         r.applied.insert(k);
+        self.assert_tags_concurrent(replica);
+    }
+
+    /// The set stays small: no tag of an element is in the causal past of another of its
+    /// tags (a re-add replaced every tag it observed), so an element holds one tag per
+    /// add concurrent with the others, however often it was re-added.
+    fn assert_tags_concurrent(&self, replica: usize) {
+        let State::Set { elems } = &self.replicas[replica].object.state else {
+            return;
+        };
+        for tags in elems.values() {
+            let logged: Vec<usize> = tags.iter().map(|id| self.index_of(*id)).collect();
+            for &a in &logged {
+                for &b in &logged {
+                    assert!(
+                        !self.happened_before(a, b),
+                        "replica {replica} keeps tag {} that {} replaced",
+                        self.log[a].op.id,
+                        self.log[b].op.id
+                    );
+                }
+            }
+        }
+    }
+
+    /// The log index of the op with id `id`.
+    fn index_of(&self, id: OpId) -> usize {
+        self.log
+            .iter()
+            .position(|l| l.op.id == id)
+            .expect("every tag is a logged op")
     }
 
     /// Delivers every missing op everywhere, interleaving replicas and ops by `picks`.
@@ -269,19 +300,27 @@ fn spec_counter(run: &Run) -> (ObjValue, Vec<OpId>) {
     (ObjValue::Counter(sum), Vec::new())
 }
 
-/// Add wins: an add is visible unless some remove of the element had it in its past.
+/// The element an add or remove effect is about.
+fn set_elem(effect: &Effect) -> Option<&Value> {
+    match effect {
+        Effect::Add { elem, .. } | Effect::Remove { elem, .. } => Some(elem),
+        _ => None,
+    }
+}
+
+/// Add wins, optimized: an add's tag is visible unless some later remove or add of the
+/// element had it in its causal past (a re-add replaces the tags it observed).
 fn spec_set(run: &Run) -> (ObjValue, Vec<OpId>) {
-    let removed_by = |k: usize, elem: &Value| {
+    let superseded = |k: usize, elem: &Value| {
         run.log.iter().enumerate().any(|(j, l)| {
-            matches!(&l.op.effect, Effect::Remove { elem: e, .. } if e == elem)
-                && run.happened_before(k, j)
+            set_elem(&l.op.effect) == Some(elem) && run.happened_before(k, j)
         })
     };
     let mut elems = BTreeSet::new();
     let mut ids = Vec::new();
     for (k, l) in run.log.iter().enumerate() {
-        if let Effect::Add(e) = &l.op.effect {
-            if !removed_by(k, e) {
+        if let Effect::Add { elem: e, .. } = &l.op.effect {
+            if !superseded(k, e) {
                 elems.insert(e.clone());
                 ids.push(l.op.id);
             }
@@ -493,6 +532,50 @@ fn set_remove_after_observing_add_removes_element() {
     let object = replay(ObjType::Set, &[&add, &remove]);
     assert_eq!(object.value(), ObjValue::Set(Vec::new()));
     assert!(object.observed().is_empty());
+}
+
+#[test]
+fn set_readds_of_one_member_keep_one_tag() {
+    let mut object = Object::new(ObjType::Set);
+    let mut last = None;
+    for seq in 1..=100 {
+        let op = make_op(&object, &Update::Add(bytes(5)), op_id(0, seq), ts(seq, 0));
+        let expected: Vec<OpId> = last.into_iter().collect();
+        assert_eq!(
+            op.effect,
+            Effect::Add {
+                elem: bytes(5),
+                replaces: expected
+            }
+        );
+        apply_new(&mut object, &op);
+        last = Some(op.id);
+    }
+    assert_eq!(object.value(), ObjValue::Set(vec![bytes(5)]));
+    assert_eq!(object.observed(), vec![op_id(0, 100)]);
+    let remove = make_op(&object, &Update::Remove(bytes(5)), op_id(1, 1), ts(101, 1));
+    apply_new(&mut object, &remove);
+    assert_eq!(object.value(), ObjValue::Set(Vec::new()));
+}
+
+#[test]
+fn set_concurrent_readds_keep_their_tags_until_one_observes_both() {
+    let first = make_op(
+        &Object::new(ObjType::Set),
+        &Update::Add(bytes(2)),
+        op_id(0, 1),
+        ts(1, 0),
+    );
+    let shared = replay(ObjType::Set, &[&first]);
+    let left = make_op(&shared, &Update::Add(bytes(2)), op_id(0, 2), ts(2, 0));
+    let right = make_op(&shared, &Update::Add(bytes(2)), op_id(1, 1), ts(2, 1));
+    let both = replay(ObjType::Set, &[&first, &left, &right]);
+    assert_eq!(both, replay(ObjType::Set, &[&first, &right, &left]));
+    assert_eq!(both.observed(), vec![left.id, right.id]);
+    let joined = make_op(&both, &Update::Add(bytes(2)), op_id(2, 1), ts(3, 2));
+    let last = replay(ObjType::Set, &[&first, &right, &left, &joined]);
+    assert_eq!(last.value(), ObjValue::Set(vec![bytes(2)]));
+    assert_eq!(last.observed(), vec![joined.id]);
 }
 
 #[test]

@@ -162,6 +162,41 @@ async fn repeated_adds_keep_one_member() {
     assert_eq!(run(&mut c, "SCARD s").await, Reply::Int(0));
 }
 
+/// The backend keeps one tag per member however often it is re-added, in both DCs.
+#[test]
+fn re_adds_keep_one_tag_per_member() {
+    use crate::session::SessionFactory;
+    use causeway_core::{Key, ObjType, Request, Response, TxnKind, Update};
+    let cluster = MemoryCluster::new(options(2));
+    let mut sessions = [cluster.factory(0).open(), cluster.factory(1).open()];
+    let txn = |s: &mut crate::memory::MemorySession, req: Request| {
+        s.handle(Request::Begin {
+            kind: TxnKind::Causal,
+            label: None,
+        });
+        let resp = s.handle(req);
+        s.handle(Request::Commit);
+        resp
+    };
+    for round in 0..50 {
+        let add = Request::Update {
+            key: Key::from("s"),
+            update: Update::Add(b"a".to_vec()),
+        };
+        txn(&mut sessions[round % 2], add);
+        cluster.replicate();
+    }
+    for s in &mut sessions {
+        let read = Request::Read {
+            keys: vec![(Key::from("s"), ObjType::Set)],
+        };
+        let Response::Values(values) = txn(s, read) else {
+            panic!("a read answers values");
+        };
+        assert_eq!(values[0].observed.len(), 1, "{:?}", values[0]);
+    }
+}
+
 #[tokio::test]
 async fn wrongtype_on_every_pair_of_types() {
     let mut c = conn();

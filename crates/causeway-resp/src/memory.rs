@@ -12,9 +12,10 @@
 //! committed, not snapshots): enough for a test double, not a protocol.
 //!
 //! The log keeps only the entries some DC has not applied yet, and at most
-//! [`LOG_ENTRIES_MAX`] of them (past that every DC catches up at once). An add to an element
-//! a set already holds also removes the tags the adding transaction observed (the add
-//! dominates them, as in an ORSWOT), so a set's tags do not grow with repeated adds.
+//! [`LOG_ENTRIES_MAX`] of them (past that every DC catches up at once). Sets are core's
+//! optimized OR-set: a re-add replaces the tags its transaction observed, so a set's tags
+//! do not grow with repeated adds; the cluster log's order extends causality, which is the
+//! delivery that set needs.
 //!
 //! Capabilities can be switched off ([`MemoryOptions`]) to exercise the front end's
 //! `Unsupported` errors.
@@ -212,7 +213,7 @@ fn effect_type(effect: &causeway_core::Effect) -> ObjType {
     match effect {
         Effect::Assign(_) => ObjType::Lww,
         Effect::Increment(_) => ObjType::Counter,
-        Effect::Add(_) | Effect::Remove { .. } => ObjType::Set,
+        Effect::Add { .. } | Effect::Remove { .. } => ObjType::Set,
         Effect::MvAssign { .. } => ObjType::MvReg,
     }
 }
@@ -563,39 +564,16 @@ fn prepare_all(
             txn: txn.id,
             index: index as u32,
         };
-        let dominated = match update {
-            Update::Add(elem) => dominated_tags(obj, elem, id),
-            _ => None,
-        };
         let effect = obj.prepare(update).expect("types checked before");
         let op = Op {
             id,
             ts: stamp,
             effect,
         };
-        // The add goes first so that the element's entry survives the removal of its old
-        // tags (same state either way; this order does not rebuild the entry).
-        for op in std::iter::once(op).chain(dominated) {
-            obj.apply_effect(&op);
-            if log {
-                ops.push((key.clone(), op));
-            }
+        obj.apply_effect(&op);
+        if log {
+            ops.push((key.clone(), op));
         }
     }
     ops
-}
-
-/// When `elem` is added again, the removal of the tags it already has (the new add
-/// dominates them). The removal shares the add's id: a removal creates no tag, and the
-/// backend applies effects without deduplicating ids.
-fn dominated_tags(obj: &Object, elem: &causeway_core::Value, id: OpId) -> Option<Op> {
-    let effect = obj.prepare(&Update::Remove(elem.clone())).ok()?;
-    match &effect {
-        causeway_core::Effect::Remove { tags, .. } if !tags.is_empty() => Some(Op {
-            id,
-            ts: ArbTs::PENDING,
-            effect,
-        }),
-        _ => None,
-    }
 }

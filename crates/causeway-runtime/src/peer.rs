@@ -15,8 +15,9 @@ use causeway_protocols::Msg;
 use serde::{Deserialize, Serialize};
 use tokio_util::codec::LengthDelimitedCodec;
 
-/// Version of this frame format; nodes refuse peers speaking another.
-pub const PEER_WIRE_VERSION: u32 = 2;
+/// Version of this frame format; nodes refuse peers speaking another. 3: a set add's
+/// effect names the tags it replaces (the optimized OR-set).
+pub const PEER_WIRE_VERSION: u32 = 3;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {

@@ -1,8 +1,9 @@
 //! Liveness after healing: what the final reads must show once every fault healed and the
 //! system quiesced. Convergence (every surviving DC reads the same) is the checker's; here
 //! are the checks that need outcomes: every required counter increment is counted, every
-//! required set add that nothing removed is visible, where a committed transaction of a
-//! surviving DC is required and an unknown outcome may or may not be visible.
+//! required set add that nothing removed is visible (its tag, or its element through a
+//! re-add that replaced the tag), where a committed transaction of a surviving DC is
+//! required and an unknown outcome may or may not be visible.
 //!
 //! Partial replication ([`final_read_keys`]): each surviving DC's final session reads only
 //! the keys of the partitions that DC replicates, so convergence compares the replicas of
@@ -201,9 +202,12 @@ fn check_key(
                 ));
             }
         }
-        ObjValue::Set(_) => {
+        ObjValue::Set(elems) => {
+            // A re-add of the element replaces the tags it observed (optimized OR-set):
+            // the element must show, by this add's tag or a later one.
             for (elem, id) in &f.adds {
-                if !f.removed.contains(elem) && !observed.contains(id) {
+                let shown = observed.contains(id) || elems.contains(elem);
+                if !f.removed.contains(elem) && !shown {
                     return Err(format!(
                         "liveness: required add {id} to set {key} never removed but invisible at DC {} after quiescence",
                         dc.0

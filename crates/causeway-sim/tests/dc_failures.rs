@@ -284,3 +284,25 @@ fn several_failed_dcs_are_all_left_out_of_the_final_reads() {
     assert_eq!(kept, vec![1]);
     check_final_state(&h, &failures).expect("only DC 1 counts, and it reads 0");
 }
+
+#[test]
+fn a_required_add_replaced_by_a_re_add_shows_through_the_element() {
+    // The optimized OR-set: the re-add replaced the first add's tag, so only the
+    // re-add's tag shows; the element is there, which is what the first add requires.
+    let t1 = txn(1, 1, 1, 10, vec![add("s", "a", oid(1, 1, 0))]);
+    let t2 = txn(
+        1,
+        2,
+        1,
+        20,
+        vec![
+            members("s", &[("a", oid(1, 1, 0))]),
+            add("s", "a", oid(1, 2, 1)),
+        ],
+    );
+    let finals = |shown: &[(&str, OpId)]| vec![final_set(1, "s", shown), final_set(2, "s", shown)];
+    let h = history(vec![t1.clone(), t2.clone()], finals(&[("a", oid(1, 2, 1))]));
+    check_final_state(&h, &dc0_failed(false)).expect("the element shows");
+    let lost = history(vec![t1, t2], finals(&[]));
+    rejects(&lost, &dc0_failed(false), "never removed but invisible");
+}

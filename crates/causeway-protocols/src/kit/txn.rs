@@ -141,7 +141,7 @@ pub fn effect_type(effect: &Effect) -> ObjType {
     match effect {
         Effect::Assign(_) => ObjType::Lww,
         Effect::Increment(_) => ObjType::Counter,
-        Effect::Add(_) | Effect::Remove { .. } => ObjType::Set,
+        Effect::Add { .. } | Effect::Remove { .. } => ObjType::Set,
         Effect::MvAssign { .. } => ObjType::MvReg,
     }
 }

@@ -126,11 +126,13 @@ impl Part {
     }
 
     /// The effects of `updates` against `at` (a snapshot, or the client's past), each
-    /// after the txn's earlier updates of its key. An update whose effect does not depend
-    /// on the state (assign, increment, add) on a key whose versions below `at` were
-    /// folded by GC is checked against `latest` instead: only its type is read, so the
-    /// txn observes nothing `at` does not cover. (A remove or multi-value assign there
-    /// aborts "snapshot too old": its effect names what it observed.)
+    /// after the txn's earlier updates of its key. An update that may observe nothing
+    /// (assign, increment, add) on a key whose versions below `at` were folded by GC is
+    /// type-checked against `latest` and prepared against an empty object of that type,
+    /// so the txn observes nothing `at` does not cover (an add then replaces no older tag:
+    /// the set keeps one more tag until a later op observes it, which is safe). A remove
+    /// or multi-value assign there aborts "snapshot too old": its effect must name what it
+    /// observed.
     pub fn effects(&self, at: &Vc, updates: &Updates, latest: &Vc) -> Result<Effects, Error> {
         let mut objs: BTreeMap<Key, Object> = BTreeMap::new();
         let mut out = Vec::with_capacity(updates.len());
@@ -138,7 +140,9 @@ impl Part {
             if !objs.contains_key(key) {
                 let t = update.obj_type();
                 let o = match self.store.read(key, at, t) {
-                    Err(Error::Aborted(_)) if state_free(update) => self.store.read(key, latest, t),
+                    Err(Error::Aborted(_)) if may_observe_nothing(update) => {
+                        self.store.read(key, latest, t).map(|_| Object::new(t))
+                    }
                     other => other,
                 }?;
                 objs.insert(key.clone(), o);
@@ -297,8 +301,9 @@ impl Part {
     }
 }
 
-/// Whether `update`'s effect is the same whatever the object's state.
-fn state_free(update: &Update) -> bool {
+/// Whether `update` keeps its meaning when prepared against an empty object: assign and
+/// increment ignore the state, and an add then merely replaces no older tag.
+fn may_observe_nothing(update: &Update) -> bool {
     matches!(
         update,
         Update::Assign(_) | Update::Increment(_) | Update::Add(_)
