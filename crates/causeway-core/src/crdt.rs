@@ -97,7 +97,22 @@ pub enum Effect {
         elem: Value,
         tags: Vec<OpId>,
     },
-    MvAssign { value: Value, dominated: Vec<OpId> },
+    MvAssign {
+        value: Value,
+        dominated: Vec<OpId>,
+    },
+}
+
+impl Effect {
+    /// The ids of the ops this effect deletes.
+    pub fn deleted_ids(&self) -> &[OpId] {
+        match self {
+            Effect::Add { replaces, .. } => replaces,
+            Effect::Remove { tags, .. } => tags,
+            Effect::MvAssign { dominated, .. } => dominated,
+            Effect::Assign(_) | Effect::Increment(_) => &[],
+        }
+    }
 }
 
 /// Arbitration timestamp for last-writer-wins, chosen by the protocol so that it grows
@@ -219,11 +234,18 @@ impl Object {
 
     /// Effector: applies `op` unless its id was applied before. Returns whether it applied.
     /// An effect of the wrong type is an invariant violation (types are checked at prepare).
+    ///
+    /// The ids the op deletes (a set's replaced or removed tags, a multi-value register's
+    /// dominated entries) count as seen from now on: under causal delivery they were
+    /// applied already, but a protocol without it (`eventual`) may deliver the deleting op
+    /// first, and the deleted op, arriving later, must not come back (replicas would keep
+    /// different tags for ever).
     pub fn apply(&mut self, op: &Op) -> bool {
         if !self.seen.insert(op.id) {
             return false;
         }
         self.apply_effect(op);
+        self.seen.extend(op.effect.deleted_ids().iter().copied());
         true
     }
 

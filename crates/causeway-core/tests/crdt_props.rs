@@ -312,9 +312,10 @@ fn set_elem(effect: &Effect) -> Option<&Value> {
 /// element had it in its causal past (a re-add replaces the tags it observed).
 fn spec_set(run: &Run) -> (ObjValue, Vec<OpId>) {
     let superseded = |k: usize, elem: &Value| {
-        run.log.iter().enumerate().any(|(j, l)| {
-            set_elem(&l.op.effect) == Some(elem) && run.happened_before(k, j)
-        })
+        run.log
+            .iter()
+            .enumerate()
+            .any(|(j, l)| set_elem(&l.op.effect) == Some(elem) && run.happened_before(k, j))
     };
     let mut elems = BTreeSet::new();
     let mut ids = Vec::new();
@@ -655,4 +656,36 @@ fn prepare_on_wrong_type_is_an_error() {
             }
         }
     }
+}
+
+/// Without causal delivery (the `eventual` baseline), a remove of a tag can arrive before
+/// the add it removes: the add must stay removed, at the replica that saw the remove first
+/// as at the one that saw the add first, or the replicas keep different tags for ever.
+#[test]
+fn an_add_delivered_after_the_remove_that_observed_it_stays_removed() {
+    let empty = Object::new(ObjType::Set);
+    let add = make_op(&empty, &Update::Add(bytes(7)), op_id(0, 1), ts(1, 0));
+    let mut origin = empty.clone();
+    apply_new(&mut origin, &add);
+    let remove = make_op(&origin, &Update::Remove(bytes(7)), op_id(1, 1), ts(2, 0));
+    let readd = make_op(&origin, &Update::Add(bytes(7)), op_id(2, 1), ts(2, 1));
+    let mut in_order = empty.clone();
+    for op in [&add, &remove] {
+        apply_new(&mut in_order, op);
+    }
+    let mut reordered = empty.clone();
+    apply_new(&mut reordered, &remove);
+    assert!(
+        !reordered.apply(&add),
+        "the removed add is not applied late"
+    );
+    assert_eq!(reordered.value(), in_order.value());
+    assert_eq!(reordered.observed(), in_order.observed());
+    let mut late_readd = empty;
+    apply_new(&mut late_readd, &readd);
+    assert!(
+        !late_readd.apply(&add),
+        "the replaced add is not applied late"
+    );
+    assert_eq!(late_readd.observed(), vec![op_id(2, 1)]);
 }
