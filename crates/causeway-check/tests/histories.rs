@@ -425,8 +425,16 @@ fn a_set_read_showing_only_the_replaced_tag_is_rejected() {
 fn concurrent_adds_of_one_element_cannot_hide_each_other() {
     // Each add may have observed the other, but a read showing neither misses the element.
     let txns = vec![
-        txn(1, 1, vec![sadd("s", "a", (1, 1, 0)), set("x", "1", (1, 1, 1))]),
-        txn(2, 1, vec![sadd("s", "a", (2, 1, 0)), set("y", "1", (2, 1, 1))]),
+        txn(
+            1,
+            1,
+            vec![sadd("s", "a", (1, 1, 0)), set("x", "1", (1, 1, 1))],
+        ),
+        txn(
+            2,
+            1,
+            vec![sadd("s", "a", (2, 1, 0)), set("y", "1", (2, 1, 1))],
+        ),
         txn(
             3,
             1,

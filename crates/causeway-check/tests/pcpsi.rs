@@ -456,11 +456,18 @@ fn a_set_add_re_added_later_by_its_txn_is_an_intermediate_read() {
     };
     let h = |index| {
         history(
-            vec![txn(1, 1, vec![add(0), add(1)]), txn(2, 2, vec![read(index)])],
+            vec![
+                txn(1, 1, vec![add(0), add(1)]),
+                txn(2, 2, vec![read(index)]),
+            ],
             &[],
         )
     };
-    rejects(&h(0), ViolationKind::IntermediateRead, &[tid(2, 2), tid(1, 1)]);
+    rejects(
+        &h(0),
+        ViolationKind::IntermediateRead,
+        &[tid(2, 2), tid(1, 1)],
+    );
     accepts(&h(1));
 }
 

@@ -97,7 +97,10 @@ pub enum Effect {
         elem: Value,
         tags: Vec<OpId>,
     },
-    MvAssign { value: Value, dominated: Vec<OpId> },
+    MvAssign {
+        value: Value,
+        dominated: Vec<OpId>,
+    },
 }
 
 /// Arbitration timestamp for last-writer-wins, chosen by the protocol so that it grows

@@ -312,9 +312,10 @@ fn set_elem(effect: &Effect) -> Option<&Value> {
 /// element had it in its causal past (a re-add replaces the tags it observed).
 fn spec_set(run: &Run) -> (ObjValue, Vec<OpId>) {
     let superseded = |k: usize, elem: &Value| {
-        run.log.iter().enumerate().any(|(j, l)| {
-            set_elem(&l.op.effect) == Some(elem) && run.happened_before(k, j)
-        })
+        run.log
+            .iter()
+            .enumerate()
+            .any(|(j, l)| set_elem(&l.op.effect) == Some(elem) && run.happened_before(k, j))
     };
     let mut elems = BTreeSet::new();
     let mut ids = Vec::new();
