@@ -296,3 +296,27 @@ async fn client_connection(stream: TcpStream, gateway: &Gateway, full: bool) -> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hello_is_refused_for_its_version_or_cluster_and_a_request_first_always() {
+        let hello = |wire_version, cluster: Option<&str>| ClientFrame::Hello {
+            wire_version,
+            cluster: cluster.map(str::to_string),
+        };
+        assert_eq!(hello_refusal(&hello(CLIENT_WIRE_VERSION, None), "c"), None);
+        assert_eq!(
+            hello_refusal(&hello(CLIENT_WIRE_VERSION, Some("c")), "c"),
+            None
+        );
+        let e = hello_refusal(&hello(CLIENT_WIRE_VERSION, Some("d")), "c").unwrap();
+        assert_eq!(e, "this is cluster 'c', not 'd'");
+        let e = hello_refusal(&hello(CLIENT_WIRE_VERSION + 1, Some("c")), "c").unwrap();
+        assert!(e.contains("upgrade the client"), "{e}");
+        let e = hello_refusal(&ClientFrame::Request(Request::Commit), "c").unwrap();
+        assert_eq!(e, "the first frame must be Hello");
+    }
+}
