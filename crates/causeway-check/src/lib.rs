@@ -6,6 +6,8 @@
 
 pub mod conflict;
 pub mod convergence;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod graph;
 pub mod history;
 pub mod jsonl;

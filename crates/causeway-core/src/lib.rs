@@ -10,6 +10,8 @@ pub mod clock;
 pub mod conflict;
 pub mod crdt;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod ids;
 pub mod limits;
 pub mod sansio;

@@ -23,6 +23,8 @@ pub mod admin;
 pub mod commands;
 pub mod conn;
 pub mod data;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod limits;
 pub mod memory;
 pub mod parse;

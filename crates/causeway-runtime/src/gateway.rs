@@ -231,6 +231,24 @@ pub async fn serve_clients(listener: TcpListener, gateway: Gateway, connections_
     }
 }
 
+/// Why a client's first frame is refused by the endpoint of cluster `cluster`, before
+/// the node's own limits are asked: `None` for a Hello of this wire version that expects
+/// this cluster (or any).
+pub fn hello_refusal(first: &ClientFrame, cluster: &str) -> Option<String> {
+    match first {
+        ClientFrame::Hello { wire_version, .. } if *wire_version != CLIENT_WIRE_VERSION => {
+            Some(format!(
+                "client wire version {wire_version}, this server speaks {CLIENT_WIRE_VERSION}: upgrade the client"
+            ))
+        }
+        ClientFrame::Hello {
+            cluster: Some(c), ..
+        } if c != cluster => Some(format!("this is cluster '{cluster}', not '{c}'")),
+        ClientFrame::Hello { .. } => None,
+        ClientFrame::Request(_) => Some("the first frame must be Hello".to_string()),
+    }
+}
+
 type ClientFramed = Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>;
 
 async fn send(framed: &mut ClientFramed, frame: &ServerFrame) -> Result<(), String> {
@@ -250,16 +268,10 @@ async fn client_connection(stream: TcpStream, gateway: &Gateway, full: bool) -> 
     };
     let info = gateway.info();
     let mut session = gateway.open_session();
-    let refusal = match hello {
-        _ if full => Some("too many client connections on this endpoint".to_string()),
-        ClientFrame::Hello { wire_version, .. } if wire_version != CLIENT_WIRE_VERSION => Some(format!(
-            "client wire version {wire_version}, this server speaks {CLIENT_WIRE_VERSION}: upgrade the client"
-        )),
-        ClientFrame::Hello { cluster: Some(c), .. } if c != info.cluster => {
-            Some(format!("this is cluster '{}', not '{c}'", info.cluster))
-        }
-        ClientFrame::Hello { .. } => session.refusal().map(str::to_string),
-        ClientFrame::Request(_) => Some("the first frame must be Hello".to_string()),
+    let refusal = if full {
+        Some("too many client connections on this endpoint".to_string())
+    } else {
+        hello_refusal(&hello, &info.cluster).or_else(|| session.refusal().map(str::to_string))
     };
     if let Some(reason) = refusal {
         tracing::warn!("refused a client: {reason}");
@@ -283,4 +295,28 @@ async fn client_connection(stream: TcpStream, gateway: &Gateway, full: bool) -> 
         send(&mut framed, &ServerFrame::Response(response)).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hello_is_refused_for_its_version_or_cluster_and_a_request_first_always() {
+        let hello = |wire_version, cluster: Option<&str>| ClientFrame::Hello {
+            wire_version,
+            cluster: cluster.map(str::to_string),
+        };
+        assert_eq!(hello_refusal(&hello(CLIENT_WIRE_VERSION, None), "c"), None);
+        assert_eq!(
+            hello_refusal(&hello(CLIENT_WIRE_VERSION, Some("c")), "c"),
+            None
+        );
+        let e = hello_refusal(&hello(CLIENT_WIRE_VERSION, Some("d")), "c").unwrap();
+        assert_eq!(e, "this is cluster 'c', not 'd'");
+        let e = hello_refusal(&hello(CLIENT_WIRE_VERSION + 1, Some("c")), "c").unwrap();
+        assert!(e.contains("upgrade the client"), "{e}");
+        let e = hello_refusal(&ClientFrame::Request(Request::Commit), "c").unwrap();
+        assert_eq!(e, "the first frame must be Hello");
+    }
 }

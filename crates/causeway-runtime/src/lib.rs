@@ -18,6 +18,8 @@
 pub mod config;
 pub mod control;
 pub mod dashboard;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gateway;
 pub mod metrics_http;
 pub mod node;
