@@ -115,6 +115,7 @@ fn peer_frames() -> Vec<PeerFrame> {
             from_epoch: 3,
             to: NodeId(0),
             topology: Topology::full(3, 2, 8),
+            nonce: [0x5a; 32],
         },
         PeerFrame::Welcome {
             epoch: 5,
@@ -126,6 +127,11 @@ fn peer_frames() -> Vec<PeerFrame> {
         data(1, write),
         data(2, read),
         PeerFrame::Ack { delivered: 2 },
+        PeerFrame::Challenge {
+            nonce: [0xa5; 32],
+            proof: [0x3c; 32],
+        },
+        PeerFrame::Proof { proof: [0xc3; 32] },
     ]
 }
 
@@ -141,6 +147,7 @@ fn cluster_files() -> Result<Vec<String>, String> {
     ]);
     partial.intra_dc_ms = 0.5;
     partial.password = Some("secret".into());
+    partial.secret = Some("0123456789abcdef0123456789abcdef".into());
     partial.nodes[0].metrics_addr = Some("127.0.0.1:9100".parse().expect("addr"));
     partial.nodes[0].http_addr = Some("127.0.0.1:9000".parse().expect("addr"));
     partial.nodes[1].data_dir = Some("/data/n2".into());

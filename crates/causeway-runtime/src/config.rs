@@ -11,6 +11,9 @@
 //! dcs = ["dc1", "dc2", "dc3"]
 //! rtt_ms = [[0, 88, 80], [86, 0, 145], [76, 139, 0]]   # optional; default: PaRiS Fig. 1
 //! intra_dc_ms = 0.0              # optional extra one-way latency inside a DC
+//! password = "..."               # optional: clients (RESP and native) must give it
+//! secret = "..."                 # optional: cluster secret nodes prove to each other
+//! # secret_file = "cluster.secret" # or: a file holding it (16 to 1024 printable bytes)
 //!
 //! [[nodes]]
 //! name = "dc1-n1"
@@ -40,6 +43,11 @@ pub const DEFAULT_FAR_RTT_MS: f64 = 200.0;
 pub const DCS_MAX: usize = 64;
 /// Most nodes a cluster file may declare.
 pub const NODES_MAX: usize = 4096;
+/// Fewest and most bytes of a cluster secret.
+pub const SECRET_LEN_MIN: usize = 16;
+pub const SECRET_LEN_MAX: usize = 1024;
+/// Most bytes of a `secret_file`.
+const SECRET_FILE_LEN_MAX: u64 = 4096;
 
 /// Queue and connection limits of one node (every queue of the runtime is bounded).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -182,6 +190,13 @@ pub struct ClusterConfig {
     /// Password RESP clients must give with AUTH (none: no authentication).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
+    /// The cluster secret nodes prove to each other when they connect (none: peers are
+    /// not authenticated, and each node warns at startup). At most one of `secret` and
+    /// `secret_file` (a file holding the secret, trailing newline ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<PathBuf>,
     #[serde(default)]
     pub limits: Limits,
     #[serde(default)]
@@ -275,6 +290,7 @@ impl ClusterConfig {
             ));
         }
         self.validate_sections()?;
+        self.validate_secret()?;
         let t = &self.timing;
         for (name, v) in [
             ("timing.replication_interval_ms", t.replication_interval_ms),
@@ -317,6 +333,44 @@ impl ClusterConfig {
             }
         }
         Ok(())
+    }
+
+    fn validate_secret(&self) -> Result<(), String> {
+        if self.secret.is_some() && self.secret_file.is_some() {
+            return Err(field(
+                "secret_file",
+                "given together with `secret`",
+                "keep only one of them",
+            ));
+        }
+        match &self.secret {
+            Some(secret) => check_secret("secret", secret),
+            None => Ok(()),
+        }
+    }
+
+    /// The cluster secret, read from `secret_file` when the file names one; `None` when
+    /// the file configures none.
+    pub fn cluster_secret(&self) -> Result<Option<String>, String> {
+        if let Some(secret) = &self.secret {
+            return Ok(Some(secret.clone()));
+        }
+        let Some(path) = &self.secret_file else {
+            return Ok(None);
+        };
+        let fix = "point `secret_file` at a readable file holding the secret";
+        let len = std::fs::metadata(path)
+            .map_err(|e| field("secret_file", format!("{}: {e}", path.display()), fix))?
+            .len();
+        if len > SECRET_FILE_LEN_MAX {
+            let problem = format!("{} has {len} bytes", path.display());
+            return Err(field("secret_file", problem, fix));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| field("secret_file", format!("{}: {e}", path.display()), fix))?;
+        let secret = text.trim_end_matches(['\n', '\r']).to_string();
+        check_secret("secret_file", &secret)?;
+        Ok(Some(secret))
     }
 
     fn validate_dcs(&self) -> Result<(), String> {
@@ -656,6 +710,25 @@ pub fn partial_replication_protocols() -> Vec<&'static str> {
         .collect()
 }
 
+/// A secret has SECRET_LEN_MIN..=SECRET_LEN_MAX printable ASCII characters.
+fn check_secret(name: &str, secret: &str) -> Result<(), String> {
+    let fix = format!(
+        "give {SECRET_LEN_MIN} to {SECRET_LEN_MAX} printable ASCII characters, e.g. 64 hex digits from `openssl rand -hex 32`"
+    );
+    if !(SECRET_LEN_MIN..=SECRET_LEN_MAX).contains(&secret.len()) {
+        let problem = format!("the secret has {} bytes", secret.len());
+        return Err(field(name, problem, &fix));
+    }
+    if !secret.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(field(
+            name,
+            "the secret has a character that is not printable ASCII (or a space)",
+            &fix,
+        ));
+    }
+    Ok(())
+}
+
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
         a
@@ -718,6 +791,8 @@ pub fn local_cluster(
         rtt_ms: None,
         intra_dc_ms: 0.0,
         password: None,
+        secret: None,
+        secret_file: None,
         limits: Limits::default(),
         timing: Timing::default(),
         storage: StorageConfig::default(),
@@ -793,6 +868,38 @@ mod tests {
         let e = ClusterConfig::parse("cluster = 1").unwrap_err();
         assert!(e.contains("not valid"), "{e}");
         assert!(c.placement("ghost").is_err());
+    }
+
+    #[test]
+    fn a_secret_is_length_checked_and_read_from_its_file() {
+        let mut c = local();
+        assert_eq!(c.cluster_secret(), Ok(None));
+        c.secret = Some("short".into());
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("`secret`") && e.contains("5 bytes"), "{e}");
+        c.secret = Some("x".repeat(SECRET_LEN_MAX + 1));
+        assert!(c.validate().unwrap_err().contains("`secret`"));
+        c.secret = Some("has a space in it, sadly".into());
+        assert!(c.validate().unwrap_err().contains("printable"));
+        c.secret = Some("0123456789abcdef".into());
+        let back = ClusterConfig::parse(&c.to_toml()).unwrap();
+        assert_eq!(back.cluster_secret(), Ok(Some("0123456789abcdef".into())));
+        let dir = std::env::temp_dir().join(format!("cw-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("secret");
+        std::fs::write(&path, "fedcba9876543210fedcba\n").unwrap();
+        c.secret_file = Some(path.clone());
+        assert!(c.validate().unwrap_err().contains("together with `secret`"));
+        c.secret = None;
+        assert_eq!(
+            c.cluster_secret(),
+            Ok(Some("fedcba9876543210fedcba".into()))
+        );
+        std::fs::write(&path, "tiny\n").unwrap();
+        assert!(c.cluster_secret().unwrap_err().contains("`secret_file`"));
+        c.secret_file = Some(dir.join("missing"));
+        assert!(c.cluster_secret().unwrap_err().contains("missing"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

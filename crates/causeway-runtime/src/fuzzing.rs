@@ -74,6 +74,7 @@ pub fn peer_frame(data: &[u8]) {
             from_epoch,
             to,
             topology: t,
+            nonce: _,
         } if *wire_version == PEER_WIRE_VERSION
             && cluster == CLUSTER
             && protocol == PROTOCOL

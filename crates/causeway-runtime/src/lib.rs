@@ -15,6 +15,7 @@
 //! measurement samples into published gauges.
 //! Any protocol of `causeway_protocols::PROTOCOLS` runs unchanged, chosen by name.
 
+pub mod auth;
 pub mod config;
 pub mod control;
 pub mod dashboard;
@@ -66,6 +67,13 @@ impl Server {
     pub async fn start(config: &ClusterConfig, node_name: &str) -> Result<Server, String> {
         let placement = config.placement(node_name)?;
         let (recovered, machine) = recover_machine(config, &placement)?;
+        let secret = config.cluster_secret()?;
+        if secret.is_none() {
+            tracing::warn!(
+                node = node_name,
+                "no cluster secret configured: peer connections are not authenticated, anyone who can reach this node's peer port can inject messages; fix: set `secret` or `secret_file` in the cluster file (docs/OPERATIONS.md, Security)"
+            );
+        }
         let me = Identity {
             cluster: config.cluster.clone(),
             protocol: config.protocol.clone(),
@@ -73,6 +81,7 @@ impl Server {
             name: node_name.to_string(),
             epoch: recovered.epoch,
             topology: config.topology(),
+            secret: std::sync::Arc::from(secret.unwrap_or_default().into_bytes()),
         };
         let peers = bind(placement.spec.addr, "addr").await?;
         let metrics = node_metrics(config, &placement);

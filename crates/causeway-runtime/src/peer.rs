@@ -2,13 +2,18 @@
 //! most `FRAME_LEN_MAX` bytes) over TCP, one connection per direction of each node pair.
 //!
 //! The dialing node sends [`PeerFrame::Hello`] naming the cluster, protocol, wire version,
-//! itself (id and boot epoch), the node it expects and the cluster's shape from its
+//! itself (id and boot epoch), the node it expects, the cluster's shape from its
 //! cluster file (DCs, nodes per DC, partitions, replication factor: two nodes that place
-//! partitions differently must not talk); the listener answers `Welcome` with
-//! its own epoch and the last sequence number it delivered from that sender epoch, or
-//! `Refused` with the reason (and both sides log it). Then the dialer sends `Data` frames
-//! numbered 1, 2, ... per sender epoch and the listener answers with cumulative `Ack`s.
+//! partitions differently must not talk) and a fresh random nonce. The listener checks
+//! it and answers `Challenge` with its own nonce and its proof of the cluster secret; the
+//! dialer checks that proof and answers `Proof` with its own (see [`crate::auth`] for
+//! what a proof covers). The listener then answers `Welcome` with its own epoch and the
+//! last sequence number it delivered from that sender epoch, or `Refused` with the reason
+//! at any step (and both sides log it). Only then does the dialer send `Data` frames
+//! numbered 1, 2, ... per sender epoch, and the listener answers with cumulative `Ack`s;
+//! a listener closes a connection sending anything but `Proof` after its `Challenge`.
 
+use crate::auth::{Nonce, Proof};
 use causeway_core::limits::FRAME_LEN_MAX;
 use causeway_core::{Addr, NodeId, Topology};
 use causeway_protocols::Msg;
@@ -16,8 +21,9 @@ use serde::{Deserialize, Serialize};
 use tokio_util::codec::LengthDelimitedCodec;
 
 /// Version of this frame format; nodes refuse peers speaking another. 3: a set add's
-/// effect names the tags it replaces (the optimized OR-set).
-pub const PEER_WIRE_VERSION: u32 = 3;
+/// effect names the tags it replaces (the optimized OR-set). 4: mutual challenge-response
+/// authentication (`Hello` carries a nonce; `Challenge` and `Proof` frames).
+pub const PEER_WIRE_VERSION: u32 = 4;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {
@@ -30,6 +36,8 @@ pub enum PeerFrame {
         to: NodeId,
         /// The sender's placement, as its cluster file gives it.
         topology: Topology,
+        /// The dialer's fresh random nonce.
+        nonce: Nonce,
     },
     Welcome {
         epoch: u64,
@@ -46,6 +54,15 @@ pub enum PeerFrame {
     },
     Ack {
         delivered: u64,
+    },
+    /// The listener's answer to an acceptable `Hello`: its nonce and its proof.
+    Challenge {
+        nonce: Nonce,
+        proof: Proof,
+    },
+    /// The dialer's proof, its answer to `Challenge`.
+    Proof {
+        proof: Proof,
     },
 }
 
@@ -90,6 +107,7 @@ pub fn check_hello(
         from_epoch,
         to,
         topology: t,
+        nonce: _,
     } = frame
     else {
         return Err("the first frame is not a Hello".into());
@@ -149,6 +167,7 @@ mod tests {
             from_epoch: 3,
             to: NodeId(0),
             topology: Topology::full(2, 1, 2),
+            nonce: [7; 32],
         }
     }
 

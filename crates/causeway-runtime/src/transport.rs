@@ -9,11 +9,17 @@
 //! live. When the peer comes back with a new boot epoch (it crashed), the messages meant
 //! for its dead incarnation are dropped, as the simulator drops them.
 //!
-//! Incoming: one task per accepted connection checks the `Hello`, answers `Welcome` with
+//! Both ends authenticate each other first (`crate::auth`): a peer that cannot prove it
+//! knows the cluster secret is refused, logged with its address and the reason, and
+//! nothing it sent is delivered.
+//!
+//! Incoming: one task per accepted connection checks the `Hello` and the dialer's proof,
+//! answers `Welcome` with
 //! the last sequence number delivered from that sender epoch, delivers each new `Data`
 //! frame to the node's inbox in order (duplicates from a resend are skipped), and
 //! acknowledges every `ACK_INTERVAL`.
 
+use crate::auth::{self, Direction, Nonce, Transcript};
 use crate::peer::{self, PeerFrame, PEER_WIRE_VERSION};
 use bytes::Bytes;
 use causeway_core::{Addr, NodeId, Topology};
@@ -23,10 +29,11 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
-use tokio_util::codec::{FramedRead, FramedWrite};
+use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
 /// How often a receiver acknowledges what it delivered.
 const ACK_INTERVAL: Duration = Duration::from_millis(10);
@@ -56,6 +63,25 @@ pub struct Identity {
     pub epoch: u64,
     /// The cluster's placement from this node's cluster file (peers must agree on it).
     pub topology: Topology,
+    /// The cluster secret both ends of a link prove they know (empty: none configured).
+    pub secret: Arc<[u8]>,
+}
+
+impl Identity {
+    /// The handshake transcript of a link from `dialer` to `listener`.
+    fn transcript<'a>(
+        &'a self,
+        dialer: (NodeId, &'a Nonce),
+        listener: (NodeId, &'a Nonce),
+    ) -> Transcript<'a> {
+        Transcript {
+            cluster: &self.cluster,
+            dialer: dialer.0 .0,
+            dialer_nonce: dialer.1,
+            listener: listener.0 .0,
+            listener_nonce: listener.1,
+        }
+    }
 }
 
 struct Queued {
@@ -166,6 +192,10 @@ async fn run_link(me: Identity, link: Link, addr: SocketAddr) {
                 tracing::error!(peer = link.peer.0, %addr, "peer refused our connection: {reason}");
                 pause = REDIAL_MAX;
             }
+            Err(DialError::Auth(reason)) => {
+                tracing::error!(peer = link.peer.0, %addr, "refused the peer: it failed authentication: {reason}");
+                pause = REDIAL_MAX;
+            }
             Err(DialError::Io(e)) => {
                 if was_up {
                     tracing::debug!(peer = link.peer.0, %addr, "redial failed: {e}");
@@ -179,6 +209,8 @@ async fn run_link(me: Identity, link: Link, addr: SocketAddr) {
 
 enum DialError {
     Refused(String),
+    /// The listener could not prove it knows the cluster secret.
+    Auth(String),
     Io(String),
 }
 
@@ -190,6 +222,7 @@ async fn dial(
     let io = |e: std::io::Error| DialError::Io(e.to_string());
     let mut stream = TcpStream::connect(addr).await.map_err(io)?;
     stream.set_nodelay(true).map_err(io)?;
+    let nonce = auth::nonce().map_err(DialError::Io)?;
     let hello = PeerFrame::Hello {
         cluster: me.cluster.clone(),
         protocol: me.protocol.clone(),
@@ -198,28 +231,61 @@ async fn dial(
         from_epoch: me.epoch,
         to: peer,
         topology: me.topology.clone(),
+        nonce,
     };
     let (r, w) = stream.split();
     let mut sink = FramedWrite::new(w, peer::codec());
     let mut source = FramedRead::new(r, peer::codec());
-    sink.send(peer::encode(&hello).map_err(DialError::Io)?)
+    send(&mut sink, &hello).await?;
+    let (peer_nonce, peer_proof) = match answer(&mut source).await? {
+        PeerFrame::Challenge { nonce, proof } => (nonce, proof),
+        other => return Err(unexpected(other)),
+    };
+    let t = me.transcript((me.node, &nonce), (peer, &peer_nonce));
+    if !auth::verify(&me.secret, Direction::Listener, &t, &peer_proof) {
+        return Err(DialError::Auth(
+            "wrong proof of the cluster secret (the cluster files disagree on `secret`)".into(),
+        ));
+    }
+    let proof = auth::proof(&me.secret, Direction::Dialer, &t);
+    send(&mut sink, &PeerFrame::Proof { proof }).await?;
+    let welcome = answer(&mut source).await?;
+    drop(source);
+    drop(sink);
+    match welcome {
+        PeerFrame::Welcome { epoch, delivered } => Ok((stream, epoch, delivered)),
+        other => Err(unexpected(other)),
+    }
+}
+
+async fn send<W: tokio::io::AsyncWrite + Unpin>(
+    sink: &mut FramedWrite<W, tokio_util::codec::LengthDelimitedCodec>,
+    frame: &PeerFrame,
+) -> Result<(), DialError> {
+    let bytes = peer::encode(frame).map_err(DialError::Io)?;
+    sink.send(bytes)
         .await
-        .map_err(io)?;
-    let answer = tokio::time::timeout(HANDSHAKE_TIMEOUT, source.next()).await;
-    let bytes = match answer {
+        .map_err(|e| DialError::Io(e.to_string()))
+}
+
+/// The listener's next handshake frame.
+async fn answer<R: tokio::io::AsyncRead + Unpin>(
+    source: &mut FramedRead<R, tokio_util::codec::LengthDelimitedCodec>,
+) -> Result<PeerFrame, DialError> {
+    let bytes = match tokio::time::timeout(HANDSHAKE_TIMEOUT, source.next()).await {
         Ok(Some(Ok(b))) => b,
-        Ok(Some(Err(e))) => return Err(io(e)),
+        Ok(Some(Err(e))) => return Err(DialError::Io(e.to_string())),
         Ok(None) => return Err(DialError::Io("closed during the handshake".into())),
         Err(_) => return Err(DialError::Io("no handshake answer".into())),
     };
-    drop(source);
-    drop(sink);
-    match peer::decode(&bytes).map_err(DialError::Io)? {
-        PeerFrame::Welcome { epoch, delivered } => Ok((stream, epoch, delivered)),
-        PeerFrame::Refused { reason } => Err(DialError::Refused(reason)),
-        other => Err(DialError::Io(format!(
-            "unexpected handshake answer {other:?}"
-        ))),
+    peer::decode(&bytes).map_err(DialError::Io)
+}
+
+/// A handshake answer out of place: the listener's refusal, or a protocol error.
+fn unexpected(frame: PeerFrame) -> DialError {
+    match frame {
+        PeerFrame::Refused { reason } => DialError::Refused(reason),
+        other => DialError::Io(format!("unexpected handshake answer {other:?}")),
     }
 }
 
@@ -309,6 +375,31 @@ fn next_frame(link: &Link, cursor: u64) -> Option<(u64, Instant, Bytes)> {
     Some((q.seq, q.due, q.frame.clone()))
 }
 
+/// The next frame of a handshake, `None` when none came in time.
+async fn next_frame_in_time(
+    source: &mut FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+) -> Result<Option<PeerFrame>, String> {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, source.next()).await {
+        Ok(Some(Ok(bytes))) => peer::decode(&bytes).map(Some),
+        Ok(Some(Err(e))) => Err(e.to_string()),
+        Ok(None) => Err("closed during the handshake".into()),
+        Err(_) => Ok(None),
+    }
+}
+
+/// A frame's kind, as a refusal names it (never its content).
+fn frame_name(frame: &PeerFrame) -> &'static str {
+    match frame {
+        PeerFrame::Hello { .. } => "Hello",
+        PeerFrame::Welcome { .. } => "Welcome",
+        PeerFrame::Refused { .. } => "Refused",
+        PeerFrame::Data { .. } => "a Data frame",
+        PeerFrame::Ack { .. } => "Ack",
+        PeerFrame::Challenge { .. } => "Challenge",
+        PeerFrame::Proof { .. } => "Proof",
+    }
+}
+
 /// Per-sender delivery state of the receiving side.
 #[derive(Default)]
 struct RecvState {
@@ -358,21 +449,15 @@ impl Inbound {
         let (r, w) = stream.into_split();
         let mut source = FramedRead::new(r, peer::codec());
         let mut sink = FramedWrite::new(w, peer::codec());
-        let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, source.next()).await {
-            Ok(Some(Ok(bytes))) => peer::decode(&bytes)?,
-            _ => return Err("no Hello".into()),
+        let (from, from_epoch) = match self.handshake(&mut source, &mut sink).await? {
+            Ok(v) => v,
+            Err(reason) => {
+                tracing::error!(%addr, "refused a peer connection: {reason}");
+                let refused = peer::encode(&PeerFrame::Refused { reason })?;
+                let _ = sink.send(refused).await;
+                return Ok(());
+            }
         };
-        let me = &self.me;
-        let (from, from_epoch) =
-            match peer::check_hello(&first, &me.cluster, &me.protocol, me.node, &me.topology) {
-                Ok(v) => v,
-                Err(reason) => {
-                    tracing::error!(%addr, "refused a peer connection: it announced {reason}");
-                    let refused = peer::encode(&PeerFrame::Refused { reason })?;
-                    let _ = sink.send(refused).await;
-                    return Ok(());
-                }
-            };
         let state = self.sender_state(from);
         let delivered = {
             let mut s = state.lock().await;
@@ -385,7 +470,7 @@ impl Inbound {
             s.delivered
         };
         let welcome = PeerFrame::Welcome {
-            epoch: me.epoch,
+            epoch: self.me.epoch,
             delivered,
         };
         sink.send(peer::encode(&welcome)?)
@@ -393,6 +478,51 @@ impl Inbound {
             .map_err(|e| e.to_string())?;
         self.receive((from_epoch, delivered), &state, source, sink)
             .await
+    }
+
+    /// Checks the dialer's `Hello`, challenges it and checks its proof. The outer `Err`
+    /// is a broken connection; the inner one the reason to refuse the peer.
+    async fn handshake(
+        &self,
+        source: &mut FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+        sink: &mut FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>,
+    ) -> Result<Result<(NodeId, u64), String>, String> {
+        let me = &self.me;
+        let Some(hello) = next_frame_in_time(source).await? else {
+            return Ok(Err("no Hello in time".into()));
+        };
+        let checked = peer::check_hello(&hello, &me.cluster, &me.protocol, me.node, &me.topology);
+        let (from, from_epoch) = match checked {
+            Ok(v) => v,
+            Err(reason) => return Ok(Err(format!("it announced {reason}"))),
+        };
+        let PeerFrame::Hello {
+            nonce: dialer_nonce,
+            ..
+        } = hello
+        else {
+            return Ok(Err("the first frame is not a Hello".into()));
+        };
+        let nonce = auth::nonce()?;
+        let t = me.transcript((from, &dialer_nonce), (me.node, &nonce));
+        let proof = auth::proof(&me.secret, Direction::Listener, &t);
+        let challenge = peer::encode(&PeerFrame::Challenge { nonce, proof })?;
+        sink.send(challenge).await.map_err(|e| e.to_string())?;
+        match next_frame_in_time(source).await? {
+            Some(PeerFrame::Proof { proof }) => {
+                if auth::verify(&me.secret, Direction::Dialer, &t, &proof) {
+                    Ok(Ok((from, from_epoch)))
+                } else {
+                    Ok(Err(format!("node {} failed authentication: wrong proof of the cluster secret (the cluster files disagree on `secret`)", from.0)))
+                }
+            }
+            Some(other) => Ok(Err(format!(
+                "node {} sent {} instead of its proof of the cluster secret",
+                from.0,
+                frame_name(&other)
+            ))),
+            None => Ok(Err(format!("node {} sent no proof in time", from.0))),
+        }
     }
 
     fn sender_state(&self, from: NodeId) -> Arc<tokio::sync::Mutex<RecvState>> {
@@ -404,14 +534,8 @@ impl Inbound {
         &self,
         (epoch, mut acked): (u64, u64),
         state: &tokio::sync::Mutex<RecvState>,
-        mut source: FramedRead<
-            tokio::net::tcp::OwnedReadHalf,
-            tokio_util::codec::LengthDelimitedCodec,
-        >,
-        mut sink: FramedWrite<
-            tokio::net::tcp::OwnedWriteHalf,
-            tokio_util::codec::LengthDelimitedCodec,
-        >,
+        mut source: FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+        mut sink: FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>,
     ) -> Result<(), String> {
         let mut ticker = tokio::time::interval(ACK_INTERVAL);
         loop {
@@ -460,6 +584,7 @@ mod tests {
             name: format!("n{node}"),
             epoch: 1,
             topology: Topology::full(2, 1, 2),
+            secret: Arc::from(&b"test secret 0123456789"[..]),
         }
     }
 

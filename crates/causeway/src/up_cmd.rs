@@ -264,23 +264,67 @@ fn flag_names(e: &str) -> String {
         .replace("cluster file: field `partitions`", "--partitions")
 }
 
-/// Writes the cluster file, refusing to reuse a data directory made for another cluster.
+/// Writes the cluster file (mode 0600: it holds the cluster secret), refusing to reuse a
+/// data directory made for another cluster. A new cluster gets a fresh random secret; a
+/// data directory's existing file keeps its own.
 fn prepare(args: &UpArgs) -> Result<(ClusterConfig, PathBuf), String> {
     let data = std::path::absolute(&args.data).map_err(|e| format!("--data: {e}"))?;
-    let config = cluster_config(args, data.clone())?;
+    let mut config = cluster_config(args, data.clone())?;
     std::fs::create_dir_all(&data).map_err(|e| format!("cannot create {}: {e}", data.display()))?;
     let path = data.join("cluster.toml");
-    let text = config.to_toml();
-    if let Ok(old) = std::fs::read_to_string(&path) {
-        if old != text {
+    let old = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|text| ClusterConfig::parse(&text).ok().map(|c| (text, c)));
+    if let Some((text, mut old)) = old {
+        let secret = old.secret.take();
+        if old.to_toml() != config.to_toml() {
             return Err(format!(
                 "{} holds a different cluster (another protocol, size, replication, ports or protocol settings); fix: pass another --data directory or delete this one",
                 data.display()
             ));
         }
+        config.secret = secret;
+        if config.secret.is_some() && config.to_toml() == text {
+            restrict(&path)?;
+            return Ok((config, path));
+        }
     }
-    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    if config.secret.is_none() {
+        config.secret = Some(random_secret()?);
+    }
+    write_private(&path, &config.to_toml())?;
     Ok((config, path))
+}
+
+/// 32 random bytes from the operating system, as 64 hex digits.
+fn random_secret() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| format!("no randomness for the cluster secret: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Writes `text` to `path`, readable and writable by the owner only.
+fn write_private(path: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(err)?;
+    restrict(path)?;
+    file.write_all(text.as_bytes()).map_err(err)
+}
+
+/// Makes `path` readable and writable by its owner only.
+fn restrict(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot restrict {}: {e}", path.display()))
 }
 
 /// `--resp-every-node`: node k without a RESP endpoint gets one at `base + 64 + k` (after the DC ports, base+1..=base+64).
@@ -647,6 +691,33 @@ mod tests {
             .iter()
             .chain(extra);
         Cli::try_parse_from(argv).expect("valid options").up
+    }
+
+    #[test]
+    fn up_writes_a_private_cluster_file_with_a_random_secret_it_keeps() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("causeway-up-secret-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut a = args(&[]);
+        a.data = dir.clone();
+        let (config, path) = prepare(&a).unwrap();
+        let secret = config.secret.clone().expect("a secret");
+        assert_eq!(secret.len(), 64);
+        assert!(secret.bytes().all(|b| b.is_ascii_hexdigit()), "{secret}");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let on_disk = ClusterConfig::load(&path).unwrap();
+        assert_eq!(on_disk.secret.as_deref(), Some(secret.as_str()));
+        let (again, _) = prepare(&a).unwrap();
+        assert_eq!(again.secret, Some(secret), "a rerun keeps the secret");
+        let other =
+            std::env::temp_dir().join(format!("causeway-up-secret2-{}", std::process::id()));
+        let mut b = args(&[]);
+        b.data = other.clone();
+        let (fresh, _) = prepare(&b).unwrap();
+        assert_ne!(fresh.secret, again.secret, "each cluster gets its own");
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&other);
     }
 
     #[test]

@@ -78,6 +78,8 @@ impl Cluster {
             rtt_ms: Some(rtt),
             intra_dc_ms: 0.0,
             password: None,
+            secret: Some("test-cluster-secret-0123".into()),
+            secret_file: None,
             limits: Limits::default(),
             timing: Timing {
                 request_timeout_ms: 3000.0,

@@ -1,0 +1,197 @@
+//! Peer authentication against a running node: a raw TCP client speaking the node-to-node
+//! frames is refused when it cannot prove the cluster secret (a wrong proof, or a `Data`
+//! frame instead of the proof), and nothing it sent is applied; with the secret, the same
+//! write is applied (so the check would see one).
+
+use causeway_core::{
+    Addr, Key, NodeId, ObjType, ObjValue, OpId, Request, Response, SessionId, TxnId, TxnKind,
+    Update,
+};
+use causeway_protocols::{eventual, registry::Carries, Msg};
+use causeway_runtime::auth::{self, Direction, Transcript};
+use causeway_runtime::config::{local_cluster, ClusterConfig};
+use causeway_runtime::peer::{self, PeerFrame, PEER_WIRE_VERSION};
+use causeway_runtime::Server;
+use futures_util::{SinkExt, StreamExt};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio_util::codec::Framed;
+
+const SECRET: &str = "peer-auth-test-secret-0123456789";
+const KEY: &[u8] = b"injected";
+
+fn free_addr() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+fn cluster(dir: &std::path::Path) -> ClusterConfig {
+    let mut c = local_cluster("eventual", 2, 1, dir.to_path_buf(), 7100, 7000).unwrap();
+    for node in &mut c.nodes {
+        node.addr = free_addr();
+        node.client_addr = None;
+        node.resp_addr = None;
+    }
+    c.secret = Some(SECRET.into());
+    c.validate().unwrap();
+    c
+}
+
+fn write_frame(value: &[u8]) -> PeerFrame {
+    let op = OpId {
+        txn: TxnId {
+            session: SessionId(99),
+            seq: 1,
+        },
+        index: 0,
+    };
+    let write = eventual::Msg::Write {
+        req: 1,
+        updates: vec![(Key::new(KEY.to_vec()), Update::Add(value.to_vec()), op)],
+    };
+    PeerFrame::Data {
+        seq: 1,
+        from: Addr::Node(NodeId(1)),
+        to: Addr::Node(NodeId(0)),
+        msg: <Msg as Carries<eventual::Eventual>>::wrap(write),
+    }
+}
+
+type Conn = Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>;
+
+async fn send(conn: &mut Conn, frame: &PeerFrame) {
+    conn.send(peer::encode(frame).unwrap()).await.unwrap();
+}
+
+async fn recv(conn: &mut Conn) -> Option<PeerFrame> {
+    let next = tokio::time::timeout(Duration::from_secs(10), conn.next()).await;
+    match next.expect("an answer in time") {
+        Some(Ok(bytes)) => Some(peer::decode(&bytes).unwrap()),
+        _ => None,
+    }
+}
+
+/// Dials node 0 as node 1 and answers its challenge with `answer(proof)` (given the
+/// proof the secret `secret` gives); returns the node's answer.
+async fn handshake(
+    config: &ClusterConfig,
+    secret: &str,
+    answer: impl FnOnce(auth::Proof) -> PeerFrame,
+) -> (Conn, Option<PeerFrame>) {
+    let stream = TcpStream::connect(config.nodes[0].addr).await.unwrap();
+    let mut conn = Framed::new(stream, peer::codec());
+    let nonce = auth::nonce().unwrap();
+    let hello = PeerFrame::Hello {
+        cluster: config.cluster.clone(),
+        protocol: config.protocol.clone(),
+        wire_version: PEER_WIRE_VERSION,
+        from: NodeId(1),
+        from_epoch: 1,
+        to: NodeId(0),
+        topology: config.topology(),
+        nonce,
+    };
+    send(&mut conn, &hello).await;
+    let Some(PeerFrame::Challenge {
+        nonce: theirs,
+        proof: _,
+    }) = recv(&mut conn).await
+    else {
+        panic!("the node challenges an acceptable Hello");
+    };
+    let t = Transcript {
+        cluster: &config.cluster,
+        dialer: 1,
+        dialer_nonce: &nonce,
+        listener: 0,
+        listener_nonce: &theirs,
+    };
+    let proof = auth::proof(secret.as_bytes(), Direction::Dialer, &t);
+    send(&mut conn, &answer(proof)).await;
+    let reply = recv(&mut conn).await;
+    (conn, reply)
+}
+
+async fn read_set(server: &Server) -> Vec<Vec<u8>> {
+    let mut session = server.gateway().open_session();
+    let begin = Request::Begin {
+        kind: TxnKind::Causal,
+        label: None,
+    };
+    assert!(matches!(session.call(begin).await, Response::Begun { .. }));
+    let read = Request::Read {
+        keys: vec![(Key::new(KEY.to_vec()), ObjType::Set)],
+    };
+    let Response::Values(values) = session.call(read).await else {
+        panic!("a read answers values");
+    };
+    let _ = session.call(Request::Commit).await;
+    match &values[0].value {
+        ObjValue::Set(members) => members.clone(),
+        other => panic!("a set, not {other:?}"),
+    }
+}
+
+fn refused(reply: Option<PeerFrame>, what: &str) -> String {
+    match reply {
+        Some(PeerFrame::Refused { reason }) => reason,
+        other => panic!("{what} must be refused, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_without_the_secret_is_refused_and_nothing_it_sent_is_applied() {
+    let dir = std::env::temp_dir().join(format!("cw-peer-auth-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = cluster(&dir);
+    let server = Server::start(&config, &config.nodes[0].name).await.unwrap();
+
+    let (mut conn, reply) = handshake(&config, "not-the-secret-at-all-000", |proof| {
+        PeerFrame::Proof { proof }
+    })
+    .await;
+    let reason = refused(reply, "a wrong proof");
+    assert!(reason.contains("failed authentication"), "{reason}");
+    send(&mut conn, &write_frame(b"wrong-proof")).await;
+    assert!(
+        recv(&mut conn).await.is_none(),
+        "the node closed the connection"
+    );
+
+    let (mut conn, reply) = handshake(&config, SECRET, |_| write_frame(b"no-proof")).await;
+    let reason = refused(reply, "Data before the proof");
+    assert!(
+        reason.contains("a Data frame instead of its proof"),
+        "{reason}"
+    );
+    assert!(
+        recv(&mut conn).await.is_none(),
+        "the node closed the connection"
+    );
+
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        read_set(&server).await,
+        Vec::<Vec<u8>>::new(),
+        "nothing applied"
+    );
+
+    let (mut conn, reply) = handshake(&config, SECRET, |proof| PeerFrame::Proof { proof }).await;
+    assert!(
+        matches!(reply, Some(PeerFrame::Welcome { .. })),
+        "{reply:?}"
+    );
+    send(&mut conn, &write_frame(b"authenticated")).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while read_set(&server).await.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the write is applied"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(read_set(&server).await, vec![b"authenticated".to_vec()]);
+    drop(conn);
+    let _ = std::fs::remove_dir_all(&dir);
+}
