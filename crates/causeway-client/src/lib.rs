@@ -81,6 +81,8 @@ pub struct Options {
     pub request_timeout_ms: u64,
     /// The cluster the client expects (`None`: any).
     pub cluster: Option<String>,
+    /// The server's password, when it has one (the cluster file's `password`).
+    pub password: Option<String>,
 }
 
 impl Default for Options {
@@ -89,6 +91,7 @@ impl Default for Options {
             connect_timeout_ms: 10_000,
             request_timeout_ms: 15_000,
             cluster: None,
+            password: None,
         }
     }
 }
@@ -167,6 +170,7 @@ impl Client {
         let hello = ClientFrame::Hello {
             wire_version: CLIENT_WIRE_VERSION,
             cluster: client.options.cluster.clone(),
+            password: client.options.password.clone(),
         };
         match client.exchange(&hello, "the handshake")? {
             ServerFrame::Welcome(w) => client.welcome = w,

@@ -3,7 +3,7 @@
 //! A TCP connection carries frames: a 4-byte big-endian length, then that many bytes of a
 //! postcard-encoded [`ClientFrame`] (client to server) or [`ServerFrame`] (server to
 //! client); no frame may exceed `causeway_core::limits::FRAME_LEN_MAX`. The client opens
-//! with `Hello`; the server answers `Welcome` (naming the cluster, protocol, node, DC and
+//! with `Hello` (with the password when the server has one); the server answers `Welcome` (naming the cluster, protocol, node, DC and
 //! the session id it assigned) or `Refused` with a reason, and closes. Then each
 //! `Request` gets exactly one `Response`, in order. One connection is one session: the
 //! session's causal state lives in the server for as long as the connection is open.
@@ -13,8 +13,9 @@ use causeway_core::{Request, Response, SessionId};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 
-/// Version of this frame format; a server refuses a client speaking another.
-pub const CLIENT_WIRE_VERSION: u32 = 1;
+/// Version of this frame format; a server refuses a client speaking another. 2: `Hello`
+/// carries the password.
+pub const CLIENT_WIRE_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientFrame {
@@ -22,6 +23,9 @@ pub enum ClientFrame {
         wire_version: u32,
         /// The cluster the client expects; `None` accepts any.
         cluster: Option<String>,
+        /// The server's password (the cluster file's `password`, as RESP's AUTH takes);
+        /// ignored by a server without one. Sent in clear: see docs/OPERATIONS.md.
+        password: Option<String>,
     },
     Request(Request),
 }

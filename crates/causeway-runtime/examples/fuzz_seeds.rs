@@ -29,10 +29,12 @@ fn client_frames() -> Vec<ClientFrame> {
         ClientFrame::Hello {
             wire_version: CLIENT_WIRE_VERSION,
             cluster: Some("local".into()),
+            password: None,
         },
         ClientFrame::Hello {
             wire_version: CLIENT_WIRE_VERSION,
             cluster: None,
+            password: Some("fuzz-password".into()),
         },
         ClientFrame::Request(Request::Begin {
             kind: TxnKind::Strong,

@@ -16,20 +16,27 @@ use std::fmt::Debug;
 
 /// The cluster the fuzzed Hellos are checked against.
 const CLUSTER: &str = "local";
+/// The password the fuzzed client Hellos are checked against.
+const PASSWORD: &str = "fuzz-password";
 /// The protocol the fuzzed peer Hellos are checked against.
 const PROTOCOL: &str = "eventual";
 
 /// A client frame payload: decoded as the server decodes it (`ClientFrame`) and as the
 /// client library does (`ServerFrame`), each round-tripped; a Hello is refused exactly
-/// when its version or cluster is wrong. The length-prefixed framing reads its prefix.
+/// when its version, password or cluster is wrong (and without a server password, for
+/// its version or cluster only). The length-prefixed framing reads its prefix.
 pub fn client_frame(data: &[u8]) {
     if let Ok(frame) = wire::decode::<ClientFrame>(data) {
         round_trip(&frame);
-        let accepted = matches!(&frame, ClientFrame::Hello { wire_version, cluster }
+        let open = matches!(&frame, ClientFrame::Hello { wire_version, cluster, .. }
             if *wire_version == CLIENT_WIRE_VERSION
                 && cluster.as_deref().is_none_or(|c| c == CLUSTER));
-        let refusal = hello_refusal(&frame, CLUSTER);
-        assert_eq!(refusal.is_none(), accepted, "{frame:?}: {refusal:?}");
+        let refusal = hello_refusal(&frame, CLUSTER, None);
+        assert_eq!(refusal.is_none(), open, "{frame:?}: {refusal:?}");
+        let authed =
+            matches!(&frame, ClientFrame::Hello { password: Some(p), .. } if p == PASSWORD);
+        let refusal = hello_refusal(&frame, CLUSTER, Some(PASSWORD));
+        assert_eq!(refusal.is_none(), open && authed, "{frame:?}: {refusal:?}");
     }
     if let Ok(frame) = wire::decode::<ServerFrame>(data) {
         round_trip(&frame);

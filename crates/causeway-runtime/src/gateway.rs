@@ -231,16 +231,36 @@ pub async fn serve_clients(listener: TcpListener, gateway: Gateway, connections_
     }
 }
 
-/// Why a client's first frame is refused by the endpoint of cluster `cluster`, before
-/// the node's own limits are asked: `None` for a Hello of this wire version that expects
-/// this cluster (or any).
-pub fn hello_refusal(first: &ClientFrame, cluster: &str) -> Option<String> {
+/// Why a client's first frame is refused by the endpoint of cluster `cluster` with
+/// password `password`, before the node's own limits are asked: `None` for a Hello of
+/// this wire version that gives the password (when there is one; compared in constant
+/// time) and expects this cluster (or any).
+pub fn hello_refusal(first: &ClientFrame, cluster: &str, password: Option<&str>) -> Option<String> {
     match first {
         ClientFrame::Hello { wire_version, .. } if *wire_version != CLIENT_WIRE_VERSION => {
             Some(format!(
                 "client wire version {wire_version}, this server speaks {CLIENT_WIRE_VERSION}: upgrade the client"
             ))
         }
+        ClientFrame::Hello { password: given, .. } if password.is_some() => {
+            let ok = given.as_deref().zip(password).is_some_and(|(given, expected)| {
+                crate::auth::same_secret(given.as_bytes(), expected.as_bytes())
+            });
+            if ok {
+                cluster_refusal(first, cluster)
+            } else if given.is_none() {
+                Some("NOAUTH this server requires a password: pass --password or set CAUSEWAY_PASSWORD".into())
+            } else {
+                Some("WRONGPASS invalid password".into())
+            }
+        }
+        _ => cluster_refusal(first, cluster),
+    }
+}
+
+/// [`hello_refusal`]'s cluster check.
+fn cluster_refusal(first: &ClientFrame, cluster: &str) -> Option<String> {
+    match first {
         ClientFrame::Hello {
             cluster: Some(c), ..
         } if c != cluster => Some(format!("this is cluster '{cluster}', not '{c}'")),
@@ -271,7 +291,8 @@ async fn client_connection(stream: TcpStream, gateway: &Gateway, full: bool) -> 
     let refusal = if full {
         Some("too many client connections on this endpoint".to_string())
     } else {
-        hello_refusal(&hello, &info.cluster).or_else(|| session.refusal().map(str::to_string))
+        hello_refusal(&hello, &info.cluster, info.password.as_deref())
+            .or_else(|| session.refusal().map(str::to_string))
     };
     if let Some(reason) = refusal {
         tracing::warn!("refused a client: {reason}");
@@ -306,17 +327,41 @@ mod tests {
         let hello = |wire_version, cluster: Option<&str>| ClientFrame::Hello {
             wire_version,
             cluster: cluster.map(str::to_string),
+            password: None,
         };
-        assert_eq!(hello_refusal(&hello(CLIENT_WIRE_VERSION, None), "c"), None);
         assert_eq!(
-            hello_refusal(&hello(CLIENT_WIRE_VERSION, Some("c")), "c"),
+            hello_refusal(&hello(CLIENT_WIRE_VERSION, None), "c", None),
             None
         );
-        let e = hello_refusal(&hello(CLIENT_WIRE_VERSION, Some("d")), "c").unwrap();
+        assert_eq!(
+            hello_refusal(&hello(CLIENT_WIRE_VERSION, Some("c")), "c", None),
+            None
+        );
+        let e = hello_refusal(&hello(CLIENT_WIRE_VERSION, Some("d")), "c", None).unwrap();
         assert_eq!(e, "this is cluster 'c', not 'd'");
-        let e = hello_refusal(&hello(CLIENT_WIRE_VERSION + 1, Some("c")), "c").unwrap();
+        let e = hello_refusal(&hello(CLIENT_WIRE_VERSION + 1, Some("c")), "c", None).unwrap();
         assert!(e.contains("upgrade the client"), "{e}");
-        let e = hello_refusal(&ClientFrame::Request(Request::Commit), "c").unwrap();
+        let e = hello_refusal(&ClientFrame::Request(Request::Commit), "c", None).unwrap();
         assert_eq!(e, "the first frame must be Hello");
+    }
+
+    #[test]
+    fn a_hello_must_give_the_password_when_the_server_has_one() {
+        let hello = |password: Option<&str>| ClientFrame::Hello {
+            wire_version: CLIENT_WIRE_VERSION,
+            cluster: Some("c".into()),
+            password: password.map(str::to_string),
+        };
+        let pw = Some("s3cret");
+        assert_eq!(hello_refusal(&hello(Some("s3cret")), "c", pw), None);
+        let e = hello_refusal(&hello(Some("s3creT")), "c", pw).unwrap();
+        assert!(e.starts_with("WRONGPASS"), "{e}");
+        let e = hello_refusal(&hello(Some("s3cret ")), "c", pw).unwrap();
+        assert!(e.starts_with("WRONGPASS"), "{e}");
+        let e = hello_refusal(&hello(None), "c", pw).unwrap();
+        assert!(e.starts_with("NOAUTH") && e.contains("--password"), "{e}");
+        let e = hello_refusal(&hello(Some("s3cret")), "d", pw).unwrap();
+        assert!(e.contains("cluster 'd'"), "{e}");
+        assert_eq!(hello_refusal(&hello(Some("any")), "c", None), None);
     }
 }

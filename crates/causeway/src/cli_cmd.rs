@@ -21,7 +21,14 @@ pub struct CliArgs {
     /// Commands separated by ';' to run instead of the interactive shell.
     #[arg(short = 'c')]
     commands: Option<String>,
+    /// The server's password (the cluster file's `password`); default: the environment
+    /// variable CAUSEWAY_PASSWORD, which keeps it out of the process list.
+    #[arg(long)]
+    password: Option<String>,
 }
+
+/// The environment variable `causeway cli` takes the password from.
+const PASSWORD_ENV: &str = "CAUSEWAY_PASSWORD";
 
 const HELP: &str = "commands: begin [strong] | get KEY... | set KEY VALUE | incr KEY [N] | sadd KEY V... | srem KEY V... | smembers KEY | commit | abort | token | attach HEX | barrier | help";
 
@@ -175,7 +182,14 @@ fn show(value: &ObjValue) -> String {
 }
 
 pub fn run(args: CliArgs) -> ExitCode {
-    let client = match Client::connect(args.addr.as_str()) {
+    let options = causeway_client::Options {
+        password: args
+            .password
+            .clone()
+            .or_else(|| std::env::var(PASSWORD_ENV).ok()),
+        ..Default::default()
+    };
+    let client = match Client::connect_with(args.addr.as_str(), options) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
