@@ -33,3 +33,8 @@ pub const TOKEN_HEX_LEN_MAX: usize = BULK_LEN_MAX;
 pub const SHUTDOWN_GRACE_MS: u64 = 2_000;
 /// Initial capacity of a connection's input and output buffers, in bytes.
 pub const CONN_BUFFER_BYTES: usize = 16 << 10;
+/// TCP keepalive of a RESP connection: first probe after this much silence, in
+/// milliseconds, then one per interval; dropped after the retries go unanswered.
+pub const KEEPALIVE_IDLE_MS: u64 = 30_000;
+pub const KEEPALIVE_INTERVAL_MS: u64 = 10_000;
+pub const KEEPALIVE_RETRIES: u32 = 3;

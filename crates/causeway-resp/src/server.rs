@@ -9,7 +9,8 @@
 
 use crate::conn::{Conn, Shared};
 use crate::limits::{
-    CONNECTIONS_MAX, CONN_BUFFER_BYTES, PIPELINE_DEPTH_MAX, REPLY_BUFFER_MAX, SHUTDOWN_GRACE_MS,
+    CONNECTIONS_MAX, CONN_BUFFER_BYTES, KEEPALIVE_IDLE_MS, KEEPALIVE_INTERVAL_MS,
+    KEEPALIVE_RETRIES, PIPELINE_DEPTH_MAX, REPLY_BUFFER_MAX, SHUTDOWN_GRACE_MS,
 };
 use crate::parse::parse_command;
 use crate::reply::Reply;
@@ -31,6 +32,9 @@ pub struct RespConfig {
     pub password: Option<String>,
     /// Most connections open at once; one more is told so and closed.
     pub connections_max: usize,
+    /// A connection idle (no command) this long is closed; 0 never closes one (Redis
+    /// `timeout 0`).
+    pub idle_timeout_ms: u64,
     /// The endpoint stops accepting and closes its connections once this holds `true`
     /// (or its sender is dropped). `None`: serve until the task is dropped.
     pub shutdown: Option<watch::Receiver<bool>>,
@@ -41,6 +45,7 @@ impl Default for RespConfig {
         RespConfig {
             password: None,
             connections_max: CONNECTIONS_MAX,
+            idle_timeout_ms: 0,
             shutdown: None,
         }
     }
@@ -123,20 +128,49 @@ async fn run_connection<F: SessionFactory>(
         return;
     }
     let _ = stream.set_nodelay(true);
+    let _ = keepalive(&stream);
     let mut conn = Conn::new(shared.clone(), id);
     let mut signal = config.shutdown.clone();
     tokio::select! {
-        _ = serve_stream(&mut stream, &mut conn) => {}
+        _ = serve_stream(&mut stream, &mut conn, config.idle_timeout_ms) => {}
         () = shutdown_raised(&mut signal) => {}
     }
     let _ = stream.shutdown().await;
 }
 
-/// The read / execute / write loop; returns when the client leaves, asks to (`QUIT`) or
-/// sends malformed input, or on an IO error.
+/// TCP keepalive on an accepted socket: the first probe after [`KEEPALIVE_IDLE_MS`] of
+/// silence, so a half-open client (its host gone) is dropped in about a minute.
+fn keepalive(stream: &TcpStream) -> io::Result<()> {
+    let params = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_millis(KEEPALIVE_IDLE_MS))
+        .with_interval(Duration::from_millis(KEEPALIVE_INTERVAL_MS))
+        .with_retries(KEEPALIVE_RETRIES);
+    socket2::SockRef::from(stream).set_tcp_keepalive(&params)
+}
+
+/// Reads more input into `input`; `Ok(0)` when the client closed or, with a nonzero
+/// `idle_timeout_ms`, sent nothing for that long.
+async fn read_more(
+    stream: &mut TcpStream,
+    input: &mut BytesMut,
+    idle_timeout_ms: u64,
+) -> io::Result<usize> {
+    if idle_timeout_ms == 0 {
+        return stream.read_buf(input).await;
+    }
+    let idle = Duration::from_millis(idle_timeout_ms);
+    tokio::time::timeout(idle, stream.read_buf(input))
+        .await
+        .unwrap_or(Ok(0))
+}
+
+/// The read / execute / write loop; returns when the client leaves, asks to (`QUIT`),
+/// sends malformed input or stays idle for `idle_timeout_ms` (0: forever), or on an IO
+/// error.
 async fn serve_stream<F: SessionFactory>(
     stream: &mut TcpStream,
     conn: &mut Conn<F>,
+    idle_timeout_ms: u64,
 ) -> io::Result<()> {
     let mut input = BytesMut::with_capacity(CONN_BUFFER_BYTES);
     let mut output = BytesMut::with_capacity(CONN_BUFFER_BYTES);
@@ -150,7 +184,7 @@ async fn serve_stream<F: SessionFactory>(
             return Ok(());
         }
         input.reserve(CONN_BUFFER_BYTES);
-        if stream.read_buf(&mut input).await? == 0 {
+        if read_more(stream, &mut input, idle_timeout_ms).await? == 0 {
             return Ok(());
         }
     }
@@ -254,6 +288,61 @@ mod tests {
             TcpStream::connect(addr).await.is_err(),
             "no longer accepting"
         );
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_is_closed_and_a_busy_one_is_not() {
+        let config = RespConfig {
+            idle_timeout_ms: 300,
+            ..RespConfig::default()
+        };
+        let (addr, _server) = start(config).await;
+        let ping = b"*1\r\n$4\r\nPING\r\n";
+        let mut idle = TcpStream::connect(addr).await.expect("connect");
+        let mut busy = TcpStream::connect(addr).await.expect("connect");
+        assert_eq!(exchange(&mut idle, ping, 7).await, "+PONG\r\n");
+        let started = tokio::time::Instant::now();
+        for _ in 0..8 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert_eq!(
+                exchange(&mut busy, ping, 7).await,
+                "+PONG\r\n",
+                "busy stays open"
+            );
+        }
+        let mut buf = [0u8; 16];
+        let wait = Duration::from_millis(WAIT_MS_MAX);
+        let read = tokio::time::timeout(wait, idle.read(&mut buf)).await;
+        assert!(
+            matches!(read, Ok(Ok(0))),
+            "the idle one was closed: {read:?}"
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(250),
+            "not before its time"
+        );
+        assert_eq!(
+            exchange(&mut busy, ping, 7).await,
+            "+PONG\r\n",
+            "still open"
+        );
+    }
+
+    #[test]
+    fn an_accepted_socket_gets_keepalive() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let client = TcpStream::connect(listener.local_addr().expect("addr"));
+            let (_client, accepted) = tokio::join!(client, listener.accept());
+            let (stream, _) = accepted.expect("accept");
+            keepalive(&stream).expect("keepalive");
+            let sock = socket2::SockRef::from(&stream);
+            assert!(sock.keepalive().expect("read the option"));
+        });
     }
 
     #[tokio::test]

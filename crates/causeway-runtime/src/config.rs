@@ -46,6 +46,8 @@ pub const NODES_MAX: usize = 4096;
 /// Fewest and most bytes of a cluster secret.
 pub const SECRET_LEN_MIN: usize = 16;
 pub const SECRET_LEN_MAX: usize = 1024;
+/// Longest `limits.client_idle_timeout_ms`: a week.
+pub const CLIENT_IDLE_TIMEOUT_MS_MAX: u64 = 7 * 24 * 3_600_000;
 /// Most bytes of a `secret_file`.
 const SECRET_FILE_LEN_MAX: u64 = 4096;
 
@@ -63,6 +65,9 @@ pub struct Limits {
     pub sessions_max: usize,
     /// Most client connections open at once on one endpoint.
     pub client_connections_max: usize,
+    /// A native or RESP client connection idle (no command) this long is closed; 0
+    /// never closes one (Redis `timeout 0`).
+    pub client_idle_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -73,6 +78,7 @@ impl Default for Limits {
             persist_queue_max: 1 << 16,
             sessions_max: 1 << 14,
             client_connections_max: 1 << 12,
+            client_idle_timeout_ms: 0,
         }
     }
 }
@@ -331,6 +337,13 @@ impl ClusterConfig {
                     "give 1..=16777216",
                 ));
             }
+        }
+        if l.client_idle_timeout_ms > CLIENT_IDLE_TIMEOUT_MS_MAX {
+            return Err(field(
+                "limits.client_idle_timeout_ms",
+                format!("{} is out of range", l.client_idle_timeout_ms),
+                &format!("give 0 (never) to {CLIENT_IDLE_TIMEOUT_MS_MAX}"),
+            ));
         }
         Ok(())
     }
@@ -874,6 +887,10 @@ mod tests {
     fn a_secret_is_length_checked_and_read_from_its_file() {
         let mut c = local();
         assert_eq!(c.cluster_secret(), Ok(None));
+        c.limits.client_idle_timeout_ms = CLIENT_IDLE_TIMEOUT_MS_MAX + 1;
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("`limits.client_idle_timeout_ms`"), "{e}");
+        c.limits.client_idle_timeout_ms = 0;
         c.secret = Some("short".into());
         let e = c.validate().unwrap_err();
         assert!(e.contains("`secret`") && e.contains("5 bytes"), "{e}");

@@ -207,8 +207,14 @@ impl Drop for GatewaySession {
     }
 }
 
-/// Serves the native client protocol on `listener` forever.
-pub async fn serve_clients(listener: TcpListener, gateway: Gateway, connections_max: usize) {
+/// Serves the native client protocol on `listener` forever. A connection idle (no
+/// request) for `idle_timeout_ms` is closed; 0 never closes one.
+pub async fn serve_clients(
+    listener: TcpListener,
+    gateway: Gateway,
+    connections_max: usize,
+    idle_timeout_ms: u64,
+) {
     let open = gateway.inner.connections.clone();
     loop {
         let (stream, addr) = match listener.accept().await {
@@ -223,7 +229,7 @@ pub async fn serve_clients(listener: TcpListener, gateway: Gateway, connections_
         let open = open.clone();
         let full = open.fetch_add(1, Ordering::Relaxed) >= connections_max;
         tokio::spawn(async move {
-            if let Err(e) = client_connection(stream, &gateway, full).await {
+            if let Err(e) = client_connection(stream, &gateway, full, idle_timeout_ms).await {
                 tracing::debug!(%addr, "client connection ended: {e}");
             }
             open.fetch_sub(1, Ordering::Relaxed);
@@ -271,6 +277,24 @@ fn cluster_refusal(first: &ClientFrame, cluster: &str) -> Option<String> {
 
 type ClientFramed = Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>;
 
+/// The client's next frame; `None` when it closed, an error when it stayed idle for
+/// `idle_timeout_ms` (0: forever) or the connection failed.
+async fn next_request(
+    framed: &mut ClientFramed,
+    idle_timeout_ms: u64,
+) -> Result<Option<bytes::BytesMut>, String> {
+    let next = if idle_timeout_ms == 0 {
+        framed.next().await
+    } else {
+        let idle = Duration::from_millis(idle_timeout_ms);
+        match tokio::time::timeout(idle, framed.next()).await {
+            Ok(next) => next,
+            Err(_) => return Err(format!("idle for {idle_timeout_ms} ms: closed")),
+        }
+    };
+    next.transpose().map_err(|e| e.to_string())
+}
+
 async fn send(framed: &mut ClientFramed, frame: &ServerFrame) -> Result<(), String> {
     let bytes = wire::encode(frame).map_err(|e| e.to_string())?;
     framed
@@ -279,8 +303,14 @@ async fn send(framed: &mut ClientFramed, frame: &ServerFrame) -> Result<(), Stri
         .map_err(|e: std::io::Error| e.to_string())
 }
 
-async fn client_connection(stream: TcpStream, gateway: &Gateway, full: bool) -> Result<(), String> {
+async fn client_connection(
+    stream: TcpStream,
+    gateway: &Gateway,
+    full: bool,
+    idle_timeout_ms: u64,
+) -> Result<(), String> {
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    crate::transport::keepalive(&stream).map_err(|e| e.to_string())?;
     let mut framed = Framed::new(stream, peer::codec());
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, framed.next()).await {
         Ok(Some(Ok(bytes))) => wire::decode::<ClientFrame>(&bytes).map_err(|e| e.to_string())?,
@@ -306,8 +336,7 @@ async fn client_connection(stream: TcpStream, gateway: &Gateway, full: bool) -> 
         session: session.id(),
     };
     send(&mut framed, &ServerFrame::Welcome(welcome)).await?;
-    while let Some(bytes) = framed.next().await {
-        let bytes = bytes.map_err(|e| e.to_string())?;
+    while let Some(bytes) = next_request(&mut framed, idle_timeout_ms).await? {
         let request = match wire::decode::<ClientFrame>(&bytes).map_err(|e| e.to_string())? {
             ClientFrame::Request(r) => r,
             ClientFrame::Hello { .. } => return Err("a second Hello".into()),

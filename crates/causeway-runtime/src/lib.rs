@@ -197,7 +197,8 @@ async fn open_endpoints(
     if let Some(addr) = placement.spec.client_addr {
         let listener = bind(addr, "client_addr").await?;
         let max = config.limits.client_connections_max;
-        let serve = gateway::serve_clients(listener, gateway.clone(), max);
+        let idle_ms = config.limits.client_idle_timeout_ms;
+        let serve = gateway::serve_clients(listener, gateway.clone(), max, idle_ms);
         tasks.push(tokio::spawn(serve));
     }
     if let Some(addr) = placement.spec.metrics_addr {

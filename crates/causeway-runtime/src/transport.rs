@@ -43,6 +43,22 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const REDIAL_MIN: Duration = Duration::from_millis(20);
 const REDIAL_MAX: Duration = Duration::from_millis(500);
 
+/// TCP keepalive on every node and client socket: the first probe after this much
+/// silence, then one per interval, the connection dropped after `KEEPALIVE_RETRIES`
+/// unanswered probes, so a half-open peer (its host gone) is noticed in about a minute.
+pub const KEEPALIVE_IDLE_MS: u64 = 30_000;
+pub const KEEPALIVE_INTERVAL_MS: u64 = 10_000;
+pub const KEEPALIVE_RETRIES: u32 = 3;
+
+/// Turns TCP keepalive on for `stream` (see [`KEEPALIVE_IDLE_MS`]).
+pub fn keepalive(stream: &TcpStream) -> std::io::Result<()> {
+    let params = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_millis(KEEPALIVE_IDLE_MS))
+        .with_interval(Duration::from_millis(KEEPALIVE_INTERVAL_MS))
+        .with_retries(KEEPALIVE_RETRIES);
+    socket2::SockRef::from(stream).set_tcp_keepalive(&params)
+}
+
 /// A full link queue logs its drops once per this many.
 const DROP_LOG_EVERY: u64 = 10_000;
 
@@ -222,6 +238,7 @@ async fn dial(
     let io = |e: std::io::Error| DialError::Io(e.to_string());
     let mut stream = TcpStream::connect(addr).await.map_err(io)?;
     stream.set_nodelay(true).map_err(io)?;
+    keepalive(&stream).map_err(io)?;
     let nonce = auth::nonce().map_err(DialError::Io)?;
     let hello = PeerFrame::Hello {
         cluster: me.cluster.clone(),
@@ -446,6 +463,7 @@ impl Inbound {
     async fn handle(&self, stream: TcpStream) -> Result<(), String> {
         let addr = stream.peer_addr().map_err(|e| e.to_string())?;
         stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        keepalive(&stream).map_err(|e| e.to_string())?;
         let (r, w) = stream.into_split();
         let mut source = FramedRead::new(r, peer::codec());
         let mut sink = FramedWrite::new(w, peer::codec());
@@ -654,6 +672,20 @@ mod tests {
         }
         expect(&mut inbox, 201..=400).await;
         assert!(inbox.try_recv().is_err(), "no duplicates after the resend");
+    }
+
+    #[tokio::test]
+    async fn keepalive_is_on_for_a_socket() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let sock = socket2::SockRef::from(&stream);
+        assert!(!sock.keepalive().unwrap(), "off by default");
+        keepalive(&stream).unwrap();
+        assert!(sock.keepalive().unwrap());
+        let idle = sock.tcp_keepalive_time().unwrap();
+        assert_eq!(idle, Duration::from_millis(KEEPALIVE_IDLE_MS));
     }
 
     #[tokio::test]

@@ -64,3 +64,32 @@ async fn the_right_password_opens_a_session_and_a_wrong_or_missing_one_is_refuse
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_native_client_connection_is_closed() {
+    let dir = std::env::temp_dir().join(format!("cw-client-idle-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut config = cluster(&dir);
+    config.limits.client_idle_timeout_ms = 300;
+    config.validate().unwrap();
+    let server = Server::start(&config, &config.nodes[0].name).await.unwrap();
+    let addr = config.nodes[0].client_addr.unwrap();
+    let after_idle = tokio::task::spawn_blocking(move || {
+        let mut client = connect(addr, Some(PASSWORD)).unwrap();
+        for _ in 0..4 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            client.begin().expect("a busy connection stays open");
+            client.commit().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(900));
+        client.begin().err()
+    })
+    .await
+    .unwrap();
+    assert!(
+        matches!(after_idle, Some(ClientError::ConnectionLost(_))),
+        "{after_idle:?}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -80,6 +80,7 @@ pub fn run(args: ServerArgs) -> ExitCode {
             })?;
             let resp = RespConfig {
                 password: config.password.clone(),
+                idle_timeout_ms: config.limits.client_idle_timeout_ms,
                 ..RespConfig::default()
             };
             let factory = RespFactory(server.gateway());
