@@ -104,6 +104,21 @@ pub struct Client {
     broken: Option<String>,
 }
 
+/// TCP keepalive of a client connection: the first probe after this much silence, in
+/// milliseconds, then one per interval; a server gone without closing (its host died) is
+/// noticed after `KEEPALIVE_RETRIES` unanswered probes.
+pub const KEEPALIVE_IDLE_MS: u64 = 30_000;
+pub const KEEPALIVE_INTERVAL_MS: u64 = 10_000;
+pub const KEEPALIVE_RETRIES: u32 = 3;
+
+fn keepalive(stream: &TcpStream) -> io::Result<()> {
+    let params = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_millis(KEEPALIVE_IDLE_MS))
+        .with_interval(Duration::from_millis(KEEPALIVE_INTERVAL_MS))
+        .with_retries(KEEPALIVE_RETRIES);
+    socket2::SockRef::from(stream).set_tcp_keepalive(&params)
+}
+
 fn connect_once(addrs: &[SocketAddr], timeout: Duration) -> io::Result<TcpStream> {
     let mut last = io::Error::new(io::ErrorKind::NotFound, "the address resolved to nothing");
     for a in addrs {
@@ -148,6 +163,7 @@ impl Client {
             pause = (pause * 2).min(Duration::from_millis(500));
         };
         stream.set_nodelay(true).map_err(|e| fail(e.to_string()))?;
+        keepalive(&stream).map_err(|e| fail(e.to_string()))?;
         Client::handshake(stream, options).map_err(|e| match e {
             ClientError::ConnectionLost(why) | ClientError::Protocol(why) => fail(why),
             other => other,
