@@ -125,6 +125,7 @@
 //!
 //! [`VERSIONS_PER_KEY_MAX`]: causeway_core::limits::VERSIONS_PER_KEY_MAX
 
+mod checkpoint;
 mod coord;
 mod msg;
 mod node;

@@ -4,6 +4,8 @@
 use super::msg::ReplTxn;
 use causeway_core::crdt::Effect;
 use causeway_core::{Key, NodeId, OpId, PartitionId, TxnId, Vc};
+use crate::kit::mvstore::Store;
+use crate::kit::repl::{Received, ReplLog};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +56,39 @@ pub enum Record {
         partition: PartitionId,
         record: crate::kit::paxos::Record<crate::kit::certify::CertEntry>,
     },
+    /// The node's state standing for every record before it (log compaction; see
+    /// `checkpoint.rs`). Always the first record replayed when present.
+    Checkpoint(Box<Checkpoint>),
+}
+
+/// What replaying a node's records up to a quiescent moment gives, and nothing volatile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The durable lease (`Record::Lease`).
+    pub lease: u64,
+    /// The highest timestamp issued or read: recovery starts the clock above it.
+    pub last: u64,
+    pub parts: Vec<PartCheckpoint>,
+    /// Coordinator decisions not yet acknowledged by every participant (`Decision`
+    /// records without their `Ended`).
+    pub decisions: Vec<(TxnId, Vc, Vec<(PartitionId, NodeId)>)>,
+}
+
+/// One partition's durable state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartCheckpoint {
+    pub partition: PartitionId,
+    /// Committed versions on top of each key's folded base (`Prepare`+`Commit`,
+    /// `OnePhase`, `Remote` records).
+    pub store: Store<Vc>,
+    /// Txns prepared here and not yet decided: (txn, coordinator, prepare time, effects).
+    pub prepared: Vec<(TxnId, NodeId, u64, Vec<(Key, OpId, Effect)>)>,
+    /// The partition vector's remote entries (`Remote` records' claims).
+    pub pvc: Vc,
+    /// Per origin, the stream received (`Remote` records).
+    pub received: Received,
+    /// Committed txns not yet acknowledged by every live sibling, for catch-up.
+    pub log: ReplLog<ReplTxn>,
 }
 
 impl Record {
