@@ -120,6 +120,11 @@ pub trait ServerNode {
     fn checkpoint(&self) -> Option<Vec<u8>> {
         None
     }
+    /// Whether [`ServerNode::checkpoint`] ever answers (at quiescent moments): drivers
+    /// pause a node's inputs to reach one only when it does.
+    fn can_checkpoint(&self) -> bool {
+        false
+    }
     /// Short human-readable gauges for reports (`name`, value), e.g. stable-vector lag.
     fn gauges(&self, _clock: Nanos) -> Vec<(&'static str, f64)> {
         Vec::new()

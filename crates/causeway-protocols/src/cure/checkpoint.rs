@@ -46,6 +46,7 @@ impl Node {
                 prepared: part
                     .prepared
                     .iter()
+                    .filter(|_| !self.mutation.checkpoint_drops_prepared)
                     .map(|(t, pr)| {
                         assert!(!pr.one_phase, "a one-phase txn commits once durable");
                         (*t, pr.coord, pr.prep_time, pr.ops.clone())

@@ -904,6 +904,10 @@ impl ServerNode for Node {
         self.take_checkpoint()
     }
 
+    fn can_checkpoint(&self) -> bool {
+        self.strong.is_none()
+    }
+
     fn check_invariants(&self) -> Result<(), String> {
         self.durability.check_invariants()?;
         self.coord.decisions.check_invariants()?;

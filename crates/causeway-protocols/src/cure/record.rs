@@ -2,10 +2,10 @@
 //! decoding used by recovery.
 
 use super::msg::ReplTxn;
-use causeway_core::crdt::Effect;
-use causeway_core::{Key, NodeId, OpId, PartitionId, TxnId, Vc};
 use crate::kit::mvstore::Store;
 use crate::kit::repl::{Received, ReplLog};
+use causeway_core::crdt::Effect;
+use causeway_core::{Key, NodeId, OpId, PartitionId, TxnId, Vc};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -535,7 +535,10 @@ fn everything(node: &Node, keys: &[Key]) -> Vec<String> {
         .filter_map(|k| {
             let part = node.parts.get(&node.topo.partition_of(k))?;
             let got = part.read(&all, &[(k.clone(), ObjType::Lww)]);
-            Some(format!("{k:?} = {:?}", got[0].1.as_ref().map(|o| o.value())))
+            Some(format!(
+                "{k:?} = {:?}",
+                got[0].1.as_ref().map(|o| o.value())
+            ))
         })
         .collect()
 }
@@ -577,7 +580,11 @@ fn a_checkpoint_plus_the_later_records_recovers_what_a_full_replay_does() {
     let values = everything(&full, &all_keys);
     assert_eq!(values.len(), all_keys.len());
     assert_eq!(values, everything(&from_ck, &all_keys));
-    assert_eq!(values, everything(&net.nodes[0], &all_keys), "as the live node");
+    assert_eq!(
+        values,
+        everything(&net.nodes[0], &all_keys),
+        "as the live node"
+    );
     for (p, part) in &full.parts {
         let other = &from_ck.parts[p];
         assert_eq!(part.received, other.received, "{p:?}");
@@ -591,7 +598,11 @@ fn a_checkpoint_plus_the_later_records_recovers_what_a_full_replay_does() {
     let key = Key::from("a");
     let (mut node, _) = lone_node(None, &[], T);
     let mut ctx = Ctx::new(TrueTime(T + MS), T + MS);
-    node.handle_message(&mut ctx, Addr::Node(NodeId(0)), prepare_msg(1, T, &key, "v"));
+    node.handle_message(
+        &mut ctx,
+        Addr::Node(NodeId(0)),
+        prepare_msg(1, T, &key, "v"),
+    );
     assert!(node.checkpoint().is_none(), "a prepare record is in flight");
     drain_persisting(&mut node, ctx, T + MS);
     assert!(node.checkpoint().is_some());
