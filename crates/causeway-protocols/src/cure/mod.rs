@@ -273,7 +273,8 @@ impl Default for Config {
 /// (A `no-start-wait` variant is not listed: a session's coordinators share the DC's GSS
 /// within a few ms, so skipping START's wait is rarely observable in the simulator; the
 /// wait is covered by a unit test instead.)
-/// (`checkpoint-drops-prepared` shows only after a crash: scripts/test sweeps it with crashes.)
+/// (`checkpoint-drops-prepared` shows only after a crash: scripts/test sweeps it with
+/// crashes. UniStore does not list it: with strong txns on it takes no checkpoints.)
 pub const MUTATIONS: &[&str] = &[
     "no-read-wait",
     "pvc-ignores-prepared",
@@ -286,7 +287,6 @@ pub const UNISTORE_MUTATIONS: &[&str] = &[
     "no-read-wait",
     "pvc-ignores-prepared",
     "commit-time-min",
-    "checkpoint-drops-prepared",
     "no-forwarding",
     "visible-before-uniform",
     "attach-no-wait",
