@@ -61,6 +61,11 @@ pub enum Record {
     Checkpoint(Box<Checkpoint>),
 }
 
+/// A txn's effects as prepared: (key, op id, effect) per update.
+pub type Effects = Vec<(Key, OpId, Effect)>;
+/// A coordinator decision kept in a checkpoint: txn, commit vector, participants.
+pub type KeptDecision = (TxnId, Vc, Vec<(PartitionId, NodeId)>);
+
 /// What replaying a node's records up to a quiescent moment gives, and nothing volatile.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
@@ -71,7 +76,7 @@ pub struct Checkpoint {
     pub parts: Vec<PartCheckpoint>,
     /// Coordinator decisions not yet acknowledged by every participant (`Decision`
     /// records without their `Ended`).
-    pub decisions: Vec<(TxnId, Vc, Vec<(PartitionId, NodeId)>)>,
+    pub decisions: Vec<KeptDecision>,
 }
 
 /// One partition's durable state.
@@ -82,7 +87,7 @@ pub struct PartCheckpoint {
     /// `OnePhase`, `Remote` records).
     pub store: Store<Vc>,
     /// Txns prepared here and not yet decided: (txn, coordinator, prepare time, effects).
-    pub prepared: Vec<(TxnId, NodeId, u64, Vec<(Key, OpId, Effect)>)>,
+    pub prepared: Vec<(TxnId, NodeId, u64, Effects)>,
     /// The partition vector's remote entries (`Remote` records' claims).
     pub pvc: Vc,
     /// Per origin, the stream received (`Remote` records).
