@@ -112,6 +112,19 @@ pub trait ServerNode {
     fn check_invariants(&self) -> Result<(), String> {
         Ok(())
     }
+    /// The machine's state as one record that stands for every record it persisted so
+    /// far (log compaction: a driver may store it as the log's snapshot and drop those
+    /// records; recovery then replays it first, then the records after it). `None` when
+    /// the protocol has no checkpoints or cannot take one now (records still in flight);
+    /// drivers try again later.
+    fn checkpoint(&self) -> Option<Vec<u8>> {
+        None
+    }
+    /// Whether [`ServerNode::checkpoint`] ever answers (at quiescent moments): drivers
+    /// pause a node's inputs to reach one only when it does.
+    fn can_checkpoint(&self) -> bool {
+        false
+    }
     /// Short human-readable gauges for reports (`name`, value), e.g. stable-vector lag.
     fn gauges(&self, _clock: Nanos) -> Vec<(&'static str, f64)> {
         Vec::new()

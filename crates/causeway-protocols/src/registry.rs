@@ -192,6 +192,9 @@ pub trait AnyNode: Send {
     fn handle_persisted(&mut self, ctx: &mut Ctx<crate::Msg>, lsn: Lsn);
     fn poll_timeout(&self) -> Option<Nanos>;
     fn check_invariants(&self) -> Result<(), String>;
+    /// [`causeway_core::ServerNode::checkpoint`].
+    fn checkpoint(&self) -> Option<Vec<u8>>;
+    fn can_checkpoint(&self) -> bool;
     fn gauges(&self, clock: Nanos) -> Vec<(&'static str, f64)>;
     fn take_samples(&mut self) -> Vec<(&'static str, u64)>;
     fn take_work(&mut self) -> u64;
@@ -272,6 +275,12 @@ where
     }
     fn check_invariants(&self) -> Result<(), String> {
         self.0.check_invariants()
+    }
+    fn checkpoint(&self) -> Option<Vec<u8>> {
+        self.0.checkpoint()
+    }
+    fn can_checkpoint(&self) -> bool {
+        self.0.can_checkpoint()
     }
     fn gauges(&self, clock: Nanos) -> Vec<(&'static str, f64)> {
         self.0.gauges(clock)

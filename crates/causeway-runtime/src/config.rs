@@ -27,6 +27,7 @@
 //! [storage]                      # optional
 //! durability = "sync"            # or "batched": fsync at most every batched_sync_interval_ms
 //! batched_sync_interval_ms = 100
+//! checkpoint_records = 100000    # checkpoint and truncate the log every this many records (0: never)
 //! ```
 
 use causeway_core::{DcId, NodeId, PartitionId, Topology};
@@ -107,6 +108,13 @@ impl Durability {
     }
 }
 
+/// Default `checkpoint_records`: a checkpoint per 100,000 records keeps the log (and
+/// the recovery time) bounded while its cost, one pause for a quiescent moment and one
+/// serialization of the node's state, stays rare.
+pub const CHECKPOINT_RECORDS_DEFAULT: u64 = 100_000;
+/// Largest `checkpoint_records`.
+pub const CHECKPOINT_RECORDS_MAX: u64 = 1 << 32;
+
 /// Largest `batched_sync_interval_ms`.
 pub const BATCHED_SYNC_INTERVAL_MS_MAX: u64 = 10_000;
 
@@ -117,6 +125,10 @@ pub struct StorageConfig {
     pub durability: Durability,
     /// With `batched`, the longest time between two fsyncs of a log with unsynced records.
     pub batched_sync_interval_ms: u64,
+    /// After this many records since the last checkpoint, the node takes one (for
+    /// protocols that offer them: cure, cureft, unistore without strong txns), stores it
+    /// as the log's snapshot and drops the records it covers; 0 turns it off.
+    pub checkpoint_records: u64,
 }
 
 impl Default for StorageConfig {
@@ -124,6 +136,7 @@ impl Default for StorageConfig {
         StorageConfig {
             durability: Durability::Sync,
             batched_sync_interval_ms: 100,
+            checkpoint_records: CHECKPOINT_RECORDS_DEFAULT,
         }
     }
 }
@@ -320,6 +333,13 @@ impl ClusterConfig {
                 "storage.batched_sync_interval_ms",
                 format!("{interval_ms} is out of range"),
                 &format!("give 1..={BATCHED_SYNC_INTERVAL_MS_MAX}"),
+            ));
+        }
+        if self.storage.checkpoint_records > CHECKPOINT_RECORDS_MAX {
+            return Err(field(
+                "storage.checkpoint_records",
+                format!("{} is out of range", self.storage.checkpoint_records),
+                &format!("give 0 (never) ..={CHECKPOINT_RECORDS_MAX}"),
             ));
         }
         let l = &self.limits;

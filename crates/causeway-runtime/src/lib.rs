@@ -124,7 +124,8 @@ impl Server {
             stop: stop_rx,
         };
         let node_task = NodeTask::new(setup, machine, links, persist_tx, gauges, &metrics)
-            .with_disk_stats(disk_stats);
+            .with_disk_stats(disk_stats)
+            .with_checkpoints(recovered.lsn_offset, config.storage.checkpoint_records);
         let task = tokio::spawn(node_task.run(inputs));
         log_ready(config, &placement);
         Ok(Server {
@@ -247,6 +248,7 @@ fn recover_machine(
         node = %name,
         epoch = recovered.epoch,
         records = recovered.records.len(),
+        snapshot_upto = recovered.snapshot_upto,
         last_lsn = recovered.last_lsn,
         elapsed_ms = began.elapsed().as_millis() as u64,
         dir = %dir.display(),

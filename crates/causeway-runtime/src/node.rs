@@ -35,7 +35,7 @@ use crate::storage::{DiskEvent, PersistReq, SharedDiskStats};
 use crate::telemetry::{MachineMetrics, NodeMetrics, TxnMetrics};
 use crate::transport::{Link, NetMsg};
 use causeway_core::{
-    Addr, Ctx, DcId, Error, Nanos, NodeId, Output, Request, Response, SessionId, Topology,
+    Addr, Ctx, DcId, Error, Lsn, Nanos, NodeId, Output, Request, Response, SessionId, Topology,
     TrueTime, TxnKind,
 };
 use causeway_protocols::{new_session, BoxedNode, BoxedSession, Msg, Params};
@@ -125,7 +125,27 @@ pub struct NodeTask {
     disk_failed: Option<String>,
     /// Records the machine asked to persist after the disk failed (never durable).
     records_refused: u64,
+    /// Log compaction (see [`NodeTask::with_checkpoints`]).
+    checkpoints: Checkpoints,
 }
+
+/// When and where the node task takes checkpoints.
+#[derive(Debug, Default)]
+struct Checkpoints {
+    /// The log's lsn of the machine's lsn 0 (the records a snapshot replaced).
+    lsn_offset: Lsn,
+    /// The machine's last lsn handed to the storage thread.
+    last_lsn: Lsn,
+    /// Records between two checkpoints (`[storage] checkpoint_records`; 0: never).
+    every_records: u64,
+    records_since: u64,
+    /// A checkpoint is due: the node's inputs pause until the machine is quiescent.
+    draining_since: Option<Instant>,
+}
+
+/// The longest a node pauses its inputs waiting for a quiescent moment; past it the
+/// checkpoint is put off for another `checkpoint_records` records.
+const CHECKPOINT_DRAIN_MAX: Duration = Duration::from_millis(500);
 
 /// The channels the node task reads.
 pub struct Inputs {
@@ -163,7 +183,16 @@ impl NodeTask {
             disk_stats: SharedDiskStats::default(),
             disk_failed: None,
             records_refused: 0,
+            checkpoints: Checkpoints::default(),
         }
+    }
+
+    /// Checkpoints every `every_records` records (0: never); `lsn_offset` maps the
+    /// machine's lsns to the log's ([`crate::storage::Recovered::lsn_offset`]).
+    pub fn with_checkpoints(mut self, lsn_offset: Lsn, every_records: u64) -> NodeTask {
+        self.checkpoints.lsn_offset = lsn_offset;
+        self.checkpoints.every_records = every_records;
+        self
     }
 
     /// Where the storage thread publishes its counters (for the `disk_*` gauges).
@@ -192,6 +221,8 @@ impl NodeTask {
             let near = deadline.is_some_and(|at| {
                 at.saturating_duration_since(Instant::now()) < Duration::from_nanos(TIMER_SPIN_NS)
             });
+            // While a checkpoint waits for a quiescent moment, only the disk is heard.
+            let open = self.checkpoints.draining_since.is_none();
             tokio::select! {
                 biased;
                 _ = inputs.stop.changed() => return Ok(()),
@@ -200,12 +231,14 @@ impl NodeTask {
                     Some(DiskEvent::Failed(e)) => self.disk_failed(e),
                     None => self.disk_failed("the storage thread stopped".into()),
                 },
-                _ = &mut sleep, if deadline.is_some() && !near => self.fire_timers().await,
-                _ = tokio::task::yield_now(), if near => self.fire_timers().await,
-                Some(c) = inputs.control.recv() => self.control(c).await,
-                Some(m) = inputs.net.recv() => self.deliver(m).await,
+                _ = tokio::time::sleep(Duration::from_millis(5)), if !open => {}
+                _ = &mut sleep, if open && deadline.is_some() && !near => self.fire_timers().await,
+                _ = tokio::task::yield_now(), if open && near => self.fire_timers().await,
+                Some(c) = inputs.control.recv(), if open => self.control(c).await,
+                Some(m) = inputs.net.recv(), if open => self.deliver(m).await,
             }
             self.drain_local().await;
+            self.try_checkpoint().await;
             self.collect_samples();
         }
     }
@@ -247,9 +280,58 @@ impl NodeTask {
         self.disk_failed = Some(e);
     }
 
+    /// A checkpoint is due and the machine is quiescent: hands it to the storage thread
+    /// as the snapshot up to the last record (which the thread truncates), and resumes.
+    async fn try_checkpoint(&mut self) {
+        let Some(since) = self.checkpoints.draining_since else {
+            return;
+        };
+        let Some(checkpoint) = self.node.checkpoint() else {
+            if since.elapsed() > CHECKPOINT_DRAIN_MAX {
+                tracing::warn!(
+                    node = self.setup.id.0,
+                    "no quiescent moment for a checkpoint within {CHECKPOINT_DRAIN_MAX:?}; put off"
+                );
+                self.checkpoints.draining_since = None;
+                self.checkpoints.records_since = 0;
+            }
+            return;
+        };
+        self.checkpoints.draining_since = None;
+        self.checkpoints.records_since = 0;
+        self.machine_metrics
+            .samples(&[("checkpoint_pause_ns", since.elapsed().as_nanos() as u64)]);
+        if checkpoint.len() > causeway_storage::SNAPSHOT_LEN_MAX {
+            tracing::warn!(
+                node = self.setup.id.0,
+                bytes = checkpoint.len(),
+                "checkpoint larger than the snapshot limit; the log is not truncated"
+            );
+            return;
+        }
+        let upto = self.checkpoints.last_lsn + self.checkpoints.lsn_offset;
+        let req = PersistReq::snapshot(upto, checkpoint);
+        if self.persist.send(req).await.is_err() {
+            self.disk_failed("the storage thread is gone".into());
+        }
+    }
+
+    /// Counts a record handed to the storage thread; starts draining for a checkpoint
+    /// once enough went by.
+    fn count_record(&mut self, lsn: Lsn) {
+        let c = &mut self.checkpoints;
+        c.last_lsn = lsn;
+        c.records_since += 1;
+        let due = c.every_records > 0 && c.records_since >= c.every_records;
+        if due && c.draining_since.is_none() && self.node.can_checkpoint() {
+            c.draining_since = Some(Instant::now());
+        }
+    }
+
     async fn persisted(&mut self, lsns: Vec<u64>) {
         for lsn in lsns {
             let mut ctx = self.ctx();
+            let lsn = lsn - self.checkpoints.lsn_offset;
             self.node.handle_persisted(&mut ctx, lsn);
             self.node_outputs(ctx).await;
         }
@@ -438,8 +520,13 @@ impl NodeTask {
                 Output::Persist { lsn, record } => {
                     if self.disk_failed.is_some() {
                         self.records_refused += 1;
-                    } else if self.persist.send(PersistReq { lsn, record }).await.is_err() {
-                        self.disk_failed("the storage thread is gone".into());
+                    } else {
+                        self.count_record(lsn);
+                        let log_lsn = lsn + self.checkpoints.lsn_offset;
+                        let req = PersistReq::record(log_lsn, record);
+                        if self.persist.send(req).await.is_err() {
+                            self.disk_failed("the storage thread is gone".into());
+                        }
                     }
                 }
                 Output::Reply(_) => {

@@ -34,10 +34,31 @@ const SLOW_SYNC: Duration = Duration::from_millis(200);
 /// The session-id epoch is kept below this (20 bits, see `gateway`).
 pub const EPOCH_MAX: u64 = (1 << 20) - 1;
 
-/// A record to make durable.
+/// A record to make durable, or a checkpoint to store as the log's snapshot.
 pub struct PersistReq {
     pub lsn: Lsn,
     pub record: Vec<u8>,
+    /// `record` is a checkpoint standing for every record up to `lsn`: stored with
+    /// `Log::put_snapshot`, then the records it covers are truncated. Not reported back.
+    pub snapshot: bool,
+}
+
+impl PersistReq {
+    pub fn record(lsn: Lsn, record: Vec<u8>) -> PersistReq {
+        PersistReq {
+            lsn,
+            record,
+            snapshot: false,
+        }
+    }
+
+    pub fn snapshot(upto: Lsn, checkpoint: Vec<u8>) -> PersistReq {
+        PersistReq {
+            lsn: upto,
+            record: checkpoint,
+            snapshot: true,
+        }
+    }
 }
 
 /// What the storage thread tells the node task.
@@ -52,8 +73,14 @@ pub enum DiskEvent {
 /// What a node recovers from its directory.
 pub struct Recovered {
     pub log: FjallLog,
+    /// The snapshot's checkpoint first (if any), then every record after it.
     pub records: Vec<Vec<u8>>,
     pub last_lsn: Lsn,
+    /// The log's lsn of the machine's lsn 0: the machine numbers its records on from
+    /// `records.len()`, the log from `last_lsn` (truncation made them differ).
+    pub lsn_offset: Lsn,
+    /// The snapshot's `upto` (0 without one).
+    pub snapshot_upto: Lsn,
     /// This boot's epoch: 1 on the first boot, one more on each restart.
     pub epoch: u64,
 }
@@ -73,13 +100,31 @@ pub fn recover(dir: &Path) -> Result<Recovered, String> {
     }
     log.put_meta("boot_epoch", &epoch.to_le_bytes())
         .map_err(|e| e.to_string())?;
+    let (snapshot_upto, mut records) = match log.snapshot().map_err(|e| e.to_string())? {
+        Some((upto, checkpoint)) => (upto, vec![checkpoint]),
+        None => (0, Vec::new()),
+    };
     let all = log.read_all().map_err(|e| e.to_string())?;
-    let last_lsn = all.last().map_or(0, |(lsn, _)| *lsn);
-    let records = all.into_iter().map(|(_, r)| r).collect();
+    // read_all may still hold records the snapshot covers (a truncation cut short).
+    records.extend(
+        all.into_iter()
+            .filter(|(lsn, _)| *lsn > snapshot_upto)
+            .map(|(_, r)| r),
+    );
+    let last_lsn = log.last_lsn();
+    let lsn_offset = last_lsn.checked_sub(records.len() as Lsn).ok_or_else(|| {
+        format!(
+            "node directory {}: {} records recovered but the last lsn is {last_lsn}",
+            dir.display(),
+            records.len()
+        )
+    })?;
     Ok(Recovered {
         log,
         records,
         last_lsn,
+        lsn_offset,
+        snapshot_upto,
         epoch,
     })
 }
@@ -101,6 +146,12 @@ pub struct GroupCommitStats {
     pub batched: bool,
     /// The disk failed: the thread stopped and nothing more becomes durable.
     pub failed: bool,
+    /// Checkpoints stored as the log's snapshot (each followed by a truncation).
+    pub snapshots: u64,
+    /// The last checkpoint's size, in bytes.
+    pub snapshot_bytes_last: u64,
+    /// The longest time storing one checkpoint and truncating took, in ms.
+    pub snapshot_ms_max: u64,
 }
 
 impl GroupCommitStats {
@@ -128,6 +179,9 @@ impl GroupCommitStats {
             ("disk_records", self.log.records as f64),
             ("disk_records_per_sync", self.log.records_per_sync()),
             ("disk_slow_syncs", self.slow_syncs as f64),
+            ("disk_snapshot_bytes_last", self.snapshot_bytes_last as f64),
+            ("disk_snapshot_ms_max", self.snapshot_ms_max as f64),
+            ("disk_snapshots", self.snapshots as f64),
             ("disk_sync_ms_max", self.sync_ms_max as f64),
             ("disk_syncs", self.log.syncs as f64),
         ]
@@ -269,7 +323,20 @@ impl Writer {
 
     /// Writes a batch and reports its lsns durable: after its fsync with `Sync`, after
     /// handing it to the OS with `Batched` (the interval sync follows).
-    fn write(&mut self, batch: Vec<PersistReq>) -> Result<(), String> {
+    fn write(&mut self, mut batch: Vec<PersistReq>) -> Result<(), String> {
+        if let Some(at) = batch.iter().position(|r| r.snapshot) {
+            let rest = batch.split_off(at + 1);
+            let snapshot = batch.pop().expect("the snapshot request");
+            if !batch.is_empty() {
+                self.write(batch)?;
+            }
+            self.store_snapshot(snapshot)?;
+            return if rest.is_empty() {
+                Ok(())
+            } else {
+                self.write(rest)
+            };
+        }
         let began = Instant::now();
         let batched = self.setup.durability == Durability::Batched;
         write_batch(self.log.as_mut(), &batch, batched)?;
@@ -284,6 +351,31 @@ impl Writer {
         self.metrics.batch(batch.len(), took);
         let lsns = batch.iter().map(|r| r.lsn).collect();
         let _ = self.events.send(DiskEvent::Persisted(lsns));
+        self.published();
+        Ok(())
+    }
+
+    /// Stores a checkpoint as the snapshot standing for every record up to its lsn, then
+    /// drops those records: the log stays bounded and recovery replays only the rest.
+    fn store_snapshot(&mut self, req: PersistReq) -> Result<(), String> {
+        let began = Instant::now();
+        self.log
+            .put_snapshot(req.lsn, &req.record)
+            .map_err(|e| e.to_string())?;
+        self.log
+            .truncate_before(req.lsn + 1)
+            .map_err(|e| e.to_string())?;
+        let took = began.elapsed();
+        self.stats.snapshots += 1;
+        self.stats.snapshot_bytes_last = req.record.len() as u64;
+        self.stats.snapshot_ms_max = self.stats.snapshot_ms_max.max(took.as_millis() as u64);
+        tracing::info!(
+            node = %self.name,
+            upto = req.lsn,
+            bytes = req.record.len(),
+            ms = took.as_millis() as u64,
+            "checkpoint stored; the records it covers are dropped"
+        );
         self.published();
         Ok(())
     }
@@ -387,11 +479,8 @@ mod tests {
         let (tx, rx) = mpsc::channel(64);
         let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
         for lsn in 1..=10 {
-            tx.try_send(PersistReq {
-                lsn,
-                record: vec![lsn as u8],
-            })
-            .unwrap();
+            tx.try_send(PersistReq::record(lsn, vec![lsn as u8]))
+                .unwrap();
         }
         drop(tx);
         let labels = crate::telemetry::NodeLabels {
@@ -455,7 +544,7 @@ mod tests {
         );
         for lsn in 1..=5 {
             let record = vec![lsn as u8];
-            tx.blocking_send(PersistReq { lsn, record }).unwrap();
+            tx.blocking_send(PersistReq::record(lsn, record)).unwrap();
         }
         let mut seen = Vec::new();
         while seen.len() < 5 {

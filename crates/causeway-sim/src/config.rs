@@ -255,7 +255,16 @@ pub struct SimConfig {
     /// (replication and stabilization pipelines still filling; the papers drop their
     /// runs' first minute). 0 by default: every sample is kept.
     pub sample_warmup_ms: u64,
+    /// Once a node's durable records reach this many, its next quiescent moment replaces
+    /// them with the machine's checkpoint (`ServerNode::checkpoint`, log compaction), so a
+    /// restart recovers from the checkpoint plus the records after it, as on a real node.
+    /// Small by default so that crashes in every sweep recover from checkpoints; 0 turns
+    /// it off (protocols without checkpoints are unaffected either way).
+    pub checkpoint_records: usize,
 }
+
+/// Default [`SimConfig::checkpoint_records`].
+pub const CHECKPOINT_RECORDS_DEFAULT: usize = 256;
 
 impl Default for SimConfig {
     fn default() -> SimConfig {
@@ -303,6 +312,7 @@ impl Default for SimConfig {
             trace: true,
             samples_by_dc: Vec::new(),
             sample_warmup_ms: 0,
+            checkpoint_records: CHECKPOINT_RECORDS_DEFAULT,
             slow_replication: Vec::new(),
             dc_clock_offsets_ms: Vec::new(),
         }

@@ -3,7 +3,8 @@
 //! use group commit, as the real runtime does (fjall, one fsync per batch): a record
 //! issued while a write is in flight joins the next batch, which starts when the current
 //! one ends and takes 0.1-0.5 ms; batches complete in order. A crash loses the unsynced
-//! records; a restart replays the durable ones.
+//! records; a restart replays the durable ones. A machine that offers checkpoints has its
+//! durable records replaced by one once they are many (`SimConfig::checkpoint_records`).
 
 use crate::world::{Ev, World};
 use causeway_core::clock::Nanos;
@@ -23,6 +24,8 @@ pub(crate) struct Disk {
     unsynced: BTreeMap<Lsn, Vec<u8>>,
     /// When the batch in flight completes.
     free_at: Nanos,
+    /// Checkpoints that replaced the durable records.
+    pub(crate) checkpoints: u64,
     /// When the batch queued behind it completes (records issued meanwhile join it).
     next_batch_at: Option<Nanos>,
 }
@@ -92,6 +95,21 @@ impl World {
         self.nodes[n].disk.sync(lsn);
         self.hash(lsn);
         self.with_node(n, |m, ctx| m.handle_persisted(ctx, lsn));
+        self.maybe_checkpoint(n);
+    }
+
+    /// Compacts node `n`'s durable records into its checkpoint once they reach
+    /// `checkpoint_records` and the machine can take one (nothing in flight).
+    fn maybe_checkpoint(&mut self, n: usize) {
+        let limit = self.config.checkpoint_records;
+        let slot = &mut self.nodes[n];
+        if limit == 0 || slot.disk.durable.len() < limit || !slot.disk.unsynced.is_empty() {
+            return;
+        }
+        if let Some(ck) = slot.machine.as_ref().and_then(|m| m.checkpoint()) {
+            slot.disk.durable = vec![ck];
+            slot.disk.checkpoints += 1;
+        }
     }
 }
 

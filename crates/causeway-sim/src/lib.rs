@@ -79,6 +79,12 @@ pub struct SimResult {
     /// replication with failed DCs); left out of the JSON when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub unreplicated_keys: usize,
+    /// Checkpoints that replaced a node's durable records (`SimConfig::checkpoint_records`),
+    /// and restarts that recovered from one; left out of the JSON when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub checkpoints: usize,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub restarts_from_checkpoint: usize,
     /// Aborted workload transactions by reason (the reason's text up to its first `:`,
     /// digits dropped, so one cause is one line); left out of the JSON when empty.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -263,6 +269,12 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
         unknown: count(Outcome::Unknown),
         refused: world.metrics.refused,
         unreplicated_keys: world.metrics.unreplicated_keys,
+        checkpoints: world
+            .nodes
+            .iter()
+            .map(|s| s.disk.checkpoints as usize)
+            .sum(),
+        restarts_from_checkpoint: world.metrics.restarts_from_checkpoint,
         abort_reasons: world.metrics.abort_reasons.clone(),
         guarantee,
         strong_committed: strong.committed,

@@ -279,6 +279,9 @@ impl World {
             return;
         }
         let durable = self.nodes[n].disk.durable();
+        if self.nodes[n].disk.checkpoints > 0 {
+            self.metrics.restarts_from_checkpoint += 1;
+        }
         match new_node(&self.config.protocol, self.node_config(n), durable) {
             Ok(machine) => {
                 self.nodes[n].machine = Some(machine);

@@ -104,6 +104,8 @@ pub struct Metrics {
     pub refused: usize,
     /// Keys left out of the final reads: no surviving DC replicates them.
     pub unreplicated_keys: usize,
+    /// Restarts whose durable records began with a checkpoint.
+    pub restarts_from_checkpoint: usize,
     /// Workload transactions that ended aborted, by reason (see `abort_reason_key`).
     pub abort_reasons: BTreeMap<String, u64>,
 }

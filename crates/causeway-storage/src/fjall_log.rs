@@ -274,7 +274,8 @@ impl Log for FjallLog {
             return Ok(());
         }
         while !self.delete_chunk(lsn)? {}
-        self.persist("cannot fsync the truncation")
+        self.persist("cannot fsync the truncation")?;
+        self.release_journal()
     }
 }
 
@@ -309,6 +310,19 @@ impl FjallLog {
                 decode_lsn(&self.path, &key)
             })
             .collect()
+    }
+
+    /// Seals every keyspace's memtable so fjall flushes them to tables in the
+    /// background and drops the journal files behind them: otherwise a restart replays a
+    /// journal holding every truncated record and every old snapshot (up to fjall's 512
+    /// MiB journal limit), and recovery time would still grow with the node's age.
+    fn release_journal(&self) -> Result<()> {
+        for keyspace in [&self.log, &self.snap, &self.meta] {
+            keyspace
+                .rotate_memtable()
+                .map_err(|e| err(&self.path, "cannot seal a memtable", e))?;
+        }
+        Ok(())
     }
 
     fn persist(&self, what: &str) -> Result<()> {

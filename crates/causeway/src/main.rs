@@ -36,6 +36,8 @@ enum Command {
     Server(server_cmd::ServerArgs),
     /// Run a whole local multi-DC cluster on loopback until Ctrl-C.
     Up(up_cmd::UpArgs),
+    /// Kill, start or restart a node or a DC of a running `up` by name; `status` lists them.
+    Ctl(up_cmd::ctl::CtlArgs),
     /// A shell on one session of a DC (`--addr HOST:PORT`, `-c "cmd; cmd"` for scripts).
     Cli(cli_cmd::CliArgs),
     /// Drive a running cluster with closed-loop clients (YCSB A/B/C, ro-wo); latency table,
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check_cmd::run(args),
         Command::Server(args) => server_cmd::run(args),
         Command::Up(args) => up_cmd::run(args),
+        Command::Ctl(args) => up_cmd::ctl::run(args),
         Command::Cli(args) => cli_cmd::run(args),
         Command::Load(args) => load_cmd::run(args),
         Command::Top(args) => top_cmd::run(args),

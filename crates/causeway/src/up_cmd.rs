@@ -16,6 +16,8 @@
 //! reported on stderr with its name, DC and exit status; with `--on-node-exit keep` (the
 //! default) the others keep running, with `stop` the whole cluster stops. Nodes get SIGTERM
 //! from the kernel if `up` itself dies (PR_SET_PDEATHSIG), so none is left orphaned.
+pub mod ctl;
+
 use causeway_runtime::config::Durability;
 use causeway_runtime::{local_cluster, ClusterConfig};
 use clap::{Args, ValueEnum};
@@ -34,7 +36,10 @@ pub const PID_FILE: &str = "up.pids";
 /// What `up` does when a node process exits on its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OnNodeExit {
-    /// Report it (name, DC, exit status) and keep the other nodes running.
+    /// Report it and start it again, after a backoff that doubles from 200 ms to 10 s
+    /// while it keeps dying (reset once it stayed up 30 s); the others keep running.
+    Restart,
+    /// Report it (name, DC, exit status) and leave it dead; the others keep running.
     Keep,
     /// Stop the whole cluster and exit with failure.
     Stop,
@@ -87,10 +92,15 @@ pub struct UpArgs {
     /// shorthand for `--set f=N`.
     #[arg(long = "f", value_name = "N")]
     f: Option<u32>,
-    /// When a node process exits on its own: `keep` reports it and keeps the others running
-    /// (DC-failure experiments), `stop` stops the whole cluster.
-    #[arg(long, value_enum, default_value = "keep")]
+    /// When a node process exits on its own: `restart` reports it and starts it again with
+    /// backoff (200 ms doubling to 10 s while it keeps dying), `keep` reports it and leaves
+    /// it dead (failure experiments), `stop` stops the whole cluster. The other nodes keep
+    /// running under `restart` and `keep`.
+    #[arg(long, value_enum, default_value = "restart")]
     on_node_exit: OnNodeExit,
+    /// Leave a node that dies dead: shorthand for `--on-node-exit keep`.
+    #[arg(long, conflicts_with = "on_node_exit")]
+    no_restart: bool,
     /// When an acknowledged write is on disk: `sync` (after its fsync, like Redis
     /// `appendfsync always`) or `batched` (fsync at most every --batched-sync-interval-ms:
     /// a power failure loses the writes of the last interval, a process crash none).
@@ -362,6 +372,49 @@ struct NodeProc {
     child: Child,
     /// Set once the process has exited and been reported.
     exited: Option<ExitStatus>,
+    /// When this process started (a node up this long gets its backoff reset).
+    started: Instant,
+    /// Killed through `causeway ctl`: stays dead until `ctl start` or `ctl restart`.
+    held: bool,
+    /// The delay before the next restart (`--on-node-exit restart`).
+    backoff: Duration,
+    /// When the exited node is due to start again.
+    restart_at: Option<Instant>,
+    restarts: u32,
+}
+
+/// The first restart delay of a node that died, doubled while it keeps dying.
+const RESTART_BACKOFF_MIN: Duration = Duration::from_millis(200);
+const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// A node that stayed up this long before dying restarts after the minimum delay again.
+const RESTART_BACKOFF_RESET: Duration = Duration::from_secs(30);
+
+impl NodeProc {
+    fn new(name: &str, dc: &str, child: Child) -> NodeProc {
+        NodeProc {
+            name: name.to_string(),
+            dc: dc.to_string(),
+            child,
+            exited: None,
+            held: false,
+            started: Instant::now(),
+            backoff: Duration::ZERO,
+            restart_at: None,
+            restarts: 0,
+        }
+    }
+
+    /// Schedules the restart of a node that just exited; the delay.
+    fn schedule_restart(&mut self) -> Duration {
+        self.backoff = if self.started.elapsed() >= RESTART_BACKOFF_RESET || self.backoff.is_zero()
+        {
+            RESTART_BACKOFF_MIN
+        } else {
+            (self.backoff * 2).min(RESTART_BACKOFF_MAX)
+        };
+        self.restart_at = Some(Instant::now() + self.backoff);
+        self.backoff
+    }
 }
 
 fn spawn_node(config_path: &Path, data: &Path, name: &str) -> Result<Child, String> {
@@ -408,12 +461,7 @@ fn spawn_all(config: &ClusterConfig, path: &Path) -> Result<Vec<NodeProc>, Strin
     let mut nodes = Vec::new();
     for node in &config.nodes {
         match spawn_node(path, &config.data_dir, &node.name) {
-            Ok(child) => nodes.push(NodeProc {
-                name: node.name.clone(),
-                dc: node.dc.clone(),
-                child,
-                exited: None,
-            }),
+            Ok(child) => nodes.push(NodeProc::new(&node.name, &node.dc, child)),
             Err(e) => {
                 stop_all(&mut nodes);
                 return Err(e);
@@ -441,7 +489,7 @@ fn wait_ready(config: &ClusterConfig, nodes: &mut [NodeProc]) -> Result<(), Stri
         };
         while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
             if let Some(dead) = newly_exited(nodes, &config.data_dir).first() {
-                return Err(dead.clone());
+                return Err(dead.1.clone());
             }
             if Instant::now() > deadline {
                 return Err(format!(
@@ -463,12 +511,16 @@ fn last_log_line(data: &Path, name: &str) -> String {
 }
 
 /// One line per node that exited since the last call (each is reported once).
-fn newly_exited(nodes: &mut [NodeProc], data: &Path) -> Vec<String> {
+/// The nodes that exited since the last look: their index and report line.
+fn newly_exited(nodes: &mut [NodeProc], data: &Path) -> Vec<(usize, String)> {
     let mut lines = Vec::new();
-    for node in nodes.iter_mut().filter(|n| n.exited.is_none()) {
+    for (k, node) in nodes.iter_mut().enumerate() {
+        if node.exited.is_some() {
+            continue;
+        }
         if let Ok(Some(status)) = node.child.try_wait() {
             node.exited = Some(status);
-            lines.push(exit_line(node, status, data));
+            lines.push((k, exit_line(node, status, data)));
         }
     }
     lines
@@ -614,24 +666,41 @@ pub fn run(args: UpArgs) -> ExitCode {
     };
     print_addresses(&config, &data, page.as_ref());
     let page = page.map(|l| (l, config.clone()));
-    let code = supervise(&mut nodes, &data, args.on_node_exit, page);
+    let policy = if args.no_restart {
+        OnNodeExit::Keep
+    } else {
+        args.on_node_exit
+    };
+    let code = supervise(&mut nodes, &path, &data, policy, page);
     stop_all(&mut nodes);
     let _ = std::fs::remove_file(data.join(PID_FILE));
+    let _ = std::fs::remove_file(data.join(ctl::SOCKET_FILE));
     println!("causeway: stopped");
     code
 }
 
-/// Reports nodes that exited since the last look; whether `up` should stop now.
+/// Reports nodes that exited since the last look (scheduling their restart under
+/// `restart`); whether `up` should stop now.
 fn report_exits(nodes: &mut [NodeProc], data: &Path, policy: OnNodeExit) -> Option<ExitCode> {
     let exits = newly_exited(nodes, data);
-    for line in &exits {
+    for (k, line) in &exits {
         match policy {
+            OnNodeExit::Restart => {
+                let delay = nodes[*k].schedule_restart();
+                eprintln!(
+                    "warning: {line}; restarting it in {} ms, the other nodes keep running",
+                    delay.as_millis()
+                );
+            }
             OnNodeExit::Keep => eprintln!("warning: {line}; the other nodes keep running"),
             OnNodeExit::Stop => eprintln!("error: {line}; stopping the cluster"),
         }
     }
     let stop = !exits.is_empty() && policy == OnNodeExit::Stop;
-    if stop || nodes.iter().all(|n| n.exited.is_some()) {
+    let all_gone = nodes
+        .iter()
+        .all(|n| n.exited.is_some() && n.restart_at.is_none() && !n.held);
+    if stop || all_gone {
         if !stop {
             eprintln!("error: every node has exited; stopping");
         }
@@ -640,11 +709,49 @@ fn report_exits(nodes: &mut [NodeProc], data: &Path, policy: OnNodeExit) -> Opti
     None
 }
 
+/// Starts again every node whose restart is due; rewrites the pid file when one did.
+fn restart_due(nodes: &mut [NodeProc], config_path: &Path, data: &Path) {
+    let now = Instant::now();
+    let mut restarted = false;
+    for node in nodes.iter_mut() {
+        if node.restart_at.is_none_or(|at| at > now) {
+            continue;
+        }
+        match spawn_node(config_path, data, &node.name) {
+            Ok(child) => {
+                node.child = child;
+                node.exited = None;
+                node.restart_at = None;
+                node.started = now;
+                node.restarts += 1;
+                restarted = true;
+                eprintln!(
+                    "node {} of DC {} restarted (pid {}, restart {})",
+                    node.name,
+                    node.dc,
+                    node.child.id(),
+                    node.restarts
+                );
+            }
+            Err(e) => {
+                let delay = node.schedule_restart();
+                eprintln!("warning: {e}; trying again in {} ms", delay.as_millis());
+            }
+        }
+    }
+    if restarted {
+        if let Err(e) = write_pids(data, nodes) {
+            eprintln!("warning: {e}");
+        }
+    }
+}
+
 /// Waits for Ctrl-C / SIGTERM (success) while reporting nodes that exit on their own;
 /// returns failure when one does under `--on-node-exit stop`, or when every node has.
 /// Serves the cluster page meanwhile when `page` has its listener.
 fn supervise(
     nodes: &mut [NodeProc],
+    config_path: &Path,
     data: &Path,
     policy: OnNodeExit,
     page: Option<(std::net::TcpListener, ClusterConfig)>,
@@ -662,13 +769,20 @@ fn supervise(
         }
         let signal = crate::server_cmd::shutdown_signal();
         tokio::pin!(signal);
+        let control = ctl::bind(data)
+            .inspect_err(|e| eprintln!("warning: {e}; causeway ctl will not reach this up"))
+            .ok();
         loop {
             tokio::select! {
                 _ = &mut signal => return ExitCode::SUCCESS,
+                Ok((stream, _)) = async { control.as_ref().expect("guarded").accept().await }, if control.is_some() => {
+                    ctl::serve_one(stream, nodes, config_path, data).await;
+                }
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {
                     if let Some(code) = report_exits(nodes, data, policy) {
                         return code;
                     }
+                    restart_due(nodes, config_path, data);
                 }
             }
         }
@@ -727,7 +841,8 @@ mod tests {
         let section = config.section();
         assert_eq!(section, serde_json::json!({ "f": 1, "lease_ns": 5 }));
         assert!(config.to_toml().contains("[protocols.unistore]"));
-        assert_eq!(a.on_node_exit, OnNodeExit::Keep, "the default");
+        assert_eq!(a.on_node_exit, OnNodeExit::Restart, "the default");
+        assert!(args(&["--no-restart"]).no_restart);
     }
 
     #[test]

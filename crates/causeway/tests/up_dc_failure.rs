@@ -300,7 +300,15 @@ fn up_reported_the_dead_dc_and_stops_cleanly(up: &mut Up) {
 #[test]
 fn unistore_survives_the_loss_of_a_whole_dc_and_its_clients_move() {
     let began = Instant::now();
-    let extra = ["--protocol", "unistore", "--f", "1", "--rtt-ms", "20"];
+    let extra = [
+        "--protocol",
+        "unistore",
+        "--f",
+        "1",
+        "--rtt-ms",
+        "20",
+        "--no-restart",
+    ];
     let mut up = Up::start("dc-failure", 3, 2, &extra);
     assert!(
         up.banner.contains("running protocol unistore"),

@@ -257,7 +257,7 @@ fn causal_write_travels(up: &Up, from: u16, to: u16, key: &str) {
 fn strong_txns_register_each_name_once_and_survive_the_leader_dcs_failure() {
     let began = Instant::now();
     // No --protocol: unistore is `up`'s default; 3 DCs give f = 1 by default.
-    let mut up = Up::start("strong", 3, 2, &["--rtt-ms", "20"]);
+    let mut up = Up::start("strong", 3, 2, &["--rtt-ms", "20", "--no-restart"]);
     assert!(
         up.banner.contains("running protocol unistore"),
         "{}",
@@ -316,7 +316,7 @@ fn strong_txns_register_each_name_once_and_survive_the_leader_dcs_failure() {
 /// no other participant.)
 #[test]
 fn a_strong_commit_just_before_the_leader_dc_dies_does_not_block_later_ones() {
-    let mut up = Up::start("strong-orphan", 3, 2, &["--rtt-ms", "20"]);
+    let mut up = Up::start("strong-orphan", 3, 2, &["--rtt-ms", "20", "--no-restart"]);
     let start = Barrier::new(1);
     let patience = FAILOVER_PATIENCE;
     let last = register(&up.client_addr(2), "last", "dc3-last", &start, patience);

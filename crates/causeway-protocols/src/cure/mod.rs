@@ -125,6 +125,7 @@
 //!
 //! [`VERSIONS_PER_KEY_MAX`]: causeway_core::limits::VERSIONS_PER_KEY_MAX
 
+mod checkpoint;
 mod coord;
 mod msg;
 mod node;
@@ -272,7 +273,14 @@ impl Default for Config {
 /// (A `no-start-wait` variant is not listed: a session's coordinators share the DC's GSS
 /// within a few ms, so skipping START's wait is rarely observable in the simulator; the
 /// wait is covered by a unit test instead.)
-pub const MUTATIONS: &[&str] = &["no-read-wait", "pvc-ignores-prepared", "commit-time-min"];
+/// (`checkpoint-drops-prepared` shows only after a crash: scripts/test sweeps it with
+/// crashes. UniStore does not list it: with strong txns on it takes no checkpoints.)
+pub const MUTATIONS: &[&str] = &[
+    "no-read-wait",
+    "pvc-ignores-prepared",
+    "commit-time-min",
+    "checkpoint-drops-prepared",
+];
 /// UniStore's deliberately broken variants: Cure's (they break the engine UniStore
 /// shares), then UniStore's own (`Mutation::parse` accepts these under its flavor).
 pub const UNISTORE_MUTATIONS: &[&str] = &[
@@ -324,6 +332,9 @@ pub(crate) struct Mutation {
     pub certify_ignores_conflicts: bool,
     /// The certification groups decide with n/2 votes, not a majority.
     pub paxos_no_majority: bool,
+    /// A checkpoint leaves out the txns prepared here: one committed after it loses its
+    /// writes on this partition after a restart from it (breaks checkpoint.rs).
+    pub checkpoint_drops_prepared: bool,
 }
 
 impl Mutation {
@@ -335,6 +346,7 @@ impl Mutation {
             Some("no-read-wait") => m.no_read_wait = true,
             Some("pvc-ignores-prepared") => m.pvc_ignores_prepared = true,
             Some("commit-time-min") => m.commit_time_min = true,
+            Some("checkpoint-drops-prepared") => m.checkpoint_drops_prepared = true,
             Some("no-forwarding") if uni => m.no_forwarding = true,
             Some("visible-before-uniform") if uni => m.visible_before_uniform = true,
             Some("attach-no-wait") if uni => m.attach_no_wait = true,

@@ -255,6 +255,7 @@ impl Node {
                     st.recovered.entry(partition).or_default().push(record);
                 }
             }
+            Record::Checkpoint(ck) => self.restore(*ck),
         }
     }
 
@@ -897,6 +898,14 @@ impl ServerNode for Node {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    fn checkpoint(&self) -> Option<Vec<u8>> {
+        self.take_checkpoint()
+    }
+
+    fn can_checkpoint(&self) -> bool {
+        self.strong.is_none()
     }
 
     fn check_invariants(&self) -> Result<(), String> {

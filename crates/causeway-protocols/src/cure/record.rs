@@ -2,6 +2,8 @@
 //! decoding used by recovery.
 
 use super::msg::ReplTxn;
+use crate::kit::mvstore::Store;
+use crate::kit::repl::{Received, ReplLog};
 use causeway_core::crdt::Effect;
 use causeway_core::{Key, NodeId, OpId, PartitionId, TxnId, Vc};
 use serde::{Deserialize, Serialize};
@@ -54,6 +56,44 @@ pub enum Record {
         partition: PartitionId,
         record: crate::kit::paxos::Record<crate::kit::certify::CertEntry>,
     },
+    /// The node's state standing for every record before it (log compaction; see
+    /// `checkpoint.rs`). Always the first record replayed when present.
+    Checkpoint(Box<Checkpoint>),
+}
+
+/// A txn's effects as prepared: (key, op id, effect) per update.
+pub type Effects = Vec<(Key, OpId, Effect)>;
+/// A coordinator decision kept in a checkpoint: txn, commit vector, participants.
+pub type KeptDecision = (TxnId, Vc, Vec<(PartitionId, NodeId)>);
+
+/// What replaying a node's records up to a quiescent moment gives, and nothing volatile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The durable lease (`Record::Lease`).
+    pub lease: u64,
+    /// The highest timestamp issued or read: recovery starts the clock above it.
+    pub last: u64,
+    pub parts: Vec<PartCheckpoint>,
+    /// Coordinator decisions not yet acknowledged by every participant (`Decision`
+    /// records without their `Ended`).
+    pub decisions: Vec<KeptDecision>,
+}
+
+/// One partition's durable state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartCheckpoint {
+    pub partition: PartitionId,
+    /// Committed versions on top of each key's folded base (`Prepare`+`Commit`,
+    /// `OnePhase`, `Remote` records).
+    pub store: Store<Vc>,
+    /// Txns prepared here and not yet decided: (txn, coordinator, prepare time, effects).
+    pub prepared: Vec<(TxnId, NodeId, u64, Effects)>,
+    /// The partition vector's remote entries (`Remote` records' claims).
+    pub pvc: Vc,
+    /// Per origin, the stream received (`Remote` records).
+    pub received: Received,
+    /// Committed txns not yet acknowledged by every live sibling, for catch-up.
+    pub log: ReplLog<ReplTxn>,
 }
 
 impl Record {

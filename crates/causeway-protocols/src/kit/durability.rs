@@ -96,6 +96,12 @@ impl<M, A> Durability<M, A> {
         self.last_lsn
     }
 
+    /// Every record handed out is durable and nothing waits: the machine's state is
+    /// exactly what replaying its records gives (the moment for a checkpoint).
+    pub fn quiescent(&self) -> bool {
+        self.durable_lsn == self.last_lsn && self.held.is_empty()
+    }
+
     pub fn durable_lsn(&self) -> Lsn {
         self.durable_lsn
     }

@@ -9,6 +9,7 @@ use crate::kit::txn::effect_type;
 use causeway_core::crdt::{ObjType, Object, Op};
 use causeway_core::limits::VERSIONS_PER_KEY_MAX;
 use causeway_core::{Error, Key, TxnId, Vc};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// A snapshot / commit timestamp: a lattice with a causal apply order.
@@ -32,7 +33,7 @@ impl SnapshotTs for u64 {
 }
 
 /// One committed txn's ops on one key.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Version<T> {
     pub ct: T,
     pub txn: TxnId,
@@ -47,7 +48,7 @@ impl<T: SnapshotTs> Version<T> {
 }
 
 /// One key: the checkpoint (object + join of the folded commit vectors) and the versions.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyVersions<T> {
     base: Option<Object>,
     base_vc: T,
@@ -153,7 +154,8 @@ impl<T: SnapshotTs> KeyVersions<T> {
 }
 
 /// Every key of one partition.
-#[derive(Clone, Debug)]
+/// Serializable whole for node checkpoints (`cure::record::Checkpoint`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Store<T> {
     keys: BTreeMap<Key, KeyVersions<T>>,
 }

@@ -43,7 +43,7 @@ const TXN_MIN: TxnId = TxnId {
 };
 
 /// Committed txns per origin, by (time at origin, id), until acknowledged everywhere.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplLog<T> {
     per_origin: BTreeMap<DcId, BTreeMap<(u64, TxnId), T>>,
 }
@@ -274,7 +274,7 @@ impl Siblings {
 }
 
 /// How far each origin's stream has been accepted here (durable or being persisted).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Received {
     me: DcId,
     have: Vec<u64>,

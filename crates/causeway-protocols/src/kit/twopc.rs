@@ -126,6 +126,13 @@ impl<D: Clone> Decisions<D> {
         assert!(self.map.insert(txn, d).is_none(), "{txn:?} decided twice");
     }
 
+    /// Every decision kept: txn, outcome, participants still to acknowledge, durable.
+    pub fn iter(&self) -> impl Iterator<Item = (TxnId, &D, &BTreeMap<PartitionId, NodeId>, bool)> {
+        self.map
+            .iter()
+            .map(|(t, d)| (*t, &d.outcome, &d.participants, d.durable))
+    }
+
     /// A decision replayed from disk: durable, and COMMIT is re-sent at once.
     pub fn recovered(
         &mut self,

@@ -190,7 +190,7 @@ impl Up {
     }
 
     /// `DATA/up.pids`: `NAME DC PID` per line.
-    fn read_pids(&self) -> Vec<(String, String, i32)> {
+    pub fn read_pids(&self) -> Vec<(String, String, i32)> {
         let text = std::fs::read_to_string(self.data.join("up.pids")).expect("up.pids");
         text.lines()
             .map(|l| {

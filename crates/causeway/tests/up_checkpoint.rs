@@ -1,0 +1,127 @@
+//! Log compaction on a real cluster (issue 15): a 2-DC `causeway up --protocol cure` with
+//! `[storage] checkpoint_records = 200` takes checkpoints while clients of both DCs add
+//! members to a set (each node logs `checkpoint stored`); stopped and started again, every
+//! node recovers from its snapshot and a few records (not the thousands it wrote), and
+//! every acknowledged member is at both DCs, before and after more writes.
+
+mod up;
+
+use causeway_client::Client;
+use causeway_core::crdt::{ObjType, Update};
+use causeway_core::{Key, ObjValue};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use up::Up;
+
+const SET: &str = "members";
+const CHECKPOINT_RECORDS: u64 = 200;
+
+/// Adds members `{tag}-0` .. `{tag}-{n-1}` at `addr`; the acknowledged ones.
+fn add_members(addr: &str, tag: &str, n: usize) -> Vec<String> {
+    let mut client = Client::connect(addr).expect("a client connects");
+    let mut acked = Vec::new();
+    for j in 0..n {
+        let member = format!("{tag}-{j}");
+        let add = Update::Add(member.clone().into_bytes());
+        let txn = client
+            .begin()
+            .and_then(|_| client.update(SET, add))
+            .and_then(|_| client.commit());
+        if txn.is_ok() {
+            acked.push(member);
+        }
+    }
+    acked
+}
+
+fn members_at(up: &Up, dc: u16) -> BTreeSet<String> {
+    let mut client = Client::connect(up.client_addr(dc).as_str()).expect("a reader connects");
+    client.begin().expect("begin");
+    let values = client
+        .read(vec![(Key::from(SET), ObjType::Set)])
+        .expect("read the set");
+    client.commit().expect("commit the read");
+    match &values[0].value {
+        ObjValue::Set(members) => members
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into())
+            .collect(),
+        other => panic!("a set, not {other:?}"),
+    }
+}
+
+/// Waits until both DCs show every member of `acked`.
+fn both_dcs_show(up: &Up, acked: &BTreeSet<String>) {
+    let began = Instant::now();
+    for dc in 0..2 {
+        loop {
+            let missing = acked.difference(&members_at(up, dc)).count();
+            if missing == 0 {
+                break;
+            }
+            assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "DC {dc} lacks {missing} acknowledged members"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// The `records=N` of the last `recovered` line of a node's log.
+fn records_recovered(up: &Up, node: &str) -> u64 {
+    let log = std::fs::read_to_string(up.data.join(format!("{node}.log"))).expect("node log");
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("recovered"))
+        .expect("a recovered line");
+    let field = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("records="))
+        .unwrap_or_else(|| panic!("no records= in {line}"));
+    field.parse().expect("a record count")
+}
+
+fn write_both(up: &Up, tag: &str, n: usize) -> Vec<String> {
+    let writers: Vec<_> = (0..2u16)
+        .map(|dc| {
+            let (addr, tag) = (up.client_addr(dc), format!("{tag}{dc}"));
+            std::thread::spawn(move || add_members(&addr, &tag, n))
+        })
+        .collect();
+    writers
+        .into_iter()
+        .flat_map(|w| w.join().expect("a writer"))
+        .collect()
+}
+
+#[test]
+fn checkpoints_bound_what_a_restart_replays_and_lose_nothing() {
+    let every = format!("--cluster-set=storage.checkpoint_records={CHECKPOINT_RECORDS}");
+    let mut up = Up::start("checkpoint", 2, 1, &["--protocol", "cure", &every]);
+    let mut acked: BTreeSet<String> = write_both(&up, "a", 600).into_iter().collect();
+    assert!(acked.len() > 1000, "writes go through: {}", acked.len());
+    both_dcs_show(&up, &acked);
+    for node in ["dc1-n1", "dc2-n1"] {
+        let log = std::fs::read_to_string(up.data.join(format!("{node}.log"))).unwrap();
+        let stored = log.matches("checkpoint stored").count();
+        assert!(stored >= 3, "{node} stored {stored} checkpoints");
+    }
+    let (status, rest) = up.interrupt();
+    assert!(status.success(), "up exited with {status}: {rest:?}");
+    up.launch();
+    for node in ["dc1-n1", "dc2-n1"] {
+        let replayed = records_recovered(&up, node);
+        eprintln!("{node} recovered from its snapshot and {replayed} records");
+        assert!(
+            replayed <= 2 * CHECKPOINT_RECORDS,
+            "{node} replayed {replayed} records after writing thousands"
+        );
+    }
+    both_dcs_show(&up, &acked);
+    acked.extend(write_both(&up, "b", 100));
+    both_dcs_show(&up, &acked);
+    let (status, rest) = up.interrupt();
+    assert!(status.success(), "up exited with {status}: {rest:?}");
+}
