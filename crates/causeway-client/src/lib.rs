@@ -83,6 +83,9 @@ pub struct Options {
     pub cluster: Option<String>,
     /// The server's password, when it has one (the cluster file's `password`).
     pub password: Option<String>,
+    /// Speak TLS, trusting the CA certificates of this PEM file (the cluster file's
+    /// `tls.ca_file`; `causeway up --tls` writes DIR/tls/ca.pem). `None`: plain TCP.
+    pub tls_ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -92,13 +95,90 @@ impl Default for Options {
             request_timeout_ms: 15_000,
             cluster: None,
             password: None,
+            tls_ca_file: None,
         }
     }
 }
 
+/// The connection under a session: plain TCP or TLS over it.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Conn {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(s) => &s.sock,
+        }
+    }
+}
+
+impl io::Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl io::Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.write(buf),
+            Conn::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.flush(),
+            Conn::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// Most bytes of the CA file a client reads.
+const CA_FILE_BYTES_MAX: u64 = 1 << 20;
+
+/// A TLS session to `addr` trusting the CA certificates of `ca_file` (the certificate
+/// must name `addr`'s IP address). The handshake runs on the first exchange.
+fn tls_conn(
+    tcp: TcpStream,
+    addr: SocketAddr,
+    ca_file: &std::path::Path,
+) -> std::result::Result<Conn, String> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer, ServerName};
+    let at = |e: &dyn fmt::Display| format!("TLS CA file {}: {e}", ca_file.display());
+    let len = std::fs::metadata(ca_file).map_err(|e| at(&e))?.len();
+    if len > CA_FILE_BYTES_MAX {
+        return Err(at(&format!("{len} bytes, over {CA_FILE_BYTES_MAX}")));
+    }
+    let pem = std::fs::read(ca_file).map_err(|e| at(&e))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        roots.add(cert.map_err(|e| at(&e))?).map_err(|e| at(&e))?;
+    }
+    if roots.is_empty() {
+        return Err(at(&"no certificate in it"));
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::IpAddress(addr.ip().into());
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+        .map_err(|e| format!("TLS: {e}"))?;
+    Ok(Conn::Tls(Box::new(rustls::StreamOwned::new(conn, tcp))))
+}
+
 /// One session with a DC.
 pub struct Client {
-    stream: TcpStream,
+    stream: Conn,
     welcome: Welcome,
     options: Options,
     broken: Option<String>,
@@ -164,13 +244,20 @@ impl Client {
         };
         stream.set_nodelay(true).map_err(|e| fail(e.to_string()))?;
         keepalive(&stream).map_err(|e| fail(e.to_string()))?;
+        let stream = match &options.tls_ca_file {
+            None => Conn::Plain(stream),
+            Some(ca) => {
+                let peer = stream.peer_addr().map_err(|e| fail(e.to_string()))?;
+                tls_conn(stream, peer, ca).map_err(fail)?
+            }
+        };
         Client::handshake(stream, options).map_err(|e| match e {
             ClientError::ConnectionLost(why) | ClientError::Protocol(why) => fail(why),
             other => other,
         })
     }
 
-    fn handshake(stream: TcpStream, options: Options) -> Result<Client> {
+    fn handshake(stream: Conn, options: Options) -> Result<Client> {
         let mut client = Client {
             stream,
             welcome: Welcome {
@@ -213,8 +300,8 @@ impl Client {
         }
         let timeout = Duration::from_millis(self.options.request_timeout_ms);
         let result = (|| {
-            self.stream.set_read_timeout(Some(timeout))?;
-            self.stream.set_write_timeout(Some(timeout))?;
+            self.stream.tcp().set_read_timeout(Some(timeout))?;
+            self.stream.tcp().set_write_timeout(Some(timeout))?;
             wire::write_frame(&mut self.stream, &wire::encode(frame)?)?;
             wire::read_frame(&mut self.stream)
         })();

@@ -20,7 +20,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -38,7 +38,13 @@ pub struct RespConfig {
     /// The endpoint stops accepting and closes its connections once this holds `true`
     /// (or its sender is dropped). `None`: serve until the task is dropped.
     pub shutdown: Option<watch::Receiver<bool>>,
+    /// TLS: when set, every connection must open with a TLS handshake (`redis-cli
+    /// --tls`), completed within [`TLS_HANDSHAKE_TIMEOUT_MS`]. `None`: plain TCP.
+    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
 }
+
+/// Longest a client may take to complete its TLS handshake, in milliseconds.
+pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 
 impl Default for RespConfig {
     fn default() -> RespConfig {
@@ -47,6 +53,7 @@ impl Default for RespConfig {
             connections_max: CONNECTIONS_MAX,
             idle_timeout_ms: 0,
             shutdown: None,
+            tls: None,
         }
     }
 }
@@ -114,21 +121,40 @@ impl Drop for ClientSlot<'_> {
 
 /// One connection, from accept to close.
 async fn run_connection<F: SessionFactory>(
-    mut stream: TcpStream,
+    stream: TcpStream,
     shared: Arc<Shared<F>>,
     id: u64,
     config: RespConfig,
 ) {
     let open = shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
     let _slot = ClientSlot(&shared.clients);
+    let _ = stream.set_nodelay(true);
+    let _ = keepalive(&stream);
+    let Some(tls) = config.tls.clone() else {
+        return run_session(stream, shared.clone(), id, config, open).await;
+    };
+    let limit = Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS);
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    if let Ok(Ok(stream)) = tokio::time::timeout(limit, acceptor.accept(stream)).await {
+        run_session(stream, shared.clone(), id, config, open).await;
+    }
+}
+
+/// One connection after its TLS handshake, if any: the client limit, then commands
+/// until it leaves or the endpoint shuts down.
+async fn run_session<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    shared: Arc<Shared<F>>,
+    id: u64,
+    config: RespConfig,
+    open: usize,
+) {
     if open > config.connections_max {
         let _ = stream
             .write_all(b"-ERR max number of clients reached\r\n")
             .await;
         return;
     }
-    let _ = stream.set_nodelay(true);
-    let _ = keepalive(&stream);
     let mut conn = Conn::new(shared.clone(), id);
     let mut signal = config.shutdown.clone();
     tokio::select! {
@@ -150,8 +176,8 @@ fn keepalive(stream: &TcpStream) -> io::Result<()> {
 
 /// Reads more input into `input`; `Ok(0)` when the client closed or, with a nonzero
 /// `idle_timeout_ms`, sent nothing for that long.
-async fn read_more(
-    stream: &mut TcpStream,
+async fn read_more<S: AsyncRead + Unpin>(
+    stream: &mut S,
     input: &mut BytesMut,
     idle_timeout_ms: u64,
 ) -> io::Result<usize> {
@@ -167,8 +193,8 @@ async fn read_more(
 /// The read / execute / write loop; returns when the client leaves, asks to (`QUIT`),
 /// sends malformed input or stays idle for `idle_timeout_ms` (0: forever), or on an IO
 /// error.
-async fn serve_stream<F: SessionFactory>(
-    stream: &mut TcpStream,
+async fn serve_stream<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
     conn: &mut Conn<F>,
     idle_timeout_ms: u64,
 ) -> io::Result<()> {
@@ -192,11 +218,11 @@ async fn serve_stream<F: SessionFactory>(
 
 /// Runs every whole command in `input`, encoding replies into `output` (written out early
 /// when a batch grows past its limits). Returns whether the connection must close.
-async fn run_buffered<F: SessionFactory>(
+async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
     input: &mut BytesMut,
     output: &mut BytesMut,
     conn: &mut Conn<F>,
-    stream: &mut TcpStream,
+    stream: &mut S,
 ) -> io::Result<bool> {
     let mut batch_commands = 0;
     loop {

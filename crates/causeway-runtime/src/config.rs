@@ -24,6 +24,12 @@
 //! metrics_addr = "127.0.0.1:9100" # optional: Prometheus `GET /metrics` of this node
 //! http_addr = "127.0.0.1:9000"   # optional: the live cluster page (scrapes every metrics_addr)
 //!
+//! [tls]                          # optional: TLS on node links (mutual) and client/RESP ports
+//! ca_file = "tls/ca.pem"         # the CA that signs every node's certificate
+//! cert_file = "tls/node.pem"     # this node's certificate chain (SAN: its IP, or server_name)
+//! key_file = "tls/node.key"
+//! # server_name = "node.example" # optional: the name checked on peers' certificates
+//!
 //! [storage]                      # optional
 //! durability = "sync"            # or "batched": fsync at most every batched_sync_interval_ms
 //! batched_sync_interval_ms = 100
@@ -117,6 +123,22 @@ pub const CHECKPOINT_RECORDS_MAX: u64 = 1 << 32;
 
 /// Largest `batched_sync_interval_ms`.
 pub const BATCHED_SYNC_INTERVAL_MS_MAX: u64 = 10_000;
+
+/// TLS settings (`[tls]`, docs/OPERATIONS.md "Security"): with the section, node links
+/// are mutual TLS and the client and RESP ports accept TLS only.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// This node's certificate chain (PEM), signed by `ca_file`'s CA.
+    pub cert_file: PathBuf,
+    /// Its private key (PEM, PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
+    /// The CA certificates peers' certificates must chain to (PEM).
+    pub ca_file: PathBuf,
+    /// The name a peer's certificate must carry (none: the IP address dialed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+}
 
 /// How a node writes its log (`[storage]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -216,6 +238,9 @@ pub struct ClusterConfig {
     pub secret: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_file: Option<PathBuf>,
+    /// TLS on node links and client ports (none: plain TCP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsConfig>,
     #[serde(default)]
     pub limits: Limits,
     #[serde(default)]
@@ -826,6 +851,7 @@ pub fn local_cluster(
         password: None,
         secret: None,
         secret_file: None,
+        tls: None,
         limits: Limits::default(),
         timing: Timing::default(),
         storage: StorageConfig::default(),
@@ -842,6 +868,23 @@ mod tests {
 
     fn local() -> ClusterConfig {
         local_cluster("eventual", 3, 2, "/tmp/x".into(), 7100, 7000).unwrap()
+    }
+
+    #[test]
+    fn a_tls_section_round_trips_and_unknown_tls_keys_are_refused() {
+        let mut c = local();
+        c.tls = Some(TlsConfig {
+            cert_file: "tls/node.pem".into(),
+            key_file: "tls/node.key".into(),
+            ca_file: "tls/ca.pem".into(),
+            server_name: Some("node.example".into()),
+        });
+        let text = c.to_toml();
+        assert!(text.contains("[tls]"), "{text}");
+        assert_eq!(ClusterConfig::parse(&text).unwrap(), c);
+        let bad = text.replace("server_name", "servername");
+        let e = ClusterConfig::parse(&bad).unwrap_err();
+        assert!(e.contains("servername"), "{e}");
     }
 
     #[test]

@@ -14,13 +14,14 @@ use crate::control::{
     session_prefix, stops, Control, SharedGauges, BATCH_REQUESTS_MAX, SESSIONS_PER_BOOT_MAX,
 };
 use crate::peer;
+use crate::tls::Stream;
 use causeway_client::wire::{self, ClientFrame, ServerFrame, Welcome, CLIENT_WIRE_VERSION};
 use causeway_core::{DcId, Error, NodeId, Request, Response, SessionId};
 use futures_util::{SinkExt, StreamExt};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::Framed;
 
@@ -214,6 +215,7 @@ pub async fn serve_clients(
     gateway: Gateway,
     connections_max: usize,
     idle_timeout_ms: u64,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     let open = gateway.inner.connections.clone();
     loop {
@@ -228,8 +230,20 @@ pub async fn serve_clients(
         let gateway = gateway.clone();
         let open = open.clone();
         let full = open.fetch_add(1, Ordering::Relaxed) >= connections_max;
+        let tls = tls.clone();
         tokio::spawn(async move {
-            if let Err(e) = client_connection(stream, &gateway, full, idle_timeout_ms).await {
+            let served = async {
+                stream.set_nodelay(true).map_err(|e| e.to_string())?;
+                crate::transport::keepalive(&stream).map_err(|e| e.to_string())?;
+                let stream = match &tls {
+                    None => Stream::Plain(stream),
+                    Some(t) => crate::tls::accept(t, stream)
+                        .await
+                        .map_err(|e| format!("TLS: {e}"))?,
+                };
+                client_connection(stream, &gateway, full, idle_timeout_ms).await
+            };
+            if let Err(e) = served.await {
                 tracing::debug!(%addr, "client connection ended: {e}");
             }
             open.fetch_sub(1, Ordering::Relaxed);
@@ -275,7 +289,7 @@ fn cluster_refusal(first: &ClientFrame, cluster: &str) -> Option<String> {
     }
 }
 
-type ClientFramed = Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>;
+type ClientFramed = Framed<Stream, tokio_util::codec::LengthDelimitedCodec>;
 
 /// The client's next frame; `None` when it closed, an error when it stayed idle for
 /// `idle_timeout_ms` (0: forever) or the connection failed.
@@ -304,13 +318,11 @@ async fn send(framed: &mut ClientFramed, frame: &ServerFrame) -> Result<(), Stri
 }
 
 async fn client_connection(
-    stream: TcpStream,
+    stream: Stream,
     gateway: &Gateway,
     full: bool,
     idle_timeout_ms: u64,
 ) -> Result<(), String> {
-    stream.set_nodelay(true).map_err(|e| e.to_string())?;
-    crate::transport::keepalive(&stream).map_err(|e| e.to_string())?;
     let mut framed = Framed::new(stream, peer::codec());
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, framed.next()).await {
         Ok(Some(Ok(bytes))) => wire::decode::<ClientFrame>(&bytes).map_err(|e| e.to_string())?,

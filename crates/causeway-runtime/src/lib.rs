@@ -28,6 +28,7 @@ pub mod peer;
 pub mod samples;
 pub mod storage;
 pub mod telemetry;
+pub mod tls;
 pub mod transport;
 
 pub use config::{local_cluster, ClusterConfig, Placement};
@@ -82,6 +83,7 @@ impl Server {
             epoch: recovered.epoch,
             topology: config.topology(),
             secret: std::sync::Arc::from(secret.unwrap_or_default().into_bytes()),
+            tls: load_tls(config)?,
         };
         let peers = bind(placement.spec.addr, "addr").await?;
         let metrics = node_metrics(config, &placement);
@@ -177,6 +179,15 @@ impl Server {
     }
 }
 
+/// The cluster file's `[tls]` loaded (certificate, key and CA files read and checked);
+/// `None` without the section.
+pub fn load_tls(config: &ClusterConfig) -> Result<Option<std::sync::Arc<tls::Tls>>, String> {
+    match &config.tls {
+        Some(t) => Ok(Some(std::sync::Arc::new(tls::Tls::load(t)?))),
+        None => Ok(None),
+    }
+}
+
 /// The node's metrics registry, labelled with its protocol, DC and name.
 fn node_metrics(config: &ClusterConfig, placement: &Placement) -> NodeMetrics {
     NodeMetrics::new(&NodeLabels {
@@ -199,7 +210,8 @@ async fn open_endpoints(
         let listener = bind(addr, "client_addr").await?;
         let max = config.limits.client_connections_max;
         let idle_ms = config.limits.client_idle_timeout_ms;
-        let serve = gateway::serve_clients(listener, gateway.clone(), max, idle_ms);
+        let tls = load_tls(config)?.map(|t| t.clients.clone());
+        let serve = gateway::serve_clients(listener, gateway.clone(), max, idle_ms, tls);
         tasks.push(tokio::spawn(serve));
     }
     if let Some(addr) = placement.spec.metrics_addr {

@@ -21,6 +21,7 @@
 
 use crate::auth::{self, Direction, Nonce, Transcript};
 use crate::peer::{self, PeerFrame, PEER_WIRE_VERSION};
+use crate::tls::{self, Stream, Tls};
 use bytes::Bytes;
 use causeway_core::{Addr, NodeId, Topology};
 use causeway_protocols::Msg;
@@ -29,7 +30,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
@@ -81,6 +82,8 @@ pub struct Identity {
     pub topology: Topology,
     /// The cluster secret both ends of a link prove they know (empty: none configured).
     pub secret: Arc<[u8]>,
+    /// TLS on node links (none: plain TCP).
+    pub tls: Option<Arc<Tls>>,
 }
 
 impl Identity {
@@ -234,11 +237,22 @@ async fn dial(
     me: &Identity,
     peer: NodeId,
     addr: SocketAddr,
-) -> Result<(TcpStream, u64, u64), DialError> {
+) -> Result<(Stream, u64, u64), DialError> {
     let io = |e: std::io::Error| DialError::Io(e.to_string());
-    let mut stream = TcpStream::connect(addr).await.map_err(io)?;
-    stream.set_nodelay(true).map_err(io)?;
-    keepalive(&stream).map_err(io)?;
+    let tcp = TcpStream::connect(addr).await.map_err(io)?;
+    tcp.set_nodelay(true).map_err(io)?;
+    keepalive(&tcp).map_err(io)?;
+    let mut stream = match &me.tls {
+        None => Stream::Plain(tcp),
+        // A certificate the CA did not sign is refused like a wrong secret (logged as an
+        // error, redialed slowly); other failures are the network's.
+        Some(t) => tls::connect(t, addr, tcp)
+            .await
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::InvalidData => DialError::Auth(format!("TLS: {e}")),
+                _ => DialError::Io(format!("TLS: {e}")),
+            })?,
+    };
     let nonce = auth::nonce().map_err(DialError::Io)?;
     let hello = PeerFrame::Hello {
         cluster: me.cluster.clone(),
@@ -250,7 +264,7 @@ async fn dial(
         topology: me.topology.clone(),
         nonce,
     };
-    let (r, w) = stream.split();
+    let (r, w) = tokio::io::split(&mut stream);
     let mut sink = FramedWrite::new(w, peer::codec());
     let mut source = FramedRead::new(r, peer::codec());
     send(&mut sink, &hello).await?;
@@ -334,8 +348,8 @@ fn ack(s: &mut LinkQueue, delivered: u64) {
 }
 
 /// Sends queued messages and processes acknowledgements until the connection fails.
-async fn pump(link: &Link, stream: TcpStream) -> String {
-    let (r, w) = stream.into_split();
+async fn pump(link: &Link, stream: Stream) -> String {
+    let (r, w) = tokio::io::split(stream);
     let mut source = FramedRead::new(r, peer::codec());
     let mut sink = FramedWrite::new(w, peer::codec());
     let acks = async {
@@ -394,7 +408,7 @@ fn next_frame(link: &Link, cursor: u64) -> Option<(u64, Instant, Bytes)> {
 
 /// The next frame of a handshake, `None` when none came in time.
 async fn next_frame_in_time(
-    source: &mut FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+    source: &mut FramedRead<ReadHalf<Stream>, LengthDelimitedCodec>,
 ) -> Result<Option<PeerFrame>, String> {
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, source.next()).await {
         Ok(Some(Ok(bytes))) => peer::decode(&bytes).map(Some),
@@ -460,11 +474,18 @@ impl Inbound {
         }
     }
 
-    async fn handle(&self, stream: TcpStream) -> Result<(), String> {
-        let addr = stream.peer_addr().map_err(|e| e.to_string())?;
-        stream.set_nodelay(true).map_err(|e| e.to_string())?;
-        keepalive(&stream).map_err(|e| e.to_string())?;
-        let (r, w) = stream.into_split();
+    async fn handle(&self, tcp: TcpStream) -> Result<(), String> {
+        let addr = tcp.peer_addr().map_err(|e| e.to_string())?;
+        tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+        keepalive(&tcp).map_err(|e| e.to_string())?;
+        let stream = match &self.me.tls {
+            None => Stream::Plain(tcp),
+            Some(t) => tls::accept(&t.peers, tcp).await.map_err(|e| {
+                tracing::error!(%addr, "refused a peer connection: TLS: {e}");
+                e.to_string()
+            })?,
+        };
+        let (r, w) = tokio::io::split(stream);
         let mut source = FramedRead::new(r, peer::codec());
         let mut sink = FramedWrite::new(w, peer::codec());
         let (from, from_epoch) = match self.handshake(&mut source, &mut sink).await? {
@@ -502,8 +523,8 @@ impl Inbound {
     /// is a broken connection; the inner one the reason to refuse the peer.
     async fn handshake(
         &self,
-        source: &mut FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
-        sink: &mut FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>,
+        source: &mut FramedRead<ReadHalf<Stream>, LengthDelimitedCodec>,
+        sink: &mut FramedWrite<WriteHalf<Stream>, LengthDelimitedCodec>,
     ) -> Result<Result<(NodeId, u64), String>, String> {
         let me = &self.me;
         let Some(hello) = next_frame_in_time(source).await? else {
@@ -552,8 +573,8 @@ impl Inbound {
         &self,
         (epoch, mut acked): (u64, u64),
         state: &tokio::sync::Mutex<RecvState>,
-        mut source: FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
-        mut sink: FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>,
+        mut source: FramedRead<ReadHalf<Stream>, LengthDelimitedCodec>,
+        mut sink: FramedWrite<WriteHalf<Stream>, LengthDelimitedCodec>,
     ) -> Result<(), String> {
         let mut ticker = tokio::time::interval(ACK_INTERVAL);
         loop {
@@ -603,6 +624,7 @@ mod tests {
             epoch: 1,
             topology: Topology::full(2, 1, 2),
             secret: Arc::from(&b"test secret 0123456789"[..]),
+            tls: None,
         }
     }
 

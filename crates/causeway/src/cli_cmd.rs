@@ -25,6 +25,10 @@ pub struct CliArgs {
     /// variable CAUSEWAY_PASSWORD, which keeps it out of the process list.
     #[arg(long)]
     password: Option<String>,
+    /// Connect with TLS, trusting this CA certificate file (PEM; `causeway up --tls`
+    /// writes DIR/tls/ca.pem).
+    #[arg(long, value_name = "CA_FILE")]
+    tls_ca: Option<std::path::PathBuf>,
 }
 
 /// The environment variable `causeway cli` takes the password from.
@@ -187,6 +191,7 @@ pub fn run(args: CliArgs) -> ExitCode {
             .password
             .clone()
             .or_else(|| std::env::var(PASSWORD_ENV).ok()),
+        tls_ca_file: args.tls_ca.clone(),
         ..Default::default()
     };
     let client = match Client::connect_with(args.addr.as_str(), options) {

@@ -81,6 +81,7 @@ pub fn run(args: ServerArgs) -> ExitCode {
             let resp = RespConfig {
                 password: config.password.clone(),
                 idle_timeout_ms: config.limits.client_idle_timeout_ms,
+                tls: causeway_runtime::load_tls(&config)?.map(|t| t.clients_config.clone()),
                 ..RespConfig::default()
             };
             let factory = RespFactory(server.gateway());

@@ -115,6 +115,11 @@ pub struct UpArgs {
     /// clients spread over a DC's nodes spread the load.
     #[arg(long)]
     resp_every_node: bool,
+    /// TLS everywhere: node links (mutual TLS), client and RESP ports, with a throwaway CA
+    /// and node certificate generated into DIR/tls (`redis-cli --tls --cacert
+    /// DIR/tls/ca.pem`, `causeway cli --tls-ca DIR/tls/ca.pem`).
+    #[arg(long)]
+    tls: bool,
     /// Sets SECTION.KEY = VALUE in the cluster file's `[limits]`, `[timing]` or `[storage]`
     /// (repeatable; e.g. `--cluster-set limits.link_queue_max=4096`).
     #[arg(long = "cluster-set", value_name = "SECTION.KEY=VALUE")]
@@ -229,6 +234,9 @@ fn cluster_config(args: &UpArgs, data: PathBuf) -> Result<ClusterConfig, String>
         DurabilityArg::Batched => Durability::Batched,
     };
     config.storage.batched_sync_interval_ms = args.batched_sync_interval_ms;
+    if args.tls {
+        config.tls = Some(throwaway_tls_files(&config.data_dir));
+    }
     config.validate().map_err(|e| flag_names(&e))?;
     apply_cluster_settings(config, &args.cluster_set)
 }
@@ -302,8 +310,34 @@ fn prepare(args: &UpArgs) -> Result<(ClusterConfig, PathBuf), String> {
     if config.secret.is_none() {
         config.secret = Some(random_secret()?);
     }
+    ensure_tls_files(&config)?;
     write_private(&path, &config.to_toml())?;
     Ok((config, path))
+}
+
+/// Where `up --tls` keeps its throwaway CA and node certificate: DIR/tls.
+fn throwaway_tls_files(data: &Path) -> causeway_runtime::config::TlsConfig {
+    let dir = data.join("tls");
+    causeway_runtime::config::TlsConfig {
+        ca_file: dir.join("ca.pem"),
+        cert_file: dir.join("node.pem"),
+        key_file: dir.join("node.key"),
+        server_name: None,
+    }
+}
+
+/// Generates the throwaway CA and node certificate of `up --tls` unless the data
+/// directory already has them (a rerun keeps them, so clients keep trusting the CA).
+fn ensure_tls_files(config: &ClusterConfig) -> Result<(), String> {
+    let Some(tls) = &config.tls else {
+        return Ok(());
+    };
+    let have = [&tls.ca_file, &tls.cert_file, &tls.key_file];
+    if have.iter().all(|f| f.exists()) {
+        return Ok(());
+    }
+    let dir = tls.ca_file.parent().expect("DIR/tls/ca.pem has a parent");
+    causeway_runtime::tls::generate_throwaway(dir).map(|_| ())
 }
 
 /// 32 random bytes from the operating system, as 64 hex digits.
@@ -620,6 +654,10 @@ fn print_addresses(config: &ClusterConfig, data: &Path, page: Option<&std::net::
     }
     if let Some(addr) = page.and_then(|l| l.local_addr().ok()) {
         println!("  cluster page at http://{addr}/ (in a terminal: causeway top --addr {addr})");
+    }
+    if let Some(tls) = &config.tls {
+        let ca = tls.ca_file.display();
+        println!("  TLS on every port (throwaway CA {ca}): redis-cli --tls --cacert {ca} -p PORT, causeway cli --tls-ca {ca}");
     }
     println!("  data and logs in {}", data.display());
     println!(

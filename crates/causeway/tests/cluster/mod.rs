@@ -80,6 +80,7 @@ impl Cluster {
             password: None,
             secret: Some("test-cluster-secret-0123".into()),
             secret_file: None,
+            tls: None,
             limits: Limits::default(),
             timing: Timing {
                 request_timeout_ms: 3000.0,
