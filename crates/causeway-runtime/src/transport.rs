@@ -30,7 +30,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{ReadHalf, WriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
@@ -349,7 +349,25 @@ fn ack(s: &mut LinkQueue, delivered: u64) {
 
 /// Sends queued messages and processes acknowledgements until the connection fails.
 async fn pump(link: &Link, stream: Stream) -> String {
-    let (r, w) = tokio::io::split(stream);
+    // Plain TCP keeps tokio's lock-free owned halves; TLS needs the generic split.
+    match stream {
+        Stream::Plain(tcp) => {
+            let (r, w) = tcp.into_split();
+            pump_halves(link, r, w).await
+        }
+        Stream::Tls(tls) => {
+            let (r, w) = tokio::io::split(tls);
+            pump_halves(link, r, w).await
+        }
+    }
+}
+
+/// [`pump`] over one connection's two halves.
+async fn pump_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    link: &Link,
+    r: R,
+    w: W,
+) -> String {
     let mut source = FramedRead::new(r, peer::codec());
     let mut sink = FramedWrite::new(w, peer::codec());
     let acks = async {
@@ -407,8 +425,8 @@ fn next_frame(link: &Link, cursor: u64) -> Option<(u64, Instant, Bytes)> {
 }
 
 /// The next frame of a handshake, `None` when none came in time.
-async fn next_frame_in_time(
-    source: &mut FramedRead<ReadHalf<Stream>, LengthDelimitedCodec>,
+async fn next_frame_in_time<R: AsyncRead + Unpin>(
+    source: &mut FramedRead<R, LengthDelimitedCodec>,
 ) -> Result<Option<PeerFrame>, String> {
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, source.next()).await {
         Ok(Some(Ok(bytes))) => peer::decode(&bytes).map(Some),
@@ -485,7 +503,25 @@ impl Inbound {
                 e.to_string()
             })?,
         };
-        let (r, w) = tokio::io::split(stream);
+        match stream {
+            Stream::Plain(tcp) => {
+                let (r, w) = tcp.into_split();
+                self.serve_halves(addr, r, w).await
+            }
+            Stream::Tls(tls) => {
+                let (r, w) = tokio::io::split(tls);
+                self.serve_halves(addr, r, w).await
+            }
+        }
+    }
+
+    /// The handshake and then the data of one accepted connection, over its halves.
+    async fn serve_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+        &self,
+        addr: SocketAddr,
+        r: R,
+        w: W,
+    ) -> Result<(), String> {
         let mut source = FramedRead::new(r, peer::codec());
         let mut sink = FramedWrite::new(w, peer::codec());
         let (from, from_epoch) = match self.handshake(&mut source, &mut sink).await? {
@@ -521,10 +557,10 @@ impl Inbound {
 
     /// Checks the dialer's `Hello`, challenges it and checks its proof. The outer `Err`
     /// is a broken connection; the inner one the reason to refuse the peer.
-    async fn handshake(
+    async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         &self,
-        source: &mut FramedRead<ReadHalf<Stream>, LengthDelimitedCodec>,
-        sink: &mut FramedWrite<WriteHalf<Stream>, LengthDelimitedCodec>,
+        source: &mut FramedRead<R, LengthDelimitedCodec>,
+        sink: &mut FramedWrite<W, LengthDelimitedCodec>,
     ) -> Result<Result<(NodeId, u64), String>, String> {
         let me = &self.me;
         let Some(hello) = next_frame_in_time(source).await? else {
@@ -569,12 +605,12 @@ impl Inbound {
         senders.entry(from).or_default().clone()
     }
 
-    async fn receive(
+    async fn receive<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         &self,
         (epoch, mut acked): (u64, u64),
         state: &tokio::sync::Mutex<RecvState>,
-        mut source: FramedRead<ReadHalf<Stream>, LengthDelimitedCodec>,
-        mut sink: FramedWrite<WriteHalf<Stream>, LengthDelimitedCodec>,
+        mut source: FramedRead<R, LengthDelimitedCodec>,
+        mut sink: FramedWrite<W, LengthDelimitedCodec>,
     ) -> Result<(), String> {
         let mut ticker = tokio::time::interval(ACK_INTERVAL);
         loop {
