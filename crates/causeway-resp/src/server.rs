@@ -153,6 +153,7 @@ async fn run_session<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
         let _ = stream
             .write_all(b"-ERR max number of clients reached\r\n")
             .await;
+        let _ = stream.flush().await;
         return;
     }
     let mut conn = Conn::new(shared.clone(), id);
@@ -204,6 +205,9 @@ async fn serve_stream<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
         let close = run_buffered(&mut input, &mut output, conn, stream).await?;
         if !output.is_empty() {
             stream.write_all(&output).await?;
+            // A TLS stream may keep the last record buffered until flushed (a no-op on
+            // plain TCP): without it a reply could wait for the client's next command.
+            stream.flush().await?;
             output.clear();
         }
         if close {
@@ -242,6 +246,7 @@ async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
         batch_commands += 1;
         if batch_commands >= PIPELINE_DEPTH_MAX || output.len() >= REPLY_BUFFER_MAX {
             stream.write_all(output).await?;
+            stream.flush().await?;
             output.clear();
             batch_commands = 0;
         }

@@ -64,6 +64,23 @@ fn a_tls_cluster_serves_tls_clients_and_refuses_plain_ones() {
             assert_eq!(out.trim(), "v1");
             let (_, out) = redis_cli(&port, None, &["PING"]).expect("ran before");
             assert!(!out.contains("PONG"), "plain RESP must be refused: {out}");
+            concurrent_tls_writes_do_not_stall(&port, &ca);
         }
     }
+}
+
+/// 5,000 SETs from 50 TLS connections finish in seconds: a reply left in the TLS
+/// buffer unflushed stalled the run (59 SET/s, over 60 s for these).
+fn concurrent_tls_writes_do_not_stall(port: &str, ca: &str) {
+    let began = Instant::now();
+    let out = Command::new("timeout")
+        .args(["60", "redis-benchmark", "--tls", "--cacert", ca, "-p", port])
+        .args(["-t", "set", "-n", "5000", "-c", "50", "-q"])
+        .output()
+        .expect("run redis-benchmark");
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "\n");
+    assert!(out.status.success(), "redis-benchmark --tls: {text}");
+    assert!(text.contains("SET:"), "{text}");
+    let took = began.elapsed();
+    assert!(took < Duration::from_secs(20), "5,000 TLS SETs took {took:?}: {text}");
 }
