@@ -82,5 +82,8 @@ fn concurrent_tls_writes_do_not_stall(port: &str, ca: &str) {
     assert!(out.status.success(), "redis-benchmark --tls: {text}");
     assert!(text.contains("SET:"), "{text}");
     let took = began.elapsed();
-    assert!(took < Duration::from_secs(20), "5,000 TLS SETs took {took:?}: {text}");
+    assert!(
+        took < Duration::from_secs(20),
+        "5,000 TLS SETs took {took:?}: {text}"
+    );
 }
