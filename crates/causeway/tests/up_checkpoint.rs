@@ -1,4 +1,4 @@
-//! Log compaction on a real cluster (issue 15): a 2-DC `causeway up --protocol cure` with
+//! Log compaction on a real cluster (issue 15): a 2-DC `causeway up` (cure, then paris) with
 //! `[storage] checkpoint_records = 200` takes checkpoints while clients of both DCs add
 //! members to a set (each node logs `checkpoint stored`); stopped and started again, every
 //! node recovers from its snapshot and a few records (not the thousands it wrote), and
@@ -97,9 +97,19 @@ fn write_both(up: &Up, tag: &str, n: usize) -> Vec<String> {
 }
 
 #[test]
-fn checkpoints_bound_what_a_restart_replays_and_lose_nothing() {
+fn cure_checkpoints_bound_what_a_restart_replays_and_lose_nothing() {
+    checkpoints_bound_what_a_restart_replays_and_lose_nothing("cure");
+}
+
+#[test]
+fn paris_checkpoints_bound_what_a_restart_replays_and_lose_nothing() {
+    checkpoints_bound_what_a_restart_replays_and_lose_nothing("paris");
+}
+
+fn checkpoints_bound_what_a_restart_replays_and_lose_nothing(protocol: &str) {
     let every = format!("--cluster-set=storage.checkpoint_records={CHECKPOINT_RECORDS}");
-    let mut up = Up::start("checkpoint", 2, 1, &["--protocol", "cure", &every]);
+    let name = format!("checkpoint-{protocol}");
+    let mut up = Up::start(&name, 2, 1, &["--protocol", protocol, &every]);
     let mut acked: BTreeSet<String> = write_both(&up, "a", 600).into_iter().collect();
     assert!(acked.len() > 1000, "writes go through: {}", acked.len());
     both_dcs_show(&up, &acked);

@@ -64,6 +64,7 @@
 //! fault model (§III-C discusses only partitions: the UST freezes until it heals), so
 //! `Requirements::dc_failures` is false.
 
+mod checkpoint;
 mod coord;
 mod msg;
 mod node;

@@ -194,6 +194,48 @@ pub enum Record {
     },
     /// A decision every participant acknowledged.
     Ended { txn: TxnId },
+    /// A checkpoint standing for every record persisted before it (log compaction, issue
+    /// 15; `checkpoint.rs`). Always the first record replayed when present; the last
+    /// variant, so older logs decode unchanged.
+    Checkpoint(Box<Checkpoint>),
+}
+
+/// A committed, not yet applied txn kept in a checkpoint: (commit time, txn), its ops.
+pub type KeptCommit = ((u64, TxnId), Vec<(Key, Op)>);
+/// A coordinator decision kept in a checkpoint: txn, commit time, participants.
+pub type KeptDecision = (TxnId, u64, Vec<(PartitionId, NodeId)>);
+
+/// What replaying a node's records up to a quiescent moment gives, and nothing volatile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The durable lease (`Record::Lease`).
+    pub lease: u64,
+    /// The highest timestamp prepared or committed: recovery starts the clock above it.
+    pub last: u64,
+    /// The node's UST: a stable time stays stable, and the stores below were folded at
+    /// or below it, so a restarted node must not serve snapshots under it.
+    pub ust: u64,
+    pub parts: Vec<PartCheckpoint>,
+    /// Coordinator decisions not yet acknowledged by every participant.
+    pub decisions: Vec<KeptDecision>,
+}
+
+/// One partition replica's durable state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartCheckpoint {
+    pub partition: PartitionId,
+    /// Applied versions on top of each key's folded base.
+    pub store: crate::kit::mvstore::Store<u64>,
+    /// Txns prepared here and not yet decided: (txn, coordinator, prepare time, effects).
+    pub prepared: Vec<(TxnId, NodeId, u64, Effects)>,
+    /// Txns durably committed here and not yet applied (`Committed`, Alg. 3 l.19).
+    pub committed: Vec<KeptCommit>,
+    /// `VV`: the sibling entries (`Remote` records' claims) and ours (what was installed).
+    pub vv: Vc,
+    /// Per origin, the stream received.
+    pub received: crate::kit::repl::Received,
+    /// Applied txns not yet acknowledged by every live sibling, for catch-up.
+    pub log: crate::kit::repl::ReplLog<ReplTxn>,
 }
 
 impl Record {

@@ -206,6 +206,7 @@ impl Node {
                 self.coord.decisions.recovered(txn, ct, parts);
             }
             Record::Ended { txn } => self.coord.decisions.forget(txn),
+            Record::Checkpoint(ck) => self.restore(*ck),
         }
     }
 
@@ -751,6 +752,14 @@ impl ServerNode for Node {
 
     fn poll_timeout(&self) -> Option<Nanos> {
         self.timers.next()
+    }
+
+    fn checkpoint(&self) -> Option<Vec<u8>> {
+        self.take_checkpoint()
+    }
+
+    fn can_checkpoint(&self) -> bool {
+        true
     }
 
     fn check_invariants(&self) -> Result<(), String> {
