@@ -563,8 +563,16 @@ impl Inbound {
         sink: &mut FramedWrite<W, LengthDelimitedCodec>,
     ) -> Result<Result<(NodeId, u64), String>, String> {
         let me = &self.me;
-        let Some(hello) = next_frame_in_time(source).await? else {
-            return Ok(Err("no Hello in time".into()));
+        let hello = match next_frame_in_time(source).await {
+            Ok(Some(hello)) => hello,
+            Ok(None) => return Ok(Err("no Hello in time".into())),
+            // Refused and logged as an error, not dropped quietly: the usual cause is a
+            // node of another causeway version (peer wire version 4 and up decode here).
+            Err(e) if e.starts_with("undecodable") => {
+                let why = format!("{e} (a node of another causeway version, or not a causeway node; this one speaks peer wire version {PEER_WIRE_VERSION})");
+                return Ok(Err(why));
+            }
+            Err(e) => return Err(e),
         };
         let checked = peer::check_hello(&hello, &me.cluster, &me.protocol, me.node, &me.topology);
         let (from, from_epoch) = match checked {
@@ -744,6 +752,34 @@ mod tests {
         assert!(sock.keepalive().unwrap());
         let idle = sock.tcp_keepalive_time().unwrap();
         assert_eq!(idle, Duration::from_millis(KEEPALIVE_IDLE_MS));
+    }
+
+    #[tokio::test]
+    async fn a_hello_this_version_cannot_decode_is_refused_with_the_reason() {
+        use tokio::io::AsyncWriteExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, _inbox) = mpsc::channel(16);
+        tokio::spawn(Inbound::new(identity(0), tx).serve(listener));
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let garbage = [0xffu8; 9]; // an enum tag no PeerFrame has
+        stream
+            .write_all(&(garbage.len() as u32).to_be_bytes())
+            .await
+            .unwrap();
+        stream.write_all(&garbage).await.unwrap();
+        let mut source = FramedRead::new(stream, peer::codec());
+        let frame = tokio::time::timeout(Duration::from_secs(5), source.next())
+            .await
+            .expect("an answer in time")
+            .expect("a frame")
+            .unwrap();
+        match peer::decode(&frame).unwrap() {
+            PeerFrame::Refused { reason } => {
+                assert!(reason.contains("another causeway version"), "{reason}")
+            }
+            other => panic!("refused, not {other:?}"),
+        }
     }
 
     #[tokio::test]
