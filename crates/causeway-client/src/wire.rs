@@ -84,6 +84,14 @@ pub fn write_frame(w: &mut impl Write, payload: &[u8]) -> io::Result<()> {
 pub fn read_frame(r: &mut impl Read) -> io::Result<Vec<u8>> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len)?;
+    // A TLS record (alert 0x15 or handshake 0x16, version 3.x) where a length belongs:
+    // the server speaks TLS and this connection does not.
+    if matches!(len, [0x15 | 0x16, 0x03, _, _]) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the server answered with TLS: connect with TLS (causeway cli/load --tls-ca CA_FILE, Options::tls_ca_file)",
+        ));
+    }
     let len = u32::from_be_bytes(len) as usize;
     if len > FRAME_LEN_MAX {
         return Err(io::Error::new(
@@ -98,6 +106,15 @@ pub fn read_frame(r: &mut impl Read) -> io::Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_tls_record_where_a_length_belongs_says_the_server_speaks_tls() {
+        let alert = [0x15u8, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32];
+        let e = super::read_frame(&mut &alert[..]).unwrap_err();
+        assert!(e.to_string().contains("answered with TLS"), "{e}");
+        let frame = [0u8, 0, 0, 1, 7];
+        assert_eq!(super::read_frame(&mut &frame[..]).unwrap(), vec![7]);
+    }
+
     use super::*;
 
     #[test]

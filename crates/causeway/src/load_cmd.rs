@@ -107,6 +107,14 @@ pub struct LoadArgs {
     /// Skip writing every key once before the timed run.
     #[arg(long)]
     no_preload: bool,
+    /// The cluster's client password (`password` in the cluster file); default: the
+    /// environment variable CAUSEWAY_PASSWORD.
+    #[arg(long)]
+    password: Option<String>,
+    /// Connect with TLS, trusting this CA certificate file (PEM; `causeway up --tls`
+    /// writes DIR/tls/ca.pem).
+    #[arg(long, value_name = "CA_FILE")]
+    tls_ca: Option<PathBuf>,
 }
 
 /// The validated parameters of a run.
@@ -134,6 +142,10 @@ struct Settings {
     /// Print the cluster and preload lines (the CLI does; a library caller does not).
     #[serde(skip)]
     verbose: bool,
+    /// The client password (never in the JSON).
+    #[serde(skip)]
+    password: Option<String>,
+    tls_ca: Option<PathBuf>,
 }
 
 /// A sweep run by another command through [`drive`]: where, what, and how long.
@@ -223,6 +235,11 @@ impl Settings {
             json: a.json.clone(),
             label: String::new(),
             verbose: true,
+            password: a
+                .password
+                .clone()
+                .or_else(|| std::env::var("CAUSEWAY_PASSWORD").ok()),
+            tls_ca: a.tls_ca.clone(),
         })
     }
 
@@ -253,6 +270,8 @@ impl Settings {
             json: None,
             label: w.label,
             verbose: false,
+            password: None,
+            tls_ca: None,
         })
     }
 }
@@ -445,6 +464,8 @@ fn write_json(settings: &Settings, rows: &[Row], path: &std::path::Path) -> Resu
 fn prepare(settings: Settings) -> Result<(RunCtx, Tally), String> {
     let options = Options {
         request_timeout_ms: REQUEST_TIMEOUT_MS,
+        password: settings.password.clone(),
+        tls_ca_file: settings.tls_ca.clone(),
         ..Options::default()
     };
     let endpoints = cluster::probe(&settings.addrs, &options)?;

@@ -1,6 +1,7 @@
 //! TLS end to end on a `causeway up --tls` cluster: the native client with the throwaway CA
 //! writes at one DC and reads it at the other (so the node links, mutual TLS, replicate),
-//! `redis-cli --tls` works on the RESP port, and plain TCP is refused on both ports.
+//! `causeway load --tls-ca` drives both DCs, `redis-cli --tls` works on the RESP port, and
+//! plain TCP is refused on both ports (the native client is told the server speaks TLS).
 
 mod up;
 
@@ -52,6 +53,19 @@ fn a_tls_cluster_serves_tls_clients_and_refuses_plain_ones() {
 
     let (ok, out) = causeway(&["cli", "--addr", &dc1, "-c", "begin; get k; commit"]);
     assert!(!ok, "a plain client must not get through: {out}");
+    assert!(out.contains("answered with TLS"), "and is told why: {out}");
+
+    let addrs = format!("{dc1},{dc2}");
+    let load = ["load", "--addr", &addrs, "--tls-ca", &ca, "--clients", "2"];
+    let (ok, out) = causeway(&[&load[..], &["--duration", "1", "--keys", "50"]].concat());
+    assert!(ok, "causeway load over TLS: {out}");
+    let row = out.lines().last().unwrap_or_default().to_string();
+    let committed: u64 = row
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    assert!(committed > 0, "load committed nothing over TLS: {out}");
 
     let port = up.resp_addr(0).rsplit(':').next().unwrap().to_string();
     match redis_cli(&port, Some(&ca), &["SET", "r", "v1"]) {
