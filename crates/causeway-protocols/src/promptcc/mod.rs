@@ -60,6 +60,7 @@
 //! everywhere, and a participant that had not seen it fences it. Partition replicas are
 //! out of scope (one DC; a crashed node restarts from its records).
 
+mod checkpoint;
 mod msg;
 mod node;
 mod part;

@@ -147,6 +147,20 @@ pub enum Record {
         partition: PartitionId,
         txn: TxnId,
     },
+    /// A checkpoint standing for every record persisted before it (log compaction, issue
+    /// 15; `checkpoint.rs`). Always the first record replayed when present; the last
+    /// variant, so older logs decode unchanged.
+    Checkpoint(Box<Checkpoint>),
+}
+
+/// What a node's records give at a quiescent moment, plus the facts a GC-folded store
+/// needs kept (`S`, the visible join).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// `S`: committed prefixes of every partition as far as this node knew (facts that
+    /// stay true).
+    pub s: Vc,
+    pub parts: Vec<super::part::PartCheckpoint>,
 }
 
 impl Record {

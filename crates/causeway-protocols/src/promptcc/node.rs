@@ -3,7 +3,7 @@
 //! coordinator or client vanished (§VIII), stabilization (§IV-E), GC (§VII) and the
 //! persist-before-acknowledge plumbing.
 
-use super::msg::{Msg, PreparedTxn, ReadKind, Record, Updates};
+use super::msg::{Checkpoint, Msg, PreparedTxn, ReadKind, Record, Updates};
 use super::part::{Part, Pending};
 use super::{Config, Flavor, Mutation, Wire};
 use crate::kit::durability::Durability;
@@ -55,7 +55,7 @@ pub struct Node {
     coord: BTreeMap<TxnId, Votes>,
     /// Recoveries run here: per txn, each participant's answer.
     recovering: BTreeMap<TxnId, BTreeMap<PartitionId, Option<u64>>>,
-    durability: Durability<Msg, Deferred>,
+    pub(super) durability: Durability<Msg, Deferred>,
     timers: Timers<Timer>,
     pub(super) counters: Counters,
     work: u64,
@@ -136,6 +136,17 @@ impl Node {
                 part.aborted.insert(seq);
             }
             Record::Fence { partition, txn } => self.part(partition).fence(txn),
+            Record::Checkpoint(ck) => self.restore(*ck),
+        }
+    }
+
+    /// Replays a checkpoint (`checkpoint.rs`).
+    fn restore(&mut self, ck: Checkpoint) {
+        for p in 0..ck.s.dcs.len().min(self.s.dcs.len()) {
+            self.s.set(p, self.s.get(p).max(ck.s.get(p)));
+        }
+        for pc in ck.parts {
+            self.part(pc.id).restore(pc);
         }
     }
 
@@ -700,6 +711,14 @@ impl ServerNode for Node {
 
     fn poll_timeout(&self) -> Option<Nanos> {
         self.timers.next()
+    }
+
+    fn checkpoint(&self) -> Option<Vec<u8>> {
+        self.take_checkpoint()
+    }
+
+    fn can_checkpoint(&self) -> bool {
+        true
     }
 
     fn check_invariants(&self) -> Result<(), String> {

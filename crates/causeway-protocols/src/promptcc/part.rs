@@ -8,7 +8,31 @@ use crate::kit::mvstore::Store;
 use crate::kit::twopc::Retry;
 use causeway_core::crdt::{ArbTs, ObjType, Object, Op, Update};
 use causeway_core::{Error, Key, Nanos, PartitionId, TxnId, Vc};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// A prepared txn kept in a checkpoint: its sequence number, the txn, its final
+/// timestamp once known.
+pub type KeptPending = (u64, PreparedTxn, Option<Vec<(PartitionId, u64)>>);
+
+/// One partition's durable state in a checkpoint (`checkpoint.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartCheckpoint {
+    pub id: PartitionId,
+    pub s: u64,
+    pub committed: u64,
+    pub pending: Vec<KeptPending>,
+    pub aborted: Vec<u64>,
+    pub invisible: Vec<(u64, Invisible)>,
+    /// Visible versions on top of each key's folded base.
+    pub store: Store<Vc>,
+    /// Remembered sequence numbers and fences, oldest first (bounded FIFOs).
+    pub seqs: Vec<(TxnId, u64)>,
+    pub fences: Vec<TxnId>,
+    pub visible_join: Vc,
+    /// Txns made visible within the GC horizon: they get the whole horizon again.
+    pub recent: Vec<TxnId>,
+}
 
 /// Most (clock, visible join) points kept for the GC horizon.
 const GC_RING_MAX: usize = 4096;
@@ -28,7 +52,7 @@ pub struct Pending {
 }
 
 /// A committed txn not yet visible (Alg. 2 l.32: waiting for `S[p] >= final[p]`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Invisible {
     pub txn: TxnId,
     pub ct: Vc,
@@ -86,6 +110,61 @@ impl Part {
 
     pub fn idx(&self) -> usize {
         self.id.0 as usize
+    }
+
+    /// The partition's durable state (at a quiescent moment: nothing in flight).
+    pub fn checkpoint(&self) -> PartCheckpoint {
+        let pending = self.pending.iter();
+        PartCheckpoint {
+            id: self.id,
+            s: self.s,
+            committed: self.committed,
+            pending: pending
+                .map(|(seq, p)| (*seq, p.t.clone(), p.final_ts.clone()))
+                .collect(),
+            aborted: self.aborted.iter().copied().collect(),
+            invisible: self
+                .invisible
+                .iter()
+                .map(|(q, i)| (*q, i.clone()))
+                .collect(),
+            store: self.store.clone(),
+            seqs: self.seq_order.iter().map(|t| (*t, self.seqs[t])).collect(),
+            fences: self.fence_order.iter().copied().collect(),
+            visible_join: self.visible_join.clone(),
+            recent: self.recent.iter().map(|(_, t)| *t).collect(),
+        }
+    }
+
+    /// Replays a checkpoint's partition (the first record of a compacted log). The
+    /// recent txns get clock 0, restamped at start like a replay's.
+    pub fn restore(&mut self, pc: PartCheckpoint) {
+        assert_eq!(pc.id, self.id, "a checkpoint of this partition");
+        self.s = self.s.max(pc.s);
+        self.committed = pc.committed;
+        for (seq, t, final_ts) in pc.pending {
+            let p = Pending {
+                t,
+                since: 0,
+                final_ts,
+                query: Retry::default(),
+            };
+            self.pending.insert(seq, p);
+        }
+        self.aborted = pc.aborted.into_iter().collect();
+        self.invisible = pc.invisible.into_iter().collect();
+        self.store = pc.store;
+        for (txn, seq) in pc.seqs {
+            self.remember(txn, seq);
+        }
+        for txn in pc.fences {
+            self.fence(txn);
+        }
+        self.visible_join = pc.visible_join;
+        for txn in pc.recent {
+            self.recent.push_back((0, txn));
+            self.recent_set.insert(txn);
+        }
     }
 
     /// Remembers `txn`'s sequence number (bounded: the oldest are forgotten).

@@ -4,7 +4,7 @@ use super::{PrompTcc, Wren};
 use crate::kit::testnet::TestNet;
 use crate::{Params, Protocol};
 use causeway_core::crdt::{ObjType, Update};
-use causeway_core::{Key, ObjValue, Request, Response, Topology};
+use causeway_core::{Key, ObjValue, Request, Response, ServerNode, Topology};
 
 const T: u64 = 1_000_000_000;
 
@@ -227,4 +227,76 @@ fn a_txn_prepared_at_only_some_participants_is_aborted_by_recovery() {
         "all or nothing"
     );
     net.check_invariants().expect("invariants");
+}
+
+/// Every hosted key's value at the end of time, once every committed txn is visible (a
+/// replay knows less of `S` than the checkpoint did, so it may hold more invisible).
+fn values_at_end(node: &mut super::node::Node, keys: &[Key]) -> Vec<String> {
+    let end = causeway_core::Vc {
+        dcs: vec![u64::MAX; topo().partitions as usize],
+        extra: Vec::new(),
+    };
+    for part in node.parts.values_mut() {
+        part.make_visible(&end, true, 0);
+    }
+    let mut out = Vec::new();
+    for k in keys {
+        for part in node.parts.values() {
+            if let Ok(o) = part.store.read(k, &end, ObjType::Lww) {
+                out.push(format!("{k:?}={:?}", o.value()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_checkpoint_plus_the_later_records_recovers_what_a_full_replay_does() {
+    let mut net = net::<PrompTcc>(None);
+    let keys: Vec<Key> = (0..24).map(|i| Key::new(format!("k{i}"))).collect();
+    net.session(1, 0);
+    net.session(2, 1);
+    let w = |k: &Key, v: String| upd(k, Update::Assign(v.into_bytes()));
+    for (i, pair) in keys.chunks(2).enumerate() {
+        let txn = pair.iter().map(|k| w(k, format!("a{i}"))).collect();
+        let r = net.txn(1 + (i as u64 % 2), txn);
+        assert_eq!(r.last(), Some(&Response::Committed), "{r:?}");
+    }
+    net.run(100);
+    let ck = net.nodes[0].checkpoint().expect("quiescent after run");
+    let covered = net.records[0].len();
+    for (i, k) in keys.iter().enumerate().step_by(3) {
+        let r = net.txn(2 - (i as u64 % 2), vec![w(k, format!("b{i}"))]);
+        assert_eq!(r.last(), Some(&Response::Committed), "{r:?}");
+    }
+    net.run(100);
+    let mut compacted = vec![ck];
+    compacted.extend_from_slice(&net.records[0][covered..]);
+    let config = crate::NodeConfig::new(causeway_core::NodeId(0), topo(), Params::default());
+    let recover = |records: &[Vec<u8>]| {
+        PrompTcc::recover(&config, &super::Config::default(), records).expect("recovers")
+    };
+    let (mut full, mut from_ck) = (recover(&net.records[0]), recover(&compacted));
+    for (p, part) in &full.parts {
+        let other = &from_ck.parts[p];
+        assert_eq!(
+            (part.s, part.committed),
+            (other.s, other.committed),
+            "{p:?}"
+        );
+        assert_eq!(part.pending.len(), other.pending.len(), "{p:?}");
+        let more = other
+            .invisible
+            .keys()
+            .all(|q| part.invisible.contains_key(q));
+        assert!(more, "{p:?}: the checkpoint knows at least as much of S");
+    }
+    assert!(from_ck.check_invariants().is_ok());
+    let values = values_at_end(&mut full, &keys);
+    assert!(
+        values.len() >= keys.len() / 4,
+        "node 0 hosts keys: {values:?}"
+    );
+    assert_eq!(values, values_at_end(&mut from_ck, &keys));
+    assert!(compacted.len() < net.records[0].len() / 2, "it compacts");
 }
