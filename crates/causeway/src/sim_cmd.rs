@@ -67,6 +67,10 @@ pub struct SimArgs {
     /// added to any drawn skew.
     #[arg(long, value_name = "MS,MS..", value_delimiter = ',')]
     dc_clock_offsets_ms: Vec<f64>,
+    /// Replace a node's durable records with its checkpoint once this many accumulate
+    /// (log compaction; 0: never). Lower it so short runs restart from checkpoints.
+    #[arg(long, default_value_t = causeway_sim::config::CHECKPOINT_RECORDS_DEFAULT, value_name = "N")]
+    checkpoint_records: usize,
 }
 
 /// Topology and workload options shared by `sim` and `bench`.
@@ -264,6 +268,7 @@ fn config(args: &SimArgs) -> Result<SimConfig, String> {
         return Err("--dc-clock-offsets-ms: each offset must be within an hour".into());
     }
     c.dc_clock_offsets_ms = args.dc_clock_offsets_ms.clone();
+    c.checkpoint_records = args.checkpoint_records;
     c.validate()?;
     c.section = section_with_conflicts(&args.protocol, &c.section, &c)?;
     Ok(c)

@@ -223,4 +223,33 @@ pub enum Record {
     Forgotten { txn: TxnId },
     /// Shardstamps and floors may reach this clock value (`kit::clock` lease).
     Lease(u64),
+    /// A checkpoint standing for every record persisted before it (log compaction, issue
+    /// 15; `node/checkpoint.rs`). Always the first record replayed when present; the last
+    /// variant, so older logs decode unchanged.
+    Checkpoint(Box<Checkpoint>),
+}
+
+/// A txn holding locks, as a checkpoint keeps it: txn, coordinator, writes, shards.
+pub type KeptPrepared = (TxnId, NodeId, Vec<(Key, Update, OpId)>, Vec<u32>);
+
+/// What replaying a node's records up to a quiescent moment gives.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The durable lease and the highest timestamp (`Lease` records, written shardstamps).
+    pub lease: u64,
+    pub last: u64,
+    /// The last sequence number of our own stream (all durable).
+    pub seq: u64,
+    /// Every key's current version, and every shard's shardstamp.
+    pub store: Vec<(Key, Version)>,
+    pub stamps: Vec<(u32, u64)>,
+    pub prepared: Vec<KeptPrepared>,
+    /// Decisions not yet acknowledged by every participant.
+    pub decisions: Vec<(TxnId, Decision, Vec<NodeId>)>,
+    /// Fenced txns, oldest first (a bounded FIFO).
+    pub fences: Vec<TxnId>,
+    /// Writes some live sibling has not acknowledged, for catch-up.
+    pub log: crate::kit::repl::ReplLog<ReplWrite>,
+    pub received: crate::kit::repl::Received,
+    pub durable_have: Vec<u64>,
 }

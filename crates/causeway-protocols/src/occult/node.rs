@@ -2,6 +2,8 @@
 //! others, each shard with its shardstamp; writes at the master, asynchronous in-order
 //! replication to the slaves, shard locks for transactions and their termination (§7).
 
+mod checkpoint;
+
 use super::cts::{Cts, Layout};
 use super::msg::{Decision, Locked, Msg, ReadItem, Record, Refusal, ReplWrite, Version, Written};
 use super::{Config, Flavor, Shards, FENCES_MAX, QUEUED_WRITES_MAX};
@@ -235,6 +237,7 @@ impl Node {
             }
             Record::Forgotten { txn } => self.decisions.forget(txn),
             Record::Lease(until) => self.time.recovered(until),
+            Record::Checkpoint(ck) => self.restore(*ck),
         }
     }
 
@@ -989,6 +992,14 @@ impl ServerNode for Node {
     }
 
     /// Locks and prepared txns agree; every lock is on a shard we master.
+    fn checkpoint(&self) -> Option<Vec<u8>> {
+        self.take_checkpoint()
+    }
+
+    fn can_checkpoint(&self) -> bool {
+        true
+    }
+
     fn check_invariants(&self) -> Result<(), String> {
         self.durability.check_invariants()?;
         self.decisions.check_invariants()?;
