@@ -29,7 +29,6 @@
 use super::node::Node;
 use super::part::Prepared;
 use super::record::{Checkpoint, PartCheckpoint, Record};
-use crate::kit::twopc::Retry;
 
 impl Node {
     /// The checkpoint record, or `None` when records are in flight (or strong txns run).
@@ -91,14 +90,8 @@ impl Node {
                 }
             }
             for (txn, coord, prep_time, ops) in pc.prepared {
-                let p = Prepared {
-                    coord,
-                    prep_time,
-                    inquiry: Retry::default(), // inquire at once after a restart
-                    ops,
-                    one_phase: false,
-                };
-                part.prepared.insert(txn, p);
+                part.prepared
+                    .insert(txn, Prepared::recovered(coord, prep_time, ops));
             }
         }
         for (txn, ct, participants) in ck.decisions {

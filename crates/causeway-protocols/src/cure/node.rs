@@ -193,13 +193,7 @@ impl Node {
                 ..
             } => {
                 self.time.last = self.time.last.max(prep_time);
-                let p = Prepared {
-                    coord,
-                    prep_time,
-                    inquiry: Retry::default(), // inquire at once after a restart
-                    ops,
-                    one_phase: false,
-                };
+                let p = Prepared::recovered(coord, prep_time, ops);
                 self.part(partition).prepared.insert(txn, p);
             }
             Record::OnePhase {

@@ -24,6 +24,20 @@ pub struct Prepared {
     pub one_phase: bool,
 }
 
+impl Prepared {
+    /// A two-phase txn given back by a `Prepare` record or a checkpoint: it inquires at
+    /// once after the restart.
+    pub fn recovered(coord: NodeId, prep_time: u64, ops: Vec<(Key, OpId, Effect)>) -> Prepared {
+        Prepared {
+            coord,
+            prep_time,
+            inquiry: Retry::default(),
+            ops,
+            one_phase: false,
+        }
+    }
+}
+
 /// A request parked until `pvc[d] >= svc[d]` (reads) or also `Clock > svc[d]` (prepares).
 #[derive(Clone, Debug)]
 pub enum Waiting {

@@ -209,19 +209,7 @@ impl Node {
                 coord,
                 writes,
                 shards,
-            } => {
-                for s in &shards {
-                    self.locks.insert(*s, txn);
-                }
-                let p = Prepared {
-                    coord,
-                    writes,
-                    shards,
-                    since: 0,
-                    ss_min: 0, // recovered: no floor above anything until it ends
-                };
-                self.prepared.insert(txn, p);
-            }
+            } => self.recovered_prepared(txn, coord, writes, shards),
             Record::Decided {
                 txn,
                 decision,
@@ -239,6 +227,27 @@ impl Node {
             Record::Lease(until) => self.time.recovered(until),
             Record::Checkpoint(ck) => self.restore(*ck),
         }
+    }
+
+    /// A txn holding locks, as a `Prepared` record or a checkpoint gives it back.
+    fn recovered_prepared(
+        &mut self,
+        txn: TxnId,
+        coord: NodeId,
+        writes: Vec<(Key, Update, OpId)>,
+        shards: Vec<u32>,
+    ) {
+        for s in &shards {
+            self.locks.insert(*s, txn);
+        }
+        let p = Prepared {
+            coord,
+            writes,
+            shards,
+            since: 0,
+            ss_min: 0, // recovered: no floor above anything until it ends
+        };
+        self.prepared.insert(txn, p);
     }
 
     /// Participants keyed for `kit::twopc` (one "partition" per participant node).

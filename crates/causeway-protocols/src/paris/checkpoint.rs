@@ -24,7 +24,6 @@
 use super::msg::{Checkpoint, PartCheckpoint, Record};
 use super::node::Node;
 use super::part::Prepared;
-use crate::kit::twopc::Retry;
 
 impl Node {
     /// The checkpoint record, or `None` when records are in flight.
@@ -84,15 +83,8 @@ impl Node {
             part.committed = pc.committed.into_iter().collect();
             part.vv = pc.vv;
             for (txn, coord, pt, ops) in pc.prepared {
-                let p = Prepared {
-                    coord,
-                    pt,
-                    ops,
-                    inquiry: Retry::default(), // inquire at once after a restart
-                    committing: None,
-                    aborting: false,
-                };
-                part.prepared.insert(txn, p);
+                part.prepared
+                    .insert(txn, Prepared::recovered(coord, pt, ops));
             }
         }
         for (txn, ct, participants) in ck.decisions {

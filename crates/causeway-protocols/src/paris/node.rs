@@ -165,15 +165,9 @@ impl Node {
                 ops,
             } => {
                 self.time.last = self.time.last.max(pt);
-                let p = Prepared {
-                    coord,
-                    pt,
-                    ops,
-                    inquiry: Retry::default(), // inquire at once after a restart
-                    committing: None,
-                    aborting: false,
-                };
-                self.part(partition).prepared.insert(txn, p);
+                self.part(partition)
+                    .prepared
+                    .insert(txn, Prepared::recovered(coord, pt, ops));
             }
             Record::Commit { partition, txn, ct } => {
                 self.time.last = self.time.last.max(ct);

@@ -27,6 +27,21 @@ pub struct Prepared {
     pub aborting: bool,
 }
 
+impl Prepared {
+    /// A prepared txn given back by a `Prepare` record or a checkpoint: it inquires at
+    /// once after the restart.
+    pub fn recovered(coord: NodeId, pt: u64, ops: Effects) -> Prepared {
+        Prepared {
+            coord,
+            pt,
+            ops,
+            inquiry: Retry::default(),
+            committing: None,
+            aborting: false,
+        }
+    }
+}
+
 pub struct Part {
     pub me: DcId,
     /// DCs replicating this partition (ours included).

@@ -17,7 +17,7 @@
 //! is lost as in a crash; a recovered prepared txn gets no floor promise (`ss_min` 0), as
 //! after a replay.
 
-use super::{Node, Prepared};
+use super::Node;
 use crate::occult::msg::{Checkpoint, Record};
 
 impl Node {
@@ -63,17 +63,7 @@ impl Node {
         self.store = ck.store.into_iter().collect();
         self.stamps = ck.stamps.into_iter().collect();
         for (txn, coord, writes, shards) in ck.prepared {
-            for s in &shards {
-                self.locks.insert(*s, txn);
-            }
-            let p = Prepared {
-                coord,
-                writes,
-                shards,
-                since: 0,
-                ss_min: 0, // recovered: no floor above anything until it ends
-            };
-            self.prepared.insert(txn, p);
+            self.recovered_prepared(txn, coord, writes, shards);
         }
         for (txn, decision, participants) in ck.decisions {
             let parts = Self::parts(&participants);
