@@ -8,11 +8,9 @@
 mod up;
 
 use causeway_client::Client;
-use causeway_core::crdt::{ObjType, Update};
-use causeway_core::{Key, ObjValue};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
-use up::Up;
+use up::{add_member, members_at, Up};
 
 const SET: &str = "members";
 const CHECKPOINT_RECORDS: u64 = 200;
@@ -23,32 +21,11 @@ fn add_members(addr: &str, tag: &str, n: usize) -> Vec<String> {
     let mut acked = Vec::new();
     for j in 0..n {
         let member = format!("{tag}-{j}");
-        let add = Update::Add(member.clone().into_bytes());
-        let txn = client
-            .begin()
-            .and_then(|_| client.update(SET, add))
-            .and_then(|_| client.commit());
-        if txn.is_ok() {
+        if add_member(&mut client, SET, &member) {
             acked.push(member);
         }
     }
     acked
-}
-
-fn members_at(up: &Up, dc: u16) -> BTreeSet<String> {
-    let mut client = Client::connect(up.client_addr(dc).as_str()).expect("a reader connects");
-    client.begin().expect("begin");
-    let values = client
-        .read(vec![(Key::from(SET), ObjType::Set)])
-        .expect("read the set");
-    client.commit().expect("commit the read");
-    match &values[0].value {
-        ObjValue::Set(members) => members
-            .iter()
-            .map(|b| String::from_utf8_lossy(b).into())
-            .collect(),
-        other => panic!("a set, not {other:?}"),
-    }
 }
 
 /// Waits until both DCs show every member of `acked`.
@@ -56,7 +33,7 @@ fn both_dcs_show(up: &Up, dcs: u16, acked: &BTreeSet<String>) {
     let began = Instant::now();
     for dc in 0..dcs {
         loop {
-            let missing = acked.difference(&members_at(up, dc)).count();
+            let missing = acked.difference(&members_at(up, dc, SET)).count();
             if missing == 0 {
                 break;
             }

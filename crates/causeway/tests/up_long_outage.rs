@@ -7,11 +7,9 @@
 mod up;
 
 use causeway_client::Client;
-use causeway_core::crdt::{ObjType, Update};
-use causeway_core::{Key, ObjValue};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
-use up::Up;
+use up::{add_member, members_at, Up};
 
 /// The DC frozen (from 0; `up` names it dc3).
 const FROZEN_DC: u16 = 2;
@@ -35,33 +33,11 @@ fn add_members(addr: &str, tag: &str, length: Duration) -> Vec<String> {
             break;
         }
         let member = format!("{tag}-{j}");
-        let add = Update::Add(member.clone().into_bytes());
-        let txn = client
-            .begin()
-            .and_then(|_| client.update(SET, add))
-            .and_then(|_| client.commit());
-        if txn.is_ok() {
+        if add_member(&mut client, SET, &member) {
             acked.push(member);
         }
     }
     acked
-}
-
-/// The set's members as DC `dc` reads them.
-fn members_at(up: &Up, dc: u16) -> BTreeSet<String> {
-    let mut client = Client::connect(up.client_addr(dc).as_str()).expect("a reader connects");
-    client.begin().expect("begin");
-    let values = client
-        .read(vec![(Key::from(SET), ObjType::Set)])
-        .expect("read the set");
-    client.commit().expect("commit the read");
-    match &values[0].value {
-        ObjValue::Set(m) => m
-            .iter()
-            .map(|b| String::from_utf8_lossy(b).into())
-            .collect(),
-        other => panic!("a set, not {other:?}"),
-    }
 }
 
 /// Sends `signal` to every node process of DC `dc`.
@@ -108,7 +84,7 @@ fn a_dc_frozen_past_every_horizon_catches_up_and_converges() {
     );
     let resumed = Instant::now();
     loop {
-        let seen = members_at(&up, FROZEN_DC);
+        let seen = members_at(&up, FROZEN_DC, SET);
         let missing: Vec<&String> = acked.difference(&seen).collect();
         if missing.is_empty() {
             break;
@@ -130,7 +106,7 @@ fn a_dc_frozen_past_every_horizon_catches_up_and_converges() {
     );
     assert!(!after.is_empty(), "DC 2 takes writes again");
     for dc in 0..3 {
-        let seen = members_at(&up, dc);
+        let seen = members_at(&up, dc, SET);
         assert!(
             acked.is_subset(&seen),
             "DC {dc} shows every acknowledged member"

@@ -401,3 +401,32 @@ pub fn resp_connect(addr: &str) -> BufReader<TcpStream> {
         .expect("read timeout");
     BufReader::new(stream)
 }
+
+/// Adds `member` to the set `set` in a txn of its own: whether it was acknowledged.
+pub fn add_member(client: &mut causeway_client::Client, set: &str, member: &str) -> bool {
+    let add = causeway_core::crdt::Update::Add(member.as_bytes().to_vec());
+    client
+        .begin()
+        .and_then(|_| client.update(set, add))
+        .and_then(|_| client.commit())
+        .is_ok()
+}
+
+/// The members of the set `set` as DC `dc` of `up` reads them.
+pub fn members_at(up: &Up, dc: u16, set: &str) -> std::collections::BTreeSet<String> {
+    use causeway_core::{crdt::ObjType, Key, ObjValue};
+    let addr = up.client_addr(dc);
+    let mut client = causeway_client::Client::connect(addr.as_str()).expect("a reader connects");
+    client.begin().expect("begin");
+    let values = client
+        .read(vec![(Key::from(set), ObjType::Set)])
+        .expect("read the set");
+    client.commit().expect("commit the read");
+    match &values[0].value {
+        ObjValue::Set(members) => members
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into())
+            .collect(),
+        other => panic!("a set, not {other:?}"),
+    }
+}
