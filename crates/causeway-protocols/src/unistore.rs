@@ -179,6 +179,7 @@ pub struct Config {
     pub lag_grace_ns: Option<u64>,
     pub silent_sibling_ns: Option<u64>,
     pub silent_sibling_log_max: Option<usize>,
+    pub transfer_retry_ns: Option<u64>,
     pub one_phase: Option<bool>,
 }
 
@@ -237,6 +238,7 @@ impl Config {
             silent_sibling_log_max: self
                 .silent_sibling_log_max
                 .unwrap_or(d.silent_sibling_log_max),
+            transfer_retry_ns: self.transfer_retry_ns.unwrap_or(d.transfer_retry_ns),
             one_phase: self.one_phase.unwrap_or(d.one_phase),
             strong,
         }

@@ -33,8 +33,9 @@ use super::record::{Checkpoint, PartCheckpoint, Record};
 impl Node {
     /// The checkpoint record, or `None` when records are in flight (or strong txns run).
     pub(super) fn take_checkpoint(&self) -> Option<Vec<u8>> {
-        if !self.durability.quiescent() || self.strong.is_some() {
-            return None;
+        let receiving = self.parts.values().any(|p| p.transfers.incoming.is_some());
+        if !self.durability.quiescent() || self.strong.is_some() || receiving {
+            return None; // a transfer's chunk records must stay until its end
         }
         let parts = self
             .parts
@@ -54,6 +55,7 @@ impl Node {
                 pvc: part.pvc.clone(),
                 received: part.received.clone(),
                 log: part.log.clone(),
+                transferred: part.transfers.transferred.clone().into_iter().collect(),
             })
             .collect();
         let decisions = self
@@ -84,6 +86,7 @@ impl Node {
             part.store = pc.store;
             part.received = pc.received;
             part.log = pc.log;
+            part.transfers.transferred = pc.transferred.into_iter().collect();
             for k in 0..part.pvc.dcs.len() {
                 if k != d {
                     part.pvc.set(k, pc.pvc.get(k)); // remote entries; ours is recomputed

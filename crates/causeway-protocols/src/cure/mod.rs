@@ -104,8 +104,9 @@
 //!   for any time (partitioned, frozen, restarted) catches up from the log when it
 //!   returns (the lag grace rewinds our stream to its acknowledgement). Past that limit a
 //!   sibling silent for [`SILENT_SIBLING_NS`] is presumed failed and no longer holds the
-//!   log, so memory stays bounded; should it come back, it is served only if no txn it
-//!   lacks was collected (it would need a state transfer, which is not implemented).
+//!   log, so memory stays bounded; should it come back lacking txns the log dropped, it
+//!   gets a state transfer (`transfer.rs`): the partition at our `pvc` and the stream
+//!   after it. A stream piece never claims a dropped txn.
 //! - **Timers.** Deadlines in the node's clock, in a timer table keyed by purpose
 //!   (`kit::timers`): replication, stabilization, and the earliest clock wait of a parked
 //!   PREPARE (`Clock > svc[d]`). The driver wakes the node at the earliest one.
@@ -138,6 +139,9 @@ mod strong;
 mod strong_tests;
 #[cfg(test)]
 mod tests;
+mod transfer;
+#[cfg(test)]
+mod transfer_tests;
 mod uniform;
 #[cfg(test)]
 mod unistore_tests;
@@ -246,6 +250,8 @@ pub struct Config {
     /// catch-up from the log was kept for long outages; for the simulator's negative test).
     pub silent_sibling_ns: Nanos,
     pub silent_sibling_log_max: usize,
+    /// A state transfer to a sibling is not started again for this long (`transfer.rs`).
+    pub transfer_retry_ns: Nanos,
     /// Commit single-partition txns in one phase (the partition alone, one record).
     pub one_phase: bool,
     /// UniStore's strong transactions (set from `[protocols.unistore]`, not a Cure key).
@@ -263,6 +269,7 @@ impl Default for Config {
             lag_grace_ns: LAG_GRACE_NS,
             silent_sibling_ns: SILENT_SIBLING_NS,
             silent_sibling_log_max: crate::kit::repl::SILENT_SIBLING_LOG_MAX,
+            transfer_retry_ns: transfer::TRANSFER_RETRY_NS,
             one_phase: true,
             strong: StrongConfig::default(),
         }
@@ -274,12 +281,15 @@ impl Default for Config {
 /// within a few ms, so skipping START's wait is rarely observable in the simulator; the
 /// wait is covered by a unit test instead.)
 /// (`checkpoint-drops-prepared` shows only after a crash: scripts/test sweeps it with
-/// crashes. UniStore does not list it: with strong txns on it takes no checkpoints.)
+/// crashes. UniStore does not list it: with strong txns on it takes no checkpoints.
+/// `no-state-transfer` shows only when a log drops txns a returning sibling lacks:
+/// scripts/test sweeps it with a long outage and `silent_sibling_log_max = 0`.)
 pub const MUTATIONS: &[&str] = &[
     "no-read-wait",
     "pvc-ignores-prepared",
     "commit-time-min",
     "checkpoint-drops-prepared",
+    "no-state-transfer",
 ];
 /// UniStore's deliberately broken variants: Cure's (they break the engine UniStore
 /// shares), then UniStore's own (`Mutation::parse` accepts these under its flavor).
@@ -335,6 +345,9 @@ pub(crate) struct Mutation {
     /// A checkpoint leaves out the txns prepared here: one committed after it loses its
     /// writes on this partition after a restart from it (breaks checkpoint.rs).
     pub checkpoint_drops_prepared: bool,
+    /// A sibling that returns after our log dropped txns it lacks gets no state transfer
+    /// (breaks transfer.rs: it never converges).
+    pub no_state_transfer: bool,
 }
 
 impl Mutation {
@@ -347,6 +360,7 @@ impl Mutation {
             Some("pvc-ignores-prepared") => m.pvc_ignores_prepared = true,
             Some("commit-time-min") => m.commit_time_min = true,
             Some("checkpoint-drops-prepared") => m.checkpoint_drops_prepared = true,
+            Some("no-state-transfer") => m.no_state_transfer = true,
             Some("no-forwarding") if uni => m.no_forwarding = true,
             Some("visible-before-uniform") if uni => m.visible_before_uniform = true,
             Some("attach-no-wait") if uni => m.attach_no_wait = true,

@@ -155,6 +155,16 @@ pub enum Msg {
         acks: Vc,
         stream: Option<Stream>,
     },
+    /// A chunk of a state transfer to a sibling that lacks txns our log dropped
+    /// (`transfer.rs`); the last one (maybe empty) completes it.
+    Transfer {
+        partition: PartitionId,
+        id: u64,
+        index: u32,
+        at: Vc,
+        images: Vec<crate::kit::mvstore::KeyImage<Vc>>,
+        last: bool,
+    },
     // ---- node <-> node inside a DC ----
     /// UPDATE_GSS (Alg. 2 l.41): the min `pvc` of the sender's partitions (`None` if it
     /// hosts none), its GSS, and the oldest snapshot it may still serve (for GC, §III-D).

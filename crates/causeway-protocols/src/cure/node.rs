@@ -69,6 +69,11 @@ pub enum Deferred {
         txn: TxnId,
         ct: Vc,
     },
+    /// A state transfer's `TransferDone` is durable: `pvc` claims it.
+    Transfer {
+        partition: PartitionId,
+        at: Vc,
+    },
 }
 
 pub struct Node {
@@ -168,6 +173,11 @@ impl Node {
         for (i, bytes) in records.iter().enumerate() {
             node.replay(Record::decode(i, bytes)?);
         }
+        // A transfer whose chunks were persisted but not its end is dropped (the sender
+        // sends a new one).
+        for part in node.parts.values_mut() {
+            part.transfers.incoming = None;
+        }
         // Never reissue: start above every lease and prepare time on disk.
         node.time.last += 1;
         if !records.is_empty() {
@@ -249,6 +259,18 @@ impl Node {
                     st.recovered.entry(partition).or_default().push(record);
                 }
             }
+            Record::TransferChunk {
+                partition,
+                from,
+                id,
+                at,
+                images,
+            } => self.replay_chunk(partition, from, id, at, images),
+            Record::TransferDone {
+                partition,
+                from,
+                id,
+            } => self.replay_done(partition, from, id),
             Record::Checkpoint(ck) => self.restore(*ck),
         }
     }
@@ -306,6 +328,7 @@ impl Node {
                 let d = self.d;
                 self.part(partition).commit(d, txn, &ct, false);
             }
+            Deferred::Transfer { partition, at } => self.transfer_durable(partition, &at),
         }
     }
 
@@ -727,6 +750,17 @@ impl Node {
                 acks,
                 stream,
             } => self.on_repl(ctx, from_node, partition, restarted, acks, stream),
+            Msg::Transfer {
+                partition,
+                id,
+                index,
+                at,
+                images,
+                last,
+            } => {
+                let s = self.topo.dc_of(from_node);
+                self.on_transfer(ctx, s, partition, (id, index), at, images, last)
+            }
             Msg::Stable { pvc, gss, oldest } => self.on_stable(ctx, from_node, pvc, gss, oldest),
             Msg::StableVec { stable } => {
                 let dc = self.topo.dc_of(from_node);

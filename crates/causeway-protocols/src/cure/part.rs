@@ -103,6 +103,8 @@ pub struct Part {
     /// UniStore: remote txns stable here but not yet uniform, with when they became
     /// stable (for the extra-delay samples of Fig. 6), at most `UNSEEN_MAX`.
     pub stable_unseen: Vec<(DcId, Vc, u64)>,
+    /// State transfers to and from siblings (`transfer.rs`).
+    pub transfers: super::transfer::Transfers,
 }
 
 /// Most remote txns tracked for the visibility-latency measurement.
@@ -128,6 +130,7 @@ impl Part {
             sibs: Siblings::new(me, all),
             unseen: Vec::new(),
             stable_unseen: Vec::new(),
+            transfers: Default::default(),
         }
     }
 

@@ -56,6 +56,21 @@ pub enum Record {
         partition: PartitionId,
         record: crate::kit::paxos::Record<crate::kit::certify::CertEntry>,
     },
+    /// A chunk of a state transfer received from sibling DC `from` (`transfer.rs`):
+    /// replay buffers it until its `TransferDone`.
+    TransferChunk {
+        partition: PartitionId,
+        from: causeway_core::DcId,
+        id: u64,
+        at: Vc,
+        images: Vec<crate::kit::mvstore::KeyImage<Vc>>,
+    },
+    /// Every chunk of transfer `id` from `from` arrived and was installed.
+    TransferDone {
+        partition: PartitionId,
+        from: causeway_core::DcId,
+        id: u64,
+    },
     /// The node's state standing for every record before it (log compaction; see
     /// `checkpoint.rs`). Always the first record replayed when present.
     Checkpoint(Box<Checkpoint>),
@@ -94,6 +109,8 @@ pub struct PartCheckpoint {
     pub received: Received,
     /// Committed txns not yet acknowledged by every live sibling, for catch-up.
     pub log: ReplLog<ReplTxn>,
+    /// Txns a state transfer added that a stream may still deliver (`TransferDone`).
+    pub transferred: Vec<(TxnId, Vc)>,
 }
 
 impl Record {

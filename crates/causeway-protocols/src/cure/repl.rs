@@ -20,6 +20,7 @@ impl Node {
             let pvc_d = part.pvc_local(d, clock, lease, ignore); // Alg. 2 l.19-21
             for s in part.sibs.ids() {
                 self.replicate_to(ctx, pid, s, pvc_d);
+                self.transfer_to(ctx, pid, s);
             }
             self.gc_log(pid);
         }
@@ -48,6 +49,8 @@ impl Node {
             acks: acks.clone(),
             stream: own,
         }];
+        // A relay from below what the log dropped would claim txns it no longer has.
+        relays.retain(|(o, from)| part.log.serves_from(*o, *from));
         for (o, from) in relays {
             let upto = part.pvc.get(usize::from(o.0));
             let st = part.log.stream(o, from, upto, REPLICATION_BATCH_MAX);
@@ -99,9 +102,15 @@ impl Node {
     fn accept(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, st: Stream) {
         let (origin, upto) = (st.origin, st.upto);
         let part = self.parts.get_mut(&pid).expect("hosted");
-        let Some(new) = part.received.accept(st) else {
+        let Some(mut new) = part.received.accept(st) else {
             return;
         };
+        // Txns a state transfer already brought (`transfer.rs`).
+        let transferred = &part.transfers.transferred;
+        new.retain(|t| !transferred.contains_key(&t.txn));
+        let d = self.d;
+        let received = &part.received;
+        part.transfers.prune(d, |k| received.have(DcId(k as u16)));
         self.work += new.iter().map(|t| t.ops.len() as u64).sum::<u64>();
         for t in &new {
             if part.unseen.len() < super::part::UNSEEN_MAX {
@@ -225,6 +234,15 @@ impl Node {
             let mut durable = self.gss.stable().clone();
             durable.set(d, part.pvc.get(d));
             durable.meet(&part.pvc);
+            // Fold only what every sibling acknowledged: a checkpoint then never holds a
+            // txn a sibling's state transfer lacks (`transfer.rs`). Forced folds (a key
+            // past VERSIONS_PER_KEY_MAX) still use `durable`, so memory stays bounded.
+            let mut point = point.clone();
+            if let Some(all) = part.sibs.acked_by_all() {
+                for k in 0..point.dcs.len() {
+                    point.set(k, point.get(k).min(all.get(k)));
+                }
+            }
             part.store.gc(&point, &durable);
         }
     }

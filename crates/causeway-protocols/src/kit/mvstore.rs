@@ -144,6 +144,45 @@ impl<T: SnapshotTs> KeyVersions<T> {
         self.base_vc.join(&v.ct);
     }
 
+    /// This key for a state transfer at `at` (the sender's stable vector): the object
+    /// with every version `<= at` applied, and the versions above it as they are.
+    fn image_at(&self, at: &T) -> Result<Image<T>, Error> {
+        let below = self.versions.iter().filter(|v| v.ct.le(at));
+        let held = self.base.as_ref().map(Object::obj_type);
+        let first = below.flat_map(|v| v.ops.first()).next();
+        let base = match held.or(first.map(|op| effect_type(&op.effect))) {
+            Some(t) => Some(self.at_with_ts(at, t)?),
+            None => None,
+        };
+        let above = self.versions.iter().filter(|v| !v.ct.le(at)).cloned();
+        Ok((base, above.collect()))
+    }
+
+    /// Installs a sender's image at `at`: its object replaces our checkpoint (which holds
+    /// nothing `at` lacks: checked by [`Store::installable`]), our versions `<= at` go
+    /// (the image has them), the sender's versions above `at` join ours. Returns the
+    /// versions added that we did not have.
+    fn install(&mut self, at: &T, image: KeyImage<T>) -> Vec<(TxnId, T)> {
+        assert!(self.base_vc.le(at), "a state transfer below our checkpoint");
+        match image.base {
+            Some((obj, ts)) => {
+                self.base = Some(obj);
+                self.base_vc = ts;
+            }
+            None => assert!(self.base.is_none(), "the sender lacks our checkpoint"),
+        }
+        self.versions.retain(|v| !v.ct.le(at));
+        let mut added = Vec::new();
+        for v in image.versions {
+            assert!(!v.ct.le(at), "an image's versions are above its vector");
+            if !self.versions.iter().any(|x| x.txn == v.txn) {
+                added.push((v.txn, v.ct.clone()));
+                self.insert(v);
+            }
+        }
+        added
+    }
+
     pub fn len(&self) -> usize {
         self.versions.len()
     }
@@ -151,6 +190,19 @@ impl<T: SnapshotTs> KeyVersions<T> {
     pub fn is_empty(&self) -> bool {
         self.versions.is_empty()
     }
+}
+
+/// A key's object at a transfer's vector (with the join of what it applied) and its
+/// versions above the vector.
+type Image<T> = (Option<(Object, T)>, Vec<Version<T>>);
+
+/// One key of a partition in a state transfer (`cure/transfer.rs`): its object at the
+/// transfer's vector with the join of what it applied, and its versions above the vector.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyImage<T> {
+    pub key: Key,
+    pub base: Option<(Object, T)>,
+    pub versions: Vec<Version<T>>,
 }
 
 /// Every key of one partition.
@@ -224,6 +276,53 @@ impl<T: SnapshotTs> Store<T> {
         for k in self.keys.values_mut() {
             k.gc_where(&fold);
         }
+    }
+
+    /// Every key as of `at` for a state transfer ([`KeyImage`]). `at` must be at or above
+    /// every checkpoint (the sender's stable vector is: GC folds below it).
+    pub fn images_at(&self, at: &T) -> Result<Vec<KeyImage<T>>, Error> {
+        let mut out = Vec::with_capacity(self.keys.len());
+        for (key, k) in &self.keys {
+            let (base, versions) = k.image_at(at)?;
+            if base.is_some() || !versions.is_empty() {
+                let key = key.clone();
+                out.push(KeyImage {
+                    key,
+                    base,
+                    versions,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// A key whose checkpoint holds a version a state transfer at `at` lacks (`None`:
+    /// every checkpoint is at or below `at`, so the images can replace them).
+    pub fn installable(&self, at: &T) -> Option<&Key> {
+        self.keys
+            .iter()
+            .find(|(_, k)| !k.base_vc.le(at))
+            .map(|(key, _)| key)
+    }
+
+    /// Installs a state transfer at `at` ([`Store::installable`] first): every key the
+    /// images name takes its image; a key they do not name keeps only its versions above
+    /// `at` (the sender has every txn `<= at`, and none of them wrote it). Returns the
+    /// versions added that we did not have (their txn and commit timestamp).
+    pub fn install(&mut self, at: &T, images: Vec<KeyImage<T>>) -> Vec<(TxnId, T)> {
+        let mut added = Vec::new();
+        let mut named = std::collections::BTreeSet::new();
+        for image in images {
+            named.insert(image.key.clone());
+            let k = self.keys.entry(image.key.clone()).or_default();
+            added.extend(k.install(at, image));
+        }
+        for (key, k) in self.keys.iter_mut() {
+            if !named.contains(key) {
+                k.versions.retain(|v| !v.ct.le(at));
+            }
+        }
+        added
     }
 
     /// Total versions kept (for tests and gauges).
@@ -362,5 +461,61 @@ mod tests {
         assert_eq!(count(&s, &vc(10, 10)), Ok(ObjValue::Counter(11)));
         s.gc(&vc(10, 5), &vc(100, 100));
         assert_eq!(s.versions(), 1, "only the covered version folds");
+    }
+
+    fn vc2(a: u64, b: u64) -> Vc {
+        Vc {
+            dcs: vec![a, b],
+            extra: Vec::new(),
+        }
+    }
+
+    fn count_vc(s: &Store<Vc>, at: &Vc) -> Result<ObjValue, Error> {
+        s.read(&Key::from("c"), at, ObjType::Counter)
+            .map(|o| o.value())
+    }
+
+    /// A state transfer at `at`: the sender's object below `at` replaces the receiver's
+    /// checkpoint, the receiver keeps its own versions above `at`, and the sender's
+    /// versions above `at` are added once (not twice when the receiver has them).
+    #[test]
+    fn an_image_installs_below_its_vector_and_merges_versions_above_it() {
+        let mut sender: Store<Vc> = Store::default();
+        sender.insert(txn(1), &vc2(10, 0), &incr(1, 1));
+        sender.insert(txn(2), &vc2(20, 0), &incr(2, 10));
+        sender.insert(txn(3), &vc2(0, 5), &incr(3, 100)); // the receiver's own, received
+        sender.insert(txn(4), &vc2(30, 9), &incr(4, 1000)); // above the vector
+        sender.gc(&vc2(10, 0), &vc2(10, 0));
+        let at = vc2(20, 5);
+        let images = sender.images_at(&at).expect("at the sender's pvc");
+        assert_eq!(images.len(), 1);
+        assert_eq!(
+            images[0].versions.len(),
+            1,
+            "only txn 4 is above the vector"
+        );
+
+        let mut receiver: Store<Vc> = Store::default();
+        receiver.insert(txn(3), &vc2(0, 5), &incr(3, 100));
+        receiver.insert(txn(5), &vc2(0, 40), &incr(5, 10_000)); // its own, unseen there
+        receiver.gc(&vc2(0, 5), &vc2(0, 5)); // txn 3 folded: acknowledged by the sender
+        assert_eq!(receiver.installable(&at), None);
+        let added = receiver.install(&at, images.clone());
+        assert_eq!(added, vec![(txn(4), vc2(30, 9))]);
+        let top = vc2(100, 100);
+        assert_eq!(count_vc(&receiver, &top), Ok(ObjValue::Counter(11_111)));
+        assert!(receiver.install(&at, images).is_empty(), "idempotent");
+        assert_eq!(count_vc(&receiver, &top), Ok(ObjValue::Counter(11_111)));
+    }
+
+    /// A receiver whose checkpoint holds a version the image lacks (a forced fold above
+    /// what the sender acknowledged) refuses the transfer: replacing would lose it.
+    #[test]
+    fn a_checkpoint_above_the_images_vector_is_not_installable() {
+        let mut receiver: Store<Vc> = Store::default();
+        receiver.insert(txn(1), &vc2(0, 50), &incr(1, 1));
+        receiver.gc(&vc2(0, 50), &vc2(0, 50));
+        assert_eq!(receiver.installable(&vc2(20, 10)), Some(&Key::from("c")));
+        assert_eq!(receiver.installable(&vc2(20, 50)), None);
     }
 }

@@ -46,12 +46,17 @@ const TXN_MIN: TxnId = TxnId {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplLog<T> {
     per_origin: BTreeMap<DcId, BTreeMap<(u64, TxnId), T>>,
+    /// Per origin, the highest time of a txn dropped: a piece starting below it would
+    /// claim txns the log no longer has, so none is sent ([`ReplLog::serves_from`]); a
+    /// sibling that lacks them gets a state transfer instead (`cure/transfer.rs`).
+    dropped: BTreeMap<DcId, u64>,
 }
 
 impl<T> Default for ReplLog<T> {
     fn default() -> Self {
         ReplLog {
             per_origin: BTreeMap::new(),
+            dropped: BTreeMap::new(),
         }
     }
 }
@@ -64,7 +69,12 @@ impl<T: Replicated> ReplLog<T> {
 
     /// The txns of `origin` with `from < time <= upto`, cut to about `batch_max` between
     /// two times (so the piece still claims a complete prefix), and the `upto` they reach.
+    /// The caller checks [`ReplLog::serves_from`] first: a piece never claims a dropped txn.
     pub fn stream(&self, origin: DcId, from: u64, upto: u64, batch_max: usize) -> Stream<T> {
+        assert!(
+            self.serves_from(origin, from),
+            "a stream piece would claim txns the log dropped"
+        );
         let mut txns: Vec<T> = self
             .per_origin
             .get(&origin)
@@ -96,10 +106,24 @@ impl<T: Replicated> ReplLog<T> {
     pub fn gc(&mut self, bound: impl Fn(DcId) -> u64) {
         for (o, log) in self.per_origin.iter_mut() {
             let b = bound(*o);
-            while log.first_key_value().is_some_and(|((t, _), _)| *t <= b) {
+            while let Some(((t, _), _)) = log.first_key_value().filter(|((t, _), _)| *t <= b) {
+                let floor = self.dropped.entry(*o).or_default();
+                *floor = (*floor).max(*t);
                 log.pop_first();
             }
         }
+    }
+
+    /// The highest time of a txn of `origin` this log dropped (0: none).
+    pub fn dropped(&self, origin: DcId) -> u64 {
+        self.dropped.get(&origin).copied().unwrap_or(0)
+    }
+
+    /// Whether a piece of `origin`'s stream starting after `from` can be served: no txn
+    /// above `from` was dropped. A sibling presumed failed that returns below it needs a
+    /// state transfer.
+    pub fn serves_from(&self, origin: DcId, from: u64) -> bool {
+        from >= self.dropped(origin)
     }
 
     /// Drops what every sibling acknowledged ([`Siblings::gc_bound`]); a sibling silent for
@@ -119,7 +143,9 @@ impl<T: Replicated> ReplLog<T> {
                 Nanos::MAX
             };
             let b = sibs.gc_bound(*o, clock, silent);
-            while log.first_key_value().is_some_and(|((t, _), _)| *t <= b) {
+            while let Some(((t, _), _)) = log.first_key_value().filter(|((t, _), _)| *t <= b) {
+                let floor = self.dropped.entry(*o).or_default();
+                *floor = (*floor).max(*t);
                 log.pop_first();
             }
         }
@@ -198,7 +224,8 @@ impl Siblings {
     }
 
     /// The next piece of our own stream to `s` (Alg. 2 l.23-31: txns with time `<=
-    /// upto` in time order), if it has not been sent `upto` yet.
+    /// upto` in time order), if it has not been sent `upto` yet and the log still holds
+    /// every txn after where it starts ([`ReplLog::serves_from`]).
     pub fn own_stream<T: Replicated>(
         &mut self,
         s: DcId,
@@ -208,6 +235,9 @@ impl Siblings {
     ) -> Option<Stream<T>> {
         let sib = self.map.get_mut(&s)?;
         let from = sib.sent_upto.filter(|u| upto > *u)?;
+        if !log.serves_from(self.me, from) {
+            return None;
+        }
         let st = log.stream(self.me, from, upto, batch_max);
         sib.sent_upto = Some(st.upto);
         Some(st)
@@ -252,6 +282,42 @@ impl Siblings {
             }
         }
         relays
+    }
+
+    /// Whether `s`, heard from, lacks txns of our own stream that `log` dropped: the
+    /// sibling was presumed failed and came back, and only a state transfer can bring it
+    /// up to date (`cure/transfer.rs`).
+    pub fn needs_transfer<T: Replicated>(&self, s: DcId, log: &ReplLog<T>) -> bool {
+        let me = usize::from(self.me.0);
+        self.map
+            .get(&s)
+            .filter(|sib| sib.last_heard.is_some())
+            .is_some_and(|sib| !log.serves_from(self.me, sib.acks.get(me)))
+    }
+
+    /// The entry-wise meet of every sibling's acknowledgement (zero for a sibling never
+    /// heard), or `None` without siblings: what every other DC is known to hold durably.
+    pub fn acked_by_all(&self) -> Option<Vc> {
+        let mut all: Option<Vc> = None;
+        for sib in self.map.values() {
+            let acks = match sib.last_heard {
+                Some(_) => sib.acks.clone(),
+                None => Vc::zero(sib.acks.dcs.len().max(1)),
+            };
+            match &mut all {
+                Some(v) => v.meet(&acks),
+                None => all = Some(acks),
+            }
+        }
+        all
+    }
+
+    /// Our own stream to `s` goes on from `upto` (after a state transfer at `upto`).
+    pub fn restart_stream_at(&mut self, s: DcId, upto: u64) {
+        if let Some(sib) = self.map.get_mut(&s) {
+            sib.sent_upto = Some(upto);
+            sib.probes.clear();
+        }
     }
 
     /// How far every live sibling other than `origin` acknowledged `origin`'s stream: the
@@ -437,5 +503,49 @@ mod tests {
         sibs.heard(DcId(2), vc(&[10, 0, 0]), false, 10_001);
         log.gc_acknowledged(&sibs, 10_001, 100, 8);
         assert_eq!(log.len(), 1, "DC 1 has not acknowledged T(10) yet");
+    }
+
+    #[test]
+    fn a_log_never_streams_below_what_it_dropped_and_says_who_needs_a_transfer() {
+        let mut sibs = Siblings::new(DcId(0), [DcId(0), DcId(1), DcId(2)]);
+        let mut log = ReplLog::default();
+        for t in 1..=6 {
+            log.add(DcId(0), T(t));
+        }
+        assert!(!sibs.needs_transfer(DcId(1), &log), "never heard");
+        sibs.heard(DcId(1), vc(&[2, 0, 0]), false, 10);
+        sibs.heard(DcId(2), vc(&[6, 0, 0]), false, 10);
+        assert!(!sibs.needs_transfer(DcId(1), &log), "nothing dropped yet");
+        log.gc(|_| 4); // DC 1 presumed failed: its txns 3 and 4 are gone
+        assert_eq!(log.dropped(DcId(0)), 4);
+        assert!(log.serves_from(DcId(0), 4) && !log.serves_from(DcId(0), 2));
+        assert!(sibs.needs_transfer(DcId(1), &log));
+        assert!(!sibs.needs_transfer(DcId(2), &log));
+        assert_eq!(
+            sibs.own_stream(DcId(1), &log, 6, 100),
+            None,
+            "a piece from 2 would claim txns 3 and 4"
+        );
+        sibs.restart_stream_at(DcId(1), 5); // a state transfer at 5 was sent
+        let st = sibs.own_stream(DcId(1), &log, 6, 100).expect("from 5");
+        assert_eq!((st.from, st.txns), (5, vec![T(6)]));
+        sibs.heard(DcId(1), vc(&[5, 0, 0]), false, 20);
+        assert!(
+            !sibs.needs_transfer(DcId(1), &log),
+            "it installed the transfer"
+        );
+    }
+
+    #[test]
+    fn acked_by_all_is_the_meet_of_every_siblings_acknowledgement() {
+        let mut sibs = Siblings::new(DcId(0), [DcId(0), DcId(1), DcId(2)]);
+        sibs.heard(DcId(1), vc(&[5, 9, 4]), false, 10);
+        assert_eq!(
+            sibs.acked_by_all(),
+            Some(vc(&[0, 0, 0])),
+            "DC 2 never heard: nothing is acknowledged by all"
+        );
+        sibs.heard(DcId(2), vc(&[7, 3, 8]), false, 10);
+        assert_eq!(sibs.acked_by_all(), Some(vc(&[5, 3, 4])));
     }
 }

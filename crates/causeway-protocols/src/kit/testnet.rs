@@ -41,12 +41,21 @@ fn no_hold<M>(_: &Topology, _: Addr, _: Addr, _: &M) -> bool {
 impl<P: Protocol> TestNet<P> {
     /// Every node of `topo` fresh, started at clock `start`.
     pub fn new(topo: Topology, params: Params, start: u64) -> TestNet<P> {
+        TestNet::with_config(topo, params, &P::Config::default(), start)
+    }
+
+    /// Like [`TestNet::new`], with the protocol's config section.
+    pub fn with_config(
+        topo: Topology,
+        params: Params,
+        section: &P::Config,
+        start: u64,
+    ) -> TestNet<P> {
         let n = topo.node_count();
-        let section = P::Config::default();
         let nodes = (0..n)
             .map(|i| {
                 let config = NodeConfig::new(NodeId(i), topo.clone(), params.clone());
-                P::recover(&config, &section, &[]).expect("a fresh node")
+                P::recover(&config, section, &[]).expect("a fresh node")
             })
             .collect();
         let mut net = TestNet {
@@ -175,6 +184,12 @@ impl<P: Protocol> TestNet<P> {
     pub fn release(&mut self) {
         self.hold = no_hold::<P::Msg>;
         self.queue.extend(std::mem::take(&mut self.held));
+    }
+
+    /// Drops the held messages (a link that lost them) and stops holding.
+    pub fn drop_held(&mut self) {
+        self.hold = no_hold::<P::Msg>;
+        self.held.clear();
     }
 
     /// Submits a request and runs until it is answered (panics after 2 s).

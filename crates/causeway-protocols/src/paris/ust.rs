@@ -54,7 +54,12 @@ impl Node {
             acks: acks.clone(),
             stream,
         }];
-        for (o, from) in relays {
+        // A relay from below what the log dropped would claim txns it no longer has (a
+        // sibling back after that needs a state transfer, which PaRiS does not have yet).
+        for (o, from) in relays
+            .into_iter()
+            .filter(|(o, f)| part.log.serves_from(*o, *f))
+        {
             let upto = part.vv.get(usize::from(o.0));
             let st = part.log.stream(o, from, upto, REPLICATION_BATCH_MAX);
             msgs.push(Msg::Repl {
