@@ -2,7 +2,9 @@
 //! 3-DC `causeway up --protocol cure` with `silent_sibling_ns` at 2 s; every node process of
 //! DC 2 (`dc3`) is SIGSTOPped for 8 s while clients of DC 0 and DC 1 keep adding unique
 //! members to a set; after SIGCONT, DC 2 shows every acknowledged member, as the others do,
-//! and its own clients write again.
+//! and its own clients write again. Twice: with the log kept for the silent DC (it
+//! catches up from the senders' logs) and with no log kept for it at all
+//! (`silent_sibling_log_max = 0`: it catches up by state transfer, cure/transfer.rs).
 
 mod up;
 
@@ -19,9 +21,11 @@ const OUTAGE: Duration = Duration::from_secs(8);
 /// How long DC 2 may take to catch up after it resumes.
 const CATCH_UP_MAX: Duration = Duration::from_secs(60);
 const SET: &str = "members";
-/// The log limit of the run (`silent_sibling_log_max = 0`, the old rule, fails this test:
-/// DC 2 then lacks thousands of members for good).
-const LOG_MAX: &str = "--set=silent_sibling_log_max=262144";
+/// The log limits of the two runs: the default (catch-up from the log) and 0 (the log
+/// drops everything the silent DC lacks: state transfer; before it existed, DC 2 lacked
+/// thousands of members for good).
+const LOG_KEPT: &str = "--set=silent_sibling_log_max=262144";
+const LOG_DROPPED: &str = "--set=silent_sibling_log_max=0";
 
 /// Adds members `{tag}-0`, `{tag}-1`, ... at `addr` for `length`; the acknowledged ones.
 fn add_members(addr: &str, tag: &str, length: Duration) -> Vec<String> {
@@ -53,16 +57,20 @@ fn signal_dc(up: &Up, dc: u16, signal: i32) {
 
 #[test]
 fn a_dc_frozen_past_every_horizon_catches_up_and_converges() {
+    frozen_dc_catches_up("outage", LOG_KEPT);
+}
+
+#[test]
+fn a_dc_frozen_after_its_siblings_dropped_their_logs_converges_by_state_transfer() {
+    frozen_dc_catches_up("transfer", LOG_DROPPED);
+}
+
+fn frozen_dc_catches_up(name: &str, log_max: &str) {
     let set = format!("--set=silent_sibling_ns={SILENT_SIBLING_NS}");
     // A short link queue: the messages for the frozen DC overflow it (they are dropped,
     // with an error line), so only the protocol's catch-up from its log can heal.
     let queue = "--cluster-set=limits.link_queue_max=256";
-    let up = Up::start(
-        "outage",
-        3,
-        1,
-        &["--protocol", "cure", &set, queue, LOG_MAX],
-    );
+    let up = Up::start(name, 3, 1, &["--protocol", "cure", &set, queue, log_max]);
     let before = add_members(&up.client_addr(FROZEN_DC), "before", Duration::from_secs(1));
     assert!(!before.is_empty(), "DC 2 takes writes before the outage");
     signal_dc(&up, FROZEN_DC, libc::SIGSTOP);
