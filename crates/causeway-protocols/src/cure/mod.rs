@@ -269,7 +269,7 @@ impl Default for Config {
             lag_grace_ns: LAG_GRACE_NS,
             silent_sibling_ns: SILENT_SIBLING_NS,
             silent_sibling_log_max: crate::kit::repl::SILENT_SIBLING_LOG_MAX,
-            transfer_retry_ns: transfer::TRANSFER_RETRY_NS,
+            transfer_retry_ns: crate::kit::transfer::TRANSFER_RETRY_NS,
             one_phase: true,
             strong: StrongConfig::default(),
         }

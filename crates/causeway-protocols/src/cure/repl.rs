@@ -110,7 +110,9 @@ impl Node {
         new.retain(|t| !transferred.contains_key(&t.txn));
         let d = self.d;
         let received = &part.received;
-        part.transfers.prune(d, |k| received.have(DcId(k as u16)));
+        part.transfers.prune(|ct| {
+            (0..ct.dcs.len()).all(|k| k == d || ct.get(k) <= received.have(DcId(k as u16)))
+        });
         self.work += new.iter().map(|t| t.ops.len() as u64).sum::<u64>();
         for t in &new {
             if part.unseen.len() < super::part::UNSEEN_MAX {

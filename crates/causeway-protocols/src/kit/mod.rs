@@ -33,6 +33,7 @@ pub mod repl;
 pub mod session;
 pub mod testnet;
 pub mod timers;
+pub mod transfer;
 pub mod twopc;
 pub mod txn;
 pub mod uniform;

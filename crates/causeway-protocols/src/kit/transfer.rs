@@ -1,0 +1,274 @@
+//! State transfers between sibling replicas of a partition (issue 15), the part every
+//! protocol shares: the transfers being sent (images cut into chunks, sent a few per
+//! replication interval), the one being received (chunks taken only in order, buffered
+//! until the last), when each sibling last got one (retry pacing) and the txns an
+//! install added that a stream may still deliver. What an image is and how it is
+//! installed is `kit::mvstore` ([`KeyImage`], `Store::install`); when a sibling needs a
+//! transfer is `kit::repl` (`Siblings::needs_transfer`); the protocol decides the vector
+//! and persists the chunks (`cure/transfer.rs` has the argument, PaRiS follows it with
+//! scalar times).
+
+use crate::kit::mvstore::KeyImage;
+use causeway_core::{DcId, Nanos, TxnId};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Encoded bytes of one transfer chunk at most (well below `FRAME_LEN_MAX`).
+pub const TRANSFER_CHUNK_BYTES_MAX: usize = 1 << 20;
+/// Chunks of one transfer sent per replication interval at most (the link queue and
+/// the receiver's persist queue stay short).
+pub const TRANSFER_CHUNKS_PER_TICK_MAX: usize = 4;
+/// Txns remembered from transfers' versions at most; past it the oldest are forgotten
+/// (a stream would deliver one again only if its claim were still behind it).
+pub const TRANSFERRED_MAX: usize = 1 << 16;
+/// A transfer to a sibling is not started again for this long after one was.
+pub const TRANSFER_RETRY_NS: Nanos = 2_000_000_000;
+
+/// A transfer being sent to one sibling.
+#[derive(Debug)]
+pub struct OutTransfer<T> {
+    pub id: u64,
+    pub at: T,
+    pub chunks: VecDeque<Vec<KeyImage<T>>>,
+    pub next: u32,
+}
+
+/// A transfer being received.
+#[derive(Debug)]
+pub struct InTransfer<T> {
+    pub from: DcId,
+    pub id: u64,
+    pub at: T,
+    pub next: u32,
+    pub images: Vec<KeyImage<T>>,
+}
+
+/// One chunk to send: (transfer id, index, vector, images, last).
+pub type Chunk<T> = (u64, u32, T, Vec<KeyImage<T>>, bool);
+
+/// One partition's transfers, both ways.
+#[derive(Debug)]
+pub struct Transfers<T> {
+    pub out: BTreeMap<DcId, OutTransfer<T>>,
+    /// When the last transfer to each sibling started (for the retry pacing).
+    pub started: BTreeMap<DcId, Nanos>,
+    pub incoming: Option<InTransfer<T>>,
+    /// Txns added from images' versions, with their commit timestamps, until the
+    /// received streams cover them.
+    pub transferred: BTreeMap<TxnId, T>,
+}
+
+impl<T> Default for Transfers<T> {
+    fn default() -> Self {
+        Transfers {
+            out: BTreeMap::new(),
+            started: BTreeMap::new(),
+            incoming: None,
+            transferred: BTreeMap::new(),
+        }
+    }
+}
+
+impl<T: Clone + Serialize> Transfers<T> {
+    /// Whether a transfer to `s` may start now: none under way, none for `retry`.
+    pub fn may_start(&self, s: DcId, clock: Nanos, retry: Nanos) -> bool {
+        let due = self
+            .started
+            .get(&s)
+            .is_none_or(|t| clock.saturating_sub(*t) >= retry);
+        due && !self.out.contains_key(&s)
+    }
+
+    /// Starts sending `images` at `at` to `s` (its id is the clock: unique per sender).
+    pub fn start(&mut self, s: DcId, at: T, images: Vec<KeyImage<T>>, clock: Nanos) {
+        let out = OutTransfer {
+            id: clock,
+            at,
+            chunks: chunked(images),
+            next: 0,
+        };
+        self.out.insert(s, out);
+        self.started.insert(s, clock);
+    }
+
+    /// The next chunks for `s`, at most [`TRANSFER_CHUNKS_PER_TICK_MAX`].
+    pub fn next_chunks(&mut self, s: DcId) -> Vec<Chunk<T>> {
+        let Some(out) = self.out.get_mut(&s) else {
+            return Vec::new();
+        };
+        let mut chunks = Vec::new();
+        for _ in 0..TRANSFER_CHUNKS_PER_TICK_MAX {
+            let Some(images) = out.chunks.pop_front() else {
+                break;
+            };
+            let last = out.chunks.is_empty();
+            chunks.push((out.id, out.next, out.at.clone(), images, last));
+            out.next += 1;
+        }
+        if out.chunks.is_empty() {
+            self.out.remove(&s);
+        }
+        chunks
+    }
+
+    /// Whether chunk `index` of transfer `(s, id)` continues the one being received (or
+    /// starts a new one, index 0): anything else is stale or out of order, ignored.
+    pub fn take_chunk(&mut self, s: DcId, id: u64, index: u32, at: &T) -> bool {
+        match &mut self.incoming {
+            Some(t) if t.from == s && t.id == id && t.next == index => {
+                t.next += 1;
+                true
+            }
+            _ if index == 0 => {
+                self.incoming = Some(InTransfer {
+                    from: s,
+                    id,
+                    at: at.clone(),
+                    next: 1,
+                    images: Vec::new(),
+                });
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Adds a taken chunk's images to the transfer being received.
+    pub fn push_images(&mut self, images: Vec<KeyImage<T>>) {
+        let t = self.incoming.as_mut().expect("a chunk was taken");
+        t.images.extend(images);
+    }
+
+    /// Replay of a persisted chunk: buffered as when it arrived (a chunk of another
+    /// transfer starts over).
+    pub fn replay_chunk(&mut self, s: DcId, id: u64, at: T, images: Vec<KeyImage<T>>) {
+        let same = self
+            .incoming
+            .as_ref()
+            .is_some_and(|t| t.from == s && t.id == id);
+        if !same {
+            self.incoming = Some(InTransfer {
+                from: s,
+                id,
+                at,
+                next: 0,
+                images: Vec::new(),
+            });
+        }
+        let t = self.incoming.as_mut().expect("set above");
+        t.next += 1;
+        t.images.extend(images);
+    }
+
+    /// Replay of a transfer's end: the buffered transfer, to install again.
+    pub fn replay_done(&mut self, s: DcId, id: u64) -> Option<InTransfer<T>> {
+        let t = self.incoming.take()?;
+        assert!(
+            t.from == s && t.id == id,
+            "a transfer's end without its chunks"
+        );
+        Some(t)
+    }
+
+    /// Remembers txns an install added, within [`TRANSFERRED_MAX`].
+    pub fn remember(&mut self, added: Vec<(TxnId, T)>) {
+        self.transferred.extend(added);
+        while self.transferred.len() > TRANSFERRED_MAX {
+            self.transferred.pop_first();
+        }
+    }
+
+    /// Forgets the remembered txns the received streams now cover.
+    pub fn prune(&mut self, covered: impl Fn(&T) -> bool) {
+        self.transferred.retain(|_, ct| !covered(ct));
+    }
+}
+
+/// Splits images into chunks of about [`TRANSFER_CHUNK_BYTES_MAX`] encoded bytes; the
+/// last one, maybe empty, says "done".
+pub fn chunked<T: Serialize>(images: Vec<KeyImage<T>>) -> VecDeque<Vec<KeyImage<T>>> {
+    let mut chunks = VecDeque::new();
+    let (mut chunk, mut bytes) = (Vec::new(), 0usize);
+    for image in images {
+        let len = postcard::to_allocvec(&image).map_or(0, |b| b.len());
+        if !chunk.is_empty() && bytes + len > TRANSFER_CHUNK_BYTES_MAX {
+            chunks.push_back(std::mem::take(&mut chunk));
+            bytes = 0;
+        }
+        bytes += len;
+        chunk.push(image);
+    }
+    chunks.push_back(chunk);
+    chunks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::Key;
+
+    fn image(key: &str, pad: usize) -> KeyImage<u64> {
+        let obj = causeway_core::crdt::Object::new(causeway_core::crdt::ObjType::Counter);
+        let mut k = key.to_string();
+        k.push_str(&"x".repeat(pad));
+        KeyImage {
+            key: Key::new(k),
+            base: Some((obj, 1)),
+            versions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn chunks_are_bounded_and_the_last_one_says_done() {
+        let images: Vec<KeyImage<u64>> = (0..6).map(|i| image(&format!("k{i}"), 400_000)).collect();
+        let chunks = chunked(images);
+        assert_eq!(chunks.len(), 3, "two images of 400 kB per 1 MiB chunk");
+        assert!(
+            chunked::<u64>(Vec::new()).len() == 1,
+            "an empty transfer still ends"
+        );
+        let mut t: Transfers<u64> = Transfers::default();
+        let s = DcId(1);
+        assert!(t.may_start(s, 0, 100));
+        t.start(
+            s,
+            7,
+            (0..20).map(|i| image(&format!("k{i}"), 300_000)).collect(),
+            0,
+        );
+        assert!(!t.may_start(s, 50, 100), "under way");
+        let first = t.next_chunks(s);
+        assert_eq!(first.len(), TRANSFER_CHUNKS_PER_TICK_MAX);
+        assert!(first.iter().all(|c| !c.4), "not the last yet");
+        let rest = t.next_chunks(s);
+        assert!(rest.last().is_some_and(|c| c.4), "the last chunk ends it");
+        assert!(!t.may_start(s, 50, 100) && t.may_start(s, 150, 100));
+    }
+
+    #[test]
+    fn a_receiver_takes_chunks_only_in_order() {
+        let mut t: Transfers<u64> = Transfers::default();
+        let s = DcId(2);
+        assert!(!t.take_chunk(s, 9, 1, &5), "a transfer starts at chunk 0");
+        assert!(t.take_chunk(s, 9, 0, &5));
+        t.push_images(vec![image("a", 0)]);
+        assert!(
+            !t.take_chunk(s, 9, 2, &5),
+            "chunk 1 was lost: the rest is ignored"
+        );
+        assert!(t.take_chunk(s, 9, 1, &5));
+        assert!(t.take_chunk(s, 11, 0, &6), "a new transfer starts over");
+        assert_eq!(t.incoming.as_ref().map(|i| i.images.len()), Some(0));
+        t.remember(vec![(
+            TxnId {
+                session: causeway_core::SessionId(1),
+                seq: 1,
+            },
+            8,
+        )]);
+        t.prune(|ct| *ct <= 7);
+        assert_eq!(t.transferred.len(), 1);
+        t.prune(|ct| *ct <= 8);
+        assert!(t.transferred.is_empty());
+    }
+}
