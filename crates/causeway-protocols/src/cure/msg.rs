@@ -159,11 +159,7 @@ pub enum Msg {
     /// (`transfer.rs`); the last one (maybe empty) completes it.
     Transfer {
         partition: PartitionId,
-        id: u64,
-        index: u32,
-        at: Vc,
-        images: Vec<crate::kit::mvstore::KeyImage<Vc>>,
-        last: bool,
+        chunk: crate::kit::transfer::Chunk<Vc>,
     },
     // ---- node <-> node inside a DC ----
     /// UPDATE_GSS (Alg. 2 l.41): the min `pvc` of the sender's partitions (`None` if it

@@ -72,7 +72,7 @@ pub enum Deferred {
     /// A state transfer's `TransferDone` is durable: `pvc` claims it.
     Transfer {
         partition: PartitionId,
-        at: Vc,
+        claims: Vc,
     },
 }
 
@@ -262,10 +262,8 @@ impl Node {
             Record::TransferChunk {
                 partition,
                 from,
-                id,
-                at,
-                images,
-            } => self.replay_chunk(partition, from, id, at, images),
+                chunk,
+            } => self.part(partition).transfers.replay_chunk(from, chunk),
             Record::TransferDone {
                 partition,
                 from,
@@ -328,7 +326,7 @@ impl Node {
                 let d = self.d;
                 self.part(partition).commit(d, txn, &ct, false);
             }
-            Deferred::Transfer { partition, at } => self.transfer_durable(partition, &at),
+            Deferred::Transfer { partition, claims } => self.transfer_durable(partition, &claims),
         }
     }
 
@@ -750,16 +748,9 @@ impl Node {
                 acks,
                 stream,
             } => self.on_repl(ctx, from_node, partition, restarted, acks, stream),
-            Msg::Transfer {
-                partition,
-                id,
-                index,
-                at,
-                images,
-                last,
-            } => {
+            Msg::Transfer { partition, chunk } => {
                 let s = self.topo.dc_of(from_node);
-                self.on_transfer(ctx, s, partition, (id, index), at, images, last)
+                self.on_transfer(ctx, s, partition, chunk)
             }
             Msg::Stable { pvc, gss, oldest } => self.on_stable(ctx, from_node, pvc, gss, oldest),
             Msg::StableVec { stable } => {

@@ -61,9 +61,7 @@ pub enum Record {
     TransferChunk {
         partition: PartitionId,
         from: causeway_core::DcId,
-        id: u64,
-        at: Vc,
-        images: Vec<crate::kit::mvstore::KeyImage<Vc>>,
+        chunk: crate::kit::transfer::Chunk<Vc>,
     },
     /// Every chunk of transfer `id` from `from` arrived and was installed.
     TransferDone {

@@ -42,6 +42,7 @@ use super::msg::Msg;
 use super::node::{Deferred, Node};
 use super::record::Record;
 use crate::kit::mvstore::KeyImage;
+use crate::kit::transfer::Chunk;
 use causeway_core::{Addr, Ctx, DcId, PartitionId, Vc};
 
 /// One partition's transfers, both ways (`kit::transfer`).
@@ -63,48 +64,41 @@ impl Node {
             };
             let keys = images.len() as u64;
             part.sibs.restart_stream_at(s, at.get(d));
-            part.transfers.start(s, at, images, clock);
+            part.transfers.start(s, (at.clone(), at), images, clock);
             self.sample("transfer_sent_keys", keys);
         }
         let to = Addr::Node(self.topo.node_of(s, pid));
         let part = self.parts.get_mut(&pid).expect("hosted");
-        for (id, index, at, images, last) in part.transfers.next_chunks(s) {
-            let m = Msg::Transfer {
-                partition: pid,
-                id,
-                index,
-                at,
-                images,
-                last,
-            };
-            ctx.send(to, m);
+        for chunk in part.transfers.next_chunks(s) {
+            ctx.send(
+                to,
+                Msg::Transfer {
+                    partition: pid,
+                    chunk,
+                },
+            );
         }
     }
 
     /// Receiver side: a chunk of a transfer from DC `s`.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_transfer(
         &mut self,
         ctx: &mut Ctx<Msg>,
         s: DcId,
         pid: PartitionId,
-        (id, index): (u64, u32),
-        at: Vc,
-        images: Vec<KeyImage<Vc>>,
-        last: bool,
+        chunk: Chunk<Vc>,
     ) {
         if self.strong.is_some() || !self.parts.contains_key(&pid) {
             return;
         }
-        if !self.part(pid).transfers.take_chunk(s, id, index, &at) {
+        if !self.part(pid).transfers.take_chunk(s, &chunk) {
             return;
         }
+        let (last, images) = (chunk.last, chunk.images.clone());
         let record = Record::TransferChunk {
             partition: pid,
             from: s,
-            id,
-            at,
-            images: images.clone(),
+            chunk,
         };
         self.persist(ctx, record, Vec::new());
         self.part(pid).transfers.push_images(images);
@@ -123,7 +117,7 @@ impl Node {
             self.sample("transfer_refused_keys", keys);
             return;
         }
-        self.install(pid, &t.at, t.images);
+        self.install(pid, &t.at, &t.claims, t.images);
         let record = Record::TransferDone {
             partition: pid,
             from: t.from,
@@ -132,7 +126,7 @@ impl Node {
         self.persist(ctx, record, Vec::new());
         self.after_durable(Deferred::Transfer {
             partition: pid,
-            at: t.at,
+            claims: t.claims,
         });
         self.sample("transfer_installed_keys", keys);
         self.serve_waiting(ctx);
@@ -140,43 +134,31 @@ impl Node {
 
     /// Installs images at `at` (live and in replay): the store, the received streams,
     /// and the txns to filter from later stream pieces.
-    fn install(&mut self, pid: PartitionId, at: &Vc, images: Vec<KeyImage<Vc>>) {
+    fn install(&mut self, pid: PartitionId, at: &Vc, claims: &Vc, images: Vec<KeyImage<Vc>>) {
         let d = self.d;
         self.work += images.len() as u64;
         let part = self.part(pid);
         let added = part.store.install(at, images);
         part.transfers.remember(added);
-        for k in (0..at.dcs.len()).filter(|k| *k != d) {
-            part.received.recovered(DcId(k as u16), at.get(k));
+        for k in (0..claims.dcs.len()).filter(|k| *k != d) {
+            part.received.recovered(DcId(k as u16), claims.get(k));
         }
     }
 
     /// The transfer's record is durable: `pvc` claims what it brought.
-    pub(super) fn transfer_durable(&mut self, pid: PartitionId, at: &Vc) {
+    pub(super) fn transfer_durable(&mut self, pid: PartitionId, claims: &Vc) {
         let d = self.d;
         let part = self.part(pid);
-        for k in (0..at.dcs.len()).filter(|k| *k != d) {
-            part.pvc.set(k, part.pvc.get(k).max(at.get(k)));
+        for k in (0..claims.dcs.len()).filter(|k| *k != d) {
+            part.pvc.set(k, part.pvc.get(k).max(claims.get(k)));
         }
-    }
-
-    /// Replay of a `TransferChunk` record.
-    pub(super) fn replay_chunk(
-        &mut self,
-        pid: PartitionId,
-        s: DcId,
-        id: u64,
-        at: Vc,
-        images: Vec<KeyImage<Vc>>,
-    ) {
-        self.part(pid).transfers.replay_chunk(s, id, at, images);
     }
 
     /// Replay of a `TransferDone` record: the buffered transfer is installed.
     pub(super) fn replay_done(&mut self, pid: PartitionId, s: DcId, id: u64) {
         if let Some(t) = self.part(pid).transfers.replay_done(s, id) {
-            self.install(pid, &t.at, t.images);
-            self.transfer_durable(pid, &t.at);
+            self.install(pid, &t.at, &t.claims, t.images);
+            self.transfer_durable(pid, &t.claims);
         }
     }
 }

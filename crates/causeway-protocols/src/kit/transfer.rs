@@ -9,8 +9,8 @@
 //! scalar times).
 
 use crate::kit::mvstore::KeyImage;
-use causeway_core::{DcId, Nanos, TxnId};
-use serde::Serialize;
+use causeway_core::{DcId, Nanos, TxnId, Vc};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Encoded bytes of one transfer chunk at most (well below `FRAME_LEN_MAX`).
@@ -29,6 +29,8 @@ pub const TRANSFER_RETRY_NS: Nanos = 2_000_000_000;
 pub struct OutTransfer<T> {
     pub id: u64,
     pub at: T,
+    /// Per origin, the stream the transfer completes (`received[k]` rises to it).
+    pub claims: Vc,
     pub chunks: VecDeque<Vec<KeyImage<T>>>,
     pub next: u32,
 }
@@ -39,12 +41,25 @@ pub struct InTransfer<T> {
     pub from: DcId,
     pub id: u64,
     pub at: T,
+    pub claims: Vc,
     pub next: u32,
     pub images: Vec<KeyImage<T>>,
 }
 
-/// One chunk to send: (transfer id, index, vector, images, last).
-pub type Chunk<T> = (u64, u32, T, Vec<KeyImage<T>>, bool);
+/// One chunk of a transfer, as sent and as persisted by the receiver.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chunk<T> {
+    /// The transfer (its sender's clock when it started: unique per sender).
+    pub id: u64,
+    pub index: u32,
+    /// The images' vector: each key's object holds every version at or below it.
+    pub at: T,
+    /// Per origin, the stream the transfer completes.
+    pub claims: Vc,
+    pub images: Vec<KeyImage<T>>,
+    /// The last chunk (maybe without images): the transfer is complete.
+    pub last: bool,
+}
 
 /// One partition's transfers, both ways.
 #[derive(Debug)]
@@ -80,10 +95,17 @@ impl<T: Clone + Serialize> Transfers<T> {
     }
 
     /// Starts sending `images` at `at` to `s` (its id is the clock: unique per sender).
-    pub fn start(&mut self, s: DcId, at: T, images: Vec<KeyImage<T>>, clock: Nanos) {
+    pub fn start(
+        &mut self,
+        s: DcId,
+        (at, claims): (T, Vc),
+        images: Vec<KeyImage<T>>,
+        clock: Nanos,
+    ) {
         let out = OutTransfer {
             id: clock,
             at,
+            claims,
             chunks: chunked(images),
             next: 0,
         };
@@ -101,8 +123,14 @@ impl<T: Clone + Serialize> Transfers<T> {
             let Some(images) = out.chunks.pop_front() else {
                 break;
             };
-            let last = out.chunks.is_empty();
-            chunks.push((out.id, out.next, out.at.clone(), images, last));
+            chunks.push(Chunk {
+                id: out.id,
+                index: out.next,
+                at: out.at.clone(),
+                claims: out.claims.clone(),
+                images,
+                last: out.chunks.is_empty(),
+            });
             out.next += 1;
         }
         if out.chunks.is_empty() {
@@ -113,17 +141,18 @@ impl<T: Clone + Serialize> Transfers<T> {
 
     /// Whether chunk `index` of transfer `(s, id)` continues the one being received (or
     /// starts a new one, index 0): anything else is stale or out of order, ignored.
-    pub fn take_chunk(&mut self, s: DcId, id: u64, index: u32, at: &T) -> bool {
+    pub fn take_chunk(&mut self, s: DcId, c: &Chunk<T>) -> bool {
         match &mut self.incoming {
-            Some(t) if t.from == s && t.id == id && t.next == index => {
+            Some(t) if t.from == s && t.id == c.id && t.next == c.index => {
                 t.next += 1;
                 true
             }
-            _ if index == 0 => {
+            _ if c.index == 0 => {
                 self.incoming = Some(InTransfer {
                     from: s,
-                    id,
-                    at: at.clone(),
+                    id: c.id,
+                    at: c.at.clone(),
+                    claims: c.claims.clone(),
                     next: 1,
                     images: Vec::new(),
                 });
@@ -141,23 +170,24 @@ impl<T: Clone + Serialize> Transfers<T> {
 
     /// Replay of a persisted chunk: buffered as when it arrived (a chunk of another
     /// transfer starts over).
-    pub fn replay_chunk(&mut self, s: DcId, id: u64, at: T, images: Vec<KeyImage<T>>) {
+    pub fn replay_chunk(&mut self, s: DcId, c: Chunk<T>) {
         let same = self
             .incoming
             .as_ref()
-            .is_some_and(|t| t.from == s && t.id == id);
+            .is_some_and(|t| t.from == s && t.id == c.id);
         if !same {
             self.incoming = Some(InTransfer {
                 from: s,
-                id,
-                at,
+                id: c.id,
+                at: c.at,
+                claims: c.claims,
                 next: 0,
                 images: Vec::new(),
             });
         }
         let t = self.incoming.as_mut().expect("set above");
         t.next += 1;
-        t.images.extend(images);
+        t.images.extend(c.images);
     }
 
     /// Replay of a transfer's end: the buffered transfer, to install again.
@@ -232,16 +262,19 @@ mod tests {
         assert!(t.may_start(s, 0, 100));
         t.start(
             s,
-            7,
+            (7, Vc::zero(2)),
             (0..20).map(|i| image(&format!("k{i}"), 300_000)).collect(),
             0,
         );
         assert!(!t.may_start(s, 50, 100), "under way");
         let first = t.next_chunks(s);
         assert_eq!(first.len(), TRANSFER_CHUNKS_PER_TICK_MAX);
-        assert!(first.iter().all(|c| !c.4), "not the last yet");
+        assert!(first.iter().all(|c| !c.last), "not the last yet");
         let rest = t.next_chunks(s);
-        assert!(rest.last().is_some_and(|c| c.4), "the last chunk ends it");
+        assert!(
+            rest.last().is_some_and(|c| c.last),
+            "the last chunk ends it"
+        );
         assert!(!t.may_start(s, 50, 100) && t.may_start(s, 150, 100));
     }
 
@@ -249,15 +282,23 @@ mod tests {
     fn a_receiver_takes_chunks_only_in_order() {
         let mut t: Transfers<u64> = Transfers::default();
         let s = DcId(2);
-        assert!(!t.take_chunk(s, 9, 1, &5), "a transfer starts at chunk 0");
-        assert!(t.take_chunk(s, 9, 0, &5));
+        let c = |id, index| Chunk {
+            id,
+            index,
+            at: 5u64,
+            claims: Vc::zero(2),
+            images: Vec::new(),
+            last: false,
+        };
+        assert!(!t.take_chunk(s, &c(9, 1)), "a transfer starts at chunk 0");
+        assert!(t.take_chunk(s, &c(9, 0)));
         t.push_images(vec![image("a", 0)]);
         assert!(
-            !t.take_chunk(s, 9, 2, &5),
+            !t.take_chunk(s, &c(9, 2)),
             "chunk 1 was lost: the rest is ignored"
         );
-        assert!(t.take_chunk(s, 9, 1, &5));
-        assert!(t.take_chunk(s, 11, 0, &6), "a new transfer starts over");
+        assert!(t.take_chunk(s, &c(9, 1)));
+        assert!(t.take_chunk(s, &c(11, 0)), "a new transfer starts over");
         assert_eq!(t.incoming.as_ref().map(|i| i.images.len()), Some(0));
         t.remember(vec![(
             TxnId {
