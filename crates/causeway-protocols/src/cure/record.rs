@@ -56,6 +56,10 @@ pub enum Record {
         partition: PartitionId,
         record: crate::kit::paxos::Record<crate::kit::certify::CertEntry>,
     },
+    /// The node's state standing for every record before it (log compaction; see
+    /// `checkpoint.rs`). Always the first record replayed when present. (Later variants
+    /// go after it, so older logs' records keep their tags.)
+    Checkpoint(Box<Checkpoint>),
     /// A chunk of a state transfer received from sibling DC `from` (`transfer.rs`):
     /// replay buffers it until its `TransferDone`.
     TransferChunk {
@@ -69,9 +73,6 @@ pub enum Record {
         from: causeway_core::DcId,
         id: u64,
     },
-    /// The node's state standing for every record before it (log compaction; see
-    /// `checkpoint.rs`). Always the first record replayed when present.
-    Checkpoint(Box<Checkpoint>),
 }
 
 /// A txn's effects as prepared: (key, op id, effect) per update.

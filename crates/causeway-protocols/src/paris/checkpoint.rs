@@ -32,9 +32,12 @@ impl Node {
             return None;
         }
         let in_flight = self.parts.values().any(|part| {
-            part.prepared
-                .values()
-                .any(|p| p.committing.is_some() || p.aborting)
+            // A transfer's chunk records must stay until its end (`transfer.rs`).
+            part.transfers.incoming.is_some()
+                || part
+                    .prepared
+                    .values()
+                    .any(|p| p.committing.is_some() || p.aborting)
         });
         if in_flight {
             return None; // a commit or abort record is not applied yet
@@ -55,6 +58,7 @@ impl Node {
             vv: part.vv.clone(),
             received: part.received.clone(),
             log: part.log.clone(),
+            transferred: part.transfers.transferred.clone().into_iter().collect(),
         });
         let decisions = self.coord.decisions.iter().map(|(t, ct, parts, durable)| {
             assert!(durable, "quiescent: every decision record is durable");
@@ -80,6 +84,7 @@ impl Node {
             part.store = pc.store;
             part.received = pc.received;
             part.log = pc.log;
+            part.transfers.transferred = pc.transferred.into_iter().collect();
             part.committed = pc.committed.into_iter().collect();
             part.vv = pc.vv;
             for (txn, coord, pt, ops) in pc.prepared {

@@ -72,6 +72,7 @@ mod part;
 mod session;
 #[cfg(test)]
 mod tests;
+mod transfer;
 mod ust;
 
 pub use msg::{Msg, Record};
@@ -106,7 +107,11 @@ impl Flavor {
 }
 
 /// Deliberately broken variants the simulator and checker must catch.
-pub const MUTATIONS: &[&str] = &["no-client-cache", "ust-ignores-remote-dc"];
+pub const MUTATIONS: &[&str] = &[
+    "no-client-cache",
+    "ust-ignores-remote-dc",
+    "no-state-transfer",
+];
 /// BPR's: reads do not block (they then miss txns committed below their snapshot).
 pub const BPR_MUTATIONS: &[&str] = &["no-read-block"];
 
@@ -116,6 +121,9 @@ pub struct Mutation {
     pub no_client_cache: bool,
     pub ust_ignores_remote_dc: bool,
     pub no_read_block: bool,
+    /// A replica back after our log dropped txns it lacks gets no state transfer
+    /// (breaks transfer.rs: it never converges).
+    pub no_state_transfer: bool,
 }
 
 impl Mutation {
@@ -124,6 +132,7 @@ impl Mutation {
             no_client_cache: name == Some("no-client-cache"),
             ust_ignores_remote_dc: name == Some("ust-ignores-remote-dc"),
             no_read_block: name == Some("no-read-block"),
+            no_state_transfer: name == Some("no-state-transfer"),
         }
     }
 }
@@ -141,8 +150,9 @@ pub const PREPARE_TIMEOUT_NS: Nanos = 3_000_000_000;
 pub const TXN_IDLE_NS: Nanos = 30_000_000_000;
 /// A sibling replica whose acknowledgement lags this long gets our stream again.
 pub const LAG_GRACE_NS: Nanos = 500_000_000;
-/// A sibling silent this long no longer holds our replication log (issue 15's state
-/// transfer is what would bring it back after that).
+/// A sibling silent this long no longer holds our replication log once it holds more
+/// than `silent_sibling_log_max` txns (a returning one then gets a state transfer,
+/// `transfer.rs`).
 pub const SILENT_SIBLING_NS: Nanos = 60_000_000_000;
 /// Most writes a client keeps in its cache.
 pub const CACHE_OPS_MAX: usize = 100_000;
@@ -157,6 +167,9 @@ pub struct Config {
     pub txn_idle_ns: Nanos,
     pub lag_grace_ns: Nanos,
     pub silent_sibling_ns: Nanos,
+    pub silent_sibling_log_max: usize,
+    /// A state transfer to a sibling is not started again for this long.
+    pub transfer_retry_ns: Nanos,
     /// Most writes a client session caches (its own writes not yet in the UST).
     pub cache_ops_max: usize,
 }
@@ -170,6 +183,8 @@ impl Default for Config {
             txn_idle_ns: TXN_IDLE_NS,
             lag_grace_ns: LAG_GRACE_NS,
             silent_sibling_ns: SILENT_SIBLING_NS,
+            silent_sibling_log_max: crate::kit::repl::SILENT_SIBLING_LOG_MAX,
+            transfer_retry_ns: crate::kit::transfer::TRANSFER_RETRY_NS,
             cache_ops_max: CACHE_OPS_MAX,
         }
     }

@@ -139,6 +139,12 @@ pub enum Msg {
         acks: Vc,
         stream: Option<Stream>,
     },
+    /// A chunk of a state transfer to a replica that lacks txns our log dropped
+    /// (`transfer.rs`).
+    Transfer {
+        partition: PartitionId,
+        chunk: crate::kit::transfer::Chunk<u64>,
+    },
     // ---- stabilization (Alg. 4 l.34-38) ----
     /// Node -> nodes of its DC: the minimum of its partitions' `VV` entries (`None`:
     /// hosts none) and its oldest snapshot in use.
@@ -198,6 +204,19 @@ pub enum Record {
     /// 15; `checkpoint.rs`). Always the first record replayed when present; the last
     /// variant, so older logs decode unchanged.
     Checkpoint(Box<Checkpoint>),
+    /// A chunk of a state transfer received from replica DC `from` (`transfer.rs`):
+    /// replay buffers it until its `TransferDone`.
+    TransferChunk {
+        partition: PartitionId,
+        from: DcId,
+        chunk: crate::kit::transfer::Chunk<u64>,
+    },
+    /// Every chunk of transfer `id` from `from` arrived and was installed.
+    TransferDone {
+        partition: PartitionId,
+        from: DcId,
+        id: u64,
+    },
 }
 
 /// A committed, not yet applied txn kept in a checkpoint: (commit time, txn), its ops.
@@ -236,6 +255,8 @@ pub struct PartCheckpoint {
     pub received: crate::kit::repl::Received,
     /// Applied txns not yet acknowledged by every live sibling, for catch-up.
     pub log: crate::kit::repl::ReplLog<ReplTxn>,
+    /// Txns a state transfer added that a stream may still deliver.
+    pub transferred: Vec<(TxnId, u64)>,
 }
 
 impl Record {

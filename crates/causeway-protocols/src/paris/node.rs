@@ -52,6 +52,11 @@ pub enum Deferred {
         partition: PartitionId,
         txn: TxnId,
     },
+    /// A state transfer's end is durable: `VV` claims it.
+    Transfer {
+        partition: PartitionId,
+        claims: causeway_core::Vc,
+    },
 }
 
 /// Bytes sent, by purpose (PaRiS Fig. 6).
@@ -143,6 +148,11 @@ impl Node {
         for (i, bytes) in records.iter().enumerate() {
             node.replay(Record::decode(i, bytes)?);
         }
+        // A transfer whose chunks were persisted but not its end is dropped (the sender
+        // sends a new one).
+        for part in node.parts.values_mut() {
+            part.transfers.incoming = None;
+        }
         node.time.last += 1; // never reissue a timestamp on disk
         if !records.is_empty() {
             node.announce = node
@@ -201,6 +211,16 @@ impl Node {
             }
             Record::Ended { txn } => self.coord.decisions.forget(txn),
             Record::Checkpoint(ck) => self.restore(*ck),
+            Record::TransferChunk {
+                partition,
+                from,
+                chunk,
+            } => self.part(partition).transfers.replay_chunk(from, chunk),
+            Record::TransferDone {
+                partition,
+                from,
+                id,
+            } => self.replay_done(partition, from, id),
         }
     }
 
@@ -253,6 +273,7 @@ impl Node {
                     part.prepared.remove(&txn);
                 }
             }
+            Deferred::Transfer { partition, claims } => self.transfer_durable(partition, &claims),
         }
         self.advance(ctx);
     }
@@ -623,6 +644,10 @@ impl Node {
                 acks,
                 stream,
             } => self.on_repl(ctx, from_node, partition, restarted, acks, stream),
+            Msg::Transfer { partition, chunk } => {
+                let s = self.topo.dc_of(from_node);
+                self.on_transfer(ctx, s, partition, chunk)
+            }
             Msg::Stable { vv_min, oldest } => self.on_stable(from_node, vv_min, oldest),
             Msg::Gst { gst, oldest } => self.on_gst(from_node, gst, oldest),
             Msg::Ust { ust, gc } => self.on_ust(ust, gc),

@@ -62,6 +62,8 @@ pub struct Part {
     /// PREPAREs whose effects read the snapshot (a set remove, an mvreg assignment),
     /// parked like a read until it is installed (BPR).
     pub blocked_prepares: Vec<BlockedPrepare>,
+    /// State transfers to and from sibling replicas (`transfer.rs`).
+    pub transfers: super::transfer::Transfers,
 }
 
 /// A BPR PREPARE waiting for its snapshot to be installed here.
@@ -100,6 +102,7 @@ impl Part {
             unseen: Vec::new(),
             blocked: Vec::new(),
             blocked_prepares: Vec::new(),
+            transfers: Default::default(),
         }
     }
 

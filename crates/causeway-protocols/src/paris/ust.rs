@@ -7,14 +7,13 @@
 use super::msg::{Msg, Record, Stream};
 use super::node::{root_of, Deferred, Node};
 use super::Flavor;
-use crate::kit::repl::SILENT_SIBLING_LOG_MAX;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};
 
 /// BPR and NoCC run no stabilization; their GC exchange runs every this many intervals.
 const BASELINE_GC_EVERY: u64 = 10;
 
-fn wire_len(m: &Msg) -> u64 {
+pub(super) fn wire_len(m: &Msg) -> u64 {
     postcard::to_allocvec(m).map_or(0, |b| b.len() as u64)
 }
 
@@ -27,12 +26,13 @@ impl Node {
             let sibs = self.parts[&pid].sibs.ids();
             for s in sibs {
                 self.replicate_to(ctx, pid, s);
+                self.transfer_to(ctx, pid, s);
             }
             let (clock, silent) = (self.time.clock, self.cfg.silent_sibling_ns);
+            let kept_max = self.cfg.silent_sibling_log_max;
             let part = self.part(pid);
             let sibs = &part.sibs;
-            part.log
-                .gc_acknowledged(sibs, clock, silent, SILENT_SIBLING_LOG_MAX);
+            part.log.gc_acknowledged(sibs, clock, silent, kept_max);
         }
     }
 
@@ -103,9 +103,20 @@ impl Node {
         let (origin, upto) = (st.origin, st.upto);
         let clock = self.time.clock;
         let part = self.parts.get_mut(&pid).expect("hosted");
-        let Some(new) = part.received.accept(st) else {
+        let Some(mut new) = part.received.accept(st) else {
             return;
         };
+        // Txns a state transfer already brought (`transfer.rs`).
+        let transferred = &part.transfers.transferred;
+        new.retain(|t| !transferred.contains_key(&t.txn));
+        let covered = part
+            .replicas
+            .iter()
+            .filter(|k| **k != part.me)
+            .map(|k| part.received.have(*k))
+            .min()
+            .unwrap_or(u64::MAX);
+        part.transfers.prune(|ct| *ct <= covered);
         self.work += new.iter().map(|t| t.ops.len() as u64).sum::<u64>();
         for t in &new {
             part.add_remote(origin, t.clone(), clock);
@@ -259,9 +270,16 @@ impl Node {
     /// Folds versions at or below the global oldest snapshot (never above what the
     /// partition installed, so nothing can still arrive below the fold).
     fn gc_store(&mut self) {
-        let point = self.gc_point;
         for part in self.parts.values_mut() {
             let installed = part.vv_min();
+            // Fold only what every sibling replica installed too: a checkpoint then never
+            // holds a version a state transfer lacks (`transfer.rs`).
+            let mut point = self.gc_point;
+            if let Some(all) = part.sibs.acked_by_all() {
+                let others = part.replicas.iter().filter(|k| **k != part.me);
+                let acked = others.map(|k| all.get(usize::from(k.0))).min();
+                point = point.min(acked.unwrap_or(u64::MAX));
+            }
             part.store.gc(&point, &installed);
         }
     }
