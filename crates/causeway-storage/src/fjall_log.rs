@@ -19,6 +19,14 @@
 //! journal keeps batches in order, so a crash midway deletes a prefix of the covered
 //! records and leaves `floor` consistent with it.
 //!
+//! What stays on disk is bounded whatever the node's age (issue 15): after each
+//! truncation every memtable is sealed (so fjall can drop the journal files behind them)
+//! and a background major compaction of `log` and `snapshot` drops the tombstones and the
+//! old snapshots' blob files. The journal itself is fjall's: one file preallocated to 64
+//! MiB (sparse), rotated by fjall once past 64 MB, the sealed one deleted once every
+//! keyspace flushed past it; fjall 3.1 offers no smaller rotation size, so a restart may
+//! replay up to about 64 MB of journal (mostly records already in tables, skipped).
+//!
 //! The last lsn on open is the largest of the last record's and the snapshot's `upto`:
 //! truncation never deletes above `upto`, so that is the last lsn before the crash or
 //! close (minus records never synced).
@@ -51,6 +59,16 @@ pub struct FjallLog {
     unsynced: bool,
     last: Lsn,
     stats: LogStats,
+    /// The compaction started by the last truncation (see `compact_in_background`).
+    compactor: Option<std::thread::JoinHandle<fjall::Result<()>>>,
+}
+
+/// Closing waits for a running compaction: its thread holds the database open (and
+/// locked against the next opener).
+impl Drop for FjallLog {
+    fn drop(&mut self) {
+        let _ = self.join_compactor();
+    }
 }
 
 fn err(path: &Path, what: &str, e: impl std::fmt::Display) -> StorageError {
@@ -82,6 +100,7 @@ impl FjallLog {
             unsynced: false,
             last,
             stats: LogStats::default(),
+            compactor: None,
         })
     }
 
@@ -275,7 +294,8 @@ impl Log for FjallLog {
         }
         while !self.delete_chunk(lsn)? {}
         self.persist("cannot fsync the truncation")?;
-        self.release_journal()
+        self.release_journal()?;
+        self.compact_in_background()
     }
 }
 
@@ -323,6 +343,48 @@ impl FjallLog {
                 .map_err(|e| err(&self.path, "cannot seal a memtable", e))?;
         }
         Ok(())
+    }
+
+    /// Starts merging every table of `log` and `snapshot` into their last level, on a
+    /// thread of its own so that the write path does not wait for it. There fjall drops
+    /// the tombstones and the values they shadow: without it, leveled compaction only
+    /// moved the disjoint (lsn-ordered) tables down, so every truncation left a table of
+    /// tombstones (about 10 bytes per truncated record) for good, and every old snapshot
+    /// stayed in its blob file until some compaction happened to merge its pointer away
+    /// (a blob file per checkpoint, 6 MB each for 100,000 keys).
+    ///
+    /// It covers the tables flushed so far: what [`FjallLog::release_journal`] just
+    /// sealed is flushed in the background and compacted after the next truncation, so
+    /// the tables hold at most about one checkpoint interval's tombstones and three
+    /// snapshots, whatever the node's age. A compaction still running then is left alone
+    /// (the next truncation catches up), and one that failed fails that next truncation.
+    fn compact_in_background(&mut self) -> Result<()> {
+        if self.compactor.as_ref().is_some_and(|c| !c.is_finished()) {
+            return Ok(());
+        }
+        self.join_compactor()?;
+        let (log, snap) = (self.log.clone(), self.snap.clone());
+        let compactor = std::thread::Builder::new()
+            .name("log-compaction".into())
+            .spawn(move || log.major_compact().and_then(|()| snap.major_compact()))
+            .map_err(|e| err(&self.path, "cannot start the compaction thread", e))?;
+        self.compactor = Some(compactor);
+        Ok(())
+    }
+
+    /// Waits for the last compaction, if any, and returns its outcome.
+    fn join_compactor(&mut self) -> Result<()> {
+        let Some(compactor) = self.compactor.take() else {
+            return Ok(());
+        };
+        match compactor.join() {
+            Ok(outcome) => outcome.map_err(|e| err(&self.path, "cannot compact the log", e)),
+            Err(_) => Err(err(
+                &self.path,
+                "cannot compact the log",
+                "the thread panicked",
+            )),
+        }
     }
 
     fn persist(&self, what: &str) -> Result<()> {

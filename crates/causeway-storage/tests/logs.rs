@@ -344,3 +344,48 @@ fn fjall_log_flushed_records_survive_a_killed_process() {
     drop(log);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Bytes of the files under `dir/keyspaces/*/{what}` (the tables or the blob files).
+fn bytes_under(dir: &std::path::Path, what: &str) -> u64 {
+    let mut total = 0;
+    for keyspace in std::fs::read_dir(dir.join("keyspaces")).unwrap() {
+        let Ok(files) = std::fs::read_dir(keyspace.unwrap().path().join(what)) else {
+            continue;
+        };
+        total += files
+            .map(|f| f.unwrap().metadata().unwrap().len())
+            .sum::<u64>();
+    }
+    total
+}
+
+/// Issue 15: checkpoint after checkpoint, the tables and blob files stay about a few
+/// snapshots big (the compaction after each truncation drops the tombstones and the old
+/// snapshots), instead of keeping a blob file per snapshot and a table of tombstones per
+/// truncation.
+#[test]
+fn fjall_log_disk_stays_bounded_over_many_checkpoints() {
+    let dir = scratch("bounded");
+    let snapshot = 1 << 20;
+    let mut log = FjallLog::open(&dir).unwrap();
+    for round in 0..12u64 {
+        let first = round * 4000 + 1;
+        append_synced(&mut log, first..=first + 3999);
+        let bytes: Vec<u8> = (0..snapshot)
+            .map(|i| (i as u64 * 31 + round) as u8)
+            .collect();
+        log.put_snapshot(first + 3999, &bytes).unwrap();
+        log.truncate_before(first + 4000).unwrap();
+        // Lets fjall flush what the truncation sealed and the compaction finish.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    drop(log);
+    let (tables, blobs) = (bytes_under(&dir, "tables"), bytes_under(&dir, "blobs"));
+    assert!(blobs <= 4 * snapshot as u64, "blob files: {blobs} bytes");
+    assert!(tables <= 256 << 10, "tables: {tables} bytes");
+    let log = FjallLog::open(&dir).unwrap();
+    assert!(lsns(&log).is_empty());
+    assert_eq!(log.snapshot().unwrap().unwrap().0, 48_000);
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+}
