@@ -64,7 +64,8 @@ fn io_err(path: &Path, what: &str, e: impl std::fmt::Display) -> StorageError {
 }
 
 impl Layout {
-    /// Creates `root` if needed and locks it; fails if another log holds it.
+    /// Creates `root` if needed and locks it; fails if another log holds it. Uses std's
+    /// `File::try_lock` (Rust 1.89), as fjall 3.1 does (it needs Rust 1.90 anyway).
     pub(crate) fn lock(root: &Path) -> Result<Layout> {
         std::fs::create_dir_all(root).map_err(|e| io_err(root, "cannot create directory", e))?;
         let path = root.join(LOCK);
