@@ -1,4 +1,4 @@
-//! [`FjallLog`]: the log on fjall 3, one database per node directory.
+//! [`FjallLog`]: the log on fjall 3, one database at a time per node directory.
 //!
 //! Records live in keyspace `log` under their lsn (8 bytes, big-endian, so that key order
 //! is lsn order); metadata in keyspace `meta`. The database is opened with
@@ -11,18 +11,25 @@
 //! - `upto` (8 bytes, big-endian) and `data` (the bytes), written in one atomic batch so
 //!   that a crash keeps the old pair or the new one. This keyspace separates large values
 //!   into blob files, so compactions do not rewrite a big snapshot;
-//! - `floor` (8 bytes, big-endian): every record below it was deleted. Reads and later
-//!   truncations start there and so skip the tombstones truncation left behind.
+//! - `floor` (8 bytes, big-endian): no record below it is kept. Reads start there (a
+//!   directory written before generations may still hold tombstones below it).
 //!
-//! Truncation deletes records in batches of [`TRUNCATE_CHUNK`] keys (bounded memory) in
-//! lsn order, each batch also moving `floor` past what it deleted, then fsyncs once. The
-//! journal keeps batches in order, so a crash midway deletes a prefix of the covered
-//! records and leaves `floor` consistent with it.
+//! Truncation moves the log to a fresh database, the next generation of
+//! `generation.rs`: it copies the metadata, the snapshot, `floor` and the records
+//! from the truncation point (in batches of [`COPY_CHUNK`], bounded memory), fsyncs it,
+//! makes it current with one atomic rename, then deletes the old database. A crash before
+//! the rename keeps the old database whole, after it the new one: either way the durable
+//! snapshot covers whatever is missing. So the node directory holds one database whose
+//! journal has at most the snapshot and one checkpoint interval of records, whatever the
+//! node's age (issue 15): fjall would otherwise keep appending to a journal it rotates only
+//! at 64 MB (a restart replays all of it), plus a table of tombstones per truncation and
+//! old snapshots in blob files until its compactions drop them.
 //!
 //! The last lsn on open is the largest of the last record's and the snapshot's `upto`:
 //! truncation never deletes above `upto`, so that is the last lsn before the crash or
 //! close (minus records never synced).
 
+use crate::generation::{Layout, Place};
 use crate::{
     check_meta, check_order, check_snapshot, check_truncate, Log, LogStats, Result, StorageError,
 };
@@ -30,8 +37,8 @@ use causeway_core::Lsn;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, PersistMode};
 use std::path::{Path, PathBuf};
 
-/// Most record deletions one truncation batch holds, to bound its memory.
-const TRUNCATE_CHUNK: usize = 64 * 1024;
+/// Most records one batch of a truncation's copy holds, to bound its memory.
+const COPY_CHUNK: usize = 64 * 1024;
 const UPTO_KEY: &str = "upto";
 const DATA_KEY: &str = "data";
 const FLOOR_KEY: &str = "floor";
@@ -44,29 +51,57 @@ pub struct FjallLog {
     snap: Keyspace,
     /// The durable snapshot's `upto`, cached so that checks need no read.
     snap_upto: Option<Lsn>,
-    /// Every record below this lsn was deleted by truncation.
+    /// No record below this lsn is kept.
     floor: Lsn,
     pending: Vec<(Lsn, Vec<u8>)>,
     /// Records were flushed to the OS but not fsynced since.
     unsynced: bool,
     last: Lsn,
     stats: LogStats,
+    /// The generation `db` is.
+    place: Place,
+    /// Last, so that the directory stays locked until the database is closed.
+    layout: Layout,
 }
 
 fn err(path: &Path, what: &str, e: impl std::fmt::Display) -> StorageError {
     StorageError::new(format!("{what} in {}: {e}", path.display()))
 }
 
+/// One opened database of the log.
+struct Store {
+    db: Database,
+    log: Keyspace,
+    meta: Keyspace,
+    snap: Keyspace,
+}
+
+impl Store {
+    fn open(path: &Path) -> Result<Store> {
+        let db = open_db(path)?;
+        Ok(Store {
+            log: open_keyspace(&db, path, "log", KeyspaceCreateOptions::default)?,
+            meta: open_keyspace(&db, path, "meta", KeyspaceCreateOptions::default)?,
+            snap: open_keyspace(&db, path, "snapshot", snapshot_options)?,
+            db,
+        })
+    }
+}
+
 impl FjallLog {
-    /// Opens (or creates) the log in directory `path`. One process per directory: fjall
-    /// locks it, and a second opener gets an error naming the directory.
+    /// Opens (or creates) the log in directory `path`. One process per directory: the
+    /// log locks it, and a second opener gets an error naming the directory.
     pub fn open(path: impl AsRef<Path>) -> Result<FjallLog> {
         let path = path.as_ref().to_path_buf();
-        std::fs::create_dir_all(&path).map_err(|e| err(&path, "cannot create directory", e))?;
-        let db = open_db(&path)?;
-        let log = open_keyspace(&db, &path, "log", KeyspaceCreateOptions::default)?;
-        let meta = open_keyspace(&db, &path, "meta", KeyspaceCreateOptions::default)?;
-        let snap = open_keyspace(&db, &path, "snapshot", snapshot_options)?;
+        let layout = Layout::lock(&path)?;
+        let place = layout.current()?;
+        layout.remove_others(place)?;
+        let Store {
+            db,
+            log,
+            meta,
+            snap,
+        } = Store::open(&layout.path(place))?;
         let snap_upto = get_lsn(&snap, &path, UPTO_KEY)?;
         let floor = get_lsn(&snap, &path, FLOOR_KEY)?.unwrap_or(0);
         let last = last_record(&log, &path)?.max(snap_upto.unwrap_or(0));
@@ -82,6 +117,8 @@ impl FjallLog {
             unsynced: false,
             last,
             stats: LogStats::default(),
+            place,
+            layout,
         })
     }
 
@@ -96,13 +133,7 @@ fn open_db(path: &Path) -> Result<Database> {
         .worker_threads(1)
         .cache_size(8 << 20)
         .open()
-        .map_err(|e| {
-            err(
-                path,
-                "cannot open the database (is another node using it?)",
-                e,
-            )
-        })
+        .map_err(|e| err(path, "cannot open the database", e))
 }
 
 fn open_keyspace(
@@ -273,56 +304,87 @@ impl Log for FjallLog {
         if lsn <= self.floor {
             return Ok(());
         }
-        while !self.delete_chunk(lsn)? {}
-        self.persist("cannot fsync the truncation")?;
-        self.release_journal()
+        let next = self.place.next();
+        let fresh = self.start_generation(next, lsn)?;
+        self.layout.commit(next)?;
+        // The old database closes here; the copy synced every record it held.
+        let Store {
+            db,
+            log,
+            meta,
+            snap,
+        } = fresh;
+        (self.db, self.log, self.meta, self.snap) = (db, log, meta, snap);
+        self.place = Place::Gen(next);
+        self.floor = lsn;
+        self.unsynced = false;
+        self.layout.remove_others(self.place)
     }
 }
 
 impl FjallLog {
-    /// Deletes up to [`TRUNCATE_CHUNK`] of the lowest records below `end`; once none
-    /// remain, moves `floor` to `end` in the same batch and returns true.
-    fn delete_chunk(&mut self, end: Lsn) -> Result<bool> {
-        let keys = self.keys_between(self.floor, end)?;
-        let done = keys.len() < TRUNCATE_CHUNK;
-        let next = if done { end } else { keys[keys.len() - 1] + 1 };
-        let mut batch = self.db.batch();
-        for lsn in keys {
-            batch.remove(&self.log, lsn.to_be_bytes());
+    /// Builds generation `n` of the log, durably: the metadata, the snapshot, `floor` =
+    /// `from` and the records from `from` on (those only flushed to the OS included).
+    /// Replaces what a crash may have left of an earlier attempt at `n`.
+    fn start_generation(&self, n: u64, from: Lsn) -> Result<Store> {
+        let path = self.layout.path(Place::Gen(n));
+        if path.exists() {
+            std::fs::remove_dir_all(&path)
+                .map_err(|e| err(&path, "cannot delete an unfinished generation", e))?;
         }
-        batch.insert(&self.snap, FLOOR_KEY, next.to_be_bytes());
+        let fresh = Store::open(&path)?;
+        self.copy_meta_and_snapshot(&fresh, from)?;
+        self.copy_records(&fresh, from)?;
+        fresh
+            .db
+            .persist(PersistMode::SyncData)
+            .map_err(|e| err(&path, "cannot fsync the new generation", e))?;
+        Ok(fresh)
+    }
+
+    fn copy_meta_and_snapshot(&self, fresh: &Store, floor: Lsn) -> Result<()> {
+        let mut batch = fresh.db.batch();
+        for guard in self.meta.iter() {
+            let (k, v) = guard
+                .into_inner()
+                .map_err(|e| err(&self.path, "cannot read metadata", e))?;
+            batch.insert(&fresh.meta, k, v);
+        }
+        for key in [UPTO_KEY, DATA_KEY] {
+            let value = self
+                .snap
+                .get(key)
+                .map_err(|e| err(&self.path, "cannot read the snapshot", e))?;
+            if let Some(value) = value {
+                batch.insert(&fresh.snap, key, value);
+            }
+        }
+        batch.insert(&fresh.snap, FLOOR_KEY, floor.to_be_bytes());
         batch
             .commit()
-            .map_err(|e| err(&self.path, "cannot write the truncation", e))?;
-        self.floor = next;
-        Ok(done)
+            .map_err(|e| err(&self.path, "cannot write the new generation", e))
     }
 
-    /// The lsns of at most [`TRUNCATE_CHUNK`] records in `[start, end)`, in order.
-    fn keys_between(&self, start: Lsn, end: Lsn) -> Result<Vec<Lsn>> {
-        let range = self.log.range(start.to_be_bytes()..end.to_be_bytes());
-        range
-            .take(TRUNCATE_CHUNK)
-            .map(|guard| {
-                let key = guard
-                    .key()
-                    .map_err(|e| err(&self.path, "cannot read the log", e))?;
-                decode_lsn(&self.path, &key)
-            })
-            .collect()
-    }
-
-    /// Seals every keyspace's memtable so fjall flushes them to tables in the
-    /// background and drops the journal files behind them: otherwise a restart replays a
-    /// journal holding every truncated record and every old snapshot (up to fjall's 512
-    /// MiB journal limit), and recovery time would still grow with the node's age.
-    fn release_journal(&self) -> Result<()> {
-        for keyspace in [&self.log, &self.snap, &self.meta] {
-            keyspace
-                .rotate_memtable()
-                .map_err(|e| err(&self.path, "cannot seal a memtable", e))?;
+    /// Copies the records from `from` on, in batches of at most [`COPY_CHUNK`].
+    fn copy_records(&self, fresh: &Store, from: Lsn) -> Result<()> {
+        let mut batch = fresh.db.batch();
+        let mut held = 0;
+        for guard in self.log.range(from.to_be_bytes()..) {
+            let (k, v) = guard
+                .into_inner()
+                .map_err(|e| err(&self.path, "cannot read the log", e))?;
+            batch.insert(&fresh.log, k, v);
+            held += 1;
+            if held == COPY_CHUNK {
+                let full = std::mem::replace(&mut batch, fresh.db.batch());
+                full.commit()
+                    .map_err(|e| err(&self.path, "cannot write the new generation", e))?;
+                held = 0;
+            }
         }
-        Ok(())
+        batch
+            .commit()
+            .map_err(|e| err(&self.path, "cannot write the new generation", e))
     }
 
     fn persist(&self, what: &str) -> Result<()> {

@@ -37,6 +37,7 @@
 //! the semantics above.
 
 mod fjall_log;
+mod generation;
 mod mem;
 
 pub use fjall_log::FjallLog;

@@ -344,3 +344,86 @@ fn fjall_log_flushed_records_survive_a_killed_process() {
     drop(log);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Bytes allocated on disk under `path` (fjall's journal is sparse: its apparent size
+/// is 64 MiB from the start).
+fn disk_bytes(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    if !meta.is_dir() {
+        return meta.blocks() * 512;
+    }
+    let entries = std::fs::read_dir(path).unwrap();
+    entries.map(|e| disk_bytes(&e.unwrap().path())).sum()
+}
+
+/// The names of the node directory's entries, sorted.
+fn entries(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Issue 15: checkpoint after checkpoint, the directory holds one database of about one
+/// snapshot (each truncation moves to a new generation and deletes the old one), not a
+/// journal, blob files and tables growing with every snapshot and truncated record.
+#[test]
+fn fjall_log_disk_stays_bounded_over_many_checkpoints() {
+    let dir = scratch("bounded");
+    let snapshot = 1 << 20;
+    let mut log = FjallLog::open(&dir).unwrap();
+    for round in 0..12u64 {
+        let first = round * 4000 + 1;
+        append_synced(&mut log, first..=first + 3999);
+        let bytes: Vec<u8> = (0..snapshot)
+            .map(|i| (i as u64 * 31 + round) as u8)
+            .collect();
+        log.put_snapshot(first + 3999, &bytes).unwrap();
+        log.truncate_before(first + 4000).unwrap();
+    }
+    drop(log);
+    assert_eq!(entries(&dir), ["CURRENT", "causeway.lock", "gen-12"]);
+    let bytes = disk_bytes(&dir);
+    assert!(bytes <= 3 * snapshot as u64, "{bytes} bytes on disk");
+    let log = FjallLog::open(&dir).unwrap();
+    assert!(lsns(&log).is_empty());
+    assert_eq!(log.snapshot().unwrap().unwrap().0, 48_000);
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A directory written before generations (the database at its root) opens in place and
+/// moves to a generation at its first truncation, keeping everything; what a crash left
+/// of another generation is deleted on open.
+#[test]
+fn fjall_log_moves_an_old_directory_to_generations() {
+    let dir = scratch("legacy");
+    {
+        let mut log = FjallLog::open(&dir).unwrap();
+        append_synced(&mut log, 1..=50);
+        log.put_meta("epoch", b"7").unwrap();
+    }
+    // The old layout: gen-0's database at the root, no CURRENT.
+    for name in entries(&dir.join("gen-0")) {
+        std::fs::rename(dir.join("gen-0").join(&name), dir.join(&name)).unwrap();
+    }
+    std::fs::remove_dir(dir.join("gen-0")).unwrap();
+    std::fs::remove_file(dir.join("CURRENT")).unwrap();
+    std::fs::create_dir_all(dir.join("gen-1").join("junk")).unwrap();
+    let mut log = FjallLog::open(&dir).unwrap();
+    assert!(!dir.join("gen-1").exists(), "a crash's leftover is deleted");
+    assert_eq!(lsns(&log), (1..=50).collect::<Vec<_>>());
+    log.put_snapshot(40, b"state").unwrap();
+    log.truncate_before(41).unwrap();
+    assert_eq!(entries(&dir), ["CURRENT", "causeway.lock", "gen-1"]);
+    drop(log);
+    let log = FjallLog::open(&dir).unwrap();
+    assert_eq!(lsns(&log), (41..=50).collect::<Vec<_>>());
+    assert_eq!(log.get_meta("epoch").unwrap(), Some(b"7".to_vec()));
+    assert_eq!(log.snapshot().unwrap(), Some((40, b"state".to_vec())));
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+}
