@@ -91,17 +91,16 @@ impl Node {
         if self.strong.is_some() || !self.parts.contains_key(&pid) {
             return;
         }
-        if !self.part(pid).transfers.take_chunk(s, &chunk) {
+        let Some(chunk) = self.part(pid).transfers.receive(s, chunk) else {
             return;
-        }
-        let (last, images) = (chunk.last, chunk.images.clone());
+        };
+        let last = chunk.last;
         let record = Record::TransferChunk {
             partition: pid,
             from: s,
             chunk,
         };
         self.persist(ctx, record, Vec::new());
-        self.part(pid).transfers.push_images(images);
         if last {
             self.finish_transfer(ctx, pid);
         }
@@ -111,12 +110,11 @@ impl Node {
     /// the transfer lacks (a forced fold; the sender tries again later).
     fn finish_transfer(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId) {
         let part = self.part(pid);
-        let t = part.transfers.incoming.take().expect("being received");
+        let t = match part.transfers.complete(&part.store) {
+            Ok(t) => t,
+            Err(keys) => return self.sample("transfer_refused_keys", keys),
+        };
         let keys = t.images.len() as u64;
-        if part.store.installable(&t.at).is_some() {
-            self.sample("transfer_refused_keys", keys);
-            return;
-        }
         self.install(pid, &t.at, &t.claims, t.images);
         let record = Record::TransferDone {
             partition: pid,

@@ -8,7 +8,7 @@
 //! and persists the chunks (`cure/transfer.rs` has the argument, PaRiS follows it with
 //! scalar times).
 
-use crate::kit::mvstore::KeyImage;
+use crate::kit::mvstore::{KeyImage, SnapshotTs, Store};
 use causeway_core::{DcId, Nanos, TxnId, Vc};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -159,6 +159,30 @@ impl<T: Clone + Serialize> Transfers<T> {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Takes chunk `c` from `s` if it continues the transfer being received (or starts
+    /// one): its images join the buffer, and it comes back for the protocol to persist.
+    pub fn receive(&mut self, s: DcId, c: Chunk<T>) -> Option<Chunk<T>> {
+        if !self.take_chunk(s, &c) {
+            return None;
+        }
+        self.push_images(c.images.clone());
+        Some(c)
+    }
+
+    /// The transfer whose last chunk arrived, if `store` can install it: else it is
+    /// dropped and `Err` says how many keys it had (a checkpoint of ours holds a version
+    /// the transfer lacks, `Store::installable`; the sender tries again later).
+    pub fn complete(&mut self, store: &Store<T>) -> Result<InTransfer<T>, u64>
+    where
+        T: SnapshotTs,
+    {
+        let t = self.incoming.take().expect("a transfer being received");
+        match store.installable(&t.at) {
+            Some(_) => Err(t.images.len() as u64),
+            None => Ok(t),
         }
     }
 

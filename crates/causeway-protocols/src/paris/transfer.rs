@@ -68,17 +68,19 @@ impl Node {
         pid: PartitionId,
         chunk: Chunk<u64>,
     ) {
-        if !self.parts.contains_key(&pid) || !self.part(pid).transfers.take_chunk(s, &chunk) {
+        if !self.parts.contains_key(&pid) {
             return;
         }
-        let (last, images) = (chunk.last, chunk.images.clone());
+        let Some(chunk) = self.part(pid).transfers.receive(s, chunk) else {
+            return;
+        };
+        let last = chunk.last;
         let record = Record::TransferChunk {
             partition: pid,
             from: s,
             chunk,
         };
         self.persist(ctx, record, Vec::new());
-        self.part(pid).transfers.push_images(images);
         if last {
             self.finish_transfer(ctx, pid);
         }
@@ -88,12 +90,11 @@ impl Node {
     /// the transfer lacks (a forced fold; the sender tries again later).
     fn finish_transfer(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId) {
         let part = self.part(pid);
-        let t = part.transfers.incoming.take().expect("being received");
+        let t = match part.transfers.complete(&part.store) {
+            Ok(t) => t,
+            Err(keys) => return self.sample("transfer_refused_keys", keys),
+        };
         let keys = t.images.len() as u64;
-        if part.store.installable(&t.at).is_some() {
-            self.sample("transfer_refused_keys", keys);
-            return;
-        }
         self.install(pid, t.at, &t.claims, t.images);
         let record = Record::TransferDone {
             partition: pid,
