@@ -55,6 +55,22 @@ fn signal_dc(up: &Up, dc: u16, signal: i32) {
     }
 }
 
+/// How many state transfers node `k` installed, from its `/metrics` (the histogram of
+/// the machine's `transfer_installed_keys` samples: one per transfer).
+fn transfers_installed(up: &Up, k: u16) -> u64 {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", up.base + 60 + k)).expect("metrics");
+    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .expect("a request");
+    let mut body = String::new();
+    conn.read_to_string(&mut body).expect("an answer");
+    body.lines()
+        .filter(|l| l.starts_with("causeway_transfer_installed_keys_count"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
 #[test]
 fn a_dc_frozen_past_every_horizon_catches_up_and_converges() {
     frozen_dc_catches_up("outage", LOG_KEPT);
@@ -62,10 +78,14 @@ fn a_dc_frozen_past_every_horizon_catches_up_and_converges() {
 
 #[test]
 fn a_dc_frozen_after_its_siblings_dropped_their_logs_converges_by_state_transfer() {
-    frozen_dc_catches_up("transfer", LOG_DROPPED);
+    let up = frozen_dc_catches_up("transfer", LOG_DROPPED);
+    // Only a state transfer can have healed it: its siblings kept no log for it.
+    let installed = transfers_installed(&up, FROZEN_DC);
+    assert!(installed > 0, "DC 2's node installed no state transfer");
+    eprintln!("DC 2 installed {installed} state transfers");
 }
 
-fn frozen_dc_catches_up(name: &str, log_max: &str) {
+fn frozen_dc_catches_up(name: &str, log_max: &str) -> Up {
     let set = format!("--set=silent_sibling_ns={SILENT_SIBLING_NS}");
     // A short link queue: the messages for the frozen DC overflow it (they are dropped,
     // with an error line), so only the protocol's catch-up from its log can heal.
@@ -120,4 +140,5 @@ fn frozen_dc_catches_up(name: &str, log_max: &str) {
             "DC {dc} shows every acknowledged member"
         );
     }
+    up
 }
