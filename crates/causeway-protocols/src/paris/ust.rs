@@ -55,7 +55,7 @@ impl Node {
             stream,
         }];
         // A relay from below what the log dropped would claim txns it no longer has (a
-        // sibling back after that needs a state transfer, which PaRiS does not have yet).
+        // replica that lacks them gets a state transfer instead, `transfer.rs`).
         for (o, from) in relays
             .into_iter()
             .filter(|(o, f)| part.log.serves_from(*o, *f))
