@@ -20,6 +20,11 @@ pub enum FaultKind {
     /// protocol's horizons set short (`--set silent_sibling_ns=...`), an outage far longer
     /// than every timeout and GC horizon. Not part of `all`, so `all` plans stay as drawn.
     LongOutage,
+    /// `long-outage` whose heal drops what the cut links held instead of delivering it
+    /// (the senders' connections were reset and their link queues lost, as in a real
+    /// outage longer than the link queues): the protocols' catch-up must recover it,
+    /// by state transfer where the logs dropped it. Not part of `all` either.
+    LongOutageLossy,
 }
 
 impl FaultKind {
@@ -39,6 +44,7 @@ impl FaultKind {
             FaultKind::Slow => "slow",
             FaultKind::DcFailure => "dc-failure",
             FaultKind::LongOutage => "long-outage",
+            FaultKind::LongOutageLossy => "long-outage-lossy",
         }
     }
 }
@@ -58,8 +64,9 @@ impl FaultSel {
             "none" => Ok(FaultSel::None),
             "all" => Ok(FaultSel::All),
             "long-outage" => Ok(FaultSel::One(FaultKind::LongOutage)),
+            "long-outage-lossy" => Ok(FaultSel::One(FaultKind::LongOutageLossy)),
             _ => FaultKind::ALL.iter().find(|k| k.name() == text).map(|k| FaultSel::One(*k)).ok_or_else(|| {
-                format!("unknown fault kind '{text}'; use none|partitions|crashes|skew|slow|dc-failure|long-outage|all")
+                format!("unknown fault kind '{text}'; use none|partitions|crashes|skew|slow|dc-failure|long-outage|long-outage-lossy|all")
             }),
         }
     }

@@ -54,6 +54,11 @@ pub enum FaultEvent {
         a: u16,
         b: u16,
     },
+    /// Heals the cut and drops what its links held (`long-outage-lossy`).
+    HealDropping {
+        a: u16,
+        b: u16,
+    },
     Crash {
         node: usize,
     },
@@ -114,7 +119,10 @@ impl FaultPlan {
                     let max = dc_failures_max(config);
                     plan.draw_dc_failures(&mut rng, config.dcs, max, span)
                 }
-                FaultKind::LongOutage => plan.draw_long_outage(&mut rng, config.dcs, span),
+                FaultKind::LongOutage => plan.draw_long_outage(&mut rng, config.dcs, span, false),
+                FaultKind::LongOutageLossy => {
+                    plan.draw_long_outage(&mut rng, config.dcs, span, true)
+                }
             }
         }
         plan.events.sort_by_key(|(at, _)| *at);
@@ -165,8 +173,9 @@ impl FaultPlan {
     }
 
     /// One DC cut from every other DC from a tenth of the fault phase to nine tenths, then
-    /// healed (the DC keeps running: its clients keep committing locally).
-    fn draw_long_outage(&mut self, rng: &mut SimRng, dcs: u16, span: Nanos) {
+    /// healed (the DC keeps running: its clients keep committing locally); `lossy`: what
+    /// the cut links held is dropped at the heal.
+    fn draw_long_outage(&mut self, rng: &mut SimRng, dcs: u16, span: Nanos, lossy: bool) {
         if dcs < 2 {
             return;
         }
@@ -174,7 +183,11 @@ impl FaultPlan {
         let (start, end) = (T0 + span / 10, T0 + span * 9 / 10);
         for b in (0..dcs).filter(|b| *b != dc) {
             self.events.push((start, FaultEvent::Cut { a: dc, b }));
-            self.events.push((end, FaultEvent::Heal { a: dc, b }));
+            let heal = match lossy {
+                true => FaultEvent::HealDropping { a: dc, b },
+                false => FaultEvent::Heal { a: dc, b },
+            };
+            self.events.push((end, heal));
         }
     }
 

@@ -160,6 +160,18 @@ impl World {
         }
     }
 
+    /// Drops the messages held on links between DCs `a` and `b`, both ways (the cut's
+    /// connections were reset: what the senders' queues held is lost).
+    pub(crate) fn drop_held_between(&mut self, a: u16, b: u16) {
+        let links: Vec<(Addr, Addr)> = self.network.held.keys().copied().collect();
+        for (from, to) in links {
+            let pair = (self.dc_of_addr(from), self.dc_of_addr(to));
+            if pair == (a, b) || pair == (b, a) {
+                self.network.held.remove(&(from, to));
+            }
+        }
+    }
+
     /// Hands `msg` to node `n`'s machine, unless that incarnation is gone.
     pub(crate) fn deliver_to_node(&mut self, n: usize, from: Addr, msg: Msg, incarnation: u32) {
         if self.nodes[n].incarnation != incarnation || self.nodes[n].machine.is_none() {

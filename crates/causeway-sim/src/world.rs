@@ -291,6 +291,11 @@ impl World {
                 self.network.heal(a, b);
                 self.release_held();
             }
+            FaultEvent::HealDropping { a, b } => {
+                self.network.heal(a, b);
+                self.drop_held_between(a, b);
+                self.release_held();
+            }
             FaultEvent::Crash { node } => self.crash(node),
             FaultEvent::Restart { node } => self.restart(node),
             FaultEvent::SlowStart {

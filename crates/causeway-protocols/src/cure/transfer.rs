@@ -56,8 +56,11 @@ impl Node {
             return;
         }
         let (d, clock, retry) = (self.d, self.time.clock, self.cfg.transfer_retry_ns);
+        let grace = self.cfg.lag_grace_ns;
         let part = self.parts.get_mut(&pid).expect("hosted");
-        if part.transfers.may_start(s, clock, retry) && part.sibs.needs_transfer(s, &part.log) {
+        if part.transfers.may_start(s, clock, retry)
+            && part.sibs.needs_transfer(s, &part.log, clock, grace)
+        {
             let at = part.pvc.clone();
             let Ok(images) = part.store.images_at(&at) else {
                 return; // cannot happen: GC folds below pvc; tried again next interval

@@ -233,9 +233,18 @@ impl Siblings {
         upto: u64,
         batch_max: usize,
     ) -> Option<Stream<T>> {
+        let me = usize::from(self.me.0);
         let sib = self.map.get_mut(&s)?;
-        let from = sib.sent_upto.filter(|u| upto > *u)?;
+        let mut from = sib.sent_upto?;
         if !log.serves_from(self.me, from) {
+            // A rewind went below what the log dropped; a state transfer may have brought
+            // the sibling past it since: go on from what it acknowledged (it holds that).
+            from = from.max(sib.acks.get(me));
+            if !log.serves_from(self.me, from) {
+                return None;
+            }
+        }
+        if upto <= from {
             return None;
         }
         let st = log.stream(self.me, from, upto, batch_max);
@@ -284,14 +293,22 @@ impl Siblings {
         relays
     }
 
-    /// Whether `s`, heard from, lacks txns of our own stream that `log` dropped: the
-    /// sibling was presumed failed and came back, and only a state transfer can bring it
-    /// up to date (`cure/transfer.rs`).
-    pub fn needs_transfer<T: Replicated>(&self, s: DcId, log: &ReplLog<T>) -> bool {
+    /// Whether `s`, heard from within `heard_ns` of `clock`, lacks txns of our own stream
+    /// that `log` dropped: the sibling was presumed failed and came back, and only a state
+    /// transfer can bring it up to date (`cure/transfer.rs`). A sibling not heard lately
+    /// is not sent one: its chunks would only wait in a link queue, or be lost.
+    pub fn needs_transfer<T: Replicated>(
+        &self,
+        s: DcId,
+        log: &ReplLog<T>,
+        clock: Nanos,
+        heard_ns: Nanos,
+    ) -> bool {
         let me = usize::from(self.me.0);
+        let recent = |h: Nanos| clock.saturating_sub(h) < heard_ns;
         self.map
             .get(&s)
-            .filter(|sib| sib.last_heard.is_some())
+            .filter(|sib| sib.last_heard.is_some_and(recent))
             .is_some_and(|sib| !log.serves_from(self.me, sib.acks.get(me)))
     }
 
@@ -512,15 +529,22 @@ mod tests {
         for t in 1..=6 {
             log.add(DcId(0), T(t));
         }
-        assert!(!sibs.needs_transfer(DcId(1), &log), "never heard");
+        assert!(!sibs.needs_transfer(DcId(1), &log, 10, 5), "never heard");
         sibs.heard(DcId(1), vc(&[2, 0, 0]), false, 10);
         sibs.heard(DcId(2), vc(&[6, 0, 0]), false, 10);
-        assert!(!sibs.needs_transfer(DcId(1), &log), "nothing dropped yet");
+        assert!(
+            !sibs.needs_transfer(DcId(1), &log, 10, 5),
+            "nothing dropped yet"
+        );
         log.gc(|_| 4); // DC 1 presumed failed: its txns 3 and 4 are gone
         assert_eq!(log.dropped(DcId(0)), 4);
         assert!(log.serves_from(DcId(0), 4) && !log.serves_from(DcId(0), 2));
-        assert!(sibs.needs_transfer(DcId(1), &log));
-        assert!(!sibs.needs_transfer(DcId(2), &log));
+        assert!(sibs.needs_transfer(DcId(1), &log, 10, 5));
+        assert!(
+            !sibs.needs_transfer(DcId(1), &log, 20, 5),
+            "not heard lately: no transfer into a cut"
+        );
+        assert!(!sibs.needs_transfer(DcId(2), &log, 10, 5));
         assert_eq!(
             sibs.own_stream(DcId(1), &log, 6, 100),
             None,
@@ -531,9 +555,18 @@ mod tests {
         assert_eq!((st.from, st.txns), (5, vec![T(6)]));
         sibs.heard(DcId(1), vc(&[5, 0, 0]), false, 20);
         assert!(
-            !sibs.needs_transfer(DcId(1), &log),
+            !sibs.needs_transfer(DcId(1), &log, 10, 5),
             "it installed the transfer"
         );
+        // A rewind to an acknowledgement from before the install (a transfer slower than
+        // the lag grace) must not leave the stream stuck below what the log dropped.
+        sibs.heard(DcId(1), vc(&[2, 0, 0]), true, 30);
+        assert_eq!(sibs.own_stream(DcId(1), &log, 6, 100), None, "still behind");
+        sibs.heard(DcId(1), vc(&[5, 0, 0]), false, 40);
+        let st = sibs
+            .own_stream(DcId(1), &log, 6, 100)
+            .expect("from its ack");
+        assert_eq!((st.from, st.txns), (5, vec![T(6)]));
     }
 
     #[test]

@@ -24,31 +24,33 @@ pub const TRANSFERRED_MAX: usize = 1 << 16;
 /// A transfer to a sibling is not started again for this long after one was.
 pub const TRANSFER_RETRY_NS: Nanos = 2_000_000_000;
 
-/// A transfer being sent to one sibling.
+/// A transfer being sent to one sibling. `I` is one item of the partition's image: a
+/// key's [`KeyImage`] for the multi-version stores (the default); Occult, which keeps one
+/// version per key, sends its own items.
 #[derive(Debug)]
-pub struct OutTransfer<T> {
+pub struct OutTransfer<T, I = KeyImage<T>> {
     pub id: u64,
     pub at: T,
     /// Per origin, the stream the transfer completes (`received[k]` rises to it).
     pub claims: Vc,
-    pub chunks: VecDeque<Vec<KeyImage<T>>>,
+    pub chunks: VecDeque<Vec<I>>,
     pub next: u32,
 }
 
 /// A transfer being received.
 #[derive(Debug)]
-pub struct InTransfer<T> {
+pub struct InTransfer<T, I = KeyImage<T>> {
     pub from: DcId,
     pub id: u64,
     pub at: T,
     pub claims: Vc,
     pub next: u32,
-    pub images: Vec<KeyImage<T>>,
+    pub images: Vec<I>,
 }
 
 /// One chunk of a transfer, as sent and as persisted by the receiver.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Chunk<T> {
+pub struct Chunk<T, I = KeyImage<T>> {
     /// The transfer (its sender's clock when it started: unique per sender).
     pub id: u64,
     pub index: u32,
@@ -56,24 +58,24 @@ pub struct Chunk<T> {
     pub at: T,
     /// Per origin, the stream the transfer completes.
     pub claims: Vc,
-    pub images: Vec<KeyImage<T>>,
+    pub images: Vec<I>,
     /// The last chunk (maybe without images): the transfer is complete.
     pub last: bool,
 }
 
 /// One partition's transfers, both ways.
 #[derive(Debug)]
-pub struct Transfers<T> {
-    pub out: BTreeMap<DcId, OutTransfer<T>>,
+pub struct Transfers<T, I = KeyImage<T>> {
+    pub out: BTreeMap<DcId, OutTransfer<T, I>>,
     /// When the last transfer to each sibling started (for the retry pacing).
     pub started: BTreeMap<DcId, Nanos>,
-    pub incoming: Option<InTransfer<T>>,
+    pub incoming: Option<InTransfer<T, I>>,
     /// Txns added from images' versions, with their commit timestamps, until the
     /// received streams cover them.
     pub transferred: BTreeMap<TxnId, T>,
 }
 
-impl<T> Default for Transfers<T> {
+impl<T, I> Default for Transfers<T, I> {
     fn default() -> Self {
         Transfers {
             out: BTreeMap::new(),
@@ -84,7 +86,7 @@ impl<T> Default for Transfers<T> {
     }
 }
 
-impl<T: Clone + Serialize> Transfers<T> {
+impl<T: Clone + Serialize, I: Clone + Serialize> Transfers<T, I> {
     /// Whether a transfer to `s` may start now: none under way, none for `retry`.
     pub fn may_start(&self, s: DcId, clock: Nanos, retry: Nanos) -> bool {
         let due = self
@@ -95,13 +97,7 @@ impl<T: Clone + Serialize> Transfers<T> {
     }
 
     /// Starts sending `images` at `at` to `s` (its id is the clock: unique per sender).
-    pub fn start(
-        &mut self,
-        s: DcId,
-        (at, claims): (T, Vc),
-        images: Vec<KeyImage<T>>,
-        clock: Nanos,
-    ) {
+    pub fn start(&mut self, s: DcId, (at, claims): (T, Vc), images: Vec<I>, clock: Nanos) {
         let out = OutTransfer {
             id: clock,
             at,
@@ -114,7 +110,7 @@ impl<T: Clone + Serialize> Transfers<T> {
     }
 
     /// The next chunks for `s`, at most [`TRANSFER_CHUNKS_PER_TICK_MAX`].
-    pub fn next_chunks(&mut self, s: DcId) -> Vec<Chunk<T>> {
+    pub fn next_chunks(&mut self, s: DcId) -> Vec<Chunk<T, I>> {
         let Some(out) = self.out.get_mut(&s) else {
             return Vec::new();
         };
@@ -141,7 +137,7 @@ impl<T: Clone + Serialize> Transfers<T> {
 
     /// Whether chunk `index` of transfer `(s, id)` continues the one being received (or
     /// starts a new one, index 0): anything else is stale or out of order, ignored.
-    pub fn take_chunk(&mut self, s: DcId, c: &Chunk<T>) -> bool {
+    pub fn take_chunk(&mut self, s: DcId, c: &Chunk<T, I>) -> bool {
         match &mut self.incoming {
             Some(t) if t.from == s && t.id == c.id && t.next == c.index => {
                 t.next += 1;
@@ -164,7 +160,7 @@ impl<T: Clone + Serialize> Transfers<T> {
 
     /// Takes chunk `c` from `s` if it continues the transfer being received (or starts
     /// one): its images join the buffer, and it comes back for the protocol to persist.
-    pub fn receive(&mut self, s: DcId, c: Chunk<T>) -> Option<Chunk<T>> {
+    pub fn receive(&mut self, s: DcId, c: Chunk<T, I>) -> Option<Chunk<T, I>> {
         if !self.take_chunk(s, &c) {
             return None;
         }
@@ -172,29 +168,15 @@ impl<T: Clone + Serialize> Transfers<T> {
         Some(c)
     }
 
-    /// The transfer whose last chunk arrived, if `store` can install it: else it is
-    /// dropped and `Err` says how many keys it had (a checkpoint of ours holds a version
-    /// the transfer lacks, `Store::installable`; the sender tries again later).
-    pub fn complete(&mut self, store: &Store<T>) -> Result<InTransfer<T>, u64>
-    where
-        T: SnapshotTs,
-    {
-        let t = self.incoming.take().expect("a transfer being received");
-        match store.installable(&t.at) {
-            Some(_) => Err(t.images.len() as u64),
-            None => Ok(t),
-        }
-    }
-
     /// Adds a taken chunk's images to the transfer being received.
-    pub fn push_images(&mut self, images: Vec<KeyImage<T>>) {
+    pub fn push_images(&mut self, images: Vec<I>) {
         let t = self.incoming.as_mut().expect("a chunk was taken");
         t.images.extend(images);
     }
 
     /// Replay of a persisted chunk: buffered as when it arrived (a chunk of another
     /// transfer starts over).
-    pub fn replay_chunk(&mut self, s: DcId, c: Chunk<T>) {
+    pub fn replay_chunk(&mut self, s: DcId, c: Chunk<T, I>) {
         let same = self
             .incoming
             .as_ref()
@@ -215,7 +197,7 @@ impl<T: Clone + Serialize> Transfers<T> {
     }
 
     /// Replay of a transfer's end: the buffered transfer, to install again.
-    pub fn replay_done(&mut self, s: DcId, id: u64) -> Option<InTransfer<T>> {
+    pub fn replay_done(&mut self, s: DcId, id: u64) -> Option<InTransfer<T, I>> {
         let t = self.incoming.take()?;
         assert!(
             t.from == s && t.id == id,
@@ -238,9 +220,22 @@ impl<T: Clone + Serialize> Transfers<T> {
     }
 }
 
+impl<T: Clone + Serialize + SnapshotTs> Transfers<T> {
+    /// The transfer whose last chunk arrived, if `store` can install it: else it is
+    /// dropped and `Err` says how many keys it had (a checkpoint of ours holds a version
+    /// the transfer lacks, `Store::installable`; the sender tries again later).
+    pub fn complete(&mut self, store: &Store<T>) -> Result<InTransfer<T>, u64> {
+        let t = self.incoming.take().expect("a transfer being received");
+        match store.installable(&t.at) {
+            Some(_) => Err(t.images.len() as u64),
+            None => Ok(t),
+        }
+    }
+}
+
 /// Splits images into chunks of about [`TRANSFER_CHUNK_BYTES_MAX`] encoded bytes; the
 /// last one, maybe empty, says "done".
-pub fn chunked<T: Serialize>(images: Vec<KeyImage<T>>) -> VecDeque<Vec<KeyImage<T>>> {
+pub fn chunked<I: Serialize>(images: Vec<I>) -> VecDeque<Vec<I>> {
     let mut chunks = VecDeque::new();
     let (mut chunk, mut bytes) = (Vec::new(), 0usize);
     for image in images {
@@ -278,7 +273,7 @@ mod tests {
         let chunks = chunked(images);
         assert_eq!(chunks.len(), 3, "two images of 400 kB per 1 MiB chunk");
         assert!(
-            chunked::<u64>(Vec::new()).len() == 1,
+            chunked::<KeyImage<u64>>(Vec::new()).len() == 1,
             "an empty transfer still ends"
         );
         let mut t: Transfers<u64> = Transfers::default();

@@ -92,7 +92,11 @@ impl Flavor {
 }
 
 /// Deliberately broken variants the simulator and checker must catch.
-pub const MUTATIONS: &[&str] = &["no-read-check", "skip-overwrite-validation"];
+pub const MUTATIONS: &[&str] = &[
+    "no-read-check",
+    "skip-overwrite-validation",
+    "no-state-transfer",
+];
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Mutation {
@@ -100,6 +104,9 @@ pub struct Mutation {
     pub no_read_check: bool,
     /// Commit without checking the read set against the overwrite set.
     pub skip_overwrite_validation: bool,
+    /// A master never sends a state transfer: a slave back after the log dropped what it
+    /// lacks stays behind for good (`node/transfer.rs`).
+    pub no_state_transfer: bool,
 }
 
 impl Mutation {
@@ -107,6 +114,7 @@ impl Mutation {
         Mutation {
             no_read_check: name == Some("no-read-check"),
             skip_overwrite_validation: name == Some("skip-overwrite-validation"),
+            no_state_transfer: name == Some("no-state-transfer"),
         }
     }
 }
@@ -145,8 +153,13 @@ pub struct Config {
     pub lock_timeout_ns: Nanos,
     /// How long a slave's acknowledgement may lag before the master rewinds its stream.
     pub lag_grace_ns: Nanos,
-    /// A slave silent this long no longer holds back the master's log GC.
+    /// A slave silent this long no longer holds back the master's log GC, once the log
+    /// holds more than `silent_sibling_log_max` writes (a returning slave then gets a
+    /// state transfer, `node/transfer.rs`).
     pub silent_sibling_ns: Nanos,
+    pub silent_sibling_log_max: usize,
+    /// A state transfer to a slave is not started again for this long.
+    pub transfer_retry_ns: Nanos,
 }
 
 impl Default for Config {
@@ -162,6 +175,8 @@ impl Default for Config {
             lock_timeout_ns: 2_000_000_000,
             lag_grace_ns: 500_000_000,
             silent_sibling_ns: 60_000_000_000,
+            silent_sibling_log_max: crate::kit::repl::SILENT_SIBLING_LOG_MAX,
+            transfer_retry_ns: crate::kit::transfer::TRANSFER_RETRY_NS,
         }
     }
 }

@@ -190,7 +190,24 @@ pub enum Msg {
         floor: u64,
         floor_upto: u64,
     },
+    /// A chunk of a state transfer from a master to a slave that lacks writes its log
+    /// dropped (issue 15, `node/transfer.rs`).
+    Transfer {
+        chunk: Chunk,
+    },
 }
+
+/// One item of a state transfer's image (`node/transfer.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Item {
+    /// A key of a shard the sender masters, as the sender stores it.
+    Key(Key, Version),
+    /// The shardstamp of a shard the sender masters.
+    Stamp(u32, u64),
+}
+
+/// A state transfer chunk: at the sender's stream sequence number, claiming its stream.
+pub type Chunk = crate::kit::transfer::Chunk<u64, Item>;
 
 /// A node's durable records, replayed in order on recovery.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -227,6 +244,10 @@ pub enum Record {
     /// 15; `node/checkpoint.rs`). Always the first record replayed when present; the last
     /// variant, so older logs decode unchanged.
     Checkpoint(Box<Checkpoint>),
+    /// A chunk of a state transfer from `from`'s master, buffered until the last.
+    TransferChunk { from: DcId, chunk: Chunk },
+    /// The transfer's last chunk arrived: it is installed (replay installs it again).
+    TransferDone { from: DcId, id: u64 },
 }
 
 /// A txn holding locks, as a checkpoint keeps it: txn, coordinator, writes, shards.

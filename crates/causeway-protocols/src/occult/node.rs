@@ -3,13 +3,14 @@
 //! replication to the slaves, shard locks for transactions and their termination (§7).
 
 mod checkpoint;
+mod transfer;
 
 use super::cts::{Cts, Layout};
 use super::msg::{Decision, Locked, Msg, ReadItem, Record, Refusal, ReplWrite, Version, Written};
 use super::{Config, Flavor, Shards, FENCES_MAX, QUEUED_WRITES_MAX};
 use crate::kit::clock::Time;
 use crate::kit::durability::Durability;
-use crate::kit::repl::{Received, ReplLog, Siblings, SILENT_SIBLING_LOG_MAX};
+use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::timers::Timers;
 use crate::kit::twopc::{Answer, Decisions};
 use crate::kit::txn::{effect_type, prepare_effects, typed};
@@ -129,6 +130,10 @@ pub struct Node {
     counters: Counters,
     samples: Vec<(&'static str, u64)>,
     work: u64,
+    /// State transfers to slaves and from masters (`transfer.rs`).
+    transfers: transfer::Transfers,
+    /// The `no-state-transfer` mutation.
+    no_state_transfer: bool,
 }
 
 impl Node {
@@ -172,6 +177,9 @@ impl Node {
             counters: Counters::default(),
             samples: Vec::new(),
             work: 0,
+            transfers: transfer::Transfers::default(),
+            no_state_transfer: super::Mutation::parse(cfg.params.mutation.as_deref())
+                .no_state_transfer,
             cfg,
         };
         for (i, bytes) in records.iter().enumerate() {
@@ -179,6 +187,8 @@ impl Node {
                 .map_err(|e| format!("{}: record {i} is corrupt: {e}", flavor.name()))?;
             node.replay(record);
         }
+        // Chunks of a transfer whose end was never persisted: the master sends it again.
+        node.transfers.incoming = None;
         if !records.is_empty() {
             node.announce = node.sibs.ids().into_iter().collect();
         }
@@ -226,6 +236,8 @@ impl Node {
             Record::Forgotten { txn } => self.decisions.forget(txn),
             Record::Lease(until) => self.time.recovered(until),
             Record::Checkpoint(ck) => self.restore(*ck),
+            Record::TransferChunk { from, chunk } => self.transfers.replay_chunk(from, chunk),
+            Record::TransferDone { from, id } => self.replay_transfer_done(from, id),
         }
     }
 
@@ -307,6 +319,10 @@ impl Node {
             });
             if v.obj.obj_type() == t {
                 v.obj.apply(op);
+                // Each shard's writes apply once and in its master's order (streams drop
+                // duplicates, a transfer replaces the version whole), so the object's
+                // applied-id set would only grow with history: keep it empty.
+                v.obj.forget_seen(|_| false);
                 v.deps = w.deps.clone();
                 v.last = Some(op.id);
             }
@@ -790,6 +806,7 @@ impl Node {
         for s in self.sibs.ids() {
             // Relays are not used: a slave takes a shard's writes from its master only.
             let _ = self.sibs.lagging(s, &acks, clock, grace);
+            self.transfer_to(ctx, s);
             let stream =
                 self.sibs
                     .own_stream(s, &self.log, self.durable_seq, REPLICATION_BATCH_MAX);
@@ -810,9 +827,11 @@ impl Node {
             ctx.send(Addr::Node(to), msg);
         }
         let sibs = &self.sibs;
-        let silent = self.sect.silent_sibling_ns;
-        self.log
-            .gc_acknowledged(sibs, clock, silent, SILENT_SIBLING_LOG_MAX);
+        let (silent, kept) = (
+            self.sect.silent_sibling_ns,
+            self.sect.silent_sibling_log_max,
+        );
+        self.log.gc_acknowledged(sibs, clock, silent, kept);
     }
 
     fn sibling(&self, dc: DcId) -> NodeId {
@@ -956,6 +975,12 @@ impl ServerNode for Node {
             } => {
                 if let Some(n) = node {
                     self.on_repl(ctx, n, restarted, acks, stream, (floor, floor_upto))
+                }
+            }
+            Msg::Transfer { chunk } => {
+                if let Some(n) = node {
+                    let s = self.cfg.topology.dc_of(n);
+                    self.on_transfer(ctx, s, chunk)
                 }
             }
             Msg::ReadReply { .. }

@@ -296,3 +296,64 @@ fn a_checkpoint_plus_the_later_records_recovers_what_a_full_replay_does() {
     assert!(from_ck.check_invariants().is_ok());
     assert!(compacted.len() < net.records[0].len() / 2, "it compacts");
 }
+
+/// State transfer (node/transfer.rs): both DCs write keys they master while cut from each
+/// other past the silent-sibling horizon with no log kept for a silent slave, then heal
+/// with what was in flight lost. Each slave gets its master's shards by state transfer
+/// and the two nodes store the same versions; a restart replays the transfer into the
+/// same state; without it (the `no-state-transfer` mutation) they stay diverged.
+#[test]
+fn a_slave_back_after_its_log_was_dropped_converges_by_state_transfer() {
+    let cfg = Config {
+        silent_sibling_ns: 100 * MS,
+        silent_sibling_log_max: 0,
+        transfer_retry_ns: 200 * MS,
+        lag_grace_ns: 100 * MS,
+        ..Config::default()
+    };
+    let keys: Vec<Key> = (0..4).flat_map(|i| [key_in(0, i), key_in(1, i)]).collect();
+    let run = |mutation: Option<&str>| {
+        let params = Params {
+            mutation: mutation.map(str::to_string),
+            ..Params::default()
+        };
+        let mut net: TestNet<Occult> = TestNet::with_config(topo(), params, &cfg, T);
+        net.session(1, 0);
+        net.session(2, 1);
+        net.txn(1, vec![set(&key_in(0, 0), "before")]);
+        net.run(100);
+        net.hold = |topo, from, to, _| match (from, to) {
+            (Addr::Node(a), Addr::Node(b)) => topo.dc_of(a) != topo.dc_of(b),
+            _ => false,
+        };
+        for i in 0..12 {
+            net.txn(1, vec![set(&key_in(0, i % 4), &format!("dc0-{i}"))]);
+            net.txn(2, vec![set(&key_in(1, i % 4), &format!("dc1-{i}"))]);
+            net.run(20);
+        }
+        net.run(400);
+        net.drop_held();
+        net.run(2000);
+        net
+    };
+    let net = run(None);
+    for k in &keys {
+        let (v0, v1) = (net.nodes[0].version(k), net.nodes[1].version(k));
+        assert!(v0.is_some(), "{k} written");
+        assert_eq!(v0, v1, "the DCs converge on {k}");
+    }
+    net.check_invariants().expect("invariants");
+    for n in 0..2u32 {
+        let config = NodeConfig::new(NodeId(n), topo(), Params::default());
+        let back = Occult::recover(&config, &cfg, &net.records[n as usize]).expect("recovers");
+        for k in &keys {
+            let want = net.nodes[n as usize].version(k);
+            assert_eq!(back.version(k), want, "node {n} after a restart, {k}");
+        }
+    }
+    let net = run(Some("no-state-transfer"));
+    let diverged = keys
+        .iter()
+        .any(|k| net.nodes[0].version(k) != net.nodes[1].version(k));
+    assert!(diverged, "without the transfer they stay diverged");
+}

@@ -36,8 +36,11 @@ impl Node {
             self.time.clock,
             self.cfg.transfer_retry_ns,
         );
+        let grace = self.cfg.lag_grace_ns;
         let part = self.parts.get_mut(&pid).expect("hosted");
-        if part.transfers.may_start(s, clock, retry) && part.sibs.needs_transfer(s, &part.log) {
+        if part.transfers.may_start(s, clock, retry)
+            && part.sibs.needs_transfer(s, &part.log, clock, grace)
+        {
             let at = part.vv_min();
             let Ok(images) = part.store.images_at(&at) else {
                 return; // cannot happen: GC folds below min VV; tried again next time

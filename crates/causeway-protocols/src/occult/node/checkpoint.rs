@@ -23,7 +23,8 @@ use crate::occult::msg::{Checkpoint, Record};
 impl Node {
     /// The checkpoint record, or `None` when records are in flight.
     pub(super) fn take_checkpoint(&self) -> Option<Vec<u8>> {
-        if !self.durability.quiescent() || self.seq != self.durable_seq {
+        let receiving = self.transfers.incoming.is_some();
+        if !self.durability.quiescent() || self.seq != self.durable_seq || receiving {
             return None;
         }
         let prepared = self.prepared.iter().map(|(t, p)| {
