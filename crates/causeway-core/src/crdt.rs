@@ -239,14 +239,48 @@ impl Object {
     /// dominated entries) count as seen from now on: under causal delivery they were
     /// applied already, but a protocol without it (`eventual`) may deliver the deleting op
     /// first, and the deleted op, arriving later, must not come back (replicas would keep
-    /// different tags for ever).
+    /// different tags for ever). Such a late op's own deletions still take effect: an add
+    /// that replaced an older tag, arriving after an op that replaced it in turn, must
+    /// still remove that older tag (delivered in between, it would stay live here only).
+    /// For an op applied before, that is a no-op (what it deleted is gone and seen).
     pub fn apply(&mut self, op: &Op) -> bool {
         if !self.seen.insert(op.id) {
+            self.apply_deletions(op);
             return false;
         }
         self.apply_effect(op);
         self.seen.extend(op.effect.deleted_ids().iter().copied());
         true
+    }
+
+    /// The deletions of `op` alone (the ids it replaces, removes or dominates).
+    fn apply_deletions(&mut self, op: &Op) {
+        match (&mut self.state, &op.effect) {
+            (
+                State::Set { elems },
+                Effect::Add {
+                    elem,
+                    replaces: ids,
+                },
+            )
+            | (State::Set { elems }, Effect::Remove { elem, tags: ids }) => {
+                if let Some(live) = elems.get_mut(elem) {
+                    for t in ids {
+                        live.remove(t);
+                    }
+                    if live.is_empty() {
+                        elems.remove(elem);
+                    }
+                }
+            }
+            (State::MvReg { entries }, Effect::MvAssign { dominated, .. }) => {
+                for d in dominated {
+                    entries.remove(d);
+                }
+            }
+            _ => {}
+        }
+        self.seen.extend(op.effect.deleted_ids().iter().copied());
     }
 
     /// Applies without recording the id: for a transaction's private view of its own

@@ -689,3 +689,31 @@ fn an_add_delivered_after_the_remove_that_observed_it_stays_removed() {
     );
     assert_eq!(late_readd.observed(), vec![op_id(2, 1)]);
 }
+
+/// Without causal delivery, a chain of re-adds can arrive out of order: `a1`, then `a2`
+/// replacing `a1`, then `a3` replacing `a2`; a replica that gets `a3`, then `a1`, then
+/// `a2` must still drop `a1` when `a2` arrives (though `a2` itself is not applied, `a3`
+/// having replaced it), or it keeps `a1` for ever where the others do not. The same for
+/// a multi-value register's dominated entries.
+#[test]
+fn a_late_replaced_op_still_applies_its_own_replacements() {
+    for (t, update) in [
+        (ObjType::Set, Update::Add(bytes(7))),
+        (ObjType::MvReg, Update::MvAssign(bytes(7))),
+    ] {
+        let mut origin = Object::new(t);
+        let a1 = make_op(&origin, &update, op_id(0, 1), ts(1, 0));
+        apply_new(&mut origin, &a1);
+        let a2 = make_op(&origin, &update, op_id(1, 1), ts(2, 1));
+        apply_new(&mut origin, &a2);
+        let a3 = make_op(&origin, &update, op_id(2, 1), ts(3, 2));
+        apply_new(&mut origin, &a3);
+        let mut reordered = Object::new(t);
+        apply_new(&mut reordered, &a3);
+        apply_new(&mut reordered, &a1); // a3 replaced a2 only: a1 is news here
+        assert!(!reordered.apply(&a2), "{t:?}: a2 was replaced by a3");
+        assert_eq!(reordered.observed(), origin.observed(), "{t:?}");
+        assert_eq!(reordered.value(), origin.value(), "{t:?}");
+        assert_duplicate_is_noop(&reordered, &a2);
+    }
+}
