@@ -68,7 +68,11 @@ fn a_message_of_another_protocol_is_an_error() {
     let config = NodeConfig::new(NodeId(0), topo(), Params::default());
     let mut node = new_node("cure", config, &[]).expect("node");
     let mut ctx = Ctx::new(TrueTime(1), 1);
-    let foreign = Msg::Eventual(eventual::Msg::Replicate { ops: Vec::new() });
+    let foreign = Msg::Eventual(eventual::Msg::Repl {
+        restarted: false,
+        acks: causeway_core::Vc::zero(2),
+        stream: None,
+    });
     let err = node
         .handle_message(&mut ctx, Addr::Node(NodeId(1)), foreign)
         .expect_err("a foreign message is refused");

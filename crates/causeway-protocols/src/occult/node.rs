@@ -292,6 +292,12 @@ impl Node {
     /// our stream's `upto`: the durable lease and clock, prepared txns' promised
     /// shardstamps and writes not yet streamed bound it.
     fn own_floor(&self, upto: u64) -> u64 {
+        if upto < self.log.dropped(self.dc) {
+            // Writes after `upto` left the log (a slave presumed failed, maybe before
+            // they were even durable): their shardstamps are unknown here, so no floor
+            // until the slave's stream restarts past them (a state transfer).
+            return 0;
+        }
         let mut floor = self.time.claimable();
         for p in self.prepared.values() {
             floor = floor.min(p.ss_min.saturating_sub(1));

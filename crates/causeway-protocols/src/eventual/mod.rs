@@ -6,29 +6,57 @@
 //! can fail. Inside one partition a transaction's writes apply all or none: every effect
 //! is prepared (type checks included) before any is applied.
 //!
-//! Log compaction (issue 15, our decision like the other protocols'): the node's durable
-//! state is its store, so a checkpoint at a quiescent moment (every record durable) is the
-//! store itself ([`Record::Checkpoint`]), standing for every record before it.
+//! Replication (`repl.rs`): each node's writes form an acknowledged stream per sibling
+//! (`kit::repl`), pushed once durable, rewound for a sibling that lags, so a lost message
+//! (a crash, a reset connection) is sent again.
+//!
+//! Log compaction (issue 15, our decision like the other protocols'): a checkpoint at a
+//! quiescent moment (every record durable) is the store, the replication log and what
+//! the streams delivered ([`Record::State`]), standing for every record before it.
+
+mod repl;
+
+pub use repl::ReplOps;
 
 use crate::kit::durability::Durability;
+use crate::kit::repl::{Received, ReplLog, Siblings, Stream};
 use crate::kit::session::{ClientProtocol, Session, SessionCore};
+use crate::kit::timers::Timers;
 use crate::kit::txn::{effect_type, prepare_effects, read_value, typed};
 use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
 use causeway_core::crdt::{ArbTs, ObjType, Object, Op, Update};
 use causeway_core::{
     Addr, Ctx, DcId, Error, Key, Lsn, Nanos, NodeId, OpId, Response, ServerNode, SessionId,
-    Topology, TxnKind,
+    Topology, TxnKind, Vc,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The `eventual` protocol (registry entry).
 pub struct Eventual;
 
-/// `[protocol.eventual]`: nothing to set yet.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+/// `[protocols.eventual]`: the replication streams' catch-up (`repl.rs`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct Config {}
+pub struct Config {
+    /// How long a sibling's acknowledgement may lag while it talks before our stream to
+    /// it rewinds to what it acknowledged.
+    pub lag_grace_ns: Nanos,
+    /// A sibling silent this long no longer holds our log back once the log holds more
+    /// than `silent_sibling_log_max` writes (it then stays behind: no state transfer).
+    pub silent_sibling_ns: Nanos,
+    pub silent_sibling_log_max: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            lag_grace_ns: crate::cure::LAG_GRACE_NS,
+            silent_sibling_ns: 60_000_000_000,
+            silent_sibling_log_max: crate::kit::repl::SILENT_SIBLING_LOG_MAX,
+        }
+    }
+}
 
 impl Protocol for Eventual {
     const NAME: &'static str = "eventual";
@@ -46,8 +74,8 @@ impl Protocol for Eventual {
     type Node = Node;
     type Session = Session<Client>;
 
-    fn recover(config: &NodeConfig, _: &Config, records: &[Vec<u8>]) -> Result<Node, String> {
-        Node::recover(config.clone(), records)
+    fn recover(config: &NodeConfig, c: &Config, records: &[Vec<u8>]) -> Result<Node, String> {
+        Node::recover_with(config.clone(), c.clone(), records)
     }
 
     fn session(
@@ -80,17 +108,50 @@ pub enum Msg {
         req: u64,
         result: Result<(), Error>,
     },
-    Replicate {
-        ops: Vec<(Key, Op)>,
+    /// A sibling's acknowledgements (what it holds durably of every stream) and maybe a
+    /// piece of its own stream (`repl.rs`).
+    Repl {
+        restarted: bool,
+        acks: Vc,
+        stream: Option<Stream<ReplOps>>,
     },
 }
 
-/// What a node persists: a batch of applied ops (a write, or one replicated from another
-/// DC), or a checkpoint of the whole store standing for every record before it.
+/// What a node persists. `Ops` and `Checkpoint` are an earlier build's records (no
+/// streams), still read; this build writes the others.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Record {
     Ops(Vec<(Key, Op)>),
     Checkpoint(Vec<(Key, Object)>),
+    /// One of our writes, numbered in our stream.
+    Write(ReplOps),
+    /// A piece of `origin`'s stream: we now have it up to `upto`.
+    Remote {
+        origin: DcId,
+        upto: u64,
+        writes: Vec<ReplOps>,
+    },
+    /// A checkpoint standing for every record before it.
+    State(Box<Checkpoint>),
+}
+
+/// What replaying a node's records up to a quiescent moment gives.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Checkpoint {
+    store: Vec<(Key, Object)>,
+    seq: u64,
+    log: ReplLog<ReplOps>,
+    received: Received,
+    durable_have: Vec<u64>,
+}
+
+/// What waits for a durable record.
+#[derive(Debug)]
+pub enum After {
+    /// `origin`'s stream is durable here up to `upto`.
+    Have { origin: DcId, upto: u64 },
+    /// Our own stream is durable up to here (only durable writes replicate).
+    Own(u64),
 }
 
 impl Record {
@@ -102,33 +163,96 @@ impl Record {
 /// A server node: the current object of every key of its partitions.
 pub struct Node {
     config: NodeConfig,
+    section: Config,
     dc: DcId,
     store: BTreeMap<Key, Object>,
-    durability: Durability<Msg, ()>,
+    durability: Durability<Msg, After>,
     /// Keys read and ops applied since the last `take_work` (CPU model).
     work: u64,
+    /// Our stream: the last write's number, and the last durable one.
+    seq: u64,
+    durable_seq: u64,
+    log: ReplLog<ReplOps>,
+    sibs: Siblings,
+    received: Received,
+    durable_have: Vec<u64>,
+    /// Siblings to tell we restarted (they resend from what we acknowledge).
+    announce: BTreeSet<DcId>,
+    timers: Timers<()>,
+    clock: Nanos,
 }
 
 impl Node {
-    /// Rebuilds the store by replaying the records (each a batch of applied ops).
+    /// Rebuilds the store by replaying the records, with the default settings.
     pub fn recover(config: NodeConfig, records: &[Vec<u8>]) -> Result<Node, String> {
+        Node::recover_with(config, Config::default(), records)
+    }
+
+    /// Rebuilds the store, our stream and what we received by replaying the records.
+    pub fn recover_with(
+        config: NodeConfig,
+        section: Config,
+        records: &[Vec<u8>],
+    ) -> Result<Node, String> {
         let dc = config.topology.dc_of(config.node);
+        let dcs = usize::from(config.topology.dcs);
         let mut node = Node {
+            sibs: Siblings::new(dc, config.topology.all_dcs()),
             config,
+            section,
             dc,
             store: BTreeMap::new(),
             durability: Durability::starting_after(records.len() as Lsn),
             work: 0,
+            seq: 0,
+            durable_seq: 0,
+            log: ReplLog::default(),
+            received: Received::new(dc, dcs),
+            durable_have: vec![0; dcs],
+            announce: BTreeSet::new(),
+            timers: Timers::default(),
+            clock: 0,
         };
         for (i, record) in records.iter().enumerate() {
             let record: Record = postcard::from_bytes(record)
                 .map_err(|e| format!("eventual: record {i} is corrupt: {e}"))?;
-            match record {
-                Record::Ops(ops) => node.apply_all(&ops),
-                Record::Checkpoint(objects) => node.store = objects.into_iter().collect(),
-            }
+            node.replay(record);
+        }
+        if !records.is_empty() {
+            node.announce = node.sibs.ids().into_iter().collect();
         }
         Ok(node)
+    }
+
+    fn replay(&mut self, record: Record) {
+        match record {
+            Record::Ops(ops) => self.apply_all(&ops),
+            Record::Checkpoint(objects) => self.store = objects.into_iter().collect(),
+            Record::Write(w) => {
+                self.seq = self.seq.max(w.seq);
+                self.durable_seq = self.seq;
+                self.apply_all(&w.ops);
+                self.log.add(self.dc, w);
+            }
+            Record::Remote {
+                origin,
+                upto,
+                writes,
+            } => {
+                writes.iter().for_each(|w| self.apply_all(&w.ops));
+                self.received.recovered(origin, upto);
+                let have = &mut self.durable_have[usize::from(origin.0)];
+                *have = (*have).max(upto);
+            }
+            Record::State(ck) => {
+                self.store = ck.store.into_iter().collect();
+                self.seq = self.seq.max(ck.seq);
+                self.durable_seq = self.seq;
+                self.log = ck.log;
+                self.received = ck.received;
+                self.durable_have = ck.durable_have;
+            }
+        }
     }
 
     fn apply_all(&mut self, ops: &[(Key, Op)]) {
@@ -176,19 +300,21 @@ impl Node {
             }
         };
         self.apply_all(&ops);
-        let mut then = vec![(
+        let then = vec![(
             from,
             Msg::WriteReply {
                 req,
                 result: Ok(()),
             },
         )];
-        for dc in self.config.topology.all_dcs().filter(|d| *d != self.dc) {
-            let sibling = Addr::Node(self.sibling(dc));
-            then.push((sibling, Msg::Replicate { ops: ops.clone() }));
-        }
+        self.seq += 1;
+        let w = ReplOps { seq: self.seq, ops };
+        self.log.add(self.dc, w.clone());
         self.durability
-            .persist(ctx, Record::Ops(ops).encode(), then);
+            .persist(ctx, Record::Write(w).encode(), then);
+        if let Some(a) = self.durability.after_durable(After::Own(self.seq)) {
+            self.run_after(ctx, a);
+        }
     }
 
     fn sibling(&self, dc: DcId) -> NodeId {
@@ -205,9 +331,13 @@ impl Node {
 impl ServerNode for Node {
     type Msg = Msg;
 
-    fn start(&mut self, _ctx: &mut Ctx<Msg>) {}
+    fn start(&mut self, ctx: &mut Ctx<Msg>) {
+        self.clock = ctx.clock;
+        self.timers.set((), ctx.clock);
+    }
 
     fn handle_message(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
+        self.clock = self.clock.max(ctx.clock);
         match msg {
             Msg::Read { req, keys } => {
                 self.work += keys.len() as u64;
@@ -215,37 +345,53 @@ impl ServerNode for Node {
                 ctx.send(from, Msg::ReadReply { req, objects });
             }
             Msg::Write { req, updates } => self.write(ctx, from, req, updates),
-            Msg::Replicate { ops } => {
-                self.apply_all(&ops);
-                self.durability
-                    .persist(ctx, Record::Ops(ops).encode(), Vec::new());
-            }
+            Msg::Repl {
+                restarted,
+                acks,
+                stream,
+            } => self.on_repl(ctx, from, restarted, acks, stream),
             Msg::ReadReply { .. } | Msg::WriteReply { .. } => {}
         }
     }
 
-    fn handle_timeout(&mut self, _ctx: &mut Ctx<Msg>) {}
+    fn handle_timeout(&mut self, ctx: &mut Ctx<Msg>) {
+        self.clock = self.clock.max(ctx.clock);
+        if !self.timers.take_due(ctx.clock).is_empty() {
+            self.replicate(ctx);
+            let every = self.config.params.replication_interval_ns;
+            self.timers.set((), ctx.clock + every);
+        }
+    }
 
     fn handle_persisted(&mut self, ctx: &mut Ctx<Msg>, lsn: Lsn) {
-        self.durability.persisted(ctx, lsn);
+        for a in self.durability.persisted(ctx, lsn) {
+            self.run_after(ctx, a);
+        }
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
-        None // nothing periodic: replication is pushed with each write
+        self.timers.next() // the replication interval (writes are pushed once durable)
     }
 
     fn check_invariants(&self) -> Result<(), String> {
         self.durability.check_invariants()
     }
 
-    /// The store, once every record handed out is durable (then it is exactly what a
-    /// replay of the records gives).
+    /// The store and the streams, once every record handed out is durable (then it is
+    /// exactly what a replay of the records gives).
     fn checkpoint(&self) -> Option<Vec<u8>> {
-        if !self.durability.quiescent() {
+        if !self.durability.quiescent() || self.seq != self.durable_seq {
             return None;
         }
         let objects = self.store.iter().map(|(k, o)| (k.clone(), o.clone()));
-        Some(Record::Checkpoint(objects.collect()).encode())
+        let ck = Checkpoint {
+            store: objects.collect(),
+            seq: self.seq,
+            log: self.log.clone(),
+            received: self.received.clone(),
+            durable_have: self.durable_have.clone(),
+        };
+        Some(Record::State(Box::new(ck)).encode())
     }
 
     fn can_checkpoint(&self) -> bool {

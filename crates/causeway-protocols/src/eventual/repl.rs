@@ -1,0 +1,150 @@
+//! Replication of the `eventual` baseline (issue 15): each node's writes form one stream
+//! per sibling, in the order they were made, pushed as soon as they are durable (so the
+//! baseline keeps its visibility latency) and acknowledged; the streams, log, rewind and
+//! GC are `kit::repl`'s, as in Cure and Occult.
+//!
+//! Before, a write was sent once to every sibling after its record was durable: a crash
+//! of the receiver, a reset connection or a full link queue lost it for good and the DCs
+//! diverged (the simulator's `crashes` fault showed it). Now a receiver takes only pieces
+//! that continue what it has (`Received::accept`), every message carries the sender's
+//! acknowledgements, a sibling that lags while it keeps talking gets our stream again from
+//! what it acknowledged, and the log keeps a write until every live sibling acknowledged
+//! it. A sibling silent for `silent_sibling_ns` stops holding the log back once it holds
+//! more than `silent_sibling_log_max` writes.
+//!
+//! **No state transfer.** A sibling that returns after our log dropped writes it lacks is
+//! never sent a gapped piece (`ReplLog::serves_from`), and it stays behind on our writes:
+//! the baseline's objects are op-based (a counter is a sum, with no record of which
+//! origin's increments it holds), so an image of one replica cannot be merged into
+//! another without losing or doubling updates. Cure, PaRiS and Occult have transfers.
+
+use super::{After, Msg, Node, Record};
+use crate::kit::repl::{Replicated, Stream};
+use causeway_core::crdt::Op;
+use causeway_core::limits::REPLICATION_BATCH_MAX;
+use causeway_core::{Addr, Ctx, DcId, Key, SessionId, TxnId, Vc};
+use serde::{Deserialize, Serialize};
+
+/// One write of a node's stream: its sequence number there and its applied ops.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplOps {
+    pub seq: u64,
+    pub ops: Vec<(Key, Op)>,
+}
+
+impl Replicated for ReplOps {
+    fn id(&self) -> TxnId {
+        let session = SessionId(0);
+        TxnId {
+            session,
+            seq: self.seq,
+        }
+    }
+
+    fn time_at(&self, _: DcId) -> u64 {
+        self.seq
+    }
+}
+
+impl Node {
+    /// What we hold durably: every sibling's stream and our own, as acknowledgements.
+    pub(super) fn acks(&self) -> Vc {
+        let mut v = Vc::zero(self.durable_have.len());
+        for (i, h) in self.durable_have.iter().enumerate() {
+            v.set(i, *h);
+        }
+        v.set(usize::from(self.dc.0), self.durable_seq);
+        v
+    }
+
+    /// Sends each sibling the next piece of our stream, if there is one (after a write
+    /// became durable); `heartbeat`: a message to every sibling even without one.
+    pub(super) fn push(&mut self, ctx: &mut Ctx<Msg>, heartbeat: bool) {
+        for s in self.sibs.ids() {
+            self.push_to(ctx, s, heartbeat);
+        }
+    }
+
+    fn push_to(&mut self, ctx: &mut Ctx<Msg>, s: DcId, heartbeat: bool) {
+        let stream = self
+            .sibs
+            .own_stream(s, &self.log, self.durable_seq, REPLICATION_BATCH_MAX);
+        if stream.is_none() && !heartbeat {
+            return;
+        }
+        let restarted = self.announce.remove(&s);
+        let msg = Msg::Repl {
+            restarted,
+            acks: self.acks(),
+            stream,
+        };
+        ctx.send(Addr::Node(self.sibling(s)), msg);
+    }
+
+    /// Every replication interval: rewinds for siblings that lag while they talk, a
+    /// heartbeat (with our acknowledgements) to every sibling, GC of the log.
+    pub(super) fn replicate(&mut self, ctx: &mut Ctx<Msg>) {
+        let (clock, grace) = (self.clock, self.section.lag_grace_ns);
+        let acks = self.acks();
+        for s in self.sibs.ids() {
+            let _ = self.sibs.lagging(s, &acks, clock, grace); // no relays: streams are direct
+        }
+        self.push(ctx, true);
+        let (silent, kept) = (
+            self.section.silent_sibling_ns,
+            self.section.silent_sibling_log_max,
+        );
+        self.log.gc_acknowledged(&self.sibs, clock, silent, kept);
+    }
+
+    /// A sibling's message: its acknowledgements, and maybe a piece of its stream.
+    pub(super) fn on_repl(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        from: Addr,
+        restarted: bool,
+        acks: Vc,
+        stream: Option<Stream<ReplOps>>,
+    ) {
+        let Addr::Node(n) = from else {
+            return;
+        };
+        let s = self.config.topology.dc_of(n);
+        if !self.sibs.heard(s, acks, restarted, self.clock) {
+            return;
+        }
+        // What it just told us may let our stream go on (first heard, or a restart).
+        self.push_to(ctx, s, false);
+        let Some(st) = stream else {
+            return;
+        };
+        let (origin, upto) = (st.origin, st.upto);
+        let Some(writes) = self.received.accept(st) else {
+            return;
+        };
+        writes.iter().for_each(|w| self.apply_all(&w.ops));
+        let record = Record::Remote {
+            origin,
+            upto,
+            writes,
+        };
+        self.durability.persist(ctx, record.encode(), Vec::new());
+        if let Some(a) = self.durability.after_durable(After::Have { origin, upto }) {
+            self.run_after(ctx, a);
+        }
+    }
+
+    /// A durable record's follow-up: acknowledgements rise, our stream goes out.
+    pub(super) fn run_after(&mut self, ctx: &mut Ctx<Msg>, a: After) {
+        match a {
+            After::Have { origin, upto } => {
+                let h = &mut self.durable_have[usize::from(origin.0)];
+                *h = (*h).max(upto);
+            }
+            After::Own(seq) => {
+                self.durable_seq = self.durable_seq.max(seq);
+                self.push(ctx, false);
+            }
+        }
+    }
+}
