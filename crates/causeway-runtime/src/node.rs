@@ -248,6 +248,7 @@ impl NodeTask {
     /// after every input; publishing is rarer because it takes the board's lock).
     fn collect_samples(&mut self) {
         let samples = self.node.take_samples();
+        crate::samples::log_events(&samples);
         self.machine_metrics.samples(&samples);
         self.samples.record(samples);
         if self.gauges_at.elapsed() < GAUGES_INTERVAL {

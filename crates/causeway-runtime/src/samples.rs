@@ -61,9 +61,65 @@ fn sample_gauge(name: &str, value: u64) -> (String, f64) {
     }
 }
 
+/// Samples that are events an operator should see in the log, not only in metrics: the
+/// kit's state transfers (`kit::transfer`; the same names in every protocol that has one),
+/// with the line each logs and whether it is a warning.
+const EVENTS: [(&str, &str, bool); 3] = [
+    (
+        "transfer_sent_keys",
+        "state transfer started to a sibling back after our log dropped what it lacks",
+        false,
+    ),
+    (
+        "transfer_installed_keys",
+        "state transfer installed: this replica caught up past what the sender's log dropped",
+        false,
+    ),
+    (
+        "transfer_refused_keys",
+        "state transfer refused: a checkpoint here holds a version it lacks; the sender retries later",
+        true,
+    ),
+];
+
+/// The log lines for the event samples among `samples`: (warning, message, keys).
+pub fn events(samples: &[(&'static str, u64)]) -> Vec<(bool, &'static str, u64)> {
+    samples
+        .iter()
+        .filter_map(|(name, value)| {
+            let (_, line, warn) = EVENTS.iter().find(|(n, _, _)| n == name)?;
+            Some((*warn, *line, *value))
+        })
+        .collect()
+}
+
+/// Logs the event samples among `samples` ([`events`]).
+pub fn log_events(samples: &[(&'static str, u64)]) {
+    for (warn, line, keys) in events(samples) {
+        match warn {
+            true => tracing::warn!(keys, "{line}"),
+            false => tracing::info!(keys, "{line}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transfer_samples_are_logged_and_others_are_not() {
+        let samples = [
+            ("wait_ns", 5),
+            ("transfer_installed_keys", 40),
+            ("transfer_refused_keys", 3),
+        ];
+        let got = events(&samples);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!((got[0].0, got[0].2), (false, 40));
+        assert!(got[0].1.contains("installed"));
+        assert_eq!((got[1].0, got[1].2), (true, 3));
+    }
 
     fn owned(gauges: &[(&str, f64)]) -> Vec<(String, f64)> {
         gauges.iter().map(|(n, v)| (n.to_string(), *v)).collect()
