@@ -22,21 +22,22 @@
 //! Volatile state is not in it (client requests waiting, coordinated txns not yet
 //! decided, sibling acknowledgements, gossip), exactly as a crash loses it.
 //!
-//! UniStore's certification groups (`Record::Paxos`, kit::paxos) have no checkpoint of
-//! their own yet: a node running strong transactions does not checkpoint (`None`), so its
-//! log keeps growing as before. Causal-only UniStore, CureFT and Cure do.
+//! UniStore's certification groups (`Record::Paxos`, kit::paxos) are in it too: each
+//! group's acceptor state, certifier and delivered slot (`strong_gc.rs`).
 
 use super::node::Node;
 use super::part::Prepared;
 use super::record::{Checkpoint, PartCheckpoint, Record};
 
 impl Node {
-    /// The checkpoint record, or `None` when records are in flight (or strong txns run).
+    /// The checkpoint record, or `None` when records are in flight (or the certification
+    /// groups are not started yet).
     pub(super) fn take_checkpoint(&self) -> Option<Vec<u8>> {
         let receiving = self.parts.values().any(|p| p.transfers.incoming.is_some());
-        if !self.durability.quiescent() || self.strong.is_some() || receiving {
+        if !self.durability.quiescent() || receiving {
             return None; // a transfer's chunk records must stay until its end
         }
+        let strong = self.strong_checkpoint()?;
         let parts = self
             .parts
             .iter()
@@ -72,6 +73,7 @@ impl Node {
             last: self.time.last,
             parts,
             decisions,
+            strong,
         };
         Some(Record::Checkpoint(Box::new(ck)).encode())
     }
@@ -100,5 +102,6 @@ impl Node {
         for (txn, ct, participants) in ck.decisions {
             self.coord.recovered_decision(txn, ct, participants);
         }
+        self.restore_strong(ck.strong);
     }
 }

@@ -135,6 +135,7 @@ mod record;
 mod repl;
 mod session;
 mod strong;
+mod strong_gc;
 #[cfg(test)]
 mod strong_tests;
 #[cfg(test)]

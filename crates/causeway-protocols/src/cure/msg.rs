@@ -240,4 +240,10 @@ pub enum Msg {
         partition: PartitionId,
         msg: paxos::Msg<CertEntry>,
     },
+    /// Leader -> members: every member decided the group's slots below `below`
+    /// (`strong_gc.rs`: each may forget them once applied).
+    StrongGc {
+        partition: PartitionId,
+        below: paxos::Slot,
+    },
 }

@@ -818,6 +818,7 @@ impl Node {
             } => self.on_cert_decide(ctx, txn, partition, commit, forwarded),
             Msg::CertQuery { txn, partition } => self.on_cert_query(ctx, from, txn, partition),
             Msg::Paxos { partition, msg } => self.on_paxos(from, partition, msg),
+            Msg::StrongGc { partition, below } => self.on_strong_gc(partition, below),
             _ => {}
         }
     }
@@ -924,7 +925,7 @@ impl ServerNode for Node {
     }
 
     fn can_checkpoint(&self) -> bool {
-        self.strong.is_none()
+        true
     }
 
     fn check_invariants(&self) -> Result<(), String> {
@@ -938,10 +939,14 @@ impl ServerNode for Node {
     fn gauges(&self, _clock: Nanos) -> Vec<(&'static str, f64)> {
         let versions: usize = self.parts.values().map(|p| p.store.versions()).sum();
         let log: usize = self.parts.values().map(|p| p.log.len()).sum();
-        vec![
+        let mut out = vec![
             ("store_versions", versions as f64),
             ("repl_log_txns", log as f64),
-        ]
+        ];
+        if self.strong.is_some() {
+            out.push(("cert_log_slots", self.cert_log_slots() as f64));
+        }
+        out
     }
 
     fn take_samples(&mut self) -> Vec<(&'static str, u64)> {

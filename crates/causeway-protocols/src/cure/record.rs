@@ -8,7 +8,7 @@ use causeway_core::crdt::Effect;
 use causeway_core::{Key, NodeId, OpId, PartitionId, TxnId, Vc};
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Record {
     /// Timestamps up to `until` may be claimed; recovery starts the clock above it.
     Lease { until: u64 },
@@ -81,7 +81,7 @@ pub type Effects = Vec<(Key, OpId, Effect)>;
 pub type KeptDecision = (TxnId, Vc, Vec<(PartitionId, NodeId)>);
 
 /// What replaying a node's records up to a quiescent moment gives, and nothing volatile.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Checkpoint {
     /// The durable lease (`Record::Lease`).
     pub lease: u64,
@@ -91,6 +91,22 @@ pub struct Checkpoint {
     /// Coordinator decisions not yet acknowledged by every participant (`Decision`
     /// records without their `Ended`).
     pub decisions: Vec<KeptDecision>,
+    /// UniStore's certification groups, one per hosted partition (`strong_gc.rs`).
+    pub strong: Vec<GroupCheckpoint>,
+}
+
+/// One certification group member's durable state (`strong_gc.rs`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GroupCheckpoint {
+    pub partition: PartitionId,
+    /// The acceptor state (`Record::Paxos` records).
+    pub paxos: crate::kit::paxos::Checkpoint<crate::kit::certify::CertEntry>,
+    /// The certifier after every slot below `delivered`.
+    pub cert: crate::kit::certify::Certifier,
+    /// Every decided slot below this is in `cert` and the partition's store.
+    pub delivered: crate::kit::paxos::Slot,
+    /// The group's everywhere point as last heard.
+    pub gc_below: crate::kit::paxos::Slot,
 }
 
 /// One partition's durable state.

@@ -42,8 +42,9 @@
 //! - **Retries**: a coordinator missing votes re-sends to every member of the group every
 //!   `strong_retry_ns` (members answer from their applied log, the leader appends); past
 //!   `strong_timeout_ns` it answers "outcome unknown" and the recovery finishes the txn.
-//! - **Logs** are kept whole (no truncation yet): recovery replays them to rebuild the
-//!   certification state and the delivered strong txns.
+//! - **Logs** are truncated below what every member decided and checkpointed with the
+//!   certifier and the store (`strong_gc.rs`): recovery replays the records after the
+//!   checkpoint to rebuild the certification state and the delivered strong txns.
 //! - **Baselines**: `strong` runs every txn strong (serializability by the ad-hoc
 //!   relation), `redblue` conflicts every two strong txns and makes partition 0's group a
 //!   participant of every strong txn (one central certification service).
@@ -152,6 +153,10 @@ pub struct Group {
     pub cert: Certifier,
     /// When this member last proposed (for heartbeats).
     last_proposal: Nanos,
+    /// Every member decided the slots below this (`strong_gc.rs`).
+    pub gc_below: crate::kit::paxos::Slot,
+    /// When this member, as leader, last sent `gc_below` to the others.
+    pub gc_sent_ns: Nanos,
 }
 
 /// A recovery of an orphaned txn prepared in our group (module doc).
@@ -171,6 +176,8 @@ pub struct Strong {
     pub groups: BTreeMap<PartitionId, Group>,
     /// Records replayed at recovery, until `start` builds the groups.
     pub recovered: BTreeMap<PartitionId, Vec<paxos::Record<CertEntry>>>,
+    /// The groups of a replayed checkpoint (`strong_gc.rs`), until `start`.
+    pub restored: BTreeMap<PartitionId, super::record::GroupCheckpoint>,
     recovering: BTreeMap<TxnId, Recovery>,
     /// The node that last voted for each partition (its leader, probably).
     leader_hint: BTreeMap<PartitionId, NodeId>,
@@ -223,17 +230,29 @@ impl Node {
         let Some(st) = self.strong.as_mut() else {
             return;
         };
-        for p in pids {
-            let records = st.recovered.remove(&p).unwrap_or_default();
-            let mut px = Paxos::recover(pcfg.clone(), &records, clock)
+        for p in &pids {
+            let records = st.recovered.remove(p).unwrap_or_default();
+            let px = Paxos::recover(pcfg.clone(), &records, clock)
                 .expect("the certification log replays");
-            px.boot(clock);
-            let g = Group {
+            let mut g = Group {
                 px,
                 cert: Certifier::new(relation, ignore),
                 last_proposal: clock,
+                gc_below: 0,
+                gc_sent_ns: 0,
             };
-            st.groups.insert(p, g);
+            if let Some(ck) = st.restored.remove(p) {
+                g.px.skip_delivery(ck.delivered); // already in the store and certifier
+                g.cert = ck.cert;
+                g.gc_below = ck.gc_below;
+            }
+            g.px.boot(clock);
+            st.groups.insert(*p, g);
+        }
+        st.recovered.clear();
+        st.restored.clear();
+        for p in pids {
+            self.deliver(p); // knownVec[strong] of a restored certifier
         }
         self.pump_strong(ctx);
     }
@@ -302,8 +321,9 @@ impl Node {
                     self.persist(ctx, r, Vec::new());
                     self.after_durable(super::node::Deferred::Paxos { partition: p, seq });
                 }
-                // Logs are never truncated (module doc), so no member needs a snapshot.
-                Output::SnapshotNeeded { .. } => {}
+                // Members forget only what every member decided (strong_gc.rs), so
+                // this means a member lost its disk: counted, not served.
+                Output::SnapshotNeeded { .. } => self.sample("strong_snapshot_needed", 1),
             }
         }
         if decided.is_empty() {
@@ -489,6 +509,7 @@ impl Node {
         for p in idle {
             self.propose(p, CertEntry::Heartbeat { clock });
         }
+        self.strong_gc(ctx);
         self.start_recoveries();
         self.retry_recoveries(ctx);
         self.coordinator_retries(ctx);

@@ -102,7 +102,7 @@ pub enum Reply {
 }
 
 /// A committed strong txn ready to be applied to this replica's store.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delivery {
     pub txn: TxnId,
     pub ts: u64,
@@ -121,7 +121,7 @@ pub enum Relation {
 }
 
 /// A txn prepared here, with its proposed timestamp and when it was proposed.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Pending {
     pub t: CertTxn,
     pub ts: u64,
@@ -129,14 +129,15 @@ pub struct Pending {
 }
 
 /// The joins of the commit vectors of the committed strong writes and reads of one key.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct Marks {
     writes: Vc,
     reads: Vc,
 }
 
-/// One replica's certification state (see the module doc).
-#[derive(Debug, Default)]
+/// One replica's certification state (see the module doc). It serializes whole: a
+/// node's checkpoint holds it beside the consensus log's slot it covers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Certifier {
     relation: Relation,
     /// The `certify-ignores-conflicts` mutation: every txn is voted commit.

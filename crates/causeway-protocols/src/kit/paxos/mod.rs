@@ -359,6 +359,42 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
         self.finish();
     }
 
+    /// Forgets the decided slots below `below` in memory only, with no record: for an
+    /// embedder whose own checkpoint holds [`Paxos::checkpoint`] and its applied state
+    /// (the slots stay in the durable records until that checkpoint replaces them, and a
+    /// replay of either rebuilds a consistent pair). `below` must be delivered here and,
+    /// for the group to stay live, decided at every member ([`Paxos::decided_everywhere`]).
+    pub fn forget(&mut self, below: Slot) {
+        assert!(
+            below <= self.delivered,
+            "forgetting below {below}, undelivered slots"
+        );
+        self.log.truncate(below);
+    }
+
+    /// The whole acceptor state as a checkpoint value, for an embedder that stores it in
+    /// its own checkpoint ([`Record::Checkpoint`] of it is the first record to recover).
+    pub fn checkpoint(&self) -> Checkpoint<V> {
+        self.log.checkpoint()
+    }
+
+    /// After [`Paxos::recover`]: the embedder's restored state already covers the slots
+    /// below `upto` (it took them from `take_decided` before its checkpoint), so they are
+    /// not delivered again.
+    pub fn skip_delivery(&mut self, upto: Slot) {
+        assert!(
+            upto <= self.log.decided_upto(),
+            "skipping delivery to {upto}, past the decided prefix {}",
+            self.log.decided_upto()
+        );
+        self.delivered = self.delivered.max(upto);
+    }
+
+    /// Every slot below this was taken from [`Paxos::take_decided`].
+    pub fn delivered(&self) -> Slot {
+        self.delivered
+    }
+
     /// Emits a [`Record::Checkpoint`] of the whole acceptor state; once it is durable the
     /// records before it may be dropped.
     pub fn compact(&mut self) {

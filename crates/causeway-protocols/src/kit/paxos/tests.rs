@@ -356,6 +356,48 @@ fn a_restarted_member_rebuilds_its_promise_acceptances_and_decided_prefix() {
 }
 
 #[test]
+fn an_embedder_checkpoint_forgets_in_memory_and_resumes_delivery_after_its_state() {
+    let mut g = Group::new(3, 0);
+    g.run(100);
+    for v in 0..10 {
+        g.propose(0, v).unwrap();
+    }
+    g.run(20);
+    assert_eq!(g.decided(1).len(), 10);
+    let records_before = g.records[1].len();
+    g.call(1, |px, _| px.forget(6));
+    assert_eq!(g.px(1).truncated_below(), 6);
+    assert_eq!(
+        g.records[1].len(),
+        records_before,
+        "forgetting writes no record"
+    );
+    let ck = g.px(1).checkpoint();
+    assert_eq!((ck.truncated_below, ck.decided.len()), (6, 4));
+    // The embedder's own checkpoint applied slots 0..8: recovery skips them.
+    let first = Record::Checkpoint(Box::new(ck));
+    let mut px: Paxos<u64> = Paxos::recover(g.cfgs[1].clone(), &[first], 0).unwrap();
+    px.skip_delivery(8);
+    assert_eq!(px.take_decided(), vec![(8, 8), (9, 9)]);
+    assert_eq!(px.delivered(), 10);
+    // The old records still replay everything (no Truncated record was written).
+    let px: Paxos<u64> = Paxos::recover(g.cfgs[1].clone(), &g.records[1], 0).unwrap();
+    assert_eq!(px.truncated_below(), 0);
+    // Members that forgot below what every member decided still serve the rest.
+    g.call(0, |px, _| {
+        px.take_decided();
+        px.forget(6)
+    });
+    g.propose(0, 10).unwrap();
+    g.run(20);
+    assert_eq!(g.px(2).decided_upto(), 11);
+    assert!(
+        g.snapshots.is_empty(),
+        "nobody asked below what was forgotten"
+    );
+}
+
+#[test]
 fn a_lagging_member_catches_up_in_batches() {
     let mut g = Group::new(3, 0);
     g.run(100);
