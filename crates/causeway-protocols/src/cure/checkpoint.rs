@@ -33,7 +33,7 @@ impl Node {
     /// The checkpoint record, or `None` when records are in flight (or the certification
     /// groups are not started yet).
     pub(super) fn take_checkpoint(&self) -> Option<Vec<u8>> {
-        let receiving = self.parts.values().any(|p| p.transfers.incoming.is_some());
+        let receiving = self.parts.values().any(|p| p.transfers.receiving());
         if !self.durability.quiescent() || receiving {
             return None; // a transfer's chunk records must stay until its end
         }

@@ -176,7 +176,7 @@ impl Node {
         // A transfer whose chunks were persisted but not its end is dropped (the sender
         // sends a new one).
         for part in node.parts.values_mut() {
-            part.transfers.incoming = None;
+            part.transfers.incoming.clear();
         }
         // Never reissue: start above every lease and prepare time on disk.
         node.time.last += 1;

@@ -105,15 +105,15 @@ impl Node {
         };
         self.persist(ctx, record, Vec::new());
         if last {
-            self.finish_transfer(ctx, pid);
+            self.finish_transfer(ctx, s, pid);
         }
     }
 
     /// The last chunk arrived: install, or refuse if a checkpoint of ours holds a version
     /// the transfer lacks (a forced fold; the sender tries again later).
-    fn finish_transfer(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId) {
+    fn finish_transfer(&mut self, ctx: &mut Ctx<Msg>, s: DcId, pid: PartitionId) {
         let part = self.part(pid);
-        let t = match part.transfers.complete(&part.store) {
+        let t = match part.transfers.complete(s, &part.store) {
             Ok(t) => t,
             Err(keys) => return self.sample("transfer_refused_keys", keys),
         };

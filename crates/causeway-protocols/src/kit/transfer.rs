@@ -1,7 +1,8 @@
 //! State transfers between sibling replicas of a partition (issue 15), the part every
 //! protocol shares: the transfers being sent (images cut into chunks, sent a few per
-//! replication interval), the one being received (chunks taken only in order, buffered
-//! until the last), when each sibling last got one (retry pacing) and the txns an
+//! replication interval), those being received (one per sender: chunks taken only in
+//! order, buffered until the last; two siblings sending at once no longer preempt each
+//! other), when each sibling last got one (retry pacing) and the txns an
 //! install added that a stream may still deliver. What an image is and how it is
 //! installed is `kit::mvstore` ([`KeyImage`], `Store::install`); when a sibling needs a
 //! transfer is `kit::repl` (`Siblings::needs_transfer`); the protocol decides the vector
@@ -69,7 +70,8 @@ pub struct Transfers<T, I = KeyImage<T>> {
     pub out: BTreeMap<DcId, OutTransfer<T, I>>,
     /// When the last transfer to each sibling started (for the retry pacing).
     pub started: BTreeMap<DcId, Nanos>,
-    pub incoming: Option<InTransfer<T, I>>,
+    /// The transfer being received from each sender (at most one per sibling DC).
+    pub incoming: BTreeMap<DcId, InTransfer<T, I>>,
     /// Txns added from images' versions, with their commit timestamps, until the
     /// received streams cover them.
     pub transferred: BTreeMap<TxnId, T>,
@@ -80,7 +82,7 @@ impl<T, I> Default for Transfers<T, I> {
         Transfers {
             out: BTreeMap::new(),
             started: BTreeMap::new(),
-            incoming: None,
+            incoming: BTreeMap::new(),
             transferred: BTreeMap::new(),
         }
     }
@@ -138,24 +140,38 @@ impl<T: Clone + Serialize, I: Clone + Serialize> Transfers<T, I> {
     /// Whether chunk `index` of transfer `(s, id)` continues the one being received (or
     /// starts a new one, index 0): anything else is stale or out of order, ignored.
     pub fn take_chunk(&mut self, s: DcId, c: &Chunk<T, I>) -> bool {
-        match &mut self.incoming {
-            Some(t) if t.from == s && t.id == c.id && t.next == c.index => {
+        match self.incoming.get_mut(&s) {
+            Some(t) if t.id == c.id && t.next == c.index => {
                 t.next += 1;
                 true
             }
             _ if c.index == 0 => {
-                self.incoming = Some(InTransfer {
+                let t = InTransfer {
                     from: s,
                     id: c.id,
                     at: c.at.clone(),
                     claims: c.claims.clone(),
                     next: 1,
                     images: Vec::new(),
-                });
+                };
+                self.incoming.insert(s, t);
                 true
             }
             _ => false,
         }
+    }
+
+    /// Whether any transfer is being received (a checkpoint waits for its end: its
+    /// chunk records must stay).
+    pub fn receiving(&self) -> bool {
+        !self.incoming.is_empty()
+    }
+
+    /// The transfer from `s` whose last chunk arrived.
+    pub fn take_incoming(&mut self, s: DcId) -> InTransfer<T, I> {
+        self.incoming
+            .remove(&s)
+            .expect("a transfer being received from s")
     }
 
     /// Takes chunk `c` from `s` if it continues the transfer being received (or starts
@@ -164,45 +180,40 @@ impl<T: Clone + Serialize, I: Clone + Serialize> Transfers<T, I> {
         if !self.take_chunk(s, &c) {
             return None;
         }
-        self.push_images(c.images.clone());
+        self.push_images(s, c.images.clone());
         Some(c)
     }
 
-    /// Adds a taken chunk's images to the transfer being received.
-    pub fn push_images(&mut self, images: Vec<I>) {
-        let t = self.incoming.as_mut().expect("a chunk was taken");
+    /// Adds a taken chunk's images to the transfer being received from `s`.
+    pub fn push_images(&mut self, s: DcId, images: Vec<I>) {
+        let t = self.incoming.get_mut(&s).expect("a chunk was taken");
         t.images.extend(images);
     }
 
     /// Replay of a persisted chunk: buffered as when it arrived (a chunk of another
     /// transfer starts over).
     pub fn replay_chunk(&mut self, s: DcId, c: Chunk<T, I>) {
-        let same = self
-            .incoming
-            .as_ref()
-            .is_some_and(|t| t.from == s && t.id == c.id);
+        let same = self.incoming.get(&s).is_some_and(|t| t.id == c.id);
         if !same {
-            self.incoming = Some(InTransfer {
+            let t = InTransfer {
                 from: s,
                 id: c.id,
                 at: c.at,
                 claims: c.claims,
                 next: 0,
                 images: Vec::new(),
-            });
+            };
+            self.incoming.insert(s, t);
         }
-        let t = self.incoming.as_mut().expect("set above");
+        let t = self.incoming.get_mut(&s).expect("set above");
         t.next += 1;
         t.images.extend(c.images);
     }
 
     /// Replay of a transfer's end: the buffered transfer, to install again.
     pub fn replay_done(&mut self, s: DcId, id: u64) -> Option<InTransfer<T, I>> {
-        let t = self.incoming.take()?;
-        assert!(
-            t.from == s && t.id == id,
-            "a transfer's end without its chunks"
-        );
+        let t = self.incoming.remove(&s)?;
+        assert!(t.id == id, "a transfer's end without its chunks");
         Some(t)
     }
 
@@ -224,8 +235,8 @@ impl<T: Clone + Serialize + SnapshotTs> Transfers<T> {
     /// The transfer whose last chunk arrived, if `store` can install it: else it is
     /// dropped and `Err` says how many keys it had (a checkpoint of ours holds a version
     /// the transfer lacks, `Store::installable`; the sender tries again later).
-    pub fn complete(&mut self, store: &Store<T>) -> Result<InTransfer<T>, u64> {
-        let t = self.incoming.take().expect("a transfer being received");
+    pub fn complete(&mut self, s: DcId, store: &Store<T>) -> Result<InTransfer<T>, u64> {
+        let t = self.take_incoming(s);
         match store.installable(&t.at) {
             Some(_) => Err(t.images.len() as u64),
             None => Ok(t),
@@ -311,14 +322,21 @@ mod tests {
         };
         assert!(!t.take_chunk(s, &c(9, 1)), "a transfer starts at chunk 0");
         assert!(t.take_chunk(s, &c(9, 0)));
-        t.push_images(vec![image("a", 0)]);
+        t.push_images(s, vec![image("a", 0)]);
         assert!(
             !t.take_chunk(s, &c(9, 2)),
             "chunk 1 was lost: the rest is ignored"
         );
         assert!(t.take_chunk(s, &c(9, 1)));
         assert!(t.take_chunk(s, &c(11, 0)), "a new transfer starts over");
-        assert_eq!(t.incoming.as_ref().map(|i| i.images.len()), Some(0));
+        assert_eq!(t.incoming.get(&s).map(|i| i.images.len()), Some(0));
+        // Another sender's transfer is buffered beside it, not in its place.
+        let other = DcId(1);
+        assert!(t.take_chunk(other, &c(4, 0)));
+        t.push_images(other, vec![image("b", 0)]);
+        assert!(t.take_chunk(s, &c(11, 1)), "s's transfer goes on");
+        assert_eq!(t.take_incoming(other).images.len(), 1);
+        assert!(t.receiving());
         t.remember(vec![(
             TxnId {
                 session: causeway_core::SessionId(1),

@@ -188,7 +188,7 @@ impl Node {
             node.replay(record);
         }
         // Chunks of a transfer whose end was never persisted: the master sends it again.
-        node.transfers.incoming = None;
+        node.transfers.incoming.clear();
         if !records.is_empty() {
             node.announce = node.sibs.ids().into_iter().collect();
         }

@@ -33,7 +33,7 @@ impl Node {
         }
         let in_flight = self.parts.values().any(|part| {
             // A transfer's chunk records must stay until its end (`transfer.rs`).
-            part.transfers.incoming.is_some()
+            part.transfers.receiving()
                 || part
                     .prepared
                     .values()

@@ -151,7 +151,7 @@ impl Node {
         // A transfer whose chunks were persisted but not its end is dropped (the sender
         // sends a new one).
         for part in node.parts.values_mut() {
-            part.transfers.incoming = None;
+            part.transfers.incoming.clear();
         }
         node.time.last += 1; // never reissue a timestamp on disk
         if !records.is_empty() {

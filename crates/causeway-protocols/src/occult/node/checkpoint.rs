@@ -23,7 +23,7 @@ use crate::occult::msg::{Checkpoint, Record};
 impl Node {
     /// The checkpoint record, or `None` when records are in flight.
     pub(super) fn take_checkpoint(&self) -> Option<Vec<u8>> {
-        let receiving = self.transfers.incoming.is_some();
+        let receiving = self.transfers.receiving();
         if !self.durability.quiescent() || self.seq != self.durable_seq || receiving {
             return None;
         }

@@ -94,11 +94,7 @@ impl Node {
         if !last {
             return;
         }
-        let t = self
-            .transfers
-            .incoming
-            .take()
-            .expect("a transfer being received");
+        let t = self.transfers.take_incoming(s);
         let keys = t.images.len() as u64;
         self.persist(ctx, &Record::TransferDone { from: s, id: t.id }, Vec::new());
         if self.install(s, t.at, t.images) {
