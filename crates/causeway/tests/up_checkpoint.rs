@@ -90,6 +90,13 @@ fn occult_checkpoints_bound_what_a_restart_replays_and_lose_nothing() {
     checkpoints_bound_what_a_restart_replays_and_lose_nothing("occult");
 }
 
+/// UniStore with strong transactions on (its default): each certification group's state
+/// is in the checkpoint too (`cure/strong_gc.rs`), and its heartbeats add records even idle.
+#[test]
+fn unistore_checkpoints_bound_what_a_restart_replays_and_lose_nothing() {
+    checkpoints_bound_what_a_restart_replays_and_lose_nothing("unistore");
+}
+
 /// PrompTCC runs in one DC: two nodes there.
 #[test]
 fn promptcc_checkpoints_bound_what_a_restart_replays_and_lose_nothing() {
