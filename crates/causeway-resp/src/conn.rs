@@ -13,13 +13,15 @@
 
 use crate::admin;
 use crate::commands::{self, Group, Spec};
-use crate::data::DataCmd;
-use crate::limits::{MULTI_QUEUE_MAX, STANDALONE_RETRIES_MAX, TOKEN_HEX_LEN_MAX};
+use crate::data::{bulk_or_nil, DataCmd};
+use crate::limits::{
+    MULTI_QUEUE_MAX, PIPELINE_TXN_COMMANDS_MAX, STANDALONE_RETRIES_MAX, TOKEN_HEX_LEN_MAX,
+};
 use crate::reply::{Proto, Reply};
 use crate::session::{SessionFactory, SessionHandle};
 use crate::txn::{Scope, Tx};
 use bytes::Bytes;
-use causeway_core::{Error, Request, Response, TxnKind};
+use causeway_core::{Error, ObjType, ObjValue, Request, Response, TxnKind};
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
@@ -43,6 +45,16 @@ enum Mode {
     },
     /// Inside `TX.BEGIN`.
     Interactive,
+}
+
+/// How a pipelined group of standalone commands ended ([`Conn::run_pipelined`]).
+enum GroupEnd {
+    /// Committed: one reply per command.
+    Done(Vec<Reply>),
+    /// Nothing of it took effect: each command runs again alone.
+    Alone,
+    /// The commit failed without saying whether it took effect: every command answers it.
+    Failed(Error),
 }
 
 /// The answer to one command.
@@ -223,6 +235,122 @@ impl<F: SessionFactory> Conn<F> {
             attempt += 1;
             if !matches!(e, Error::Aborted(_)) || attempt > STANDALONE_RETRIES_MAX {
                 return error_reply(&e);
+            }
+        }
+    }
+
+    /// The command as one that may share a transaction with its pipelined neighbours
+    /// ([`Conn::run_pipelined`]): a data command that needs the store, well formed, on an
+    /// authenticated idle connection. `None`: run it alone with [`Conn::execute`], which
+    /// answers whatever is wrong with it.
+    pub fn pipelinable(&self, args: &[Bytes]) -> Option<DataCmd> {
+        if !self.authed || !matches!(self.mode, Mode::Idle) {
+            return None;
+        }
+        let spec = commands::lookup(args.first()?)?;
+        if spec.group != Group::Data || !spec.arity_ok(args.len()) {
+            return None;
+        }
+        let cmd = DataCmd::parse(spec.name, args).ok()?;
+        cmd.local_reply().is_none().then_some(cmd)
+    }
+
+    /// Runs standalone commands that arrived together in one pipeline as one causal
+    /// transaction, one reply each (our decision, not Redis's: a pipeline's effects become
+    /// visible together, which is stronger than one transaction per command and allowed by
+    /// it; every command still reads what the earlier ones wrote, Cure Alg. 1 l.20-21).
+    /// Only an outcome every command would have had alone is answered from the group:
+    /// on an abort or any error before the commit (a `WRONGTYPE` included, so a failed
+    /// command leaves nothing behind) nothing took effect and each command runs again
+    /// alone ([`Conn::standalone`]), and so it does when the commit is refused; a commit
+    /// that failed without saying whether it took effect (unavailable) is answered to
+    /// every command, as one alone would answer it.
+    pub async fn run_pipelined(&mut self, cmds: Vec<DataCmd>) -> Vec<Reply> {
+        assert!(
+            matches!(self.mode, Mode::Idle),
+            "pipelined outside idle mode"
+        );
+        assert!(
+            cmds.len() <= PIPELINE_TXN_COMMANDS_MAX,
+            "pipeline run too long"
+        );
+        if cmds.len() == 1 {
+            let cmd = cmds.into_iter().next().expect("one command");
+            return vec![self.standalone(cmd).await];
+        }
+        let end = if cmds.iter().all(|c| matches!(c, DataCmd::Get(_))) {
+            self.gets_together(&cmds).await
+        } else {
+            self.group_together(&cmds).await
+        };
+        match end {
+            GroupEnd::Done(replies) => replies,
+            GroupEnd::Alone => {
+                let mut replies = Vec::with_capacity(cmds.len());
+                for cmd in cmds {
+                    replies.push(self.standalone(cmd).await);
+                }
+                replies
+            }
+            GroupEnd::Failed(e) => vec![error_reply(&e); cmds.len()],
+        }
+    }
+
+    /// Pipelined `GET`s: one read of every key, with the commit in the same batch. They
+    /// change nothing, so on any error (or a key that is not a string) they run alone.
+    async fn gets_together(&mut self, cmds: &[DataCmd]) -> GroupEnd {
+        let keys = cmds.iter().filter_map(|c| match c {
+            DataCmd::Get(k) => Some((k.clone(), ObjType::Lww)),
+            _ => None,
+        });
+        let mut tx = Tx::begin(&mut self.handle, Scope::Command);
+        let values = match tx.read_then(keys.collect(), Vec::new(), true).await {
+            Ok(values) => values,
+            Err(_) => {
+                tx.abort().await;
+                return GroupEnd::Alone;
+            }
+        };
+        let replies: Option<Vec<Reply>> = values
+            .into_iter()
+            .map(|v| match v.value {
+                ObjValue::Lww(v) => Some(bulk_or_nil(v)),
+                ObjValue::Counter(n) => Some(Reply::text(n.to_string())),
+                ObjValue::Set(_) | ObjValue::MvReg(_) => None,
+            })
+            .collect();
+        match replies {
+            Some(replies) if replies.len() == cmds.len() => GroupEnd::Done(replies),
+            _ => GroupEnd::Alone,
+        }
+    }
+
+    /// Pipelined commands of any kind in one transaction, committed after the last.
+    async fn group_together(&mut self, cmds: &[DataCmd]) -> GroupEnd {
+        let mut tx = Tx::begin(&mut self.handle, Scope::Group);
+        let mut replies = Vec::with_capacity(cmds.len());
+        for cmd in cmds {
+            match cmd.clone().run(&mut tx).await {
+                Ok(reply) => replies.push(reply),
+                Err(_) => {
+                    // Before the commit: nothing took effect.
+                    tx.abort().await;
+                    return GroupEnd::Alone;
+                }
+            }
+        }
+        match tx.commit().await {
+            Ok(()) => GroupEnd::Done(replies),
+            // The session could not say whether the commit took effect.
+            Err(e @ (Error::Unavailable(_) | Error::InvalidState(_))) => {
+                tx.abort().await;
+                GroupEnd::Failed(e)
+            }
+            // Refused (an abort, or an update of the batch the commit carried failed, as
+            // a `SET` of a key holding a counter does): nothing took effect.
+            Err(_) => {
+                tx.abort().await;
+                GroupEnd::Alone
             }
         }
     }

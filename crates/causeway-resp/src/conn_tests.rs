@@ -34,11 +34,11 @@ fn conn() -> Conn<MemoryFactory> {
 }
 
 /// Runs a command given as space-separated words.
-async fn run(c: &mut Conn<MemoryFactory>, cmd: &str) -> Reply {
+async fn run<F: crate::session::SessionFactory>(c: &mut Conn<F>, cmd: &str) -> Reply {
     run_outcome(c, cmd).await.reply
 }
 
-async fn run_outcome(c: &mut Conn<MemoryFactory>, cmd: &str) -> Outcome {
+async fn run_outcome<F: crate::session::SessionFactory>(c: &mut Conn<F>, cmd: &str) -> Outcome {
     let args = cmd.split(' ').map(|w| Bytes::from(w.to_string())).collect();
     c.execute(args).await
 }
@@ -750,4 +750,292 @@ async fn a_strong_txn_that_fails_certification_answers_commit_with_the_conflict(
     assert_eq!(run("SET nick/ann me").await, Reply::Ok);
     assert_eq!(run("TX.COMMIT").await, Reply::Ok);
     assert_eq!(run("GET nick/ann").await, bulk("me"));
+}
+
+/// The in-memory backend, counting the transactions begun; with `fail_commits`, every
+/// commit fails without saying whether it took effect (as a lost link would).
+struct Counting {
+    inner: MemoryFactory,
+    begins: Arc<AtomicUsize>,
+    fail_commits: bool,
+}
+
+struct CountingSession {
+    inner: crate::memory::MemorySession,
+    begins: Arc<AtomicUsize>,
+    fail_commits: bool,
+}
+
+impl crate::session::SessionHandle for CountingSession {
+    async fn call(&mut self, req: causeway_core::Request) -> causeway_core::Response {
+        use causeway_core::{Error, Request, Response};
+        match req {
+            Request::Begin { .. } => {
+                self.begins
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Request::Read { .. } => {
+                self.begins
+                    .fetch_add(1 << 32, std::sync::atomic::Ordering::Relaxed);
+            }
+            Request::Commit if self.fail_commits => {
+                self.inner.call(Request::Abort).await;
+                return Response::Error(Error::Unavailable("the link to the node is down".into()));
+            }
+            _ => {}
+        }
+        self.inner.call(req).await
+    }
+}
+
+impl crate::session::SessionFactory for Counting {
+    type Handle = CountingSession;
+
+    fn open(&self) -> CountingSession {
+        CountingSession {
+            inner: self.inner.open(),
+            begins: self.begins.clone(),
+            fail_commits: self.fail_commits,
+        }
+    }
+
+    fn info(&self) -> crate::session::ServerInfo {
+        self.inner.info()
+    }
+}
+
+/// A connection counting its transactions (the counter is returned beside it).
+fn counting_conn(
+    cluster: &MemoryCluster,
+    fail_commits: bool,
+) -> (Conn<Counting>, Arc<AtomicUsize>) {
+    let begins = Arc::new(AtomicUsize::new(0));
+    let shared = Arc::new(Shared {
+        factory: Counting {
+            inner: cluster.factory(0),
+            begins: begins.clone(),
+            fail_commits,
+        },
+        password: None,
+        clients: AtomicUsize::new(1),
+    });
+    (Conn::new(shared, 1), begins)
+}
+
+/// Runs the commands as one pipeline (each must be pipelinable).
+async fn pipeline<F: crate::session::SessionFactory>(c: &mut Conn<F>, cmds: &[&str]) -> Vec<Reply> {
+    let parsed = cmds
+        .iter()
+        .map(|cmd| {
+            let args: Vec<Bytes> = cmd.split(' ').map(|w| Bytes::from(w.to_string())).collect();
+            c.pipelinable(&args)
+                .unwrap_or_else(|| panic!("{cmd} is pipelinable"))
+        })
+        .collect();
+    c.run_pipelined(parsed).await
+}
+
+/// Transactions begun (the counter's low half; reads are counted in the high half).
+fn begun(begins: &AtomicUsize) -> usize {
+    begins.load(std::sync::atomic::Ordering::Relaxed) & 0xffff_ffff
+}
+
+/// Reads sent to the session.
+fn reads_sent(begins: &AtomicUsize) -> usize {
+    begins.load(std::sync::atomic::Ordering::Relaxed) >> 32
+}
+
+#[tokio::test]
+async fn pipelined_commands_share_one_transaction_and_see_each_other() {
+    let cluster = MemoryCluster::new(options(1));
+    let (mut c, begins) = counting_conn(&cluster, false);
+    let replies = pipeline(
+        &mut c,
+        &[
+            "SET k v", "GET k", "INCR n", "INCR n", "SADD s a", "SCARD s",
+        ],
+    )
+    .await;
+    let want = [Reply::Ok, bulk("v"), Reply::Int(1), Reply::Int(2)];
+    assert_eq!(replies[..4], want, "each reads what the earlier ones wrote");
+    assert_eq!(replies[4..], [Reply::Int(1), Reply::Int(1)]);
+    assert_eq!(begun(&begins), 1, "one transaction for the pipeline");
+    let replies = pipeline(&mut c, &["GET k", "GET missing", "GET k"]).await;
+    assert_eq!(replies, [bulk("v"), Reply::Nil, bulk("v")]);
+    assert_eq!(begun(&begins), 2, "pipelined GETs are one read");
+    // A GET of a counter or a set is answered as alone (the counter's value, WRONGTYPE).
+    let replies = pipeline(&mut c, &["GET n", "GET s", "GET k"]).await;
+    assert_eq!(replies[0], bulk("2"));
+    assert_err(&replies[1], "WRONGTYPE", &[]);
+    assert_eq!(replies[2], bulk("v"));
+    // Another connection sees all of the first pipeline.
+    let mut other = Conn::new(shared(&cluster, 0, None), 2);
+    assert_eq!(
+        run(&mut other, "MGET k n").await,
+        Reply::Array(vec![bulk("v"), bulk("2")])
+    );
+    // Pipelinable: only data commands that need the store, on an idle connection.
+    let args =
+        |cmd: &str| -> Vec<Bytes> { cmd.split(' ').map(|w| Bytes::from(w.to_string())).collect() };
+    assert!(c.pipelinable(&args("PING")).is_none());
+    assert!(
+        c.pipelinable(&args("GET")).is_none(),
+        "arity error: answered alone"
+    );
+    assert!(c.pipelinable(&args("MULTI")).is_none());
+    c.execute(args("MULTI")).await;
+    assert!(c.pipelinable(&args("GET k")).is_none(), "queued by MULTI");
+}
+
+#[tokio::test]
+async fn a_pipelined_command_that_fails_leaves_nothing_and_the_others_run_alone() {
+    let cluster = MemoryCluster::new(options(1));
+    let (mut c, begins) = counting_conn(&cluster, false);
+    let replies = pipeline(&mut c, &["SADD s a", "SET k v", "INCR s", "SET k2 w"]).await;
+    assert_eq!(replies[..2], [Reply::Int(1), Reply::Ok]);
+    assert_err(&replies[2], "WRONGTYPE", &[]);
+    assert_eq!(replies[3], Reply::Ok);
+    assert_eq!(begun(&begins), 1 + 4, "the group, then each command alone");
+    assert_eq!(
+        run(&mut c, "MGET k k2").await,
+        Reply::Array(vec![bulk("v"), bulk("w")])
+    );
+    assert_eq!(run(&mut c, "SMEMBERS s").await, Reply::Set(vec![bulk("a")]));
+}
+
+#[tokio::test]
+async fn a_pipeline_that_aborts_runs_each_command_alone_once() {
+    let mut c = conn_with_aborts(1);
+    let replies = pipeline(&mut c, &["INCR n", "INCR n", "GET n"]).await;
+    assert_eq!(
+        replies,
+        [Reply::Int(1), Reply::Int(2), bulk("2")],
+        "nothing applied twice"
+    );
+    let mut c = conn_with_aborts(1);
+    let replies = pipeline(&mut c, &["GET a", "GET b"]).await;
+    assert_eq!(replies, [Reply::Nil, Reply::Nil]);
+    assert_eq!(
+        run(&mut c, "SET a 1").await,
+        Reply::Ok,
+        "the connection is idle"
+    );
+}
+
+#[tokio::test]
+async fn a_pipeline_whose_commit_fails_answers_every_command_with_the_failure() {
+    let cluster = MemoryCluster::new(options(1));
+    let (mut c, begins) = counting_conn(&cluster, true);
+    let replies = pipeline(&mut c, &["SET a 1", "INCR n"]).await;
+    for reply in &replies {
+        assert_err(reply, "TRYAGAIN", &["link"]);
+    }
+    assert_eq!(begun(&begins), 1, "not run again: it may have committed");
+    let (mut c, _) = counting_conn(&cluster, false);
+    assert_eq!(
+        run(&mut c, "GET a").await,
+        Reply::Nil,
+        "this backend did not commit it"
+    );
+}
+
+#[tokio::test]
+async fn a_group_reads_each_key_once_and_sees_its_own_updates() {
+    let cluster = MemoryCluster::new(options(1));
+    let (mut c, counts) = counting_conn(&cluster, false);
+    let cmds = [
+        "INCR n",
+        "INCR n",
+        "INCRBY n 5",
+        "DECR n",
+        "SADD s b",
+        "SADD s a",
+        "SADD s b",
+        "SCARD s",
+        "SREM s b",
+        "SISMEMBER s b",
+        "SMEMBERS s",
+        "SET k v",
+        "GET k",
+    ];
+    let replies = pipeline(&mut c, &cmds).await;
+    let want = [
+        Reply::Int(1),
+        Reply::Int(2),
+        Reply::Int(7),
+        Reply::Int(6),
+        Reply::Int(1),
+        Reply::Int(1),
+        Reply::Int(0),
+        Reply::Int(2),
+        Reply::Int(1),
+        Reply::Int(0),
+        Reply::Set(vec![bulk("a")]),
+        Reply::Ok,
+        bulk("v"),
+    ];
+    assert_eq!(replies, want);
+    assert_eq!(begun(&counts), 1);
+    assert_eq!(reads_sent(&counts), 3, "n, s and k read once each");
+}
+
+/// A small deterministic generator (xorshift64*), so a failure replays from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+/// A random data command over three keys and two elements.
+fn random_command(rng: &mut Rng) -> String {
+    let key = ["a", "b", "c"][rng.below(3) as usize];
+    let elem = ["x", "y"][rng.below(2) as usize];
+    match rng.below(12) {
+        0 => format!("GET {key}"),
+        1 => format!("SET {key} v{}", rng.below(3)),
+        2 => format!("INCR {key}"),
+        3 => format!("DECRBY {key} 2"),
+        4 => format!("DEL {key}"),
+        5 => format!("SADD {key} {elem}"),
+        6 => format!("SREM {key} {elem}"),
+        7 => format!("SMEMBERS {key}"),
+        8 => format!("SCARD {key}"),
+        9 => format!("EXISTS {key}"),
+        10 => format!("MGET a {key}"),
+        _ => format!("SET {key} v{} NX", rng.below(3)),
+    }
+}
+
+#[tokio::test]
+async fn pipelines_answer_what_the_same_commands_answer_one_by_one() {
+    for seed in 1..=40u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let cmds: Vec<String> = (0..60).map(|_| random_command(&mut rng)).collect();
+        let mut alone = conn();
+        let mut want = Vec::new();
+        for cmd in &cmds {
+            want.push(run(&mut alone, cmd).await);
+        }
+        let mut piped = conn();
+        let mut got = Vec::new();
+        let mut at = 0;
+        while at < cmds.len() {
+            let len = (1 + rng.below(16) as usize).min(cmds.len() - at);
+            let group: Vec<&str> = cmds[at..at + len].iter().map(String::as_str).collect();
+            got.extend(pipeline(&mut piped, &group).await);
+            at += len;
+        }
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "seed {seed}, command {i} ({}): {cmds:?}", cmds[i]);
+        }
+        for key in ["a", "b", "c"] {
+            let cmd = format!("TYPE {key}");
+            assert_eq!(run(&mut piped, &cmd).await, run(&mut alone, &cmd).await);
+        }
+    }
 }

@@ -273,7 +273,7 @@ fn live(value: Option<Value>) -> Option<Value> {
     value.filter(|v| v.as_slice() != LWW_TOMBSTONE)
 }
 
-fn bulk_or_nil(value: Option<Value>) -> Reply {
+pub(crate) fn bulk_or_nil(value: Option<Value>) -> Reply {
     live(value).map_or(Reply::Nil, |v| Reply::Bulk(Bytes::from(v)))
 }
 

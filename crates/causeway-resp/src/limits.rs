@@ -17,6 +17,9 @@ pub const COMMAND_BYTES_MAX: usize = 16 << 20;
 pub const PIPELINE_DEPTH_MAX: usize = 1024;
 /// Reply bytes buffered before they are written out even inside a pipeline batch.
 pub const REPLY_BUFFER_MAX: usize = 1 << 20;
+/// Most pipelined standalone commands run as one transaction (`Conn::run_pipelined`):
+/// bounds the transaction's size and the replies held back until it commits.
+pub const PIPELINE_TXN_COMMANDS_MAX: usize = 64;
 /// Most commands queued between `MULTI` and `EXEC`.
 pub const MULTI_QUEUE_MAX: usize = 1024;
 /// Most open client connections per RESP endpoint.

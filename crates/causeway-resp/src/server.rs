@@ -8,9 +8,11 @@
 //! endpoint and the other connections go on.
 
 use crate::conn::{Conn, Shared};
+use crate::data::DataCmd;
 use crate::limits::{
     CONNECTIONS_MAX, CONN_BUFFER_BYTES, KEEPALIVE_IDLE_MS, KEEPALIVE_INTERVAL_MS,
-    KEEPALIVE_RETRIES, PIPELINE_DEPTH_MAX, REPLY_BUFFER_MAX, SHUTDOWN_GRACE_MS,
+    KEEPALIVE_RETRIES, PIPELINE_DEPTH_MAX, PIPELINE_TXN_COMMANDS_MAX, REPLY_BUFFER_MAX,
+    SHUTDOWN_GRACE_MS,
 };
 use crate::parse::parse_command;
 use crate::reply::Reply;
@@ -221,7 +223,10 @@ async fn serve_stream<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Runs every whole command in `input`, encoding replies into `output` (written out early
-/// when a batch grows past its limits). Returns whether the connection must close.
+/// when a batch grows past its limits). Consecutive standalone data commands already
+/// buffered together (a pipeline) run as one transaction, at most
+/// [`PIPELINE_TXN_COMMANDS_MAX`] at a time ([`Conn::run_pipelined`]); nothing waits for
+/// more input to fill one. Returns whether the connection must close.
 async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
     input: &mut BytesMut,
     output: &mut BytesMut,
@@ -229,21 +234,35 @@ async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
     stream: &mut S,
 ) -> io::Result<bool> {
     let mut batch_commands = 0;
+    let mut run: Vec<DataCmd> = Vec::new();
     loop {
         let args = match parse_command(input) {
             Ok(Some(args)) => args,
-            Ok(None) => return Ok(false),
+            Ok(None) => {
+                run_pipelined(conn, &mut run, output).await;
+                return Ok(false);
+            }
             Err(e) => {
+                run_pipelined(conn, &mut run, output).await;
                 Reply::err(e.to_string()).encode(conn.proto(), output);
                 return Ok(true);
             }
         };
-        let outcome = conn.execute(args).await;
-        outcome.reply.encode(conn.proto(), output);
-        if outcome.close {
-            return Ok(true);
+        if let Some(cmd) = conn.pipelinable(&args) {
+            run.push(cmd);
+            if run.len() < PIPELINE_TXN_COMMANDS_MAX {
+                continue;
+            }
+            batch_commands += run_pipelined(conn, &mut run, output).await;
+        } else {
+            batch_commands += run_pipelined(conn, &mut run, output).await;
+            let outcome = conn.execute(args).await;
+            outcome.reply.encode(conn.proto(), output);
+            if outcome.close {
+                return Ok(true);
+            }
+            batch_commands += 1;
         }
-        batch_commands += 1;
         if batch_commands >= PIPELINE_DEPTH_MAX || output.len() >= REPLY_BUFFER_MAX {
             stream.write_all(output).await?;
             stream.flush().await?;
@@ -251,6 +270,23 @@ async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
             batch_commands = 0;
         }
     }
+}
+
+/// Runs the pipelined commands gathered in `run` (if any) and encodes their replies;
+/// returns how many it answered.
+async fn run_pipelined<F: SessionFactory>(
+    conn: &mut Conn<F>,
+    run: &mut Vec<DataCmd>,
+    output: &mut BytesMut,
+) -> usize {
+    if run.is_empty() {
+        return 0;
+    }
+    let replies = conn.run_pipelined(std::mem::take(run)).await;
+    for reply in &replies {
+        reply.encode(conn.proto(), output);
+    }
+    replies.len()
 }
 
 #[cfg(test)]
@@ -404,6 +440,37 @@ mod tests {
         let mut conn = TcpStream::connect(addr).await.expect("connect");
         let answer = exchange(&mut conn, b"*1\r\n$4\r\nQUIT\r\n*1\r\n$4\r\nPING\r\n", 64).await;
         assert_eq!(answer, "+OK\r\n", "nothing after QUIT is answered");
+        server.abort();
+    }
+
+    /// One RESP array command from space-separated words.
+    fn command(words: &str) -> Vec<u8> {
+        let words: Vec<&str> = words.split(' ').collect();
+        let mut out = format!("*{}\r\n", words.len()).into_bytes();
+        for w in words {
+            out.extend(format!("${}\r\n{w}\r\n", w.len()).bytes());
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_pipeline_mixing_groups_multi_and_errors_is_answered_in_order() {
+        let (addr, server) = start(RespConfig::default()).await;
+        let mut conn = TcpStream::connect(addr).await.expect("connect");
+        let cmds = [
+            "SET a 1", "INCR n", "GET a", "MULTI", "INCR n", "EXEC", "GET", "SADD a x", "INCR n",
+            "GET n", "PING",
+        ];
+        let input: Vec<u8> = cmds.iter().flat_map(|c| command(c)).collect();
+        let want = concat!(
+            "+OK\r\n:1\r\n$1\r\n1\r\n",
+            "+OK\r\n+QUEUED\r\n*1\r\n:2\r\n",
+            "-ERR wrong number of arguments for 'get' command\r\n",
+            "-WRONGTYPE operation against a key holding a lww object, not a set\r\n",
+            ":3\r\n$1\r\n3\r\n+PONG\r\n",
+        );
+        let answer = exchange(&mut conn, &input, want.len()).await;
+        assert_eq!(answer, want);
         server.abort();
     }
 }

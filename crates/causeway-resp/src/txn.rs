@@ -8,6 +8,7 @@
 
 use crate::session::SessionHandle;
 use causeway_core::{Error, Key, ObjType, ObjValue, ReadValue, Request, Response, TxnKind, Update};
+use std::collections::BTreeMap;
 
 /// How the transaction relates to the commands that use it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +29,11 @@ pub struct Tx<'a, H: SessionHandle> {
     /// The session holds this transaction open (as far as we know).
     open: bool,
     committed: bool,
+    /// [`Scope::Group`] only: each key this transaction read, as it sees it now (what it
+    /// read plus its own later updates), so reading it again costs no call (a causal
+    /// transaction reads one snapshot plus its own writes, Cure Alg. 1 l.20-21). Holds at
+    /// most the keys of one group's reads.
+    seen: BTreeMap<Key, ObjValue>,
 }
 
 impl<'a, H: SessionHandle> Tx<'a, H> {
@@ -47,6 +53,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             },
             open: false,
             committed: false,
+            seen: BTreeMap::new(),
         }
     }
 
@@ -58,6 +65,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             pending: Vec::new(),
             open: true,
             committed: false,
+            seen: BTreeMap::new(),
         }
     }
 
@@ -69,7 +77,76 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
 
     /// Queues an update.
     pub fn update(&mut self, key: Key, update: Update) {
+        self.see_update(&key, &update);
         self.pending.push(Request::Update { key, update });
+    }
+
+    /// Applies one of our updates to what we saw of its key, or forgets the key when the
+    /// update is not one whose effect on the value is plain (the next read asks).
+    fn see_update(&mut self, key: &Key, update: &Update) {
+        let Some(value) = self.seen.get_mut(key) else {
+            return;
+        };
+        let plain = match (value, update) {
+            (ObjValue::Lww(v), Update::Assign(new)) => {
+                *v = Some(new.clone());
+                true
+            }
+            (ObjValue::Counter(n), Update::Increment(by)) => match n.checked_add(*by) {
+                Some(sum) => {
+                    *n = sum;
+                    true
+                }
+                None => false,
+            },
+            (ObjValue::Set(members), Update::Add(e)) => {
+                if let Err(at) = members.binary_search(e) {
+                    members.insert(at, e.clone());
+                }
+                true
+            }
+            (ObjValue::Set(members), Update::Remove(e)) => {
+                if let Ok(at) = members.binary_search(e) {
+                    members.remove(at);
+                }
+                true
+            }
+            _ => false,
+        };
+        if !plain {
+            self.seen.remove(key);
+        }
+    }
+
+    /// The values of `keys` as this group's transaction already saw them, if it saw every
+    /// one of them as the type asked for.
+    fn seen_values(&self, keys: &[(Key, ObjType)]) -> Option<Vec<ReadValue>> {
+        if self.scope != Scope::Group || !self.open {
+            return None;
+        }
+        let seen = |(k, t): &(Key, ObjType)| {
+            let value = self.seen.get(k)?;
+            (type_of(value) == *t).then(|| ReadValue {
+                key: k.clone(),
+                value: value.clone(),
+                observed: Vec::new(),
+            })
+        };
+        keys.iter().map(seen).collect()
+    }
+
+    /// Remembers what a group's read returned (sets only if their members are sorted, as
+    /// the stores return them, so our own adds keep that order).
+    fn see_values(&mut self, values: &[ReadValue]) {
+        if self.scope != Scope::Group {
+            return;
+        }
+        for v in values {
+            if matches!(&v.value, ObjValue::Set(m) if !m.is_sorted()) {
+                continue;
+            }
+            self.seen.insert(v.key.clone(), v.value.clone());
+        }
     }
 
     /// Sends the queued requests, then `Read(keys)`, then `after`, then a `Commit` if
@@ -80,14 +157,42 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         after: Vec<Request>,
         finish: bool,
     ) -> Result<Vec<ReadValue>, Error> {
+        if let Some(values) = self.seen_values(&keys) {
+            for req in after {
+                self.queue(req);
+            }
+            return Ok(values);
+        }
         let mut batch = std::mem::take(&mut self.pending);
         batch.push(Request::Read { keys });
+        let sent_after: Vec<(Key, Update)> = after
+            .iter()
+            .filter_map(|r| match r {
+                Request::Update { key, update } if self.scope == Scope::Group => {
+                    Some((key.clone(), update.clone()))
+                }
+                _ => None,
+            })
+            .collect();
         batch.extend(after);
         if finish && self.scope == Scope::Command {
             batch.push(Request::Commit);
         }
-        let values = self.run(batch).await?;
-        Ok(values.unwrap_or_default())
+        let values = self.run(batch).await?.unwrap_or_default();
+        self.see_values(&values);
+        for (key, update) in &sent_after {
+            self.see_update(key, update);
+        }
+        Ok(values)
+    }
+
+    /// Queues a request that [`Tx::read_then`] was asked to send after its read (an
+    /// update: the only kind callers pass).
+    fn queue(&mut self, req: Request) {
+        match req {
+            Request::Update { key, update } => self.update(key, update),
+            other => self.pending.push(other),
+        }
     }
 
     /// Reads keys, each as the given type.
@@ -213,6 +318,16 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             }
         }
         Ok(None)
+    }
+}
+
+/// The type of a value read.
+fn type_of(value: &ObjValue) -> ObjType {
+    match value {
+        ObjValue::Lww(_) => ObjType::Lww,
+        ObjValue::Counter(_) => ObjType::Counter,
+        ObjValue::Set(_) => ObjType::Set,
+        ObjValue::MvReg(_) => ObjType::MvReg,
     }
 }
 
