@@ -10,13 +10,19 @@
 //! (`kit::repl`), pushed once durable, rewound for a sibling that lags, so a lost message
 //! (a crash, a reset connection) is sent again.
 //!
+//! State transfer (`transfer.rs`, issue 15): a sibling back after our log dropped writes
+//! it lacks gets our whole store and applied vector; it replaces its store by it and
+//! re-applies what it holds beyond it (op-based objects cannot be merged).
+//!
 //! Log compaction (issue 15, our decision like the other protocols'): a checkpoint at a
 //! quiescent moment (every record durable) is the store, the replication log and what
 //! the streams delivered ([`Record::State`]), standing for every record before it.
 
 mod repl;
+mod transfer;
 
 pub use repl::ReplOps;
+pub use transfer::keeps_for;
 
 use crate::kit::durability::Durability;
 use crate::kit::repl::{Received, ReplLog, Siblings, Stream};
@@ -43,10 +49,23 @@ pub struct Config {
     /// it rewinds to what it acknowledged.
     pub lag_grace_ns: Nanos,
     /// A sibling silent this long no longer holds our log back once the log holds more
-    /// than `silent_sibling_log_max` writes (it then stays behind: no state transfer).
+    /// than `silent_sibling_log_max` writes (it then gets a state transfer when it
+    /// returns, `transfer.rs`), unless we are its keeper (`transfer::keeps_for`).
     pub silent_sibling_ns: Nanos,
     pub silent_sibling_log_max: usize,
+    /// A keeper keeps its writes for a silent sibling until its log holds this many;
+    /// past it the sibling is presumed failed anyway (a DC failed for good must not
+    /// hold the log for ever), and if both sides of a cut dropped what the other lacks
+    /// they cannot converge (`transfer_refused_keys` samples).
+    pub keeper_log_max: usize,
+    /// A state transfer to a sibling is not started again sooner than this.
+    pub transfer_retry_ns: Nanos,
 }
+
+/// Writes a keeper's log holds for a silent sibling at most (`Config::keeper_log_max`).
+pub const KEEPER_LOG_MAX: usize = 1 << 21;
+/// Samples kept between two `take_samples` at most.
+const SAMPLES_MAX: usize = 4_096;
 
 impl Default for Config {
     fn default() -> Config {
@@ -54,6 +73,8 @@ impl Default for Config {
             lag_grace_ns: crate::cure::LAG_GRACE_NS,
             silent_sibling_ns: 60_000_000_000,
             silent_sibling_log_max: crate::kit::repl::SILENT_SIBLING_LOG_MAX,
+            keeper_log_max: KEEPER_LOG_MAX,
+            transfer_retry_ns: crate::kit::transfer::TRANSFER_RETRY_NS,
         }
     }
 }
@@ -61,7 +82,9 @@ impl Default for Config {
 impl Protocol for Eventual {
     const NAME: &'static str = "eventual";
     const GUARANTEE: Guarantee = Guarantee::Convergence;
-    const MUTATIONS: &'static [&'static str] = &[];
+    /// `no-state-transfer`: a node never sends one, so a sibling back after the log
+    /// dropped what it lacks stays behind (caught by `long-outage` with the log max 0).
+    const MUTATIONS: &'static [&'static str] = &["no-state-transfer"];
     const REQUIREMENTS: Requirements = Requirements {
         full_replication: true,
         failed_dc_writes_may_vanish: true,
@@ -115,6 +138,11 @@ pub enum Msg {
         acks: Vc,
         stream: Option<Stream<ReplOps>>,
     },
+    /// A chunk of a state transfer to a sibling that lacks writes our log dropped
+    /// (`transfer.rs`).
+    Transfer {
+        chunk: transfer::Chunk,
+    },
 }
 
 /// What a node persists. `Ops` and `Checkpoint` are an earlier build's records (no
@@ -131,8 +159,24 @@ pub enum Record {
         upto: u64,
         writes: Vec<ReplOps>,
     },
-    /// A checkpoint standing for every record before it.
+    /// A checkpoint standing for every record before it (an earlier build's: no
+    /// `recent` writes).
     State(Box<Checkpoint>),
+    /// A chunk of a state transfer from `from`, buffered until the last.
+    TransferChunk {
+        from: DcId,
+        chunk: transfer::Chunk,
+    },
+    /// The transfer's last chunk arrived and it was installed (replay installs it again).
+    TransferDone {
+        from: DcId,
+        id: u64,
+    },
+    /// A checkpoint standing for every record before it, with the recent writes received.
+    Snapshot {
+        ck: Box<Checkpoint>,
+        recent: ReplLog<ReplOps>,
+    },
 }
 
 /// What replaying a node's records up to a quiescent moment gives.
@@ -152,6 +196,8 @@ pub enum After {
     Have { origin: DcId, upto: u64 },
     /// Our own stream is durable up to here (only durable writes replicate).
     Own(u64),
+    /// A state transfer's install at this applied vector is durable.
+    Installed(Vc),
 }
 
 impl Record {
@@ -176,6 +222,14 @@ pub struct Node {
     sibs: Siblings,
     received: Received,
     durable_have: Vec<u64>,
+    /// The last `RECENT_PER_ORIGIN_MAX` writes received of each other origin: what an
+    /// install re-applies when the image lags us on that origin (`transfer.rs`).
+    recent: ReplLog<ReplOps>,
+    /// State transfers to siblings and from them (`transfer.rs`).
+    transfers: transfer::Transfers,
+    /// The `no-state-transfer` mutation.
+    no_state_transfer: bool,
+    samples: Vec<(&'static str, u64)>,
     /// Siblings to tell we restarted (they resend from what we acknowledge).
     announce: BTreeSet<DcId>,
     timers: Timers<()>,
@@ -196,6 +250,7 @@ impl Node {
     ) -> Result<Node, String> {
         let dc = config.topology.dc_of(config.node);
         let dcs = usize::from(config.topology.dcs);
+        let no_state_transfer = config.params.mutation.as_deref() == Some("no-state-transfer");
         let mut node = Node {
             sibs: Siblings::new(dc, config.topology.all_dcs()),
             config,
@@ -209,6 +264,10 @@ impl Node {
             log: ReplLog::default(),
             received: Received::new(dc, dcs),
             durable_have: vec![0; dcs],
+            recent: ReplLog::default(),
+            transfers: transfer::Transfers::default(),
+            no_state_transfer,
+            samples: Vec::new(),
             announce: BTreeSet::new(),
             timers: Timers::default(),
             clock: 0,
@@ -218,6 +277,8 @@ impl Node {
                 .map_err(|e| format!("eventual: record {i} is corrupt: {e}"))?;
             node.replay(record);
         }
+        // Chunks of a transfer whose end was never persisted: the sender sends it again.
+        node.transfers.incoming.clear();
         if !records.is_empty() {
             node.announce = node.sibs.ids().into_iter().collect();
         }
@@ -241,18 +302,26 @@ impl Node {
             } => {
                 writes.iter().for_each(|w| self.apply_all(&w.ops));
                 self.received.recovered(origin, upto);
+                self.keep_recent(origin, writes);
                 let have = &mut self.durable_have[usize::from(origin.0)];
                 *have = (*have).max(upto);
             }
-            Record::State(ck) => {
-                self.store = ck.store.into_iter().collect();
-                self.seq = self.seq.max(ck.seq);
-                self.durable_seq = self.seq;
-                self.log = ck.log;
-                self.received = ck.received;
-                self.durable_have = ck.durable_have;
-            }
+            Record::State(ck) => self.restore(*ck, ReplLog::default()),
+            Record::Snapshot { ck, recent } => self.restore(*ck, recent),
+            Record::TransferChunk { from, chunk } => self.transfers.replay_chunk(from, chunk),
+            Record::TransferDone { from, id } => self.replay_transfer_done(from, id),
         }
+    }
+
+    /// Replays a checkpoint (the first record of a compacted log).
+    fn restore(&mut self, ck: Checkpoint, recent: ReplLog<ReplOps>) {
+        self.store = ck.store.into_iter().collect();
+        self.seq = self.seq.max(ck.seq);
+        self.durable_seq = self.seq;
+        self.log = ck.log;
+        self.received = ck.received;
+        self.durable_have = ck.durable_have;
+        self.recent = recent;
     }
 
     fn apply_all(&mut self, ops: &[(Key, Op)]) {
@@ -350,6 +419,12 @@ impl ServerNode for Node {
                 acks,
                 stream,
             } => self.on_repl(ctx, from, restarted, acks, stream),
+            Msg::Transfer { chunk } => {
+                if let Addr::Node(n) = from {
+                    let s = self.config.topology.dc_of(n);
+                    self.on_transfer(ctx, s, chunk);
+                }
+            }
             Msg::ReadReply { .. } | Msg::WriteReply { .. } => {}
         }
     }
@@ -378,9 +453,11 @@ impl ServerNode for Node {
     }
 
     /// The store and the streams, once every record handed out is durable (then it is
-    /// exactly what a replay of the records gives).
+    /// exactly what a replay of the records gives) and no transfer's chunks are
+    /// buffered (their records must stay for the install's replay).
     fn checkpoint(&self) -> Option<Vec<u8>> {
-        if !self.durability.quiescent() || self.seq != self.durable_seq {
+        let receiving = self.transfers.receiving();
+        if !self.durability.quiescent() || self.seq != self.durable_seq || receiving {
             return None;
         }
         let objects = self.store.iter().map(|(k, o)| (k.clone(), o.clone()));
@@ -391,7 +468,9 @@ impl ServerNode for Node {
             received: self.received.clone(),
             durable_have: self.durable_have.clone(),
         };
-        Some(Record::State(Box::new(ck)).encode())
+        let recent = self.recent.clone();
+        let ck = Box::new(ck);
+        Some(Record::Snapshot { ck, recent }.encode())
     }
 
     fn can_checkpoint(&self) -> bool {
@@ -400,6 +479,10 @@ impl ServerNode for Node {
 
     fn take_work(&mut self) -> u64 {
         std::mem::take(&mut self.work)
+    }
+
+    fn take_samples(&mut self) -> Vec<(&'static str, u64)> {
+        std::mem::take(&mut self.samples)
     }
 }
 
