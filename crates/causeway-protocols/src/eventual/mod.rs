@@ -712,113 +712,103 @@ mod tests {
         net.check_invariants().unwrap();
     }
 
-    /// State transfer (transfer.rs): both DCs write (registers and one counter) while cut
-    /// from each other past the silent-sibling horizon with no log kept for a silent
-    /// sibling, then heal with what was in flight lost. DC 0 dropped its writes for DC 1
-    /// (DC 1 is the pair's keeper and streams its own again): DC 1 gets DC 0's store by
-    /// state transfer, re-applies its own writes above it, and both end with every
+    const TRANSFER_MS: u64 = crate::kit::testnet::MS;
+
+    fn transfer_cfg() -> Config {
+        Config {
+            silent_sibling_ns: 100 * TRANSFER_MS,
+            silent_sibling_log_max: 0,
+            transfer_retry_ns: 200 * TRANSFER_MS,
+            lag_grace_ns: 100 * TRANSFER_MS,
+            ..Config::default()
+        }
+    }
+
+    fn keys_and_counter() -> Vec<Key> {
+        let mut all: Vec<Key> = (0..4).map(|i| Key::new(format!("k{i}"))).collect();
+        all.push(Key::from("c"));
+        all
+    }
+
+    /// Two DCs write registers and increment `c` while cut past the horizon with no log
+    /// kept for a silent sibling, then heal with what was in flight lost.
+    fn cut_outage(mutation: Option<&str>) -> crate::kit::testnet::TestNet<Eventual> {
+        use crate::kit::testnet::TestNet;
+        let params = Params {
+            mutation: mutation.map(str::to_string),
+            ..Params::default()
+        };
+        let topo = Topology::full(2, 1, 1);
+        let mut net: TestNet<Eventual> = TestNet::with_config(topo, params, &transfer_cfg(), 1);
+        let w = |k: usize, v: String, n: i64| {
+            let set = Request::Update {
+                key: Key::new(format!("k{k}")),
+                update: Update::Assign(v.into_bytes()),
+            };
+            let incr = Request::Update {
+                key: Key::from("c"),
+                update: Update::Increment(n),
+            };
+            vec![set, incr]
+        };
+        net.session(1, 0);
+        net.session(2, 1);
+        net.txn(1, w(0, "before".into(), 1));
+        net.run(100);
+        net.hold = |topo, from, to, _| match (from, to) {
+            (Addr::Node(a), Addr::Node(b)) => topo.dc_of(a) != topo.dc_of(b),
+            _ => false,
+        };
+        for i in 0..12 {
+            net.txn(1, w(i % 4, format!("dc0-{i}"), 10));
+            net.txn(2, w((i + 1) % 4, format!("dc1-{i}"), 100));
+            net.run(20);
+        }
+        net.run(400);
+        net.drop_held();
+        net.run(2000);
+        net
+    }
+
+    fn values(n: &Node) -> Vec<Option<ObjValue>> {
+        keys_and_counter()
+            .iter()
+            .map(|k| n.object(k).map(|o| o.value()))
+            .collect()
+    }
+
+    /// State transfer (transfer.rs), after `cut_outage`: DC 0 dropped its writes for DC 1
+    /// (DC 1 is the pair's keeper and streams its own again), so DC 1 gets DC 0's store
+    /// by state transfer, re-applies its own writes above it, and both end with every
     /// increment counted once; a restart replays the transfer into the same objects;
     /// without it (the `no-state-transfer` mutation) they stay diverged.
     #[test]
     fn a_sibling_back_after_the_log_was_dropped_converges_by_state_transfer() {
-        use crate::kit::testnet::{TestNet, MS};
-        let cfg = Config {
-            silent_sibling_ns: 100 * MS,
-            silent_sibling_log_max: 0,
-            transfer_retry_ns: 200 * MS,
-            lag_grace_ns: 100 * MS,
-            ..Config::default()
-        };
-        let topo = Topology::full(2, 1, 1);
-        let keys: Vec<Key> = (0..4).map(|i| Key::new(format!("k{i}"))).collect();
-        let counter = Key::from("c");
-        let set = |k: &Key, v: String| Request::Update {
-            key: k.clone(),
-            update: Update::Assign(v.into_bytes()),
-        };
-        let incr = |n: i64| Request::Update {
-            key: Key::from("c"),
-            update: Update::Increment(n),
-        };
-        let run = |mutation: Option<&str>| {
-            let params = Params {
-                mutation: mutation.map(str::to_string),
-                ..Params::default()
-            };
-            let mut net: TestNet<Eventual> = TestNet::with_config(topo.clone(), params, &cfg, 1);
-            net.session(1, 0);
-            net.session(2, 1);
-            net.txn(1, vec![set(&keys[0], "before".into()), incr(1)]);
-            net.run(100);
-            net.hold = |topo, from, to, _| match (from, to) {
-                (Addr::Node(a), Addr::Node(b)) => topo.dc_of(a) != topo.dc_of(b),
-                _ => false,
-            };
-            for i in 0..12 {
-                net.txn(1, vec![set(&keys[i % 4], format!("dc0-{i}")), incr(10)]);
-                net.txn(
-                    2,
-                    vec![set(&keys[(i + 1) % 4], format!("dc1-{i}")), incr(100)],
-                );
-                net.run(20);
-            }
-            net.run(400);
-            net.drop_held();
-            net.run(2000);
-            net
-        };
-        let mut net = run(None);
+        let mut net = cut_outage(None);
         let sent = net.nodes[0].take_samples();
         let got = net.nodes[1].take_samples();
+        let has = |v: &[(&str, u64)], name: &str| v.iter().any(|(n, _)| *n == name);
+        assert!(has(&sent, "transfer_sent_keys"), "{sent:?}");
+        assert!(has(&got, "transfer_installed_keys"), "{got:?}");
         assert!(
-            sent.iter().any(|(n, _)| *n == "transfer_sent_keys"),
-            "{sent:?}"
+            !has(&got, "transfer_refused_keys"),
+            "the keeper holds its writes"
         );
-        assert!(
-            got.iter().any(|(n, _)| *n == "transfer_installed_keys"),
-            "{got:?}"
-        );
-        let refused = got.iter().any(|(n, _)| *n == "transfer_refused_keys");
-        assert!(
-            !refused,
-            "the keeper holds its writes above the image: {got:?}"
-        );
-        let mut all = keys.clone();
-        all.push(counter.clone());
-        for k in &all {
-            let (o0, o1) = (net.nodes[0].object(k), net.nodes[1].object(k));
-            assert!(o0.is_some(), "{k:?} written");
-            assert_eq!(
-                o0.map(|o| o.value()),
-                o1.map(|o| o.value()),
-                "converged on {k:?}"
-            );
-        }
+        let live = values(&net.nodes[0]);
+        assert!(live.iter().all(Option::is_some), "every key written");
+        assert_eq!(live, values(&net.nodes[1]), "the DCs converge");
         let total = ObjValue::Counter(1 + 12 * 10 + 12 * 100);
-        assert_eq!(
-            net.nodes[1].object(&counter).map(|o| o.value()),
-            Some(total)
-        );
+        assert_eq!(live.last(), Some(&Some(total)), "each increment once");
         net.check_invariants().expect("invariants");
         for n in 0..2u32 {
-            let config = NodeConfig::new(NodeId(n), topo.clone(), Params::default());
-            let back =
-                Eventual::recover(&config, &cfg, &net.records[n as usize]).expect("recovers");
-            for k in &all {
-                let want = net.nodes[n as usize].object(k).map(|o| o.value());
-                assert_eq!(
-                    back.object(k).map(|o| o.value()),
-                    want,
-                    "node {n} restarted, {k:?}"
-                );
-            }
+            let config = NodeConfig::new(NodeId(n), net.topo.clone(), Params::default());
+            let records = &net.records[n as usize];
+            let back = Eventual::recover(&config, &transfer_cfg(), records).expect("recovers");
+            assert_eq!(values(&back), values(&net.nodes[n as usize]), "node {n}");
         }
-        let net = run(Some("no-state-transfer"));
-        let diverged = all.iter().any(|k| {
-            let (o0, o1) = (net.nodes[0].object(k), net.nodes[1].object(k));
-            o0.map(|o| o.value()) != o1.map(|o| o.value())
-        });
-        assert!(diverged, "without the transfer they stay diverged");
+        let net = cut_outage(Some("no-state-transfer"));
+        let (v0, v1) = (values(&net.nodes[0]), values(&net.nodes[1]));
+        assert_ne!(v0, v1, "without the transfer they stay diverged");
     }
 
     /// A checkpoint stands for the records before it: it plus the later records recover
