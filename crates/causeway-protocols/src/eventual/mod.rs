@@ -10,13 +10,19 @@
 //! (`kit::repl`), pushed once durable, rewound for a sibling that lags, so a lost message
 //! (a crash, a reset connection) is sent again.
 //!
+//! State transfer (`transfer.rs`, issue 15): a sibling back after our log dropped writes
+//! it lacks gets our whole store and applied vector; it replaces its store by it and
+//! re-applies what it holds beyond it (op-based objects cannot be merged).
+//!
 //! Log compaction (issue 15, our decision like the other protocols'): a checkpoint at a
 //! quiescent moment (every record durable) is the store, the replication log and what
 //! the streams delivered ([`Record::State`]), standing for every record before it.
 
 mod repl;
+mod transfer;
 
 pub use repl::ReplOps;
+pub use transfer::keeps_for;
 
 use crate::kit::durability::Durability;
 use crate::kit::repl::{Received, ReplLog, Siblings, Stream};
@@ -43,10 +49,23 @@ pub struct Config {
     /// it rewinds to what it acknowledged.
     pub lag_grace_ns: Nanos,
     /// A sibling silent this long no longer holds our log back once the log holds more
-    /// than `silent_sibling_log_max` writes (it then stays behind: no state transfer).
+    /// than `silent_sibling_log_max` writes (it then gets a state transfer when it
+    /// returns, `transfer.rs`), unless we are its keeper (`transfer::keeps_for`).
     pub silent_sibling_ns: Nanos,
     pub silent_sibling_log_max: usize,
+    /// A keeper keeps its writes for a silent sibling until its log holds this many;
+    /// past it the sibling is presumed failed anyway (a DC failed for good must not
+    /// hold the log for ever), and if both sides of a cut dropped what the other lacks
+    /// they cannot converge (`transfer_refused_keys` samples).
+    pub keeper_log_max: usize,
+    /// A state transfer to a sibling is not started again sooner than this.
+    pub transfer_retry_ns: Nanos,
 }
+
+/// Writes a keeper's log holds for a silent sibling at most (`Config::keeper_log_max`).
+pub const KEEPER_LOG_MAX: usize = 1 << 21;
+/// Samples kept between two `take_samples` at most.
+const SAMPLES_MAX: usize = 4_096;
 
 impl Default for Config {
     fn default() -> Config {
@@ -54,6 +73,8 @@ impl Default for Config {
             lag_grace_ns: crate::cure::LAG_GRACE_NS,
             silent_sibling_ns: 60_000_000_000,
             silent_sibling_log_max: crate::kit::repl::SILENT_SIBLING_LOG_MAX,
+            keeper_log_max: KEEPER_LOG_MAX,
+            transfer_retry_ns: crate::kit::transfer::TRANSFER_RETRY_NS,
         }
     }
 }
@@ -61,7 +82,9 @@ impl Default for Config {
 impl Protocol for Eventual {
     const NAME: &'static str = "eventual";
     const GUARANTEE: Guarantee = Guarantee::Convergence;
-    const MUTATIONS: &'static [&'static str] = &[];
+    /// `no-state-transfer`: a node never sends one, so a sibling back after the log
+    /// dropped what it lacks stays behind (caught by `long-outage` with the log max 0).
+    const MUTATIONS: &'static [&'static str] = &["no-state-transfer"];
     const REQUIREMENTS: Requirements = Requirements {
         full_replication: true,
         failed_dc_writes_may_vanish: true,
@@ -115,6 +138,11 @@ pub enum Msg {
         acks: Vc,
         stream: Option<Stream<ReplOps>>,
     },
+    /// A chunk of a state transfer to a sibling that lacks writes our log dropped
+    /// (`transfer.rs`).
+    Transfer {
+        chunk: transfer::Chunk,
+    },
 }
 
 /// What a node persists. `Ops` and `Checkpoint` are an earlier build's records (no
@@ -131,8 +159,24 @@ pub enum Record {
         upto: u64,
         writes: Vec<ReplOps>,
     },
-    /// A checkpoint standing for every record before it.
+    /// A checkpoint standing for every record before it (an earlier build's: no
+    /// `recent` writes).
     State(Box<Checkpoint>),
+    /// A chunk of a state transfer from `from`, buffered until the last.
+    TransferChunk {
+        from: DcId,
+        chunk: transfer::Chunk,
+    },
+    /// The transfer's last chunk arrived and it was installed (replay installs it again).
+    TransferDone {
+        from: DcId,
+        id: u64,
+    },
+    /// A checkpoint standing for every record before it, with the recent writes received.
+    Snapshot {
+        ck: Box<Checkpoint>,
+        recent: ReplLog<ReplOps>,
+    },
 }
 
 /// What replaying a node's records up to a quiescent moment gives.
@@ -152,6 +196,8 @@ pub enum After {
     Have { origin: DcId, upto: u64 },
     /// Our own stream is durable up to here (only durable writes replicate).
     Own(u64),
+    /// A state transfer's install at this applied vector is durable.
+    Installed(Vc),
 }
 
 impl Record {
@@ -176,6 +222,14 @@ pub struct Node {
     sibs: Siblings,
     received: Received,
     durable_have: Vec<u64>,
+    /// The last `RECENT_PER_ORIGIN_MAX` writes received of each other origin: what an
+    /// install re-applies when the image lags us on that origin (`transfer.rs`).
+    recent: ReplLog<ReplOps>,
+    /// State transfers to siblings and from them (`transfer.rs`).
+    transfers: transfer::Transfers,
+    /// The `no-state-transfer` mutation.
+    no_state_transfer: bool,
+    samples: Vec<(&'static str, u64)>,
     /// Siblings to tell we restarted (they resend from what we acknowledge).
     announce: BTreeSet<DcId>,
     timers: Timers<()>,
@@ -196,6 +250,7 @@ impl Node {
     ) -> Result<Node, String> {
         let dc = config.topology.dc_of(config.node);
         let dcs = usize::from(config.topology.dcs);
+        let no_state_transfer = config.params.mutation.as_deref() == Some("no-state-transfer");
         let mut node = Node {
             sibs: Siblings::new(dc, config.topology.all_dcs()),
             config,
@@ -209,6 +264,10 @@ impl Node {
             log: ReplLog::default(),
             received: Received::new(dc, dcs),
             durable_have: vec![0; dcs],
+            recent: ReplLog::default(),
+            transfers: transfer::Transfers::default(),
+            no_state_transfer,
+            samples: Vec::new(),
             announce: BTreeSet::new(),
             timers: Timers::default(),
             clock: 0,
@@ -218,6 +277,8 @@ impl Node {
                 .map_err(|e| format!("eventual: record {i} is corrupt: {e}"))?;
             node.replay(record);
         }
+        // Chunks of a transfer whose end was never persisted: the sender sends it again.
+        node.transfers.incoming.clear();
         if !records.is_empty() {
             node.announce = node.sibs.ids().into_iter().collect();
         }
@@ -241,18 +302,26 @@ impl Node {
             } => {
                 writes.iter().for_each(|w| self.apply_all(&w.ops));
                 self.received.recovered(origin, upto);
+                self.keep_recent(origin, writes);
                 let have = &mut self.durable_have[usize::from(origin.0)];
                 *have = (*have).max(upto);
             }
-            Record::State(ck) => {
-                self.store = ck.store.into_iter().collect();
-                self.seq = self.seq.max(ck.seq);
-                self.durable_seq = self.seq;
-                self.log = ck.log;
-                self.received = ck.received;
-                self.durable_have = ck.durable_have;
-            }
+            Record::State(ck) => self.restore(*ck, ReplLog::default()),
+            Record::Snapshot { ck, recent } => self.restore(*ck, recent),
+            Record::TransferChunk { from, chunk } => self.transfers.replay_chunk(from, chunk),
+            Record::TransferDone { from, id } => self.replay_transfer_done(from, id),
         }
+    }
+
+    /// Replays a checkpoint (the first record of a compacted log).
+    fn restore(&mut self, ck: Checkpoint, recent: ReplLog<ReplOps>) {
+        self.store = ck.store.into_iter().collect();
+        self.seq = self.seq.max(ck.seq);
+        self.durable_seq = self.seq;
+        self.log = ck.log;
+        self.received = ck.received;
+        self.durable_have = ck.durable_have;
+        self.recent = recent;
     }
 
     fn apply_all(&mut self, ops: &[(Key, Op)]) {
@@ -350,6 +419,12 @@ impl ServerNode for Node {
                 acks,
                 stream,
             } => self.on_repl(ctx, from, restarted, acks, stream),
+            Msg::Transfer { chunk } => {
+                if let Addr::Node(n) = from {
+                    let s = self.config.topology.dc_of(n);
+                    self.on_transfer(ctx, s, chunk);
+                }
+            }
             Msg::ReadReply { .. } | Msg::WriteReply { .. } => {}
         }
     }
@@ -378,9 +453,11 @@ impl ServerNode for Node {
     }
 
     /// The store and the streams, once every record handed out is durable (then it is
-    /// exactly what a replay of the records gives).
+    /// exactly what a replay of the records gives) and no transfer's chunks are
+    /// buffered (their records must stay for the install's replay).
     fn checkpoint(&self) -> Option<Vec<u8>> {
-        if !self.durability.quiescent() || self.seq != self.durable_seq {
+        let receiving = self.transfers.receiving();
+        if !self.durability.quiescent() || self.seq != self.durable_seq || receiving {
             return None;
         }
         let objects = self.store.iter().map(|(k, o)| (k.clone(), o.clone()));
@@ -391,7 +468,9 @@ impl ServerNode for Node {
             received: self.received.clone(),
             durable_have: self.durable_have.clone(),
         };
-        Some(Record::State(Box::new(ck)).encode())
+        let recent = self.recent.clone();
+        let ck = Box::new(ck);
+        Some(Record::Snapshot { ck, recent }.encode())
     }
 
     fn can_checkpoint(&self) -> bool {
@@ -400,6 +479,10 @@ impl ServerNode for Node {
 
     fn take_work(&mut self) -> u64 {
         std::mem::take(&mut self.work)
+    }
+
+    fn take_samples(&mut self) -> Vec<(&'static str, u64)> {
+        std::mem::take(&mut self.samples)
     }
 }
 
@@ -627,6 +710,105 @@ mod tests {
         };
         assert_eq!(v[0].value, ObjValue::Lww(Some("v".into())));
         net.check_invariants().unwrap();
+    }
+
+    const TRANSFER_MS: u64 = crate::kit::testnet::MS;
+
+    fn transfer_cfg() -> Config {
+        Config {
+            silent_sibling_ns: 100 * TRANSFER_MS,
+            silent_sibling_log_max: 0,
+            transfer_retry_ns: 200 * TRANSFER_MS,
+            lag_grace_ns: 100 * TRANSFER_MS,
+            ..Config::default()
+        }
+    }
+
+    fn keys_and_counter() -> Vec<Key> {
+        let mut all: Vec<Key> = (0..4).map(|i| Key::new(format!("k{i}"))).collect();
+        all.push(Key::from("c"));
+        all
+    }
+
+    /// Two DCs write registers and increment `c` while cut past the horizon with no log
+    /// kept for a silent sibling, then heal with what was in flight lost.
+    fn cut_outage(mutation: Option<&str>) -> crate::kit::testnet::TestNet<Eventual> {
+        use crate::kit::testnet::TestNet;
+        let params = Params {
+            mutation: mutation.map(str::to_string),
+            ..Params::default()
+        };
+        let topo = Topology::full(2, 1, 1);
+        let mut net: TestNet<Eventual> = TestNet::with_config(topo, params, &transfer_cfg(), 1);
+        let w = |k: usize, v: String, n: i64| {
+            let set = Request::Update {
+                key: Key::new(format!("k{k}")),
+                update: Update::Assign(v.into_bytes()),
+            };
+            let incr = Request::Update {
+                key: Key::from("c"),
+                update: Update::Increment(n),
+            };
+            vec![set, incr]
+        };
+        net.session(1, 0);
+        net.session(2, 1);
+        net.txn(1, w(0, "before".into(), 1));
+        net.run(100);
+        net.hold = |topo, from, to, _| match (from, to) {
+            (Addr::Node(a), Addr::Node(b)) => topo.dc_of(a) != topo.dc_of(b),
+            _ => false,
+        };
+        for i in 0..12 {
+            net.txn(1, w(i % 4, format!("dc0-{i}"), 10));
+            net.txn(2, w((i + 1) % 4, format!("dc1-{i}"), 100));
+            net.run(20);
+        }
+        net.run(400);
+        net.drop_held();
+        net.run(2000);
+        net
+    }
+
+    fn values(n: &Node) -> Vec<Option<ObjValue>> {
+        keys_and_counter()
+            .iter()
+            .map(|k| n.object(k).map(|o| o.value()))
+            .collect()
+    }
+
+    /// State transfer (transfer.rs), after `cut_outage`: DC 0 dropped its writes for DC 1
+    /// (DC 1 is the pair's keeper and streams its own again), so DC 1 gets DC 0's store
+    /// by state transfer, re-applies its own writes above it, and both end with every
+    /// increment counted once; a restart replays the transfer into the same objects;
+    /// without it (the `no-state-transfer` mutation) they stay diverged.
+    #[test]
+    fn a_sibling_back_after_the_log_was_dropped_converges_by_state_transfer() {
+        let mut net = cut_outage(None);
+        let sent = net.nodes[0].take_samples();
+        let got = net.nodes[1].take_samples();
+        let has = |v: &[(&str, u64)], name: &str| v.iter().any(|(n, _)| *n == name);
+        assert!(has(&sent, "transfer_sent_keys"), "{sent:?}");
+        assert!(has(&got, "transfer_installed_keys"), "{got:?}");
+        assert!(
+            !has(&got, "transfer_refused_keys"),
+            "the keeper holds its writes"
+        );
+        let live = values(&net.nodes[0]);
+        assert!(live.iter().all(Option::is_some), "every key written");
+        assert_eq!(live, values(&net.nodes[1]), "the DCs converge");
+        let total = ObjValue::Counter(1 + 12 * 10 + 12 * 100);
+        assert_eq!(live.last(), Some(&Some(total)), "each increment once");
+        net.check_invariants().expect("invariants");
+        for n in 0..2u32 {
+            let config = NodeConfig::new(NodeId(n), net.topo.clone(), Params::default());
+            let records = &net.records[n as usize];
+            let back = Eventual::recover(&config, &transfer_cfg(), records).expect("recovers");
+            assert_eq!(values(&back), values(&net.nodes[n as usize]), "node {n}");
+        }
+        let net = cut_outage(Some("no-state-transfer"));
+        let (v0, v1) = (values(&net.nodes[0]), values(&net.nodes[1]));
+        assert_ne!(v0, v1, "without the transfer they stay diverged");
     }
 
     /// A checkpoint stands for the records before it: it plus the later records recover

@@ -10,20 +10,30 @@
 //! acknowledgements, a sibling that lags while it keeps talking gets our stream again from
 //! what it acknowledged, and the log keeps a write until every live sibling acknowledged
 //! it. A sibling silent for `silent_sibling_ns` stops holding the log back once it holds
-//! more than `silent_sibling_log_max` writes.
+//! more than `silent_sibling_log_max` writes, except for a sibling we are the *keeper*
+//! of (`transfer::keeps_for`: one DC of each pair), which holds it up to
+//! `keeper_log_max` writes.
 //!
-//! **No state transfer.** A sibling that returns after our log dropped writes it lacks is
-//! never sent a gapped piece (`ReplLog::serves_from`), and it stays behind on our writes:
-//! the baseline's objects are op-based (a counter is a sum, with no record of which
-//! origin's increments it holds), so an image of one replica cannot be merged into
-//! another without losing or doubling updates. Cure, PaRiS and Occult have transfers.
+//! **State transfer** (`transfer.rs`). A sibling that returns after our log dropped writes
+//! it lacks is never sent a gapped piece (`ReplLog::serves_from`); it gets our whole store
+//! and applied vector instead, replaces its store by it and re-applies the writes it has
+//! beyond it: its own from its log (it is our keeper: the log holds every write of its
+//! own we did not acknowledge) and other origins' from `recent`, the last
+//! `RECENT_PER_ORIGIN_MAX` writes it received of each. The baseline's objects are
+//! op-based (a counter is a sum, with no record of which origin's increments it holds),
+//! so an image cannot be merged into another replica's state, only replace it.
 
 use super::{After, Msg, Node, Record};
 use crate::kit::repl::{Replicated, Stream};
 use causeway_core::crdt::Op;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
-use causeway_core::{Addr, Ctx, DcId, Key, SessionId, TxnId, Vc};
+use causeway_core::{Addr, Ctx, DcId, Key, Nanos, SessionId, TxnId, Vc};
 use serde::{Deserialize, Serialize};
+
+/// Writes of each other origin a node keeps after applying them (`Node::recent`): an
+/// install re-applies those above the image's vector, so a sender that got a third DC's
+/// writes a little later than we did (under load, the usual case) is not refused.
+pub const RECENT_PER_ORIGIN_MAX: u64 = 1 << 12;
 
 /// One write of a node's stream: its sequence number there and its applied ops.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,7 +92,8 @@ impl Node {
     }
 
     /// Every replication interval: rewinds for siblings that lag while they talk, a
-    /// heartbeat (with our acknowledgements) to every sibling, GC of the log.
+    /// heartbeat (with our acknowledgements) to every sibling, state transfers, GC of the
+    /// log.
     pub(super) fn replicate(&mut self, ctx: &mut Ctx<Msg>) {
         let (clock, grace) = (self.clock, self.section.lag_grace_ns);
         let acks = self.acks();
@@ -90,11 +101,56 @@ impl Node {
             let _ = self.sibs.lagging(s, &acks, clock, grace); // no relays: streams are direct
         }
         self.push(ctx, true);
-        let (silent, kept) = (
-            self.section.silent_sibling_ns,
-            self.section.silent_sibling_log_max,
-        );
-        self.log.gc_acknowledged(&self.sibs, clock, silent, kept);
+        for s in self.sibs.ids() {
+            self.transfer_to(ctx, s);
+        }
+        self.gc_log();
+    }
+
+    /// Drops our writes every sibling acknowledged. A sibling silent for
+    /// `silent_sibling_ns` no longer holds them once the log holds more than
+    /// `silent_sibling_log_max` (`ReplLog::gc_acknowledged`'s rule), unless we are its
+    /// keeper (then only past `keeper_log_max`): a state transfer from it can then always
+    /// be installed here, our writes above its image re-applied (`transfer.rs`).
+    fn gc_log(&mut self) {
+        let len = self.log.len();
+        let over = len > self.section.silent_sibling_log_max;
+        let hard = len > self.section.keeper_log_max;
+        let (me, clock) = (self.dc, self.clock);
+        let silent_ns = self.section.silent_sibling_ns;
+        let held = |s: DcId, heard: Option<Nanos>| match heard {
+            None => true, // never heard: it holds the log at 0, as in `Siblings::gc_bound`
+            Some(h) => {
+                let silent = clock.saturating_sub(h) > silent_ns;
+                !(over && silent && (hard || !super::keeps_for(me, s)))
+            }
+        };
+        let bound = self
+            .sibs
+            .ids()
+            .into_iter()
+            .filter_map(|s| self.sibs.get(s).map(|sib| (s, sib)))
+            .filter(|(s, sib)| held(*s, sib.last_heard))
+            .map(|(_, sib)| match sib.last_heard {
+                None => 0,
+                Some(_) => sib.acks.get(usize::from(me.0)),
+            })
+            .min()
+            .unwrap_or(u64::MAX);
+        self.log.gc(|o| if o == me { bound } else { 0 });
+    }
+
+    /// Keeps `writes` of `origin`, just applied, among the recent ones (live and in
+    /// replay, so an install finds the same ones), at most `RECENT_PER_ORIGIN_MAX`.
+    pub(super) fn keep_recent(&mut self, origin: DcId, writes: Vec<ReplOps>) {
+        assert!(origin != self.dc, "our own writes are in the log");
+        writes.into_iter().for_each(|w| self.recent.add(origin, w));
+        // A stream's writes are numbered 1, 2, ... without gaps: keep the last ones.
+        let floor = self
+            .received
+            .have(origin)
+            .saturating_sub(RECENT_PER_ORIGIN_MAX);
+        self.recent.gc(|o| if o == origin { floor } else { 0 });
     }
 
     /// A sibling's message: its acknowledgements, and maybe a piece of its stream.
@@ -129,6 +185,10 @@ impl Node {
             writes,
         };
         self.durability.persist(ctx, record.encode(), Vec::new());
+        let Record::Remote { writes, .. } = record else {
+            unreachable!("built above")
+        };
+        self.keep_recent(origin, writes);
         if let Some(a) = self.durability.after_durable(After::Have { origin, upto }) {
             self.run_after(ctx, a);
         }
@@ -145,6 +205,7 @@ impl Node {
                 self.durable_seq = self.durable_seq.max(seq);
                 self.push(ctx, false);
             }
+            After::Installed(v) => self.raise_durable_have(&v),
         }
     }
 }

@@ -34,8 +34,8 @@ pub struct Stream<T> {
 /// log holds no more, a sibling away for any time (a partition, a frozen or restarted DC)
 /// is not presumed failed and catches up from the log alone when it returns. Beyond it,
 /// silent siblings stop holding the log back (memory stays bounded) and one that returns
-/// needs a state transfer (`kit::transfer`; Cure, PaRiS and Occult have one, the
-/// `eventual` baseline does not: docs/ARCHITECTURE.md).
+/// needs a state transfer (`kit::transfer`; Cure, PaRiS, Occult and the `eventual`
+/// baseline have one: docs/ARCHITECTURE.md).
 pub const SILENT_SIBLING_LOG_MAX: usize = 1 << 18;
 
 const TXN_MIN: TxnId = TxnId {
