@@ -43,7 +43,14 @@ fn hot_store(versions: u64) -> Store<u64> {
             effect: Effect::Increment(1),
         };
         let ops = [
-            (Key::from("s"), Op { id, ts, effect: add }),
+            (
+                Key::from("s"),
+                Op {
+                    id,
+                    ts,
+                    effect: add,
+                },
+            ),
             (Key::from("c"), incr),
         ];
         s.insert(txn(seq), &(seq * 10), &ops);

@@ -486,10 +486,10 @@ mod tests {
             let ops = match next(3) {
                 0 => incr(seq, next(5) as i64 - 2),
                 1 => {
-                    let deletes = tags.drain(..).collect();
+                    let deletes = std::mem::take(&mut tags);
                     set_op(seq, true, next(3) as u8, deletes)
                 }
-                _ => set_op(seq, false, next(3) as u8, tags.drain(..).collect()),
+                _ => set_op(seq, false, next(3) as u8, std::mem::take(&mut tags)),
             };
             if let Effect::Add { .. } = ops[0].1.effect {
                 tags.push(ops[0].1.id);
