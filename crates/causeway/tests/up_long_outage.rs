@@ -4,7 +4,8 @@
 //! members to a set; after SIGCONT, DC 2 shows every acknowledged member, as the others do,
 //! and its own clients write again. Twice: with the log kept for the silent DC (it
 //! catches up from the senders' logs) and with no log kept for it at all
-//! (`silent_sibling_log_max = 0`: it catches up by state transfer, cure/transfer.rs).
+//! (`silent_sibling_log_max = 0`: it catches up by state transfer, cure/transfer.rs), and
+//! the latter with `eventual` too (eventual/transfer.rs).
 
 mod up;
 
@@ -73,24 +74,35 @@ fn transfers_installed(up: &Up, k: u16) -> u64 {
 
 #[test]
 fn a_dc_frozen_past_every_horizon_catches_up_and_converges() {
-    frozen_dc_catches_up("outage", LOG_KEPT);
+    frozen_dc_catches_up("outage", "cure", LOG_KEPT);
 }
 
 #[test]
 fn a_dc_frozen_after_its_siblings_dropped_their_logs_converges_by_state_transfer() {
-    let up = frozen_dc_catches_up("transfer", LOG_DROPPED);
+    let up = frozen_dc_catches_up("transfer", "cure", LOG_DROPPED);
     // Only a state transfer can have healed it: its siblings kept no log for it.
     let installed = transfers_installed(&up, FROZEN_DC);
     assert!(installed > 0, "DC 2's node installed no state transfer");
     eprintln!("DC 2 installed {installed} state transfers");
 }
 
-fn frozen_dc_catches_up(name: &str, log_max: &str) -> Up {
+/// The `eventual` baseline too (eventual/transfer.rs): DC 1 drops its log for the frozen
+/// DC 2, which keeps its own writes for DC 1 (`keeps_for`), so DC 1 sends it an image
+/// that replaces its store; DC 0 keeps its log for DC 2 and streams the rest.
+#[test]
+fn eventual_a_dc_frozen_after_a_sibling_dropped_its_log_converges_by_state_transfer() {
+    let up = frozen_dc_catches_up("transfer-eventual", "eventual", LOG_DROPPED);
+    let installed = transfers_installed(&up, FROZEN_DC);
+    assert!(installed > 0, "DC 2's node installed no state transfer");
+    eprintln!("DC 2 installed {installed} state transfers");
+}
+
+fn frozen_dc_catches_up(name: &str, protocol: &str, log_max: &str) -> Up {
     let set = format!("--set=silent_sibling_ns={SILENT_SIBLING_NS}");
     // A short link queue: the messages for the frozen DC overflow it (they are dropped,
     // with an error line), so only the protocol's catch-up from its log can heal.
     let queue = "--cluster-set=limits.link_queue_max=256";
-    let up = Up::start(name, 3, 1, &["--protocol", "cure", &set, queue, log_max]);
+    let up = Up::start(name, 3, 1, &["--protocol", protocol, &set, queue, log_max]);
     let before = add_members(&up.client_addr(FROZEN_DC), "before", Duration::from_secs(1));
     assert!(!before.is_empty(), "DC 2 takes writes before the outage");
     signal_dc(&up, FROZEN_DC, libc::SIGSTOP);
