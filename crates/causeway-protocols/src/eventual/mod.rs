@@ -811,6 +811,91 @@ mod tests {
         assert_ne!(v0, v1, "without the transfer they stay diverged");
     }
 
+    /// Whether a message between nodes goes from DC `a` to DC `b`.
+    fn between(topo: &Topology, from: Addr, to: Addr, a: u16, b: u16) -> bool {
+        match (from, to) {
+            (Addr::Node(x), Addr::Node(y)) => (topo.dc_of(x).0, topo.dc_of(y).0) == (a, b),
+            _ => false,
+        }
+    }
+
+    /// Whether `m` carries a piece of a stream (its acknowledgements alone do not).
+    fn piece(m: &Msg) -> bool {
+        matches!(
+            m,
+            Msg::Repl {
+                stream: Some(_),
+                ..
+            }
+        )
+    }
+
+    /// Three DCs. DC 0 and DC 1 are cut from each other past the horizon with no log kept
+    /// (DC 1 is their keeper, so DC 0 sends it a transfer); then DC 2 writes while its
+    /// stream reaches DC 1 but not DC 0 (its acknowledgements still do), so DC 0's image
+    /// lacks DC 2's writes that DC 1 already applied. DC 1 installs it anyway, re-applying
+    /// DC 2's writes above the image from its `recent` buffer, and once DC 2's stream
+    /// reaches DC 0 all three hold every increment once.
+    #[test]
+    fn a_transfer_lagging_a_third_dc_is_installed_and_its_writes_reapplied() {
+        use crate::kit::testnet::TestNet;
+        assert!(transfer::keeps_for(DcId(1), DcId(0)), "DC 1 keeps for DC 0");
+        let topo = Topology::full(3, 1, 1);
+        let mut net: TestNet<Eventual> =
+            TestNet::with_config(topo, Params::default(), &transfer_cfg(), 1);
+        let incr = |n: i64| {
+            vec![Request::Update {
+                key: Key::from("c"),
+                update: Update::Increment(n),
+            }]
+        };
+        for dc in 0..3u16 {
+            net.session(u64::from(dc) + 1, dc);
+        }
+        net.txn(1, incr(1));
+        net.run(100);
+        net.hold = |t, f, to, _| between(t, f, to, 0, 1) || between(t, f, to, 1, 0);
+        for _ in 0..10 {
+            net.txn(1, incr(10));
+            net.txn(2, incr(100));
+            net.run(20);
+        }
+        net.run(400);
+        net.hold = |t, f, to, m| {
+            between(t, f, to, 0, 1)
+                || between(t, f, to, 1, 0)
+                || between(t, f, to, 2, 0) && piece(m)
+        };
+        for _ in 0..10 {
+            net.txn(3, incr(1000));
+            net.run(20);
+        }
+        net.drop_held();
+        // DC 0 and DC 1 talk again; DC 2's writes still do not reach DC 0.
+        net.hold = |t, f, to, m| between(t, f, to, 2, 0) && piece(m);
+        net.run(1000);
+        let got = net.nodes[1].take_samples();
+        let has = |name: &str| got.iter().any(|(n, _)| *n == name);
+        assert!(has("transfer_installed_keys"), "DC 1 installed: {got:?}");
+        assert!(!has("transfer_refused_keys"), "nothing refused: {got:?}");
+        let c = |net: &TestNet<Eventual>, n: usize| {
+            net.nodes[n].object(&Key::from("c")).map(|o| o.value())
+        };
+        let all = Some(ObjValue::Counter(1 + 10 * (10 + 100 + 1000)));
+        assert_eq!(
+            c(&net, 1),
+            all,
+            "DC 1: the image plus DC 2's writes re-applied"
+        );
+        assert_ne!(c(&net, 0), all, "DC 0 still lacks DC 2's writes");
+        net.hold = |_, _, _, _| false;
+        net.run(2000);
+        for n in 0..3 {
+            assert_eq!(c(&net, n), all, "DC {n} holds every increment once");
+        }
+        net.check_invariants().expect("invariants");
+    }
+
     /// A checkpoint stands for the records before it: it plus the later records recover
     /// the same objects as a full replay, and none is taken while a record is in flight.
     #[test]
