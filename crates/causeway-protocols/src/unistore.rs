@@ -172,6 +172,9 @@ pub struct Config {
     pub strong_recover_ns: Option<u64>,
     pub strong_timeout_ns: Option<u64>,
     pub strong_retry_ns: Option<u64>,
+    /// Decided slots a certification group keeps for a lagging member before it gets a
+    /// state transfer instead (default 65,536).
+    pub strong_log_kept_max: Option<u64>,
     pub lease_ns: Option<u64>,
     pub inquire_after_ns: Option<u64>,
     pub prepare_timeout_ns: Option<u64>,
@@ -212,6 +215,7 @@ impl Config {
             recover_ns: self.strong_recover_ns.unwrap_or(s.recover_ns),
             timeout_ns: self.strong_timeout_ns.unwrap_or(s.timeout_ns),
             retry_ns: self.strong_retry_ns.unwrap_or(s.retry_ns),
+            log_kept_max: self.strong_log_kept_max.unwrap_or(s.log_kept_max),
             relation: match mode {
                 Mode::RedBlue => Relation::All,
                 _ => Relation::AdHoc,

@@ -53,6 +53,7 @@ fn every_protocol_is_listed_once_with_its_mutations() {
     assert!(mutations("unistore").contains(&"no-forwarding"));
     assert!(mutations("unistore").contains(&"visible-before-uniform"));
     assert!(mutations("unistore").contains(&"certify-ignores-conflicts"));
+    assert!(mutations("unistore").contains(&"no-state-transfer"));
     assert!(mutations("strong").contains(&"certify-ignores-conflicts"));
     assert!(!mutations("cureft").contains(&"no-forwarding"));
     // eventual's one mutation: a sender never starts a state transfer (eventual/transfer.rs).

@@ -64,7 +64,7 @@ fn sample_gauge(name: &str, value: u64) -> (String, f64) {
 /// Samples that are events an operator should see in the log, not only in metrics: the
 /// kit's state transfers (`kit::transfer`; the same names in every protocol that has one),
 /// with the line each logs and whether it is a warning.
-const EVENTS: [(&str, &str, bool); 3] = [
+const EVENTS: [(&str, &str, bool); 4] = [
     (
         "transfer_sent_keys",
         "state transfer started to a sibling back after our log dropped what it lacks",
@@ -78,6 +78,12 @@ const EVENTS: [(&str, &str, bool); 3] = [
     (
         "transfer_refused_keys",
         "state transfer refused: a checkpoint here holds a version it lacks; the sender retries later",
+        true,
+    ),
+    (
+        "transfer_refused_strong",
+        "state transfer refused: its certification state is missing or older than what this \
+         replica's group log kept; the sender retries later",
         true,
     ),
 ];
@@ -113,9 +119,12 @@ mod tests {
             ("wait_ns", 5),
             ("transfer_installed_keys", 40),
             ("transfer_refused_keys", 3),
+            ("transfer_refused_strong", 1),
         ];
         let got = events(&samples);
-        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!((got[2].0, got[2].2), (true, 1));
+        assert!(got[2].1.contains("certification state"));
         assert_eq!((got[0].0, got[0].2), (false, 40));
         assert!(got[0].1.contains("installed"));
         assert_eq!((got[1].0, got[1].2), (true, 3));

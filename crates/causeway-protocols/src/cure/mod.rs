@@ -138,6 +138,9 @@ mod strong;
 mod strong_gc;
 #[cfg(test)]
 mod strong_tests;
+mod strong_transfer;
+#[cfg(test)]
+mod strong_transfer_tests;
 #[cfg(test)]
 mod tests;
 mod transfer;
@@ -282,7 +285,7 @@ impl Default for Config {
 /// within a few ms, so skipping START's wait is rarely observable in the simulator; the
 /// wait is covered by a unit test instead.)
 /// (`checkpoint-drops-prepared` shows only after a crash: scripts/test sweeps it with
-/// crashes. UniStore does not list it: with strong txns on it takes no checkpoints.
+/// crashes; UniStore does not list it.
 /// `no-state-transfer` shows only when a log drops txns a returning sibling lacks:
 /// scripts/test sweeps it with a long outage and `silent_sibling_log_max = 0`.)
 pub const MUTATIONS: &[&str] = &[
@@ -304,6 +307,7 @@ pub const UNISTORE_MUTATIONS: &[&str] = &[
     "no-uniform-barrier",
     "certify-ignores-conflicts",
     "paxos-no-majority",
+    "no-state-transfer",
 ];
 
 /// How far ahead of the clock the persisted lease on claimed timestamps reaches.

@@ -160,6 +160,9 @@ pub enum Msg {
     Transfer {
         partition: PartitionId,
         chunk: crate::kit::transfer::Chunk<Vc>,
+        /// UniStore with strong txns: the first chunk carries the sender's certification
+        /// state at the images' moment (`strong_transfer.rs`).
+        strong: Option<Box<super::strong_transfer::StrongImage>>,
     },
     // ---- node <-> node inside a DC ----
     /// UPDATE_GSS (Alg. 2 l.41): the min `pvc` of the sender's partitions (`None` if it
@@ -245,5 +248,11 @@ pub enum Msg {
     StrongGc {
         partition: PartitionId,
         below: paxos::Slot,
+    },
+    /// A member that needs a snapshot of the group (its catch-up was answered
+    /// `Truncated`) asks the member that truncated for a state transfer
+    /// (`strong_transfer.rs`).
+    TransferAsk {
+        partition: PartitionId,
     },
 }

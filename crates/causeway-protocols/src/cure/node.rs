@@ -269,6 +269,17 @@ impl Node {
                 from,
                 id,
             } => self.replay_done(partition, from, id),
+            Record::StrongImage {
+                partition,
+                from,
+                image,
+            } => self.replay_strong_image(partition, from, *image),
+            Record::TransferAdopted {
+                partition,
+                from,
+                id,
+                dropped,
+            } => self.replay_adopted_transfer(partition, from, id, &dropped),
             Record::Checkpoint(ck) => self.restore(*ck),
         }
     }
@@ -748,9 +759,17 @@ impl Node {
                 acks,
                 stream,
             } => self.on_repl(ctx, from_node, partition, restarted, acks, stream),
-            Msg::Transfer { partition, chunk } => {
+            Msg::Transfer {
+                partition,
+                chunk,
+                strong,
+            } => {
                 let s = self.topo.dc_of(from_node);
-                self.on_transfer(ctx, s, partition, chunk)
+                self.on_transfer(ctx, s, partition, chunk, strong)
+            }
+            Msg::TransferAsk { partition } => {
+                let s = self.topo.dc_of(from_node);
+                self.on_transfer_ask(partition, s)
             }
             Msg::Stable { pvc, gss, oldest } => self.on_stable(ctx, from_node, pvc, gss, oldest),
             Msg::StableVec { stable } => {

@@ -73,6 +73,22 @@ pub enum Record {
         from: causeway_core::DcId,
         id: u64,
     },
+    /// UniStore: the certification state that came with the first chunk of transfer `id`
+    /// from `from` (`strong_transfer.rs`); replay holds it until the transfer's end.
+    StrongImage {
+        partition: PartitionId,
+        from: causeway_core::DcId,
+        image: Box<super::strong_transfer::StrongImage>,
+    },
+    /// UniStore: every chunk of transfer `id` arrived and was installed together with its
+    /// certification state; the versions of `dropped` were removed from the store, to be
+    /// delivered again by the adopted certifier (`strong_transfer.rs`).
+    TransferAdopted {
+        partition: PartitionId,
+        from: causeway_core::DcId,
+        id: u64,
+        dropped: Vec<TxnId>,
+    },
 }
 
 /// A txn's effects as prepared: (key, op id, effect) per update.

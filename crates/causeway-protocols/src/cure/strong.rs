@@ -108,6 +108,9 @@ pub const STRONG_TIMEOUT_NS: Nanos = 10_000_000_000;
 /// Default: a coordinator missing votes, or a recovery missing answers, asks again after
 /// this long (a group may be electing a leader).
 pub const STRONG_RETRY_NS: Nanos = 300_000_000;
+/// Default: decided slots a group keeps for a lagging member (at a heartbeat every
+/// 10 ms, about 11 minutes of an idle group).
+pub const STRONG_LOG_KEPT_MAX: u64 = 1 << 16;
 /// Most recoveries one node runs at a time.
 pub const RECOVERIES_MAX: usize = 1024;
 
@@ -128,6 +131,10 @@ pub struct StrongConfig {
     /// Strong txns run at all (false: the paper's CAUSAL / UNIFORM, with no
     /// certification groups and no strong heartbeats; strong BEGINs run causal).
     pub enabled: bool,
+    /// Decided slots the group keeps for a member that lags behind the others; past it,
+    /// members forget what a majority decided and the laggard gets a state transfer
+    /// (`strong_gc.rs`, `strong_transfer.rs`).
+    pub log_kept_max: u64,
 }
 
 impl Default for StrongConfig {
@@ -142,6 +149,7 @@ impl Default for StrongConfig {
             central: false,
             rules: Vec::new(),
             enabled: true,
+            log_kept_max: STRONG_LOG_KEPT_MAX,
         }
     }
 }
@@ -181,6 +189,8 @@ pub struct Strong {
     recovering: BTreeMap<TxnId, Recovery>,
     /// The node that last voted for each partition (its leader, probably).
     leader_hint: BTreeMap<PartitionId, NodeId>,
+    /// The certification parts of state transfers, both ways (`strong_transfer.rs`).
+    pub xfer: super::strong_transfer::StrongTransfers,
 }
 
 /// A strong txn's commit at its coordinator.
@@ -246,11 +256,16 @@ impl Node {
                 g.cert = ck.cert;
                 g.gc_below = ck.gc_below;
             }
+            if let Some((delivered, cert)) = st.xfer.adopted.remove(p) {
+                g.cert = cert; // a state transfer adopted after the checkpoint
+                g.px.redeliver_from(clock, delivered);
+            }
             g.px.boot(clock);
             st.groups.insert(*p, g);
         }
         st.recovered.clear();
         st.restored.clear();
+        st.xfer.adopted.clear();
         for p in pids {
             self.deliver(p); // knownVec[strong] of a restored certifier
         }
@@ -302,7 +317,7 @@ impl Node {
         }
     }
 
-    fn pump_group(&mut self, ctx: &mut Ctx<Msg>, p: PartitionId) {
+    pub(super) fn pump_group(&mut self, ctx: &mut Ctx<Msg>, p: PartitionId) {
         let g = self.strong_state().groups.get_mut(&p).expect("a group");
         let outputs = g.px.take_outputs();
         let decided = g.px.take_decided();
@@ -321,9 +336,13 @@ impl Node {
                     self.persist(ctx, r, Vec::new());
                     self.after_durable(super::node::Deferred::Paxos { partition: p, seq });
                 }
-                // Members forget only what every member decided (strong_gc.rs), so
-                // this means a member lost its disk: counted, not served.
-                Output::SnapshotNeeded { .. } => self.sample("strong_snapshot_needed", 1),
+                // Our catch-up was answered `Truncated`: the member that truncated
+                // sends a state transfer (strong_transfer.rs).
+                Output::SnapshotNeeded { source, .. } => {
+                    self.sample("strong_snapshot_needed", 1);
+                    let node = self.topo.node_of(DcId(source as u16), p);
+                    ctx.send(Addr::Node(node), Msg::TransferAsk { partition: p });
+                }
             }
         }
         if decided.is_empty() {
@@ -350,7 +369,7 @@ impl Node {
 
     /// DELIVER_UPDATES (Alg. 3 l.4-8): committed txns up to `known` into the store, in
     /// strong-timestamp order, then `knownVec[strong]`.
-    fn deliver(&mut self, p: PartitionId) {
+    pub(super) fn deliver(&mut self, p: PartitionId) {
         let g = self.strong_state().groups.get_mut(&p).expect("a group");
         let deliveries = g.cert.take_deliveries();
         let known = g.cert.known();

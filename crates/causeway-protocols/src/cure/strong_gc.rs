@@ -17,12 +17,13 @@
 //!   (`Paxos::decided_everywhere`), which the leader sends to the members
 //!   (`Msg::StrongGc`) every [`STRONG_GC_EVERY_NS`]. The durable records keep the slots
 //!   until the next checkpoint replaces them, so a replay of the old records and a
-//!   replay of the checkpoint each rebuild a consistent store and certifier. No member
-//!   ever asks for a forgotten slot (every member has it), so no snapshot is needed.
-//! - **Not covered**: a member away for long holds the everywhere point back, so the
-//!   others' logs grow until it returns (a state transfer of the certifier and the
-//!   strong versions would bound them; a member that asks below a truncation point is
-//!   only counted, `Output::SnapshotNeeded`).
+//!   replay of the checkpoint each rebuild a consistent store and certifier.
+//! - **A member away for long** would hold the everywhere point back and the others'
+//!   logs would grow until it returns. So once a member lags the decided prefix by more
+//!   than `strong_log_kept_max` slots, the leader sends the point a majority decided
+//!   instead ([`gc_point`]); the laggard's catch-up is then answered `Truncated`
+//!   (`Output::SnapshotNeeded`) and it gets a state transfer that carries the
+//!   certification state (`strong_transfer.rs`).
 
 use super::msg::Msg;
 use super::node::Node;
@@ -68,6 +69,7 @@ impl Node {
             return; // strong txns turned off since: the groups are dropped
         };
         st.recovered.clear();
+        st.xfer.adopted.clear(); // the checkpoint stands for any earlier transfer
         for g in groups {
             let first = PxRecord::Checkpoint(Box::new(g.paxos.clone()));
             st.recovered.insert(g.partition, vec![first]);
@@ -79,13 +81,14 @@ impl Node {
     /// and its own delivered slot.
     pub(super) fn strong_gc(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
+        let kept_max = self.cfg.strong.log_kept_max;
         let Some(st) = self.strong.as_mut() else {
             return;
         };
         let mut sends = Vec::new();
         for (p, g) in st.groups.iter_mut() {
-            if let Some(everywhere) = g.px.decided_everywhere() {
-                g.gc_below = g.gc_below.max(everywhere);
+            if let Some(point) = gc_point(&g.px, kept_max) {
+                g.gc_below = g.gc_below.max(point);
                 if clock >= g.gc_sent_ns + STRONG_GC_EVERY_NS {
                     g.gc_sent_ns = clock;
                     sends.push((*p, g.gc_below));
@@ -128,4 +131,18 @@ impl Node {
             g.gc_below = g.gc_below.max(below);
         }
     }
+}
+
+/// On a leader, the slot below which members may forget: what every member decided, or,
+/// once a member lags the decided prefix by more than `kept_max` slots, what a majority
+/// decided (the laggard then needs a state transfer, `strong_transfer.rs`).
+fn gc_point(
+    px: &crate::kit::paxos::Paxos<crate::kit::certify::CertEntry>,
+    kept_max: u64,
+) -> Option<Slot> {
+    let everywhere = px.decided_everywhere()?;
+    if px.decided_upto().saturating_sub(everywhere) <= kept_max {
+        return Some(everywhere);
+    }
+    px.decided_by_quorum().map(|q| q.max(everywhere))
 }

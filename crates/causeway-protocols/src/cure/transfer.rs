@@ -30,8 +30,10 @@
 //!   `VERSIONS_PER_KEY_MAX`: then [`Store::installable`] names the key, the receiver
 //!   refuses the transfer (sample `transfer_refused_keys`) and the sender tries again
 //!   with a later `S` after `transfer_retry_ns`.
-//! - **Not covered.** UniStore with strong txns (its certification log has no snapshot:
-//!   a strong txn in an image would be applied again when its certification delivers it).
+//! - **UniStore with strong txns.** The image holds the strong txns its sender delivered,
+//!   so the first chunk also carries the sender's certification state at the same
+//!   instant, and the receiver adopts it (`strong_transfer.rs`). A member whose group
+//!   log was truncated past it asks for a transfer (`Msg::TransferAsk`).
 //!
 //! The bookkeeping (chunks, order, retry pacing, remembered txns) is `kit::transfer`.
 //!
@@ -41,9 +43,10 @@
 use super::msg::Msg;
 use super::node::{Deferred, Node};
 use super::record::Record;
+use super::strong_transfer::StrongImage;
 use crate::kit::mvstore::KeyImage;
 use crate::kit::transfer::Chunk;
-use causeway_core::{Addr, Ctx, DcId, PartitionId, Vc};
+use causeway_core::{Addr, Ctx, DcId, PartitionId, TxnId, Vc};
 
 /// One partition's transfers, both ways (`kit::transfer`).
 pub type Transfers = crate::kit::transfer::Transfers<Vc>;
@@ -52,35 +55,47 @@ impl Node {
     /// Sender side, every replication interval per sibling: starts a transfer to `s` if
     /// it needs one, and sends the next chunks of one under way.
     pub(super) fn transfer_to(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, s: DcId) {
-        if self.strong.is_some() || self.mutation.no_state_transfer {
+        if self.mutation.no_state_transfer {
             return;
         }
-        let (d, clock, retry) = (self.d, self.time.clock, self.cfg.transfer_retry_ns);
+        let (clock, retry) = (self.time.clock, self.cfg.transfer_retry_ns);
         let grace = self.cfg.lag_grace_ns;
         let part = self.parts.get_mut(&pid).expect("hosted");
-        if part.transfers.may_start(s, clock, retry)
-            && part.sibs.needs_transfer(s, &part.log, clock, grace)
-        {
-            let at = part.pvc.clone();
-            let Ok(images) = part.store.images_at(&at) else {
-                return; // cannot happen: GC folds below pvc; tried again next interval
-            };
-            let keys = images.len() as u64;
-            part.sibs.restart_stream_at(s, at.get(d));
-            part.transfers.start(s, (at.clone(), at), images, clock);
-            self.sample("transfer_sent_keys", keys);
+        if part.transfers.may_start(s, clock, retry) {
+            let lagging = part.sibs.needs_transfer(s, &part.log, clock, grace);
+            if self.take_transfer_wanted(pid, s) || lagging {
+                self.start_transfer(pid, s);
+            }
         }
         let to = Addr::Node(self.topo.node_of(s, pid));
         let part = self.parts.get_mut(&pid).expect("hosted");
         for chunk in part.transfers.next_chunks(s) {
-            ctx.send(
-                to,
-                Msg::Transfer {
-                    partition: pid,
-                    chunk,
-                },
-            );
+            let strong = self.strong_part(pid, s, chunk.id, chunk.index);
+            let m = Msg::Transfer {
+                partition: pid,
+                chunk,
+                strong,
+            };
+            ctx.send(to, m);
         }
+    }
+
+    /// Takes the partition's images at our `pvc` (and, under strong txns, the group's
+    /// certification state at the same instant) and starts sending them to `s`.
+    fn start_transfer(&mut self, pid: PartitionId, s: DcId) {
+        let (d, clock) = (self.d, self.time.clock);
+        if self.take_strong_image(pid, s, clock).is_err() {
+            return; // the groups are not built yet: tried again next interval
+        }
+        let part = self.parts.get_mut(&pid).expect("hosted");
+        let at = part.pvc.clone();
+        let Ok(images) = part.store.images_at(&at) else {
+            return; // cannot happen: GC folds below pvc; tried again next interval
+        };
+        let keys = images.len() as u64;
+        part.sibs.restart_stream_at(s, at.get(d));
+        part.transfers.start(s, (at.clone(), at), images, clock);
+        self.sample("transfer_sent_keys", keys);
     }
 
     /// Receiver side: a chunk of a transfer from DC `s`.
@@ -90,13 +105,17 @@ impl Node {
         s: DcId,
         pid: PartitionId,
         chunk: Chunk<Vc>,
+        strong: Option<Box<StrongImage>>,
     ) {
-        if self.strong.is_some() || !self.parts.contains_key(&pid) {
+        if !self.parts.contains_key(&pid) {
             return;
         }
         let Some(chunk) = self.part(pid).transfers.receive(s, chunk) else {
             return;
         };
+        if chunk.index == 0 {
+            self.hold_strong_image(ctx, pid, s, strong);
+        }
         let last = chunk.last;
         let record = Record::TransferChunk {
             partition: pid,
@@ -117,14 +136,33 @@ impl Node {
             Ok(t) => t,
             Err(keys) => return self.sample("transfer_refused_keys", keys),
         };
+        let strong = match self.strong_plan(pid, s, t.id) {
+            Ok(plan) => plan,
+            Err(_) => return self.sample("transfer_refused_strong", 1),
+        };
         let keys = t.images.len() as u64;
         self.install(pid, &t.at, &t.claims, t.images);
-        let record = Record::TransferDone {
-            partition: pid,
-            from: t.from,
-            id: t.id,
+        let (from, id) = (t.from, t.id);
+        let record = match &strong {
+            None => Record::TransferDone {
+                partition: pid,
+                from,
+                id,
+            },
+            Some((_, dropped)) => {
+                self.drop_redelivered(pid, dropped);
+                Record::TransferAdopted {
+                    partition: pid,
+                    from,
+                    id,
+                    dropped: dropped.clone(),
+                }
+            }
         };
         self.persist(ctx, record, Vec::new());
+        if let Some((image, _)) = strong {
+            self.adopt_strong(ctx, pid, image);
+        }
         self.after_durable(Deferred::Transfer {
             partition: pid,
             claims: t.claims,
@@ -161,5 +199,26 @@ impl Node {
             self.install(pid, &t.at, &t.claims, t.images);
             self.transfer_durable(pid, &t.claims);
         }
+    }
+
+    /// Replay of a `TransferAdopted` record: installed as at `TransferDone`, the same
+    /// versions dropped, the certification part kept for `start_strong`.
+    pub(super) fn replay_adopted_transfer(
+        &mut self,
+        pid: PartitionId,
+        s: DcId,
+        id: u64,
+        dropped: &[TxnId],
+    ) {
+        self.replay_done(pid, s, id);
+        self.drop_redelivered(pid, dropped);
+        self.replay_adopted(pid, s, id);
+    }
+
+    /// Removes the versions of strong txns an adopted certifier delivers again.
+    fn drop_redelivered(&mut self, pid: PartitionId, dropped: &[TxnId]) {
+        let txns: std::collections::BTreeSet<TxnId> = dropped.iter().copied().collect();
+        let n = self.part(pid).store.remove_txns(&txns);
+        self.work += n as u64;
     }
 }

@@ -230,6 +230,11 @@ impl Certifier {
         }
     }
 
+    /// Committed txns not delivered yet (their timestamp is above `known`).
+    pub fn pending_txns(&self) -> impl Iterator<Item = TxnId> + '_ {
+        self.ready.keys().map(|(_, txn)| *txn)
+    }
+
     /// Committed txns now at or below `known`, in timestamp order (Alg. 3 l.5).
     pub fn take_deliveries(&mut self) -> Vec<Delivery> {
         let known = self.known();

@@ -401,6 +401,23 @@ impl<T: SnapshotTs> Store<T> {
         added
     }
 
+    /// Drops every version (not the folded bases) written by one of `txns`, so they can
+    /// be applied again (UniStore's state transfer re-delivers the strong txns a
+    /// certifier it adopts has not applied yet: `cure/strong_transfer.rs`). Returns how
+    /// many versions were dropped.
+    pub fn remove_txns(&mut self, txns: &std::collections::BTreeSet<TxnId>) -> usize {
+        let mut dropped = 0;
+        for k in self.keys.values_mut() {
+            let before = k.versions.len();
+            k.versions.retain(|v| !txns.contains(&v.txn));
+            if k.versions.len() != before {
+                dropped += before - k.versions.len();
+                k.latest = None;
+            }
+        }
+        dropped
+    }
+
     /// Total versions kept (for tests and gauges).
     pub fn versions(&self) -> usize {
         self.keys.values().map(KeyVersions::<T>::len).sum()

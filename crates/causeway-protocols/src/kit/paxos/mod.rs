@@ -359,6 +359,37 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
         self.finish();
     }
 
+    /// The embedder replaced its applied state by one covering exactly the slots below
+    /// `upto` (a state transfer from another member): delivery restarts at `upto`, going
+    /// back if this member had delivered more (those slots are delivered again, so the
+    /// embedder must have undone them) or, past the decided prefix, jumping as
+    /// [`Paxos::install_snapshot`] does. `upto` must not be below the truncation point.
+    pub fn redeliver_from(&mut self, now: Nanos, upto: Slot) {
+        assert!(
+            upto >= self.log.truncated_below(),
+            "redelivering from {upto}, below the truncation point {}",
+            self.log.truncated_below()
+        );
+        if upto > self.log.decided_upto() {
+            return self.install_snapshot(now, upto);
+        }
+        self.now = now;
+        self.delivered = upto;
+    }
+
+    /// On the leader: the highest slot below which a majority of the members (itself
+    /// included) reported every slot decided.
+    pub fn decided_by_quorum(&self) -> Option<Slot> {
+        match &self.role {
+            Role::Leader(l) => {
+                let mut at = l.decided_at.clone();
+                at.sort_unstable_by(|a, b| b.cmp(a));
+                at.get(self.cfg.quorum() - 1).copied()
+            }
+            _ => None,
+        }
+    }
+
     /// Forgets the decided slots below `below` in memory only, with no record: for an
     /// embedder whose own checkpoint holds [`Paxos::checkpoint`] and its applied state
     /// (the slots stay in the durable records until that checkpoint replaces them, and a

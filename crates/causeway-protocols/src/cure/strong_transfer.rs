@@ -1,0 +1,235 @@
+//! State transfer under UniStore's strong txns (issue 15): the certification part that
+//! travels with a partition's image (`transfer.rs`), so a DC away for any time catches up
+//! on its strong txns as on its causal ones, and the certification logs stay bounded.
+//!
+//! The paper keeps every certification log whole and says nothing of a replica that
+//! returns after the others stopped keeping what it lacks. Our decision:
+//!
+//! - **Why the certifier travels.** Strong txns reach a store through DELIVER_UPDATES
+//!   (Alg. 3 l.4-8), never through the causal streams, so an image of the store holds
+//!   every strong txn its sender delivered. Installed on its own, it would make the
+//!   receiver's certification deliver some of them again (a counter increment counted
+//!   twice). So the image's sender adds, from the same instant, its certifier and the
+//!   slot below which it delivered every decided entry ([`StrongImage`]); the receiver
+//!   *adopts* them with the images: its certifier becomes the sender's and its group
+//!   member delivers from that slot on (`Paxos::redeliver_from`). The store and the
+//!   certifier then agree again: each strong txn is in the store exactly when the adopted
+//!   certifier delivered it.
+//! - **A receiver ahead of the sender.** It may have delivered strong txns the image
+//!   lacks: those the sender's certifier had decided but not yet delivered
+//!   (`Certifier::pending_txns`) and those decided in the slots from the image's on. They
+//!   are versions above the image's vector (their strong timestamp is above the sender's
+//!   `known`; a checkpoint holding one makes the install refused), so the receiver drops
+//!   their versions after the install and its member delivers them again, once each.
+//!   The dropped txns are in the [`Record::TransferAdopted`] record, so a replay drops
+//!   the same ones and rebuilds the same store. The slots from the image's on must still
+//!   be in the receiver's group log; if it forgot them, the transfer is refused (sample
+//!   `transfer_refused_strong`) and the sender retries later with a newer image.
+//! - **A member the group no longer keeps slots for.** A leader lets the members forget
+//!   (in memory) what a majority decided once a member lags by more than
+//!   `strong_log_kept_max` slots (`strong_gc.rs`); the laggard's catch-up is then answered
+//!   `Truncated` (kit::paxos `Output::SnapshotNeeded`) and it asks the member that
+//!   truncated for a transfer ([`Msg::TransferAsk`]). Its adoption jumps its member past
+//!   the truncation point (`Paxos::install_snapshot`).
+//! - **Replay.** The certification part is persisted as received (`Record::StrongImage`,
+//!   before the first chunk's record) and adopted at `TransferAdopted`; the groups are
+//!   built after the replay (`start_strong`), which then takes the last adopted state.
+//!   A checkpoint (never taken while a transfer is being received) stands for both.
+//!
+//! [`Record::TransferAdopted`]: super::record::Record::TransferAdopted
+//! [`Msg::TransferAsk`]: super::msg::Msg::TransferAsk
+
+use super::msg::Msg;
+use super::node::Node;
+use super::record::Record;
+use crate::kit::certify::{CertEntry, Certifier};
+use crate::kit::paxos::Slot;
+use causeway_core::{Ctx, DcId, PartitionId, TxnId};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A group member's certification state at the instant of a partition image.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StrongImage {
+    /// The transfer it belongs to.
+    pub id: u64,
+    /// Every decided slot below this is in `cert` and (its committed txns delivered) in
+    /// the images.
+    pub delivered: Slot,
+    pub cert: Certifier,
+}
+
+/// The certification parts of one node's transfers, both ways.
+#[derive(Debug, Default)]
+pub struct StrongTransfers {
+    /// Taken with a transfer's images, until its first chunk leaves.
+    out: BTreeMap<(PartitionId, DcId), StrongImage>,
+    /// Received with a transfer's first chunk, until its end.
+    incoming: BTreeMap<(PartitionId, DcId), StrongImage>,
+    /// Siblings that asked for a transfer (their group member needs a snapshot).
+    wanted: BTreeSet<(PartitionId, DcId)>,
+    /// Replay: the certification state the last adopted transfer brought, until
+    /// `start_strong` builds the group.
+    pub adopted: BTreeMap<PartitionId, (Slot, Certifier)>,
+}
+
+/// Why a transfer's certification part cannot be adopted.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The first chunk came without one (or from another transfer).
+    Missing,
+    /// Our group log forgot slots the image's certifier still has to deliver.
+    Forgotten,
+}
+
+impl Node {
+    /// Whether sibling `s` asked for a transfer of `pid` (forgotten once asked).
+    pub(super) fn take_transfer_wanted(&mut self, pid: PartitionId, s: DcId) -> bool {
+        let st = self.strong.as_mut();
+        st.is_some_and(|st| st.xfer.wanted.remove(&(pid, s)))
+    }
+
+    /// A sibling's group member needs a snapshot of `pid`'s group.
+    pub(super) fn on_transfer_ask(&mut self, pid: PartitionId, s: DcId) {
+        if let Some(st) = self.strong.as_mut() {
+            if st.groups.contains_key(&pid) {
+                st.xfer.wanted.insert((pid, s));
+            }
+        }
+    }
+
+    /// Sender side: the group's state now, for the images taken now. `Err` while the
+    /// groups are not built yet (no transfer then); `Ok(None)` without strong txns.
+    pub(super) fn take_strong_image(
+        &mut self,
+        pid: PartitionId,
+        s: DcId,
+        id: u64,
+    ) -> Result<(), ()> {
+        let Some(st) = self.strong.as_mut() else {
+            return Ok(());
+        };
+        let g = st.groups.get(&pid).ok_or(())?;
+        assert_eq!(
+            g.px.delivered(),
+            g.px.decided_upto(),
+            "between events every decided entry was taken and applied"
+        );
+        let image = StrongImage {
+            id,
+            delivered: g.px.delivered(),
+            cert: g.cert.clone(),
+        };
+        st.xfer.out.insert((pid, s), image);
+        Ok(())
+    }
+
+    /// The certification part to send with chunk `index` of transfer `id`.
+    pub(super) fn strong_part(
+        &mut self,
+        pid: PartitionId,
+        s: DcId,
+        id: u64,
+        index: u32,
+    ) -> Option<Box<StrongImage>> {
+        let st = self.strong.as_mut()?;
+        if index != 0 || st.xfer.out.get(&(pid, s)).is_none_or(|i| i.id != id) {
+            return None;
+        }
+        st.xfer.out.remove(&(pid, s)).map(Box::new)
+    }
+
+    /// Receiver side: the first chunk of a transfer was taken; its certification part is
+    /// persisted before the chunk's record and held until the end.
+    pub(super) fn hold_strong_image(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        pid: PartitionId,
+        s: DcId,
+        image: Option<Box<StrongImage>>,
+    ) {
+        let Some(st) = self.strong.as_mut() else {
+            return;
+        };
+        st.xfer.incoming.remove(&(pid, s));
+        let Some(image) = image else {
+            return; // refused at the end
+        };
+        st.xfer.incoming.insert((pid, s), (*image).clone());
+        let record = Record::StrongImage {
+            partition: pid,
+            from: s,
+            image,
+        };
+        self.persist(ctx, record, Vec::new());
+    }
+
+    /// Replay of a `StrongImage` record.
+    pub(super) fn replay_strong_image(&mut self, pid: PartitionId, s: DcId, image: StrongImage) {
+        if let Some(st) = self.strong.as_mut() {
+            st.xfer.incoming.insert((pid, s), image);
+        }
+    }
+
+    /// At the end of transfer `id` from `s`, before its install: the certification part
+    /// to adopt (`None` without strong txns), and the txns whose versions the install
+    /// must drop because the adopted certifier delivers them again.
+    pub(super) fn strong_plan(
+        &mut self,
+        pid: PartitionId,
+        s: DcId,
+        id: u64,
+    ) -> Result<Option<(StrongImage, Vec<TxnId>)>, Refusal> {
+        let Some(st) = self.strong.as_mut() else {
+            return Ok(None);
+        };
+        let image = st.xfer.incoming.remove(&(pid, s));
+        let image = image.filter(|i| i.id == id).ok_or(Refusal::Missing)?;
+        let g = st.groups.get(&pid).ok_or(Refusal::Missing)?;
+        if g.px.truncated_below() > image.delivered {
+            return Err(Refusal::Forgotten);
+        }
+        let mut again: BTreeSet<TxnId> = image.cert.pending_txns().collect();
+        for slot in image.delivered..g.px.delivered() {
+            let entry =
+                g.px.decided_value(slot)
+                    .expect("kept: above the truncation");
+            if let Some(CertEntry::Decide {
+                txn,
+                commit: Some(_),
+            }) = entry
+            {
+                again.insert(*txn);
+            }
+        }
+        Ok(Some((image, again.into_iter().collect())))
+    }
+
+    /// Adopts a transfer's certification part (live, after the images are installed
+    /// and the versions of `dropped` removed): delivery restarts at its slot.
+    pub(super) fn adopt_strong(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        pid: PartitionId,
+        image: StrongImage,
+    ) {
+        let clock = self.time.clock;
+        let st = self.strong.as_mut().expect("adopted under strong txns");
+        let g = st.groups.get_mut(&pid).expect("a group");
+        g.cert = image.cert;
+        g.px.redeliver_from(clock, image.delivered);
+        self.deliver(pid); // knownVec[strong] of the adopted certifier
+        self.pump_group(ctx, pid);
+    }
+
+    /// Replay of a `TransferAdopted` record: its certification part waits for
+    /// `start_strong` (after the images were installed by `replay_done`).
+    pub(super) fn replay_adopted(&mut self, pid: PartitionId, s: DcId, id: u64) {
+        let Some(st) = self.strong.as_mut() else {
+            return;
+        };
+        if let Some(image) = st.xfer.incoming.remove(&(pid, s)).filter(|i| i.id == id) {
+            st.xfer.adopted.insert(pid, (image.delivered, image.cert));
+        }
+    }
+}
