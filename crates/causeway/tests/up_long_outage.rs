@@ -5,7 +5,10 @@
 //! and its own clients write again. Twice: with the log kept for the silent DC (it
 //! catches up from the senders' logs) and with no log kept for it at all
 //! (`silent_sibling_log_max = 0`: it catches up by state transfer, cure/transfer.rs), and
-//! the latter with `eventual` too (eventual/transfer.rs).
+//! the latter with `eventual` (eventual/transfer.rs) and with `unistore` running strong
+//! txns too, whose certification groups forget what a majority decided while DC 2 is away
+//! (`strong_log_kept_max`), so its transfer carries the certification state
+//! (cure/strong_transfer.rs) and DC 2 commits strong txns again.
 
 mod up;
 
@@ -59,6 +62,11 @@ fn signal_dc(up: &Up, dc: u16, signal: i32) {
 /// How many state transfers node `k` installed, from its `/metrics` (the histogram of
 /// the machine's `transfer_installed_keys` samples: one per transfer).
 fn transfers_installed(up: &Up, k: u16) -> u64 {
+    samples_count(up, k, "causeway_transfer_installed_keys_count")
+}
+
+/// The `_count` of a sample histogram on node `k`'s `/metrics`.
+fn samples_count(up: &Up, k: u16, metric: &str) -> u64 {
     use std::io::{Read, Write};
     let mut conn = std::net::TcpStream::connect(("127.0.0.1", up.base + 60 + k)).expect("metrics");
     conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
@@ -66,7 +74,7 @@ fn transfers_installed(up: &Up, k: u16) -> u64 {
     let mut body = String::new();
     conn.read_to_string(&mut body).expect("an answer");
     body.lines()
-        .filter(|l| l.starts_with("causeway_transfer_installed_keys_count"))
+        .filter(|l| l.starts_with(metric))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .map(|v| v as u64)
         .sum()
@@ -74,12 +82,12 @@ fn transfers_installed(up: &Up, k: u16) -> u64 {
 
 #[test]
 fn a_dc_frozen_past_every_horizon_catches_up_and_converges() {
-    frozen_dc_catches_up("outage", "cure", LOG_KEPT);
+    frozen_dc_catches_up("outage", "cure", &[LOG_KEPT]);
 }
 
 #[test]
 fn a_dc_frozen_after_its_siblings_dropped_their_logs_converges_by_state_transfer() {
-    let up = frozen_dc_catches_up("transfer", "cure", LOG_DROPPED);
+    let up = frozen_dc_catches_up("transfer", "cure", &[LOG_DROPPED]);
     // Only a state transfer can have healed it: its siblings kept no log for it.
     let installed = transfers_installed(&up, FROZEN_DC);
     assert!(installed > 0, "DC 2's node installed no state transfer");
@@ -91,18 +99,41 @@ fn a_dc_frozen_after_its_siblings_dropped_their_logs_converges_by_state_transfer
 /// that replaces its store; DC 0 keeps its log for DC 2 and streams the rest.
 #[test]
 fn eventual_a_dc_frozen_after_a_sibling_dropped_its_log_converges_by_state_transfer() {
-    let up = frozen_dc_catches_up("transfer-eventual", "eventual", LOG_DROPPED);
+    let up = frozen_dc_catches_up("transfer-eventual", "eventual", &[LOG_DROPPED]);
     let installed = transfers_installed(&up, FROZEN_DC);
     assert!(installed > 0, "DC 2's node installed no state transfer");
     eprintln!("DC 2 installed {installed} state transfers");
 }
 
-fn frozen_dc_catches_up(name: &str, protocol: &str, log_max: &str) -> Up {
+/// UniStore with strong txns: the groups' heartbeats (every 10 ms) put DC 2 more than
+/// `strong_log_kept_max` slots behind within a second of the outage, so its group member
+/// needs the certification state a transfer carries; afterwards it commits strong txns.
+#[test]
+fn unistore_a_dc_frozen_past_its_groups_log_catches_up_on_causal_and_strong_txns() {
+    let kept = "--set=strong_log_kept_max=64";
+    let up = frozen_dc_catches_up("transfer-unistore", "unistore", &[LOG_DROPPED, kept]);
+    let installed = transfers_installed(&up, FROZEN_DC);
+    assert!(installed > 0, "DC 2's node installed no state transfer");
+    let asked = samples_count(&up, FROZEN_DC, "causeway_strong_snapshot_needed_count");
+    assert!(asked > 0, "DC 2's group member never found its log truncated");
+    let mut client = Client::connect(up.client_addr(FROZEN_DC)).expect("a client connects");
+    let strong = (|| {
+        client.begin_kind(causeway_core::TxnKind::Strong)?;
+        client.set("after-outage", b"strong".to_vec())?;
+        client.commit()
+    })();
+    strong.expect("DC 2 commits a strong txn after catching up");
+    eprintln!("DC 2 installed {installed} state transfers");
+}
+
+fn frozen_dc_catches_up(name: &str, protocol: &str, sets: &[&str]) -> Up {
     let set = format!("--set=silent_sibling_ns={SILENT_SIBLING_NS}");
     // A short link queue: the messages for the frozen DC overflow it (they are dropped,
     // with an error line), so only the protocol's catch-up from its log can heal.
     let queue = "--cluster-set=limits.link_queue_max=256";
-    let up = Up::start(name, 3, 1, &["--protocol", protocol, &set, queue, log_max]);
+    let mut args = vec!["--protocol", protocol, &set, queue];
+    args.extend_from_slice(sets);
+    let up = Up::start(name, 3, 1, &args);
     let before = add_members(&up.client_addr(FROZEN_DC), "before", Duration::from_secs(1));
     assert!(!before.is_empty(), "DC 2 takes writes before the outage");
     signal_dc(&up, FROZEN_DC, libc::SIGSTOP);
