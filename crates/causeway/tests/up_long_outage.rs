@@ -115,7 +115,10 @@ fn unistore_a_dc_frozen_past_its_groups_log_catches_up_on_causal_and_strong_txns
     let installed = transfers_installed(&up, FROZEN_DC);
     assert!(installed > 0, "DC 2's node installed no state transfer");
     let asked = samples_count(&up, FROZEN_DC, "causeway_strong_snapshot_needed_count");
-    assert!(asked > 0, "DC 2's group member never found its log truncated");
+    assert!(
+        asked > 0,
+        "DC 2's group member never found its log truncated"
+    );
     let mut client = Client::connect(up.client_addr(FROZEN_DC)).expect("a client connects");
     let strong = (|| {
         client.begin_kind(causeway_core::TxnKind::Strong)?;
