@@ -696,4 +696,45 @@ mod tests {
         assert_eq!(receiver.installable(&vc2(20, 10)), Some(&Key::from("c")));
         assert_eq!(receiver.installable(&vc2(20, 50)), None);
     }
+
+    #[test]
+    fn removed_txns_lose_their_versions_and_reads_follow() {
+        let mut store: Store<Vc> = Store::default();
+        let key = Key::from("k");
+        for seq in 1..=3u64 {
+            let ct = Vc {
+                dcs: vec![seq, 0],
+                extra: vec![],
+            };
+            let op = Op {
+                id: OpId {
+                    txn: txn(seq),
+                    index: 0,
+                },
+                ts: ArbTs {
+                    primary: seq,
+                    secondary: seq,
+                },
+                effect: Effect::Increment(10 * seq as i64),
+            };
+            store.insert(txn(seq), &ct, &[(key.clone(), op)]);
+        }
+        let all = Vc {
+            dcs: vec![u64::MAX, u64::MAX],
+            extra: vec![],
+        };
+        let read = |s: &Store<Vc>| {
+            let got = s.read(&key, &all, causeway_core::crdt::ObjType::Counter);
+            got.expect("readable").value()
+        };
+        assert_eq!(read(&store), ObjValue::Counter(60));
+        let gone: std::collections::BTreeSet<TxnId> = [txn(2), txn(9)].into_iter().collect();
+        assert_eq!(
+            store.remove_txns(&gone),
+            1,
+            "one version of txn 2; txn 9 has none"
+        );
+        assert_eq!(read(&store), ObjValue::Counter(40));
+        assert_eq!(store.versions(), 2);
+    }
 }

@@ -438,6 +438,45 @@ fn a_member_below_the_truncation_point_is_told_to_install_a_snapshot() {
     assert_eq!(g.decided(2), (6..10).map(|v| (v, v)).collect::<Vec<_>>());
 }
 
+/// An embedder that adopts another member's state (UniStore's state transfer) restarts
+/// delivery at that state's slot: back over slots it had delivered, or, past its decided
+/// prefix, as a snapshot install. The leader's majority point ignores a lagging member.
+#[test]
+fn delivery_restarts_at_an_adopted_states_slot_and_the_majority_point_ignores_a_laggard() {
+    let mut g = Group::new(3, 0);
+    g.run(100);
+    g.cut.insert(2);
+    for v in 0..10 {
+        g.propose(0, v).unwrap();
+        g.run(1);
+    }
+    g.run(20);
+    assert_eq!(g.decided(1).len(), 10);
+    assert_eq!(
+        g.px(0).decided_everywhere(),
+        Some(0),
+        "member 2 holds it back"
+    );
+    assert_eq!(g.px(0).decided_by_quorum(), Some(10));
+    assert_eq!(g.px(1).decided_by_quorum(), None, "only a leader knows");
+    // A member ahead of the adopted state goes back to its slot: 4.. come again, once.
+    g.call(1, |px, now| px.redeliver_from(now, 4));
+    assert_eq!(g.px(1).delivered(), 4);
+    assert_eq!(g.decided(1), (4..10).map(|v| (v, v)).collect::<Vec<_>>());
+    assert!(g.decided(1).is_empty());
+    // Past the decided prefix of a member that lacks the slots: a snapshot install.
+    g.call(2, |px, now| px.redeliver_from(now, 7));
+    assert_eq!(
+        (g.px(2).delivered(), g.px(2).truncated_below()),
+        (7, 7),
+        "member 2 jumped"
+    );
+    g.cut.clear();
+    g.run(50);
+    assert_eq!(g.px(2).decided_upto(), 10);
+    assert_eq!(g.decided(2), (7..10).map(|v| (v, v)).collect::<Vec<_>>());
+}
+
 #[test]
 fn the_preferred_member_takes_the_leadership_back() {
     let mut g = Group::new(3, 0);
