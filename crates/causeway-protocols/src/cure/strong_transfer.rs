@@ -23,8 +23,9 @@
 //!   their versions after the install and its member delivers them again, once each.
 //!   The dropped txns are in the [`Record::TransferAdopted`] record, so a replay drops
 //!   the same ones and rebuilds the same store. The slots from the image's on must still
-//!   be in the receiver's group log; if it forgot them, the transfer is refused (sample
-//!   `transfer_refused_strong`) and the sender retries later with a newer image.
+//!   be in the receiver's group log; if it forgot them, the transfer is refused at its
+//!   first chunk, before any chunk is persisted (sample `transfer_refused_strong`), and
+//!   the sender retries later with a newer image.
 //! - **A member the group no longer keeps slots for.** A leader lets the members forget
 //!   (in memory) what a majority decided once a member lags by more than
 //!   `strong_log_kept_max` slots (`strong_gc.rs`); the laggard's catch-up is then answered
@@ -163,6 +164,24 @@ impl Node {
         self.persist(ctx, record, Vec::new());
     }
 
+    /// Whether the certification part a transfer's first chunk brings can be adopted
+    /// (checked again at the end, [`Node::strong_plan`]).
+    pub(super) fn strong_part_refused(
+        &self,
+        pid: PartitionId,
+        image: Option<&StrongImage>,
+    ) -> Result<(), Refusal> {
+        let Some(st) = self.strong.as_ref() else {
+            return Ok(());
+        };
+        let image = image.ok_or(Refusal::Missing)?;
+        let g = st.groups.get(&pid).ok_or(Refusal::Missing)?;
+        if g.px.truncated_below() > image.delivered {
+            return Err(Refusal::Forgotten);
+        }
+        Ok(())
+    }
+
     /// Replay of a `StrongImage` record.
     pub(super) fn replay_strong_image(&mut self, pid: PartitionId, s: DcId, image: StrongImage) {
         if let Some(st) = self.strong.as_mut() {
@@ -184,10 +203,9 @@ impl Node {
         };
         let image = st.xfer.incoming.remove(&(pid, s));
         let image = image.filter(|i| i.id == id).ok_or(Refusal::Missing)?;
-        let g = st.groups.get(&pid).ok_or(Refusal::Missing)?;
-        if g.px.truncated_below() > image.delivered {
-            return Err(Refusal::Forgotten);
-        }
+        self.strong_part_refused(pid, Some(&image))?;
+        let st = self.strong.as_ref().expect("strong txns on");
+        let g = st.groups.get(&pid).expect("a group");
         let mut again: BTreeSet<TxnId> = image.cert.pending_txns().collect();
         for slot in image.delivered..g.px.delivered() {
             let entry =

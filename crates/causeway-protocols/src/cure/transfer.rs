@@ -110,6 +110,11 @@ impl Node {
         if !self.parts.contains_key(&pid) {
             return;
         }
+        if chunk.index == 0 && self.strong_part_refused(pid, strong.as_deref()).is_err() {
+            // Refused at once (the end would refuse it too): no chunk is persisted, and
+            // the later ones are out of order; the sender retries after its pacing.
+            return self.sample("transfer_refused_strong", 1);
+        }
         let Some(chunk) = self.part(pid).transfers.receive(s, chunk) else {
             return;
         };
