@@ -78,28 +78,33 @@ fn dc2_cut(topo: &Topology, from: Addr, to: Addr, _: &Msg) -> bool {
     }
 }
 
-/// Three DCs; DC 2 is cut off while DCs 0 and 1 commit causal and strong increments,
-/// long enough that the causal logs and the certification logs forget what it lacks;
-/// then it comes back, with what was in flight lost.
-fn outage(mutation: Option<&str>) -> (TestNet<UniStore>, Vec<Key>) {
-    let topo = Topology::full(3, 1, 2);
+/// Three DCs with `sessions` (id, DC) open and four counters at 1000 by strong txns of
+/// session 1.
+fn seeded(mutation: Option<&str>, sessions: &[(u64, u16)]) -> (TestNet<UniStore>, Vec<Key>) {
     let params = Params {
         mutation: mutation.map(str::to_string),
         ..Params::default()
     };
+    let topo = Topology::full(3, 1, 2);
     let mut net: TestNet<UniStore> = TestNet::with_config(topo, params, &section(), T);
     let keys: Vec<Key> = (0..4).map(|i| Key::new(format!("c{i}"))).collect();
-    for (s, dc) in [(1, 0), (2, 1), (3, 2)] {
-        net.session(s, dc);
+    for (s, dc) in sessions {
+        net.session(*s, *dc);
     }
     net.run(50);
     for k in &keys {
-        assert!(matches!(
-            strong_incr(&mut net, 1, k, 1000),
-            Response::Committed
-        ));
+        let r = strong_incr(&mut net, 1, k, 1000);
+        assert!(matches!(r, Response::Committed), "{r:?}");
     }
     net.run(200);
+    (net, keys)
+}
+
+/// Three DCs; DC 2 is cut off while DCs 0 and 1 commit causal and strong increments,
+/// long enough that the causal logs and the certification logs forget what it lacks;
+/// then it comes back, with what was in flight lost.
+fn outage(mutation: Option<&str>) -> (TestNet<UniStore>, Vec<Key>) {
+    let (mut net, keys) = seeded(mutation, &[(1, 0), (2, 1), (3, 2)]);
     net.hold = dc2_cut;
     for i in 0..12 {
         let k = &keys[i % keys.len()];
@@ -209,20 +214,7 @@ fn to_dc1(topo: &Topology, from: Addr, to: Addr, _: &Msg) -> bool {
 /// delivers them again, each once, and a restart rebuilds the same store.
 #[test]
 fn a_receiver_ahead_of_the_image_delivers_what_it_lacks_again_once() {
-    let mut net: TestNet<UniStore> =
-        TestNet::with_config(Topology::full(3, 1, 2), Params::default(), &section(), T);
-    let keys: Vec<Key> = (0..4).map(|i| Key::new(format!("c{i}"))).collect();
-    for (s, dc) in [(1, 0), (3, 2)] {
-        net.session(s, dc);
-    }
-    net.run(50);
-    for k in &keys {
-        assert!(matches!(
-            strong_incr(&mut net, 1, k, 1000),
-            Response::Committed
-        ));
-    }
-    net.run(200);
+    let (mut net, keys) = seeded(None, &[(1, 0), (3, 2)]);
     net.hold = to_dc1;
     for (i, k) in keys.iter().enumerate() {
         net.txn(3, vec![incr(k, 1)]);
