@@ -55,6 +55,9 @@ impl ObjType {
     }
 }
 
+/// Why an increment was refused: it would overflow the counter's observed value.
+pub const COUNTER_OVERFLOW: &str = "increment or decrement would overflow";
+
 /// What a client asks to do to an object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Update {
@@ -206,6 +209,7 @@ impl Object {
     }
 
     /// Generator: turns an update into the effect to replicate, against this state.
+    /// Refuses a type mismatch, and an increment that overflows the observed value.
     pub fn prepare(&self, update: &Update) -> Result<Effect, Error> {
         if update.obj_type() != self.obj_type() {
             return Err(Error::WrongType {
@@ -215,7 +219,12 @@ impl Object {
         }
         Ok(match (update, &self.state) {
             (Update::Assign(v), _) => Effect::Assign(v.clone()),
-            (Update::Increment(d), _) => Effect::Increment(*d),
+            // Refused when it would overflow the value this update observes (the
+            // generator's precondition; concurrent increments still add up wrapping).
+            (Update::Increment(d), State::Counter { value }) => match value.checked_add(*d) {
+                Some(_) => Effect::Increment(*d),
+                None => return Err(Error::InvalidState(COUNTER_OVERFLOW.into())),
+            },
             (Update::Add(e), State::Set { elems }) => Effect::Add {
                 elem: e.clone(),
                 replaces: tags_of(elems, e),

@@ -148,6 +148,13 @@ pub trait ServerNode {
 pub trait ClientSession {
     type Msg;
     fn submit(&mut self, ctx: &mut Ctx<Self::Msg>, request: Request);
+    /// [`ClientSession::submit`] with the requests that will follow it, in order, unless
+    /// an answer is an error or an abort (a driver's batch). A session may act on the
+    /// promise: Cure ships a read followed by only updates and a commit as one message
+    /// (`cure::session`). Drivers that cannot promise call `submit`.
+    fn submit_ahead(&mut self, ctx: &mut Ctx<Self::Msg>, request: Request, _ahead: &[Request]) {
+        self.submit(ctx, request)
+    }
     fn handle_message(&mut self, ctx: &mut Ctx<Self::Msg>, from: Addr, msg: Self::Msg);
     /// Called once the clock reached [`ClientSession::poll_timeout`].
     fn handle_timeout(&mut self, ctx: &mut Ctx<Self::Msg>);

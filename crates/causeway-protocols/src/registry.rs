@@ -204,6 +204,8 @@ pub trait AnyNode: Send {
 pub trait AnySession: Send {
     fn protocol(&self) -> &'static str;
     fn submit(&mut self, ctx: &mut Ctx<crate::Msg>, request: Request);
+    /// [`causeway_core::ClientSession::submit_ahead`].
+    fn submit_ahead(&mut self, ctx: &mut Ctx<crate::Msg>, request: Request, ahead: &[Request]);
     fn handle_message(
         &mut self,
         ctx: &mut Ctx<crate::Msg>,
@@ -305,6 +307,9 @@ where
     }
     fn submit(&mut self, ctx: &mut Ctx<crate::Msg>, request: Request) {
         with_own_ctx::<P, _>(ctx, |c| self.0.submit(c, request))
+    }
+    fn submit_ahead(&mut self, ctx: &mut Ctx<crate::Msg>, request: Request, ahead: &[Request]) {
+        with_own_ctx::<P, _>(ctx, |c| self.0.submit_ahead(c, request, ahead))
     }
     fn handle_message(
         &mut self,

@@ -20,8 +20,9 @@
 use crate::parse::parse_i64;
 use crate::reply::Reply;
 use crate::session::SessionHandle;
-use crate::txn::Tx;
+use crate::txn::{Scope, Tx};
 use bytes::Bytes;
+use causeway_core::crdt::COUNTER_OVERFLOW;
 use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
 use causeway_core::{Error, Key, ObjType, ObjValue, Request, Update, Value};
 use std::collections::BTreeSet;
@@ -402,6 +403,9 @@ fn counter_of(values: &mut Vec<causeway_core::ReadValue>) -> i64 {
 
 /// `INCRBY` and friends: refuses to overflow the value this transaction reads.
 async fn incr_by<H: SessionHandle>(tx: &mut Tx<'_, H>, k: Key, by: i64) -> Result<Reply, Error> {
+    if tx.scope() == Scope::Command {
+        return incr_by_at_once(tx, k, by).await;
+    }
     let mut values = tx.read(vec![(k.clone(), ObjType::Counter)]).await?;
     let current = counter_of(&mut values);
     let Some(next) = current.checked_add(by) else {
@@ -409,6 +413,32 @@ async fn incr_by<H: SessionHandle>(tx: &mut Tx<'_, H>, k: Key, by: i64) -> Resul
     };
     tx.update(k, Update::Increment(by));
     Ok(Reply::Int(next))
+}
+
+/// A standalone `INCRBY`: the read, the increment and the commit in one batch (one
+/// exchange with the nodes where the protocol ships a read-then-commit together). The
+/// counter's own precondition (`crdt::COUNTER_OVERFLOW`) refuses an increment that would
+/// overflow the value read, so the commit fails and nothing is written.
+async fn incr_by_at_once<H: SessionHandle>(
+    tx: &mut Tx<'_, H>,
+    k: Key,
+    by: i64,
+) -> Result<Reply, Error> {
+    let update = Request::Update {
+        key: k.clone(),
+        update: Update::Increment(by),
+    };
+    let read = tx.read_then(vec![(k, ObjType::Counter)], vec![update], true);
+    let mut values = match read.await {
+        Err(e) if e.to_string().contains(COUNTER_OVERFLOW) => {
+            return Ok(Reply::err(COUNTER_OVERFLOW));
+        }
+        other => other?,
+    };
+    // The increment committed, so it did not overflow the value it observed; where a
+    // protocol prepares against a later state than it read (concurrent increments), the
+    // counter adds up wrapping, and so does the answer.
+    Ok(Reply::Int(counter_of(&mut values).wrapping_add(by)))
 }
 
 /// The members a set read shows, sorted and distinct (for [`has`]).

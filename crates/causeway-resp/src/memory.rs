@@ -406,7 +406,7 @@ impl MemorySession {
             secondary: self.dc as u64,
         };
         let dc = &mut c.dcs[self.dc];
-        check_types(&dc.objects, &txn.updates)?;
+        check_updates(&dc.objects, &txn)?;
         if !txn.updates.is_empty() {
             let seq = dc.applied[self.dc] + 1;
             let replicas = c.dcs.len();
@@ -530,17 +530,28 @@ fn read_one(
     })
 }
 
-/// Rejects the commit if an update does not fit the type its key holds.
-fn check_types(objects: &BTreeMap<Key, Object>, updates: &[(Key, Update)]) -> Result<(), Error> {
-    for (i, (key, update)) in updates.iter().enumerate() {
-        if let Some(held) = stored_type(objects.get(key), &updates[..i], key) {
-            if held != update.obj_type() {
-                return Err(Error::WrongType {
-                    expected: held,
-                    found: update.obj_type(),
-                });
-            }
-        }
+/// Rejects the commit if an update cannot be prepared against what it would observe: a
+/// type its key does not hold, or an increment that overflows (a dry run on copies of
+/// the keys it touches, so that [`prepare_all`] cannot fail half-way).
+fn check_updates(objects: &BTreeMap<Key, Object>, txn: &MemTxn) -> Result<(), Error> {
+    let mut scratch: BTreeMap<&Key, Object> = BTreeMap::new();
+    for (index, (key, update)) in txn.updates.iter().enumerate() {
+        let obj = scratch
+            .entry(key)
+            .or_insert_with(|| match objects.get(key) {
+                Some(held) => held.clone(),
+                None => Object::new(update.obj_type()),
+            });
+        let effect = obj.prepare(update)?;
+        let id = OpId {
+            txn: txn.id,
+            index: index as u32,
+        };
+        obj.apply_effect(&Op {
+            id,
+            ts: ArbTs::PENDING,
+            effect,
+        });
     }
     Ok(())
 }
@@ -564,7 +575,7 @@ fn prepare_all(
             txn: txn.id,
             index: index as u32,
         };
-        let effect = obj.prepare(update).expect("types checked before");
+        let effect = obj.prepare(update).expect("checked by check_updates");
         let op = Op {
             id,
             ts: stamp,

@@ -29,6 +29,8 @@ pub struct Tx<'a, H: SessionHandle> {
     /// The session holds this transaction open (as far as we know).
     open: bool,
     committed: bool,
+    /// A batch carried the `Commit` already (committed or not, it is not sent again).
+    commit_sent: bool,
     /// [`Scope::Group`] only: each key this transaction read, as it sees it now (what it
     /// read plus its own later updates), so reading it again costs no call (a causal
     /// transaction reads one snapshot plus its own writes, Cure Alg. 1 l.20-21). Holds at
@@ -53,6 +55,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             },
             open: false,
             committed: false,
+            commit_sent: false,
             seen: BTreeMap::new(),
         }
     }
@@ -65,8 +68,14 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             pending: Vec::new(),
             open: true,
             committed: false,
+            commit_sent: false,
             seen: BTreeMap::new(),
         }
+    }
+
+    /// How this transaction relates to the commands that use it.
+    pub fn scope(&self) -> Scope {
+        self.scope
     }
 
     /// Whether the session still holds this transaction open (as far as the answers so
@@ -177,6 +186,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         batch.extend(after);
         if finish && self.scope == Scope::Command {
             batch.push(Request::Commit);
+            self.commit_sent = true;
         }
         let values = self.run(batch).await?.unwrap_or_default();
         self.see_values(&values);
@@ -252,9 +262,9 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
     }
 
     /// Ends a command's or a group's transaction: commits it (with any queued updates) if
-    /// no read already did.
+    /// no read already did (or tried: its failure was the read's).
     pub async fn commit(&mut self) -> Result<(), Error> {
-        if self.committed {
+        if self.committed || self.commit_sent {
             return Ok(());
         }
         let mut batch = std::mem::take(&mut self.pending);

@@ -471,13 +471,18 @@ impl NodeTask {
             let Some(hosted) = self.sessions.get_mut(&session) else {
                 return;
             };
-            let Some(request) = hosted.running.as_mut().and_then(|b| b.pending.pop_front()) else {
+            let Some(batch) = hosted.running.as_mut() else {
+                return;
+            };
+            let Some(request) = batch.pending.pop_front() else {
                 return;
             };
             if let Request::Begin { kind, .. } = &request {
                 hosted.began = Some((Instant::now(), kind_label(kind)));
             }
-            hosted.machine.submit(&mut ctx, request);
+            // The rest of the batch follows unless an answer stops it (`answered`).
+            let ahead = batch.pending.make_contiguous();
+            hosted.machine.submit_ahead(&mut ctx, request, ahead);
             if !self.session_outputs(session, ctx) {
                 return;
             }

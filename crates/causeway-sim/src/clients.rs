@@ -245,6 +245,7 @@ impl World {
             return self.submit(c, Request::Commit);
         };
         slot.next_step += 1;
+        let ahead = Self::promised_after(slot);
         let request = match step {
             Step::Read(key, obj) => Request::Read {
                 keys: vec![(key, obj)],
@@ -262,7 +263,27 @@ impl World {
                 Request::Update { key, update }
             }
         };
-        self.submit(c, request);
+        self.with_client(c, |s, ctx| s.submit_ahead(ctx, request, &ahead));
+    }
+
+    /// What client `c` promises will follow its current step: the rest of its plan and
+    /// the commit (every other transaction, so that sessions run both the one-request-at-
+    /// a-time path and the read-then-commit one; final readers promise nothing).
+    fn promised_after(slot: &ClientSlot) -> Vec<Request> {
+        if slot.final_reader || slot.started % 2 == 1 {
+            return Vec::new();
+        }
+        let rest = slot.steps[slot.next_step..].iter().map(|step| match step {
+            Step::Read(key, obj) => Request::Read {
+                keys: vec![(key.clone(), *obj)],
+            },
+            Step::ReadMany(keys) => Request::Read { keys: keys.clone() },
+            Step::Update(key, update) => Request::Update {
+                key: key.clone(),
+                update: update.clone(),
+            },
+        });
+        rest.chain([Request::Commit]).collect()
     }
 
     fn on_reply(&mut self, c: usize, resp: Response) {

@@ -3,7 +3,8 @@
 //! the DC with the commit decision persisted before any COMMIT leaves (presumed abort).
 
 use super::msg::{First, Msg, Updates};
-use super::node::{Deferred, Node};
+use super::node::{Deferred, Node, Participant};
+use super::part::Waiting;
 use super::record::Record;
 use crate::kit::twopc::{Answer, Decisions, Votes};
 use crate::kit::txn::{check_read, limit, read_value, TxnBuffer};
@@ -52,6 +53,12 @@ pub struct Txn {
     pub(super) reads: std::collections::BTreeSet<Key>,
     /// Its type (declared conflict relations).
     pub(super) label: Option<String>,
+    /// A read-then-commit's updates after the read (`First::ReadCommit`): committed as
+    /// soon as the read is answered.
+    pub(super) then: Option<Updates>,
+    /// Its read is served in place and its commit is one phase at this node's partition
+    /// (`Waiting::Read::direct`): prepared in the same step as the read.
+    direct: bool,
 }
 
 /// A START not yet served, with the first request that came with it, if any.
@@ -154,6 +161,8 @@ impl Node {
                 kind: s.kind,
                 reads: Default::default(),
                 label: s.label.clone(),
+                then: None,
+                direct: false,
             };
             self.coord.txns.insert(s.txn, t);
             self.go_on(ctx, s);
@@ -168,6 +177,17 @@ impl Node {
                 self.on_read(ctx, client, txn, req, keys, updates)
             }
             First::Commit { req, updates } => self.on_commit(ctx, client, txn, req, updates),
+            First::ReadCommit {
+                req,
+                keys,
+                updates,
+                then,
+            } => {
+                if let Some(t) = self.coord.txns.get_mut(&txn) {
+                    t.then = Some(then);
+                }
+                self.on_read(ctx, client, txn, req, keys, updates)
+            }
         }
     }
 
@@ -259,6 +279,21 @@ impl Node {
         };
         self.coord.reads.insert(rid, txn);
         let dc = DcIdOf::dc(self.d);
+        if let Some(partition) = self.commits_here(txn, &groups) {
+            let keys = groups.into_values().flatten().collect();
+            self.coord.txns.get_mut(&txn).expect("checked above").direct = true;
+            let arrived = self.time.clock;
+            let coord = self.me;
+            let w = Waiting::Read {
+                coord,
+                rid,
+                svc,
+                keys,
+                arrived,
+                direct: true,
+            };
+            return self.park(ctx, partition, w);
+        }
         for (partition, keys) in groups {
             let to = Addr::Node(self.topo.node_of(dc, partition));
             let m = Msg::ReadKeys {
@@ -270,6 +305,24 @@ impl Node {
             ctx.send(to, m);
         }
         self.finish_read(ctx, txn);
+    }
+
+    /// The partition of this node where a read-then-commit both reads and commits in one
+    /// phase, if it does (a causal txn whose reads and updates are all there).
+    fn commits_here(
+        &self,
+        txn: TxnId,
+        groups: &BTreeMap<PartitionId, Vec<(Key, ObjType)>>,
+    ) -> Option<PartitionId> {
+        let t = self.coord.txns.get(&txn)?;
+        let then = t.then.as_ref()?;
+        let partition = *groups.keys().next()?;
+        let topo = &self.topo;
+        let here = |k: &Key| topo.partition_of(k) == partition;
+        let all_here = groups.len() == 1
+            && t.buffer.updates.iter().chain(then).all(|(k, _, _)| here(k))
+            && topo.node_of(DcIdOf::dc(self.d), partition) == self.me;
+        (all_here && t.kind == TxnKind::Causal && self.cfg.one_phase).then_some(partition)
     }
 
     pub(super) fn on_read_reply(
@@ -330,10 +383,14 @@ impl Node {
         }
         let result = result.map(|_| (values, t.svc.clone()));
         let client = t.client;
+        let then = if result.is_ok() { t.then.take() } else { None };
         if matches!(result, Err(Error::Aborted(_))) {
             self.coord.txns.remove(&txn); // the session ends it too (session.rs)
         }
         Coord::reply(ctx, client, Msg::ReadResult { txn, req, result });
+        if let Some(then) = then {
+            self.on_commit(ctx, client, txn, req, then); // read-then-commit
+        }
     }
 
     pub(super) fn on_commit(
@@ -386,6 +443,19 @@ impl Node {
             votes: Votes::new(groups.keys().copied(), deadline),
             one_phase,
         };
+        if t.direct && one_phase {
+            // Read-then-commit: prepared on the state its read saw, in the same step.
+            let (partition, updates) = groups.into_iter().next().expect("one group");
+            let svc = t.svc.clone();
+            let coord = self.me;
+            let to = Participant {
+                partition,
+                coord,
+                txn,
+                one_phase,
+            };
+            return self.prepare(ctx, to, svc, updates);
+        }
         for (partition, updates) in groups {
             let to = Addr::Node(topo.node_of(dc, partition));
             let m = Msg::Prepare {
@@ -601,7 +671,7 @@ impl Node {
 /// The answer to a START that cannot be served, in the shape its session waits for.
 fn refusal(txn: TxnId, first: First, e: Error) -> Msg {
     match first {
-        First::Read { req, .. } => Msg::ReadResult {
+        First::Read { req, .. } | First::ReadCommit { req, .. } => Msg::ReadResult {
             txn,
             req,
             result: Err(e),

@@ -131,6 +131,8 @@ mod coord;
 mod msg;
 mod node;
 mod part;
+#[cfg(test)]
+mod read_commit_tests;
 mod record;
 mod repl;
 mod session;
@@ -294,6 +296,7 @@ pub const MUTATIONS: &[&str] = &[
     "commit-time-min",
     "checkpoint-drops-prepared",
     "no-state-transfer",
+    "read-commit-no-wait",
 ];
 /// UniStore's deliberately broken variants: Cure's (they break the engine UniStore
 /// shares), then UniStore's own (`Mutation::parse` accepts these under its flavor).
@@ -353,6 +356,9 @@ pub(crate) struct Mutation {
     /// A sibling that returns after our log dropped txns it lacks gets no state transfer
     /// (breaks transfer.rs: it never converges).
     pub no_state_transfer: bool,
+    /// A read-then-commit served in place waits for no prepared txn, two-phase ones
+    /// included (breaks Alg. 2 l.2 beyond what `Part::pvc_two_phase` allows).
+    pub read_commit_no_wait: bool,
 }
 
 impl Mutation {
@@ -366,6 +372,7 @@ impl Mutation {
             Some("commit-time-min") => m.commit_time_min = true,
             Some("checkpoint-drops-prepared") => m.checkpoint_drops_prepared = true,
             Some("no-state-transfer") => m.no_state_transfer = true,
+            Some("read-commit-no-wait") => m.read_commit_no_wait = true,
             Some("no-forwarding") if uni => m.no_forwarding = true,
             Some("visible-before-uniform") if uni => m.visible_before_uniform = true,
             Some("attach-no-wait") if uni => m.attach_no_wait = true,

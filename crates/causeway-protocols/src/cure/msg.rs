@@ -46,6 +46,15 @@ pub enum First {
         req: u64,
         updates: Updates,
     },
+    /// A read followed by only updates and the commit (`kit::session` read-then-commit):
+    /// the read (seeing `updates`, not `then`), then the commit with `then` added. The
+    /// session gets the `ReadResult`, then the `CommitResult` (both with `req`).
+    ReadCommit {
+        req: u64,
+        keys: Vec<(Key, ObjType)>,
+        updates: Updates,
+        then: Updates,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -400,7 +400,7 @@ impl Node {
     // ---- partition side: reads and 2PC participant ----
 
     /// Parks a READ_KEY or PREPARE until its snapshot is stable here (Alg. 2 l.2, l.8).
-    fn park(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, w: Waiting) {
+    pub(super) fn park(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, w: Waiting) {
         let total: usize = self.parts.values().map(|p| p.waiting.len()).sum();
         if total >= WAITING_REQUESTS_MAX || !self.parts.contains_key(&partition) {
             let e = Error::Unavailable("partition overloaded or not hosted here".into());
@@ -458,6 +458,10 @@ impl Node {
                 continue;
             }
             let pvc_d = part.pvc_local(d, clock, lease, m.pvc_ignores_prepared);
+            let pvc_direct = match m.read_commit_no_wait {
+                true => clock.min(lease),
+                false => part.pvc_two_phase(clock, lease),
+            };
             let known_strong = part.pvc.get_extra(causeway_core::clock::Extra::Strong);
             let (go, stay): (Vec<Waiting>, Vec<Waiting>) = std::mem::take(&mut part.waiting)
                 .into_iter()
@@ -467,6 +471,12 @@ impl Node {
                     let stable = pvc_d >= s && known_strong >= w.svc_strong();
                     match w {
                         // Cure Alg. 2 l.2: wait until pvc[d] >= svc[d].
+                        // Read-then-commit served in place, its prepare in this step:
+                        // pvc_direct <= Clock, so its prepare time (issued above Clock)
+                        // exceeds svc[d] as Alg. 2 l.8 requires.
+                        Waiting::Read { direct: true, .. } => {
+                            pvc_direct >= s && known_strong >= w.svc_strong()
+                        }
                         Waiting::Read { .. } => m.no_read_wait || stable,
                         // Cure Alg. 2 l.8: wait until Clock > svc[d]. Effects generated
                         // from the observed state (a set remove, an mvreg assignment) need
@@ -488,11 +498,19 @@ impl Node {
                     svc,
                     keys,
                     arrived,
+                    direct,
                 } => {
                     self.work += keys.len() as u64;
                     let objects = self.parts[&pid].read(&svc, &keys);
                     let waited = self.time.clock.saturating_sub(arrived);
                     self.sample("read_wait_ns", waited);
+                    if direct {
+                        // The coordinator is here: it answers and prepares the commit
+                        // now, on the state just read.
+                        self.sample("read_commit_wait_ns", waited);
+                        self.on_read_reply(ctx, rid, pid, objects);
+                        continue;
+                    }
                     let m = Msg::ReadReply {
                         rid,
                         partition: pid,
@@ -536,7 +554,7 @@ impl Node {
 
     /// PREPARE (Cure Alg. 2 l.6-12): effects at the snapshot, a prepare time above
     /// every claim, the record persisted before the vote leaves.
-    fn prepare(
+    pub(super) fn prepare(
         &mut self,
         ctx: &mut Ctx<Msg>,
         to: Participant,
@@ -710,6 +728,7 @@ impl Node {
                     svc,
                     keys,
                     arrived,
+                    direct: false,
                 };
                 self.park(ctx, partition, w);
             }

@@ -47,6 +47,10 @@ pub enum Waiting {
         svc: Vc,
         keys: Vec<(Key, ObjType)>,
         arrived: u64,
+        /// The read of a read-then-commit coordinated on this node whose commit is one
+        /// phase here: served in place, its commit prepared in the same step
+        /// (`Node::serve_waiting`), and it need not wait for one-phase txns.
+        direct: bool,
     },
     Prepare {
         coord: NodeId,
@@ -145,6 +149,18 @@ impl Part {
         }
         self.pvc.set(d, v);
         v
+    }
+
+    /// `pvc[d]` as if no one-phase txn were prepared: just below the oldest two-phase
+    /// one, else the clock (and the lease). A read that commits one phase here in the same
+    /// step may be served at it (docs/ARCHITECTURE.md, "Read-then-commit"): a one-phase
+    /// txn still being persisted is visible nowhere, so nothing read can depend on it.
+    pub fn pvc_two_phase(&self, clock: u64, lease: u64) -> u64 {
+        let two_phase = self.prepared.values().filter(|p| !p.one_phase);
+        match two_phase.map(|p| p.prep_time).min() {
+            Some(min) => clock.min(lease).min(min - 1),
+            None => clock.min(lease),
+        }
     }
 
     /// Materializes `keys` at `svc` (Cure Alg. 2 l.3-4).

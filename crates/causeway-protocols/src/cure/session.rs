@@ -6,12 +6,17 @@
 //! a local one-phase commit for a single-partition write). A read-only txn commits here,
 //! at the snapshot its reads returned. Consecutive txns of a session on different keys
 //! have different coordinators, so the START wait (Alg. 1 l.2-3) still matters.
+//!
+//! Read-then-commit (`kit::session`): a txn whose first read is followed by only updates
+//! and its commit (INCR, SADD, GETSET through RESP) sends all of it with the START
+//! (`First::ReadCommit`); the coordinator answers the read, then commits at once. The
+//! `Commit` request is answered with that commit's result, which may arrive first.
 
 use super::msg::{First, Msg, Updates};
 use super::Flavor;
 use crate::kit::session::{ClientProtocol, SessionCore};
 use causeway_core::crdt::ObjType;
-use causeway_core::{Addr, Ctx, Error, Key, NodeId, Response, Topology, TxnKind, Vc};
+use causeway_core::{Addr, Ctx, Error, Key, NodeId, Response, Topology, TxnId, TxnKind, Vc};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Pending {
@@ -43,6 +48,10 @@ pub struct Client {
     label: Option<String>,
     /// Baselines: run every txn as this kind (`strong`: all strong; `causal`: none).
     pub kind_override: Option<TxnKind>,
+    /// The request id of a read-then-commit whose commit result is still to be given.
+    combined: Option<u64>,
+    /// That commit's result, when it came before the `Commit` request.
+    early: Option<Result<Vc, Error>>,
 }
 
 impl Client {
@@ -58,6 +67,8 @@ impl Client {
             kind: TxnKind::Causal,
             label: None,
             kind_override: None,
+            combined: None,
+            early: None,
         }
     }
 
@@ -171,8 +182,30 @@ impl Client {
         out
     }
 
+    /// COMMIT's answer: for the running commit, or kept for the `Commit` request of a
+    /// read-then-commit when it comes first.
+    fn on_commit_result(
+        &mut self,
+        core: &mut SessionCore,
+        ctx: &mut Ctx<Msg>,
+        (txn, req): (TxnId, u64),
+        result: Result<Vc, Error>,
+    ) {
+        if core.txn.as_ref().is_none_or(|b| b.txn != txn) {
+            return; // stale: a txn that timed out
+        }
+        let running = self.pending == Pending::Commit;
+        if self.combined == Some(req) && !running {
+            self.early = Some(result);
+        } else if running && (self.combined == Some(req) || core.is_current(req)) {
+            self.committed(core, ctx, result);
+        }
+    }
+
     fn committed(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, r: Result<Vc, Error>) {
         self.pending = Pending::None;
+        self.combined = None;
+        self.early = None;
         core.txn = None;
         match r {
             Ok(ct) => {
@@ -204,6 +237,8 @@ impl ClientProtocol for Client {
         self.shipped = 0;
         self.started = false;
         self.svc = None;
+        self.combined = None;
+        self.early = None;
         core.answer(ctx, Response::Begun { txn });
     }
 
@@ -227,7 +262,47 @@ impl ClientProtocol for Client {
         );
     }
 
+    /// A causal txn's first read, when only updates and the commit follow.
+    fn can_read_commit(&self, _core: &SessionCore) -> bool {
+        !self.started && self.kind == TxnKind::Causal
+    }
+
+    fn read_commit(
+        &mut self,
+        core: &mut SessionCore,
+        ctx: &mut Ctx<Msg>,
+        keys: Vec<(Key, ObjType)>,
+        then_from: usize,
+    ) {
+        let buffered = &core.buffer().updates;
+        let updates = buffered[self.shipped..then_from].to_vec();
+        let then = buffered[then_from..].to_vec();
+        self.shipped = buffered.len();
+        self.pending = Pending::Read;
+        let req = core.start_request(ctx);
+        self.combined = Some(req);
+        self.early = None;
+        let key = keys[0].0.clone();
+        let first = First::ReadCommit {
+            req,
+            keys,
+            updates,
+            then,
+        };
+        self.start_with(core, ctx, &key, first);
+    }
+
     fn commit(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
+        if self.combined.is_some() {
+            // The commit went with the read: its result came, or is awaited.
+            return match self.early.take() {
+                Some(r) => self.committed(core, ctx, r),
+                None => {
+                    self.pending = Pending::Commit;
+                    core.start_request(ctx);
+                }
+            };
+        }
         // A strong txn that read anything is certified, even read-only (UniStore §6.2).
         let certify = self.kind == TxnKind::Strong && self.started;
         if core.buffer().updates.is_empty() && (!self.started || self.svc.is_some()) && !certify {
@@ -284,6 +359,9 @@ impl ClientProtocol for Client {
             }
             return;
         }
+        if let Msg::CommitResult { txn, req, result } = msg {
+            return self.on_commit_result(core, ctx, (txn, req), result);
+        }
         if core.txn.is_none() || !core.running() {
             return; // stale: a request that timed out
         }
@@ -303,6 +381,17 @@ impl ClientProtocol for Client {
                         self.svc = Some(svc);
                         Response::Values(values)
                     }
+                    // A read-then-commit whose read failed does not commit.
+                    Err(e) if self.combined.take().is_some() => {
+                        self.early = None;
+                        match e {
+                            Error::Aborted(reason) => {
+                                core.txn = None;
+                                Response::Aborted { reason }
+                            }
+                            e => Response::Error(e),
+                        }
+                    }
                     // The coordinator dropped the txn (e.g. "snapshot too old"): it is
                     // over here too, so the session is idle again.
                     Err(Error::Aborted(reason)) => {
@@ -313,20 +402,14 @@ impl ClientProtocol for Client {
                 };
                 core.answer(ctx, response);
             }
-            (
-                Msg::CommitResult {
-                    txn: t,
-                    req,
-                    result,
-                },
-                Pending::Commit,
-            ) if t == txn && core.is_current(req) => self.committed(core, ctx, result),
             _ => {} // stale: a request that timed out
         }
     }
 
     fn on_timeout(&mut self, _core: &mut SessionCore) {
         self.pending = Pending::None;
+        self.combined = None;
+        self.early = None;
     }
 
     fn check_invariants(&self, core: &SessionCore) -> Result<(), String> {

@@ -3,15 +3,23 @@
 //! replies to an older request are stale), the buffer of the open transaction with its
 //! input limits, and the "unsupported" and "invalid state" errors. A protocol supplies only
 //! its client side as a [`ClientProtocol`]; [`Session`] turns it into a `ClientSession`.
+//!
+//! Read-then-commit: when a driver promises (`ClientSession::submit_ahead`) that a read is
+//! followed by only updates and the commit, and the protocol can ship them together
+//! ([`ClientProtocol::can_read_commit`]), the core buffers those updates at once (their op
+//! ids are the ones they would get one by one), hands the read to
+//! [`ClientProtocol::read_commit`], and answers each promised update from its record when
+//! it arrives. Any other request ends the promise (the driver stopped after an error).
 
-use super::txn::{check_read, invalid_in_state, limit, TxnBuffer};
+use super::txn::{check_key, check_read, check_update, invalid_in_state, limit, TxnBuffer};
 use crate::Params;
 use causeway_core::crdt::ObjType;
-use causeway_core::limits::TXN_LABEL_MAX;
+use causeway_core::limits::{TXN_LABEL_MAX, TXN_UPDATES_MAX};
 use causeway_core::{
     Addr, ClientSession, Ctx, DcId, Error, Key, Nanos, Request, Response, SessionId, Topology,
-    TxnId, TxnKind,
+    TxnId, TxnKind, Update,
 };
+use std::collections::VecDeque;
 
 /// What every session holds, whatever its protocol.
 #[derive(Debug)]
@@ -121,6 +129,25 @@ pub trait ClientProtocol {
     /// Opens a transaction (`core.open_txn`) or refuses `kind`.
     fn begin(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Self::Msg>, kind: TxnKind);
     fn read(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Self::Msg>, keys: Vec<(Key, ObjType)>);
+    /// Whether [`ClientProtocol::read_commit`] may run now (default: never).
+    fn can_read_commit(&self, _core: &SessionCore) -> bool {
+        false
+    }
+    /// Reads `keys`, then commits with the updates `core.buffer().updates[then_from..]`
+    /// (buffered by the core ahead of their requests; the read must not see them), in one
+    /// exchange with the nodes. Answers like [`ClientProtocol::read`]; the `Commit` that
+    /// follows is answered by [`ClientProtocol::commit`]. Only called when
+    /// [`ClientProtocol::can_read_commit`] said yes.
+    fn read_commit(
+        &mut self,
+        core: &mut SessionCore,
+        ctx: &mut Ctx<Self::Msg>,
+        _keys: Vec<(Key, ObjType)>,
+        _then_from: usize,
+    ) {
+        let e = core.unsupported("read-then-commit");
+        core.answer(ctx, Response::Error(e));
+    }
     /// Commits the open transaction; the protocol clears `core.txn` when it ends.
     fn commit(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Self::Msg>);
     /// Aborts the open transaction (the core clears it and answers afterwards).
@@ -166,11 +193,82 @@ pub trait ClientProtocol {
 pub struct Session<C> {
     pub core: SessionCore,
     pub client: C,
+    /// Updates buffered ahead of their requests for a read-then-commit, in order, with
+    /// the op ids they got (at most `TXN_UPDATES_MAX`).
+    promised: VecDeque<(Key, Update, causeway_core::OpId)>,
 }
 
 impl<C: ClientProtocol> Session<C> {
     pub fn new(core: SessionCore, client: C) -> Session<C> {
-        Session { core, client }
+        Session {
+            core,
+            client,
+            promised: VecDeque::new(),
+        }
+    }
+
+    /// The updates of `ahead` if it is only updates then the commit, they are valid, and
+    /// the protocol can ship them with the read now.
+    fn read_commit_plan(
+        &self,
+        keys: &[(Key, ObjType)],
+        ahead: &[Request],
+    ) -> Option<Vec<(Key, Update)>> {
+        let (Some(Request::Commit), Some(buffer)) = (ahead.last(), self.core.txn.as_ref()) else {
+            return None;
+        };
+        let updates: Vec<(Key, Update)> = ahead[..ahead.len() - 1]
+            .iter()
+            .map(|r| match r {
+                Request::Update { key, update } => Some((key.clone(), update.clone())),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        let valid = !updates.is_empty()
+            && buffer.updates.len() + updates.len() <= TXN_UPDATES_MAX
+            && check_read(keys).is_ok()
+            && updates
+                .iter()
+                .all(|(k, u)| check_key(k).is_ok() && check_update(u).is_ok());
+        let ready = !self.core.running() && self.promised.is_empty();
+        (valid && ready && self.client.can_read_commit(&self.core)).then_some(updates)
+    }
+
+    /// Buffers the promised updates and ships the read with the commit.
+    fn read_commit(
+        &mut self,
+        ctx: &mut Ctx<C::Msg>,
+        keys: Vec<(Key, ObjType)>,
+        then: Vec<(Key, Update)>,
+    ) {
+        let buffer = self
+            .core
+            .txn
+            .as_mut()
+            .expect("planned inside a transaction");
+        let then_from = buffer.updates.len();
+        for (key, update) in then {
+            let op = buffer
+                .push(key.clone(), update.clone())
+                .expect("checked by read_commit_plan");
+            self.promised.push_back((key, update, op));
+        }
+        self.client
+            .read_commit(&mut self.core, ctx, keys, then_from);
+    }
+
+    /// A promised update arrived: answered with the op id it got ahead of time.
+    fn keep_promise(&mut self, ctx: &mut Ctx<C::Msg>, key: Key, update: Update) {
+        let front = self.promised.pop_front().expect("called with a promise");
+        let response = if front.0 == key && front.1 == update {
+            Response::Updated { op: front.2 }
+        } else {
+            self.promised.clear();
+            Response::Error(Error::InvalidState(
+                "an update other than the one promised with the read".into(),
+            ))
+        };
+        self.core.answer(ctx, response);
     }
 
     fn update(&mut self, ctx: &mut Ctx<C::Msg>, key: Key, update: causeway_core::Update) {
@@ -196,8 +294,14 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
             let e = Error::InvalidState("a request is already running".into());
             return ctx.reply(Response::Error(e));
         }
+        let in_txn = self.core.txn.is_some();
+        match request {
+            Request::Update { key, update } if in_txn && !self.promised.is_empty() => {
+                return self.keep_promise(ctx, key, update)
+            }
+            _ => self.promised.clear(), // any other request ends the promise
+        }
         let (core, client) = (&mut self.core, &mut self.client);
-        let in_txn = core.txn.is_some();
         match request {
             Request::Begin { kind, label } if !in_txn => {
                 if label.as_ref().is_some_and(|l| l.len() > TXN_LABEL_MAX) {
@@ -221,6 +325,17 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
         }
     }
 
+    fn submit_ahead(&mut self, ctx: &mut Ctx<C::Msg>, request: Request, ahead: &[Request]) {
+        let plan = match &request {
+            Request::Read { keys } => self.read_commit_plan(keys, ahead),
+            _ => None,
+        };
+        match (request, plan) {
+            (Request::Read { keys }, Some(then)) => self.read_commit(ctx, keys, then),
+            (request, _) => self.submit(ctx, request),
+        }
+    }
+
     fn handle_message(&mut self, ctx: &mut Ctx<C::Msg>, from: Addr, msg: C::Msg) {
         self.client.on_message(&mut self.core, ctx, from, msg);
     }
@@ -234,6 +349,7 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
         }
         self.client.on_timeout(&mut self.core);
         self.core.txn = None;
+        self.promised.clear();
         let e = Error::Unavailable("request timed out".into());
         self.core.answer(ctx, Response::Error(e));
     }

@@ -1,0 +1,242 @@
+//! Tests of read-then-commit (`kit::session`, `First::ReadCommit`): the read and the
+//! commit in one exchange, the promised updates' op ids, and the waits of a read served
+//! in place: none for a one-phase txn still being persisted, the full Cure wait (Alg. 2
+//! l.2) for a two-phase txn prepared below the snapshot.
+
+use super::msg::{First, Msg};
+use super::Cure;
+use crate::kit::testnet::TestNet;
+use crate::Params;
+use causeway_core::crdt::{ObjType, Update};
+use causeway_core::{
+    Addr, ClientSession, Ctx, Key, ObjValue, OpId, Output, Request, Response, ServerNode,
+    SessionId, Topology, TrueTime, TxnId, TxnKind, Vc,
+};
+
+const T: u64 = 1_000_000_000;
+
+type Net = TestNet<Cure>;
+
+fn begin() -> Request {
+    Request::Begin {
+        kind: TxnKind::Causal,
+        label: None,
+    }
+}
+
+fn incr(key: &Key, by: i64) -> Request {
+    Request::Update {
+        key: key.clone(),
+        update: Update::Increment(by),
+    }
+}
+
+fn read_counter(key: &Key) -> Request {
+    Request::Read {
+        keys: vec![(key.clone(), ObjType::Counter)],
+    }
+}
+
+/// Submits `read` on session `s` with `ahead` promised after it, and delivers.
+fn submit_ahead(net: &mut Net, s: u64, read: Request, ahead: &[Request]) {
+    net.session_call(s, |m, ctx| m.submit_ahead(ctx, read, ahead));
+    net.deliver_all();
+}
+
+fn counter(values: &Response) -> i64 {
+    match values {
+        Response::Values(v) => match v[0].value {
+            ObjValue::Counter(n) => n,
+            ref other => panic!("not a counter: {other:?}"),
+        },
+        other => panic!("not values: {other:?}"),
+    }
+}
+
+/// The value of `key` as a fresh txn of session `s` reads it.
+fn value(net: &mut Net, s: u64, key: &Key) -> i64 {
+    let r = net.txn(s, vec![read_counter(key)]);
+    counter(&r[1])
+}
+
+/// Runs INCR as the RESP front end does: BEGIN, then read, update and commit promised.
+fn incr_promised(net: &mut Net, s: u64, key: &Key) -> Vec<Response> {
+    assert!(matches!(net.request(s, begin()), Response::Begun { .. }));
+    let ahead = [incr(key, 1), Request::Commit];
+    submit_ahead(net, s, read_counter(key), &ahead);
+    let read = net.replies.get_mut(&s).and_then(|q| q.pop_front());
+    let read = read.expect("the read is answered");
+    let update = net.request(s, incr(key, 1));
+    let commit = net.request(s, Request::Commit);
+    vec![read, update, commit]
+}
+
+#[test]
+fn a_promised_read_then_commit_reads_before_its_updates_and_commits_them() {
+    let topo = Topology::full(1, 2, 4);
+    let mut net = Net::new(topo, Params::default(), T);
+    let key = Key::from("n");
+    net.session(1, 0);
+    net.run(20);
+    for expected in 0..3 {
+        let r = incr_promised(&mut net, 1, &key);
+        assert_eq!(
+            counter(&r[0]),
+            expected,
+            "the read does not see its own update"
+        );
+        match &r[1] {
+            Response::Updated { op } => assert_eq!(op.index, 0, "the op id it would get"),
+            other => panic!("update answered {other:?}"),
+        }
+        assert_eq!(r[2], Response::Committed);
+    }
+    assert_eq!(value(&mut net, 1, &key), 3);
+    net.check_invariants().expect("invariants hold");
+}
+
+#[test]
+fn an_update_other_than_the_promised_one_is_refused() {
+    let topo = Topology::full(1, 1, 2);
+    let mut net = Net::new(topo, Params::default(), T);
+    let key = Key::from("n");
+    net.session(1, 0);
+    net.run(20);
+    net.request(1, begin());
+    submit_ahead(
+        &mut net,
+        1,
+        read_counter(&key),
+        &[incr(&key, 1), Request::Commit],
+    );
+    net.replies.get_mut(&1).and_then(|q| q.pop_front());
+    match net.request(1, incr(&key, 2)) {
+        Response::Error(e) => assert!(e.to_string().contains("promised"), "{e}"),
+        other => panic!("a broken promise answered {other:?}"),
+    }
+}
+
+/// Starts a one-phase txn adding `by` to `key` at node 0 from session 9 and keeps its
+/// record from becoming durable; returns the lsn to make durable later.
+fn pending_one_phase(net: &mut Net, key: &Key, by: i64) -> u64 {
+    let txn = TxnId {
+        session: SessionId(9),
+        seq: 1,
+    };
+    let op = OpId { txn, index: 0 };
+    let first = First::Commit {
+        req: 1,
+        updates: vec![(key.clone(), Update::Increment(by), op)],
+    };
+    let m = Msg::StartWith {
+        txn,
+        kind: TxnKind::Causal,
+        label: None,
+        cvc: Vc::zero(1),
+        first,
+    };
+    // The START, then the PREPARE the coordinator sends to its own partition; what the
+    // node sends elsewhere is dropped (nothing else is waiting for it).
+    // The prepare waits for Clock > svc[d] (Alg. 2 l.8): a timer 1 ms later serves it.
+    let mut inbox = vec![(Addr::Client(SessionId(9)), Some(m))];
+    let mut lsns = Vec::new();
+    while let Some((from, m)) = inbox.pop() {
+        let mut ctx = Ctx::new(TrueTime(net.clock), net.clock);
+        match m {
+            Some(m) => net.nodes[0].handle_message(&mut ctx, from, m),
+            None => net.nodes[0].handle_timeout(&mut ctx),
+        }
+        if inbox.is_empty() && lsns.is_empty() && net.clock < T + 100_000_000 {
+            net.clock += 1_000_000;
+            inbox.push((from, None));
+        }
+        for out in ctx.outputs {
+            match out {
+                Output::Persist { lsn, .. } => lsns.push(lsn),
+                Output::Send {
+                    to: to @ Addr::Node(_),
+                    msg: msg @ Msg::Prepare { .. },
+                } => inbox.push((to, Some(msg))),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(lsns.len(), 1, "one record for a one-phase commit");
+    lsns[0]
+}
+
+#[test]
+fn a_read_then_commit_does_not_wait_for_a_one_phase_txn_still_being_persisted() {
+    let topo = Topology::full(1, 1, 1);
+    let mut net = Net::new(topo, Params::default(), T);
+    let key = Key::from("n");
+    for s in [1, 2, 9] {
+        net.session(s, 0);
+    }
+    net.run(20);
+    let lsn = pending_one_phase(&mut net, &key, 5);
+    net.clock += 1_000_000;
+    // A plain read waits for it (Cure Alg. 2 l.2)...
+    net.request(2, begin());
+    net.session_call(2, |m, ctx| m.submit(ctx, read_counter(&key)));
+    net.deliver_all();
+    assert!(
+        net.replies.get(&2).is_none_or(|q| q.is_empty()),
+        "a plain read waits"
+    );
+    // ...a read-then-commit is served and commits without it.
+    let r = incr_promised(&mut net, 1, &key);
+    assert_eq!(counter(&r[0]), 0, "the pending txn is not in the snapshot");
+    assert_eq!(r[2], Response::Committed);
+    net.node_call(0, |m, ctx| m.handle_persisted(ctx, lsn));
+    net.deliver_all();
+    let plain = net.replies.get_mut(&2).and_then(|q| q.pop_front());
+    assert!(matches!(plain, Some(Response::Values(_))), "{plain:?}");
+    assert_eq!(value(&mut net, 1, &key), 6, "both increments count");
+    net.check_invariants().expect("invariants hold");
+}
+
+#[test]
+fn a_read_then_commit_waits_for_a_two_phase_txn_prepared_below_its_snapshot() {
+    let topo = Topology::full(1, 1, 4);
+    let mut net = Net::new(topo.clone(), Params::default(), T);
+    let key = Key::from("n");
+    let p = topo.partition_of(&key);
+    let other = (0..100)
+        .map(|i| Key::new(format!("m{i}")))
+        .find(|k| topo.partition_of(k) != p)
+        .expect("a key of another partition");
+    for s in [1, 2] {
+        net.session(s, 0);
+    }
+    net.run(20);
+    // Session 2's txn over two partitions prepares, and its COMMITs are held.
+    net.hold = |_, _, _, m| matches!(m, Msg::CommitTxn { .. });
+    net.request(2, begin());
+    net.request(2, incr(&key, 7));
+    net.request(2, incr(&other, 1));
+    assert_eq!(net.request(2, Request::Commit), Response::Committed);
+    net.clock += 1_000_000;
+    net.request(1, begin());
+    submit_ahead(
+        &mut net,
+        1,
+        read_counter(&key),
+        &[incr(&key, 1), Request::Commit],
+    );
+    assert!(
+        net.replies.get(&1).is_none_or(|q| q.is_empty()),
+        "the read waits for the prepared two-phase txn"
+    );
+    net.release();
+    net.deliver_all();
+    let read = net.replies.get_mut(&1).and_then(|q| q.pop_front());
+    assert_eq!(
+        counter(&read.expect("answered")),
+        7,
+        "it sees the committed txn"
+    );
+    net.request(1, incr(&key, 1));
+    assert_eq!(net.request(1, Request::Commit), Response::Committed);
+    assert_eq!(value(&mut net, 1, &key), 8);
+}
