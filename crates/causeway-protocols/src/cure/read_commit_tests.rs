@@ -196,10 +196,26 @@ fn a_read_then_commit_does_not_wait_for_a_one_phase_txn_still_being_persisted() 
     net.check_invariants().expect("invariants hold");
 }
 
+/// The two-phase wait, and the `read-commit-no-wait` mutation that skips it: its read
+/// misses a txn whose commit the session was already told of.
 #[test]
 fn a_read_then_commit_waits_for_a_two_phase_txn_prepared_below_its_snapshot() {
+    waits_for_two_phase(None);
+}
+
+#[test]
+#[should_panic(expected = "the read waits for the prepared two-phase txn")]
+fn the_read_commit_no_wait_mutation_does_not() {
+    waits_for_two_phase(Some("read-commit-no-wait"));
+}
+
+fn waits_for_two_phase(mutation: Option<&str>) {
     let topo = Topology::full(1, 1, 4);
-    let mut net = Net::new(topo.clone(), Params::default(), T);
+    let params = Params {
+        mutation: mutation.map(str::to_string),
+        ..Params::default()
+    };
+    let mut net = Net::new(topo.clone(), params, T);
     let key = Key::from("n");
     let p = topo.partition_of(&key);
     let other = (0..100)
