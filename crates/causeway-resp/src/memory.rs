@@ -512,16 +512,7 @@ fn read_one(
         if k != key {
             continue;
         }
-        let effect = obj.prepare(update)?;
-        let id = OpId {
-            txn: txn.id,
-            index: index as u32,
-        };
-        obj.apply_effect(&Op {
-            id,
-            ts: ArbTs::PENDING,
-            effect,
-        });
+        overlay(&mut obj, txn, index, update)?;
     }
     Ok(ReadValue {
         key: key.clone(),
@@ -542,17 +533,24 @@ fn check_updates(objects: &BTreeMap<Key, Object>, txn: &MemTxn) -> Result<(), Er
                 Some(held) => held.clone(),
                 None => Object::new(update.obj_type()),
             });
-        let effect = obj.prepare(update)?;
-        let id = OpId {
-            txn: txn.id,
-            index: index as u32,
-        };
-        obj.apply_effect(&Op {
-            id,
-            ts: ArbTs::PENDING,
-            effect,
-        });
+        overlay(obj, txn, index, update)?;
     }
+    Ok(())
+}
+
+/// Applies the transaction's update number `index` to a private copy of its key, as not
+/// yet committed (the pending timestamp).
+fn overlay(obj: &mut Object, txn: &MemTxn, index: usize, update: &Update) -> Result<(), Error> {
+    let effect = obj.prepare(update)?;
+    let id = OpId {
+        txn: txn.id,
+        index: index as u32,
+    };
+    obj.apply_effect(&Op {
+        id,
+        ts: ArbTs::PENDING,
+        effect,
+    });
     Ok(())
 }
 
