@@ -383,7 +383,10 @@ impl Node {
         }
         let result = result.map(|_| (values, t.svc.clone()));
         let client = t.client;
-        let then = if result.is_ok() { t.then.take() } else { None };
+        // A read-then-commit whose read failed commits nothing: the session may go on
+        // with the txn (another read, its own commit), which is then an ordinary one.
+        let then = t.then.take().filter(|_| result.is_ok());
+        t.direct &= then.is_some();
         if matches!(result, Err(Error::Aborted(_))) {
             self.coord.txns.remove(&txn); // the session ends it too (session.rs)
         }

@@ -256,3 +256,45 @@ fn waits_for_two_phase(mutation: Option<&str>) {
     assert_eq!(net.request(1, Request::Commit), Response::Committed);
     assert_eq!(value(&mut net, 1, &key), 8);
 }
+
+/// A read-then-commit whose read fails commits nothing, and the txn goes on as an
+/// ordinary one (a client that does not stop at the error).
+#[test]
+fn a_failed_read_drops_the_promised_commit() {
+    let topo = Topology::full(1, 2, 4);
+    let mut net = Net::new(topo, Params::default(), T);
+    let (set, n) = (Key::from("s"), Key::from("n"));
+    net.session(1, 0);
+    net.run(20);
+    let add = Request::Update {
+        key: set.clone(),
+        update: Update::Add(b"x".to_vec()),
+    };
+    assert_eq!(net.txn(1, vec![add])[2], Response::Committed);
+    net.request(1, begin());
+    submit_ahead(
+        &mut net,
+        1,
+        read_counter(&set),
+        &[incr(&set, 1), Request::Commit],
+    );
+    let read = net.replies.get_mut(&1).and_then(|q| q.pop_front());
+    assert!(matches!(read, Some(Response::Error(_))), "{read:?}");
+    assert!(matches!(
+        net.request(1, read_counter(&n)),
+        Response::Values(_)
+    ));
+    assert_eq!(net.request(1, Request::Commit), Response::Committed);
+    let r = net.txn(
+        1,
+        vec![Request::Read {
+            keys: vec![(set.clone(), ObjType::Set)],
+        }],
+    );
+    match &r[1] {
+        Response::Values(v) => assert_eq!(v[0].value, ObjValue::Set(vec![b"x".to_vec()])),
+        other => panic!("read answered {other:?}"),
+    }
+    assert_eq!(value(&mut net, 1, &n), 0, "nothing was incremented");
+    net.check_invariants().expect("invariants hold");
+}
