@@ -34,6 +34,9 @@
 //! durability = "sync"            # or "batched": fsync at most every batched_sync_interval_ms
 //! batched_sync_interval_ms = 100
 //! checkpoint_records = 100000    # checkpoint and truncate the log every this many records (0: never)
+//!
+//! [runtime]                      # optional
+//! worker_threads = 0             # 0: one thread runs the node and every connection (default)
 //! ```
 
 use causeway_core::{DcId, NodeId, PartitionId, Topology};
@@ -163,6 +166,26 @@ impl Default for StorageConfig {
     }
 }
 
+/// The highest `[runtime] worker_threads`.
+pub const WORKER_THREADS_MAX: u16 = 256;
+
+/// How a node process runs its tasks (`[runtime]`).
+///
+/// A node's protocol is one state machine on one task, so extra threads only spread the
+/// connections' socket work, and every request then crosses threads twice. On the 2-core
+/// machine of BENCHMARKS.md, with the client on the same machine, one thread was faster
+/// for every redis-benchmark test, pipelined SET by 20x (the cross-thread wake-ups starved
+/// the group commit): hence the default. A node serving many connections on a machine of
+/// many cores can try more.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeConfig {
+    /// 0: tokio's current-thread runtime, everything on the process's main thread (the
+    /// storage thread and fjall's own threads aside). N: a multi-thread runtime with N
+    /// workers.
+    pub worker_threads: u16,
+}
+
 /// Protocol timing knobs, in milliseconds (see `causeway_protocols::Params`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -247,6 +270,8 @@ pub struct ClusterConfig {
     pub timing: Timing,
     #[serde(default)]
     pub storage: StorageConfig,
+    #[serde(default)]
+    pub runtime: RuntimeConfig,
     /// Protocol sections: `[protocols.NAME]` holds protocol NAME's own settings (each
     /// field with a default; see the protocol's `Config`). Not `[protocol.NAME]`: the
     /// `protocol = "NAME"` key already names the protocol, and TOML cannot hold a string
@@ -365,6 +390,13 @@ impl ClusterConfig {
                 "storage.checkpoint_records",
                 format!("{} is out of range", self.storage.checkpoint_records),
                 &format!("give 0 (never) ..={CHECKPOINT_RECORDS_MAX}"),
+            ));
+        }
+        if self.runtime.worker_threads > WORKER_THREADS_MAX {
+            return Err(field(
+                "runtime.worker_threads",
+                format!("{} is out of range", self.runtime.worker_threads),
+                &format!("give 0 (one thread) ..={WORKER_THREADS_MAX}"),
             ));
         }
         let l = &self.limits;
@@ -855,6 +887,7 @@ pub fn local_cluster(
         limits: Limits::default(),
         timing: Timing::default(),
         storage: StorageConfig::default(),
+        runtime: RuntimeConfig::default(),
         protocols: Default::default(),
         nodes,
     };
@@ -944,6 +977,24 @@ mod tests {
         let e = ClusterConfig::parse("cluster = 1").unwrap_err();
         assert!(e.contains("not valid"), "{e}");
         assert!(c.placement("ghost").is_err());
+    }
+
+    #[test]
+    fn worker_threads_default_to_one_thread_round_trip_and_are_range_checked() {
+        let mut c = local();
+        assert_eq!(c.runtime.worker_threads, 0, "one thread by default");
+        c.runtime.worker_threads = 4;
+        let text = c.to_toml();
+        assert!(text.contains("worker_threads = 4"), "{text}");
+        assert_eq!(ClusterConfig::parse(&text).unwrap(), c);
+        c.runtime.worker_threads = WORKER_THREADS_MAX + 1;
+        let e = c.validate().unwrap_err();
+        assert!(
+            e.contains("runtime.worker_threads") && e.contains("out of range"),
+            "{e}"
+        );
+        let e = ClusterConfig::parse(&text.replace("worker_threads", "workers")).unwrap_err();
+        assert!(e.contains("workers"), "{e}");
     }
 
     #[test]

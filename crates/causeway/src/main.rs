@@ -13,6 +13,11 @@ mod up_cmd;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// mimalloc instead of glibc's malloc: under redis-benchmark's SET a node spent 18% of its
+/// CPU in glibc's malloc and free (`perf`, BENCHMARKS.md, issue 14's fifth session).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "causeway",

@@ -55,6 +55,16 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// The tokio runtime of `[runtime] worker_threads` (0: current-thread; see `RuntimeConfig`).
+fn runtime_builder(worker_threads: u16) -> tokio::runtime::Builder {
+    if worker_threads == 0 {
+        return tokio::runtime::Builder::new_current_thread();
+    }
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(usize::from(worker_threads));
+    builder
+}
+
 pub fn run(args: ServerArgs) -> ExitCode {
     if let Err(e) = init_logging(&args.log) {
         eprintln!("error: {e}");
@@ -67,8 +77,7 @@ pub fn run(args: ServerArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let runtime = runtime_builder(config.runtime.worker_threads)
         .enable_all()
         .build()
         .expect("build the tokio runtime");

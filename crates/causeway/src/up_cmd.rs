@@ -127,7 +127,7 @@ pub struct UpArgs {
 }
 
 /// The cluster-file sections `--cluster-set` may change.
-const CLUSTER_SET_SECTIONS: [&str; 3] = ["limits", "timing", "storage"];
+const CLUSTER_SET_SECTIONS: [&str; 4] = ["limits", "timing", "storage", "runtime"];
 
 /// `--durability` (the cluster file's `[storage] durability`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
