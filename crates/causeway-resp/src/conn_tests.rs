@@ -776,7 +776,14 @@ impl crate::session::SessionHandle for CountingSession {
             }
             Request::Read { .. } => {
                 self.begins
-                    .fetch_add(1 << 32, std::sync::atomic::Ordering::Relaxed);
+                    .fetch_add(1 << READS_SHIFT, std::sync::atomic::Ordering::Relaxed);
+            }
+            Request::Update {
+                update: causeway_core::Update::Add(_),
+                ..
+            } => {
+                self.begins
+                    .fetch_add(1 << ADDS_SHIFT, std::sync::atomic::Ordering::Relaxed);
             }
             Request::Commit if self.fail_commits => {
                 self.inner.call(Request::Abort).await;
@@ -835,14 +842,23 @@ async fn pipeline<F: crate::session::SessionFactory>(c: &mut Conn<F>, cmds: &[&s
     c.run_pipelined(parsed).await
 }
 
-/// Transactions begun (the counter's low half; reads are counted in the high half).
+/// Where the counter keeps reads and set adds sent (transactions begun in its low bits).
+const READS_SHIFT: u32 = 21;
+const ADDS_SHIFT: u32 = 42;
+
+/// Transactions begun (the counter's low 21 bits).
 fn begun(begins: &AtomicUsize) -> usize {
-    begins.load(std::sync::atomic::Ordering::Relaxed) & 0xffff_ffff
+    begins.load(std::sync::atomic::Ordering::Relaxed) & ((1 << READS_SHIFT) - 1)
 }
 
 /// Reads sent to the session.
 fn reads_sent(begins: &AtomicUsize) -> usize {
-    begins.load(std::sync::atomic::Ordering::Relaxed) >> 32
+    (begins.load(std::sync::atomic::Ordering::Relaxed) >> READS_SHIFT) & ((1 << READS_SHIFT) - 1)
+}
+
+/// Set `Add` updates sent to the session.
+fn adds_sent(begins: &AtomicUsize) -> usize {
+    begins.load(std::sync::atomic::Ordering::Relaxed) >> ADDS_SHIFT
 }
 
 #[tokio::test]
@@ -977,6 +993,32 @@ async fn a_group_reads_each_key_once_and_sees_its_own_updates() {
     assert_eq!(replies, want);
     assert_eq!(begun(&counts), 1);
     assert_eq!(reads_sent(&counts), 3, "n, s and k read once each");
+}
+
+#[tokio::test]
+async fn a_group_sends_a_re_add_of_a_member_it_added_once() {
+    let cluster = MemoryCluster::new(options(1));
+    let (mut c, counts) = counting_conn(&cluster, false);
+    let cmds = [
+        "SADD s a", "SADD s a", "SADD s a", "SADD s b", "SREM s a", "SADD s a", "SADD s a",
+        "SCARD s",
+    ];
+    let replies = pipeline(&mut c, &cmds).await;
+    let want = [1, 0, 0, 1, 1, 1, 0, 2].map(Reply::Int);
+    assert_eq!(replies, want);
+    assert_eq!(begun(&counts), 1);
+    assert_eq!(adds_sent(&counts), 3, "a, b, and a again after its removal");
+    let (mut c, counts) = counting_conn(&cluster, false);
+    let replies = pipeline(&mut c, &["SADD s a", "SADD s a", "SMEMBERS s"]).await;
+    let members = Reply::Set(vec![bulk("a"), bulk("b")]);
+    assert_eq!(replies, [Reply::Int(0), Reply::Int(0), members]);
+    assert_eq!(
+        adds_sent(&counts),
+        1,
+        "a member present before the group is re-added once (add-wins), not twice"
+    );
+    assert_eq!(run(&mut c, "SREM s a").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "SCARD s").await, Reply::Int(1));
 }
 
 /// A small deterministic generator (xorshift64*), so a failure replays from its seed.

@@ -7,8 +7,10 @@
 //! `Commit` in the same batch ([`Tx::read_then`] with `finish`).
 
 use crate::session::SessionHandle;
-use causeway_core::{Error, Key, ObjType, ObjValue, ReadValue, Request, Response, TxnKind, Update};
-use std::collections::BTreeMap;
+use causeway_core::{
+    Error, Key, ObjType, ObjValue, ReadValue, Request, Response, TxnKind, Update, Value,
+};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How the transaction relates to the commands that use it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +38,9 @@ pub struct Tx<'a, H: SessionHandle> {
     /// transaction reads one snapshot plus its own writes, Cure Alg. 1 l.20-21). Holds at
     /// most the keys of one group's reads.
     seen: BTreeMap<Key, ObjValue>,
+    /// Each (set key, member) whose latest update in this transaction is an `Add`: adding
+    /// it again would change nothing (see [`Tx::update`]). At most one entry per update.
+    added: BTreeSet<(Key, Value)>,
 }
 
 impl<'a, H: SessionHandle> Tx<'a, H> {
@@ -57,6 +62,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             committed: false,
             commit_sent: false,
             seen: BTreeMap::new(),
+            added: BTreeSet::new(),
         }
     }
 
@@ -70,6 +76,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             committed: false,
             commit_sent: false,
             seen: BTreeMap::new(),
+            added: BTreeSet::new(),
         }
     }
 
@@ -84,10 +91,35 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         self.open
     }
 
-    /// Queues an update.
+    /// Queues an update, unless it is an `Add` of a member this transaction's latest
+    /// update of it already added: in the optimized OR-set a re-add replaces the tags it
+    /// observes, which include the earlier add's own, so the two leave one tag, as the
+    /// first alone does, and nothing outside the transaction sees between them (its
+    /// updates become visible together). A pipeline of 16 SADDs of one member is one
+    /// update instead of 16.
     pub fn update(&mut self, key: Key, update: Update) {
+        if !self.note_update(&key, &update) {
+            return;
+        }
         self.see_update(&key, &update);
         self.pending.push(Request::Update { key, update });
+    }
+
+    /// Records `update` in `added`; false when it is an `Add` that changes nothing.
+    fn note_update(&mut self, key: &Key, update: &Update) -> bool {
+        match update {
+            Update::Add(e) => {
+                if self.added.contains(&(key.clone(), e.clone())) {
+                    return false;
+                }
+                self.added.insert((key.clone(), e.clone()));
+            }
+            Update::Remove(e) => {
+                self.added.remove(&(key.clone(), e.clone()));
+            }
+            _ => self.added.retain(|(k, _)| k != key),
+        }
+        true
     }
 
     /// Applies one of our updates to what we saw of its key, or forgets the key when the
@@ -174,12 +206,10 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         }
         let mut batch = std::mem::take(&mut self.pending);
         batch.push(Request::Read { keys });
-        let sent_after: Vec<(Key, Update)> = after
+        let sent_updates: Vec<(Key, Update)> = after
             .iter()
             .filter_map(|r| match r {
-                Request::Update { key, update } if self.scope == Scope::Group => {
-                    Some((key.clone(), update.clone()))
-                }
+                Request::Update { key, update } => Some((key.clone(), update.clone())),
                 _ => None,
             })
             .collect();
@@ -189,9 +219,14 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             self.commit_sent = true;
         }
         let values = self.run(batch).await?.unwrap_or_default();
+        for (key, update) in &sent_updates {
+            self.note_update(key, update);
+        }
         self.see_values(&values);
-        for (key, update) in &sent_after {
-            self.see_update(key, update);
+        if self.scope == Scope::Group {
+            for (key, update) in &sent_updates {
+                self.see_update(key, update);
+            }
         }
         Ok(values)
     }
