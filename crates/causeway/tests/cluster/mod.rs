@@ -87,6 +87,7 @@ impl Cluster {
                 ..Timing::default()
             },
             storage: Default::default(),
+            runtime: Default::default(),
             protocols: Default::default(),
             nodes,
         };
