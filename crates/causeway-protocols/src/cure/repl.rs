@@ -12,6 +12,7 @@ use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};
 impl Node {
     /// Every replication interval, per partition and sibling (Alg. 2 l.18-37).
     pub(super) fn replicate(&mut self, ctx: &mut Ctx<Msg>) {
+        self.persist_heartbeats(ctx);
         let pids: Vec<PartitionId> = self.parts.keys().copied().collect();
         for pid in pids {
             let (d, clock, lease) = (self.d, self.time.last, self.time.lease);
@@ -120,11 +121,35 @@ impl Node {
             }
             part.add_committed(origin, t.clone()); // Alg. 2 l.33-37
         }
+        if new.is_empty() {
+            // A heartbeat (Alg. 2 l.25): its record waits for the next tick, with every
+            // other stream's, so that an idle node syncs once per tick, not once per
+            // heartbeat. `pvc[origin]` still moves only once the mark is durable.
+            let mark = self.heartbeats.entry((pid, origin)).or_insert(upto);
+            *mark = (*mark).max(upto);
+            return;
+        }
+        // This record's `upto` covers any heartbeat of the stream still waiting (a stream
+        // only moves forward).
+        self.heartbeats.remove(&(pid, origin));
+        self.persist_remote(ctx, pid, origin, upto, new);
+    }
+
+    /// Persists what a stream piece brought; `pvc[origin]` advances once it is durable
+    /// (so a crash cannot take back a `pvc` the DC's GSS already used).
+    fn persist_remote(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        pid: PartitionId,
+        origin: DcId,
+        upto: u64,
+        txns: Vec<super::msg::ReplTxn>,
+    ) {
         let record = Record::Remote {
             partition: pid,
             origin,
             upto,
-            txns: new,
+            txns,
         };
         self.persist(ctx, record, Vec::new());
         self.after_durable(Deferred::Remote {
@@ -132,6 +157,14 @@ impl Node {
             origin,
             upto,
         });
+    }
+
+    /// Every replication tick: the heartbeats taken since the last one, written in one
+    /// step (one group commit).
+    fn persist_heartbeats(&mut self, ctx: &mut Ctx<Msg>) {
+        for ((pid, origin), upto) in std::mem::take(&mut self.heartbeats) {
+            self.persist_remote(ctx, pid, origin, upto, Vec::new());
+        }
     }
 
     /// Every stabilization interval: tell the DC's other nodes our min `pvc` (UPDATE_GSS,

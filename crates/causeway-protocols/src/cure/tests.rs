@@ -607,3 +607,65 @@ fn a_checkpoint_plus_the_later_records_recovers_what_a_full_replay_does() {
     drain_persisting(&mut node, ctx, T + MS);
     assert!(node.checkpoint().is_some());
 }
+
+/// The `Remote` records among `outs`: (upto, txns).
+fn remote_records(outs: &[Output<Msg>]) -> Vec<(u64, usize)> {
+    outs.iter()
+        .filter_map(|o| match o {
+            Output::Persist { record, .. } => match Record::decode(0, record) {
+                Ok(Record::Remote { upto, txns, .. }) => Some((upto, txns.len())),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// A heartbeat's record waits for the receiver's next replication tick, and `pvc[origin]`
+/// moves only once that record is durable (a crash cannot take back a `pvc` the GSS used).
+#[test]
+fn a_heartbeat_is_persisted_at_the_next_tick_and_pvc_waits_for_it() {
+    let topo = Topology::full(2, 1, 1);
+    let mut node = Node::recover(
+        config(&topo, 0, None),
+        Config::default(),
+        super::Flavor::Cure,
+        &[],
+    )
+    .expect("node");
+    let mut ctx = Ctx::new(TrueTime(T), T);
+    node.start(&mut ctx);
+    drain_persisting(&mut node, ctx, T);
+    let heartbeat = |upto: u64| Msg::Repl {
+        partition: PartitionId(0),
+        restarted: false,
+        acks: Vc::zero(2),
+        stream: Some(super::msg::Stream {
+            origin: DcId(1),
+            from: 0,
+            upto,
+            txns: Vec::new(),
+        }),
+    };
+    let pvc_1 = |node: &Node| node.parts[&PartitionId(0)].pvc.get(1);
+    let mut ctx = Ctx::new(TrueTime(T + MS), T + MS);
+    node.handle_message(&mut ctx, Addr::Node(NodeId(1)), heartbeat(T));
+    assert!(
+        remote_records(&ctx.outputs).is_empty(),
+        "nothing written on arrival"
+    );
+    let mut ctx = Ctx::new(TrueTime(T + MS), T + MS);
+    node.handle_message(&mut ctx, Addr::Node(NodeId(1)), heartbeat(T + MS));
+    assert!(remote_records(&ctx.outputs).is_empty());
+    assert_eq!(pvc_1(&node), 0, "pvc waits for durability");
+    // The next tick writes one record for the stream, with its latest mark.
+    let at = T + 20 * MS;
+    let mut ctx = Ctx::new(TrueTime(at), at);
+    node.handle_timeout(&mut ctx);
+    assert_eq!(remote_records(&ctx.outputs), vec![(T + MS, 0)]);
+    assert_eq!(pvc_1(&node), 0, "written, not yet durable");
+    drain_persisting(&mut node, ctx, at);
+    assert_eq!(pvc_1(&node), T + MS, "durable: pvc moves");
+    let outs = tick(&mut node, at + 20 * MS);
+    assert!(remote_records(&outs).is_empty(), "nothing waits any more");
+}
