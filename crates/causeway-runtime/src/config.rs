@@ -174,9 +174,10 @@ pub const WORKER_THREADS_MAX: u16 = 256;
 /// A node's protocol is one state machine on one task, so extra threads only spread the
 /// connections' socket work, and every request then crosses threads twice. On the 2-core
 /// machine of BENCHMARKS.md, with the client on the same machine, one thread was faster
-/// for every redis-benchmark test, pipelined SET by 20x (the cross-thread wake-ups starved
-/// the group commit): hence the default. A node serving many connections on a machine of
-/// many cores can try more.
+/// for every redis-benchmark test, pipelined SET by 20x (under 2 workers the group commit
+/// fell to 1.45 records per fdatasync and the version GC fell behind; why is not found):
+/// hence the default. A node serving many connections on a machine of many cores can try
+/// more.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RuntimeConfig {
