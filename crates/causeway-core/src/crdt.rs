@@ -334,6 +334,16 @@ impl Object {
         }
     }
 
+    /// A copy of the state without the ids applied to it: for a reader or a generator
+    /// (a transaction's snapshot), which never applies a replicated op to its copy and so
+    /// needs no dedup set. Copying a hot key's set of ids was most of the cost of a read.
+    pub fn clone_state(&self) -> Object {
+        Object {
+            state: self.state.clone(),
+            seen: BTreeSet::new(),
+        }
+    }
+
     /// Whether the op id was applied to this replica (and not forgotten since).
     pub fn has_seen(&self, id: &OpId) -> bool {
         self.seen.contains(id)

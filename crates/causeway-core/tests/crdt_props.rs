@@ -401,6 +401,23 @@ fn check_pair_commutes(run: &Run, a: usize, b: usize) {
     assert_eq!(ab.observed(), ba.observed());
 }
 
+/// (d) A transaction's copy of the state ([`Object::clone_state`]) reads and generates
+/// exactly like the replica it came from, though it holds no applied ids.
+fn check_state_copy(run: &Run, obj_type: ObjType) {
+    for r in &run.replicas {
+        let copy = r.object.clone_state();
+        assert_eq!(copy.value(), r.object.value());
+        assert_eq!(copy.observed(), r.object.observed());
+        for l in &run.log {
+            assert!(!copy.has_seen(&l.op.id), "a state copy carries applied ids");
+        }
+        for choice in 0..4u8 {
+            let update = update_for(obj_type, choice, 1);
+            assert_eq!(copy.prepare(&update), r.object.prepare(&update));
+        }
+    }
+}
+
 /// Runs a random schedule to full delivery and checks every property.
 fn check_history(obj_type: ObjType, steps: &[Step], picks: &[usize]) {
     let mut run = Run::new(obj_type);
@@ -411,6 +428,7 @@ fn check_history(obj_type: ObjType, steps: &[Step], picks: &[usize]) {
     check_convergence(&run);
     check_redelivery(&run);
     check_commutativity(&run);
+    check_state_copy(&run, obj_type);
 }
 
 fn step_strategy() -> impl Strategy<Value = Step> {

@@ -7,9 +7,9 @@ use crate::kit::mvstore::Store;
 use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::twopc::Retry;
 use causeway_core::clock::Extra;
-use causeway_core::crdt::{ArbTs, Effect, ObjType, Op};
+use causeway_core::crdt::{ArbTs, Effect, ObjType, Op, Update};
 use causeway_core::{DcId, Error, Key, NodeId, OpId, TxnId, Vc};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A txn prepared here (Alg. 2 l.9-10), with the effects it computed at its snapshot.
 #[derive(Clone, Debug)]
@@ -170,7 +170,7 @@ impl Part {
         keys: &[(Key, ObjType)],
     ) -> Vec<(Key, Result<causeway_core::Object, Error>)> {
         keys.iter()
-            .map(|(k, t)| (k.clone(), self.store.read(k, svc, *t)))
+            .map(|(k, t)| (k.clone(), self.store.read_state(k, svc, *t)))
             .collect()
     }
 
@@ -179,9 +179,25 @@ impl Part {
     pub fn effects(&self, svc: &Vc, updates: &Updates) -> Result<Vec<(Key, OpId, Effect)>, Error> {
         let mut objs: BTreeMap<Key, causeway_core::Object> = BTreeMap::new();
         let mut out = Vec::with_capacity(updates.len());
+        let mut blind: BTreeSet<&Key> = BTreeSet::new();
         for (key, update, id) in updates {
+            // An assignment's effect is the assignment whatever it observes: only the
+            // type is checked, and no object is built (the common SET). A later update
+            // of the key in this txn builds it from the store as a register: an earlier
+            // assignment changes nothing a later one needs, and any other update is
+            // refused by type, as it was against the assigned object.
+            if let (Update::Assign(v), false) = (update, objs.contains_key(key)) {
+                self.store.check(key, svc, ObjType::Lww)?;
+                blind.insert(key);
+                out.push((key.clone(), *id, Effect::Assign(v.clone())));
+                continue;
+            }
             if !objs.contains_key(key) {
-                let o = self.store.read(key, svc, update.obj_type())?;
+                let read_as = match blind.contains(key) {
+                    true => ObjType::Lww,
+                    false => update.obj_type(),
+                };
+                let o = self.store.read_state(key, svc, read_as)?;
                 objs.insert(key.clone(), o);
             }
             let obj = objs.get_mut(key).expect("inserted above");
@@ -231,5 +247,88 @@ impl Part {
     pub fn add_committed(&mut self, origin: DcId, t: ReplTxn) {
         self.store.insert(t.txn, &t.ct, &t.ops);
         self.log.add(origin, t);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::SessionId;
+
+    fn txn(seq: u64) -> TxnId {
+        TxnId {
+            session: SessionId(1),
+            seq,
+        }
+    }
+
+    fn op(txn: TxnId, index: u32) -> OpId {
+        OpId { txn, index }
+    }
+
+    fn at(ts: u64) -> Vc {
+        let mut vc = Vc::zero(1);
+        vc.set(0, ts);
+        vc
+    }
+
+    /// A part holding a counter at `key`, committed at time 10.
+    fn part_with_counter(key: &Key) -> Part {
+        let mut part = Part::new(1, 0, false);
+        let ops = vec![(
+            key.clone(),
+            Op {
+                id: op(txn(1), 0),
+                ts: ArbTs {
+                    primary: 10,
+                    secondary: 10,
+                },
+                effect: Effect::Increment(5),
+            },
+        )];
+        let t = ReplTxn {
+            txn: txn(1),
+            ct: at(10),
+            ops,
+        };
+        part.add_committed(DcId(0), t);
+        part
+    }
+
+    #[test]
+    fn an_assignment_is_its_effect_and_still_checks_the_type() {
+        let (counter, fresh) = (Key(b"c".to_vec()), Key(b"f".to_vec()));
+        let part = part_with_counter(&counter);
+        let set = |k: &Key, i| (k.clone(), Update::Assign(b"v".to_vec()), op(txn(2), i));
+        let effects = part
+            .effects(&at(20), &vec![set(&fresh, 0)])
+            .expect("a new key");
+        assert_eq!(effects.len(), 1);
+        assert!(matches!(&effects[0].2, Effect::Assign(v) if v == b"v"));
+        // The counter is visible at 20, not at 5 (before its commit).
+        let wrong = part.effects(&at(20), &vec![set(&counter, 0)]);
+        assert!(matches!(wrong, Err(Error::WrongType { .. })), "{wrong:?}");
+        assert!(part.effects(&at(5), &vec![set(&counter, 0)]).is_ok());
+    }
+
+    #[test]
+    fn an_update_after_an_assignment_in_one_txn_sees_a_register() {
+        let fresh = Key(b"f".to_vec());
+        let part = Part::new(1, 0, false);
+        let updates = vec![
+            (fresh.clone(), Update::Assign(b"v".to_vec()), op(txn(2), 0)),
+            (fresh.clone(), Update::Increment(1), op(txn(2), 1)),
+        ];
+        let refused = part.effects(&at(20), &updates);
+        assert!(
+            matches!(refused, Err(Error::WrongType { .. })),
+            "{refused:?}"
+        );
+        let twice = vec![
+            (fresh.clone(), Update::Assign(b"a".to_vec()), op(txn(2), 0)),
+            (fresh.clone(), Update::Assign(b"b".to_vec()), op(txn(2), 1)),
+        ];
+        let effects = part.effects(&at(20), &twice).expect("two assignments");
+        assert!(matches!(&effects[1].2, Effect::Assign(v) if v == b"b"));
     }
 }

@@ -159,6 +159,41 @@ impl<T: SnapshotTs> KeyVersions<T> {
         Ok(obj)
     }
 
+    /// [`KeyVersions::at`] for a transaction's snapshot: the latest object's state
+    /// without its applied ids when the snapshot covers every version
+    /// ([`Object::clone_state`]).
+    fn state_at(&self, svc: &T, obj_type: ObjType) -> Result<Object, Error> {
+        if let Some(l) = &self.latest {
+            if l.obj.obj_type() == obj_type && l.top.le(svc) && self.base_vc.le(svc) {
+                return Ok(l.obj.clone_state());
+            }
+        }
+        self.at(svc, obj_type)
+    }
+
+    /// The error [`KeyVersions::at`] would return for this read, without building the
+    /// object: for an update whose effect does not depend on the state it observes.
+    fn check(&self, svc: &T, obj_type: ObjType) -> Result<(), Error> {
+        if !self.base_vc.le(svc) {
+            return Err(Error::Aborted("snapshot too old".into()));
+        }
+        let held = match &self.base {
+            Some(base) => Some(base.obj_type()),
+            None => {
+                let mut visible = self.versions.iter().filter(|v| v.ct.le(svc));
+                let first = visible.find_map(|v| v.ops.first());
+                first.map(|op| effect_type(&op.effect))
+            }
+        };
+        match held {
+            Some(t) if t != obj_type => Err(Error::WrongType {
+                expected: t,
+                found: obj_type,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Like [`KeyVersions::at`], also returning the join of the commit timestamps of
     /// everything applied (checkpoint included): what the read depends on.
     fn at_with_ts(&self, svc: &T, obj_type: ObjType) -> Result<(Object, T), Error> {
@@ -316,6 +351,24 @@ impl<T: SnapshotTs> Store<T> {
         match self.keys.get(key) {
             Some(k) => k.at(svc, obj_type),
             None => Ok(Object::new(obj_type)),
+        }
+    }
+
+    /// [`Store::read`] for a transaction (a read or a generator), which applies no
+    /// replicated op to the object: its state may come without its applied ids.
+    pub fn read_state(&self, key: &Key, svc: &T, obj_type: ObjType) -> Result<Object, Error> {
+        match self.keys.get(key) {
+            Some(k) => k.state_at(svc, obj_type),
+            None => Ok(Object::new(obj_type)),
+        }
+    }
+
+    /// Fails where [`Store::read`] would, and costs no object: a blind write (a register
+    /// assignment) needs nothing of the state but its type.
+    pub fn check(&self, key: &Key, svc: &T, obj_type: ObjType) -> Result<(), Error> {
+        match self.keys.get(key) {
+            Some(k) => k.check(svc, obj_type),
+            None => Ok(()),
         }
     }
 
@@ -530,6 +583,13 @@ mod tests {
                 let got = k.at(&svc, t).map(|o| (o.value(), o.observed()));
                 let want = replay.at(&svc, t).map(|o| (o.value(), o.observed()));
                 assert_eq!(got, want, "seq {seq}, key {key}, svc {svc:?}");
+                // What a transaction reads and what a blind write checks agree with it.
+                let state = k.state_at(&svc, t).map(|o| (o.value(), o.observed()));
+                assert_eq!(state, want, "state, seq {seq}, key {key}, svc {svc:?}");
+                for other in [ObjType::Lww, ObjType::Counter, ObjType::Set] {
+                    let check = k.check(&svc, other);
+                    assert_eq!(check, replay.at(&svc, other).map(|_| ()), "check {other:?}");
+                }
                 let top = k.latest.as_ref().map(|l| l.top.le(&svc));
                 cached_reads += usize::from(top == Some(true));
             }
