@@ -333,17 +333,34 @@ impl<T> Default for Store<T> {
 impl<T: SnapshotTs> Store<T> {
     /// Adds a committed txn's ops, grouped per key.
     pub fn insert(&mut self, txn: TxnId, ct: &T, ops: &[(Key, Op)]) {
+        let version = |ops| Version {
+            ct: ct.clone(),
+            txn,
+            ops,
+        };
+        // One op (a standalone command's txn): nothing to group.
+        if let [(k, op)] = ops {
+            self.insert_version(k, version(vec![op.clone()]));
+            return;
+        }
         let mut per_key: BTreeMap<&Key, Vec<Op>> = BTreeMap::new();
         for (k, op) in ops {
             per_key.entry(k).or_default().push(op.clone());
         }
         for (k, ops) in per_key {
-            let v = Version {
-                ct: ct.clone(),
-                txn,
-                ops,
-            };
-            self.keys.entry(k.clone()).or_default().insert(v);
+            self.insert_version(k, version(ops));
+        }
+    }
+
+    /// Adds a version of `k`, copying the key only when it is new (a hot key's is not).
+    fn insert_version(&mut self, k: &Key, v: Version<T>) {
+        match self.keys.get_mut(k) {
+            Some(versions) => versions.insert(v),
+            None => {
+                let mut versions = KeyVersions::default();
+                versions.insert(v);
+                self.keys.insert(k.clone(), versions);
+            }
         }
     }
 
