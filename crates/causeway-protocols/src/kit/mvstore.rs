@@ -126,29 +126,15 @@ impl<T: SnapshotTs> KeyVersions<T> {
     /// The object as of snapshot `svc` (Cure Alg. 2 l.3-4), or "snapshot too old" when the
     /// checkpoint already holds versions the snapshot must not see.
     fn at(&self, svc: &T, obj_type: ObjType) -> Result<Object, Error> {
-        if !self.base_vc.le(svc) {
-            return Err(Error::Aborted("snapshot too old".into()));
-        }
+        // Snapshot too old, or the key holds another type (with no checkpoint yet, its
+        // type is its first version's in the snapshot).
+        self.check(svc, obj_type)?;
         if let Some(l) = &self.latest {
             if l.obj.obj_type() == obj_type && l.top.le(svc) {
                 return Ok(l.obj.clone());
             }
         }
         let mut obj = crate::kit::txn::typed(self.base.as_ref(), obj_type)?;
-        if self.base.is_none() {
-            // No checkpoint yet: the key's type is its first version's in the snapshot.
-            let first = self.versions.iter().filter(|v| v.ct.le(svc));
-            let held = first.flat_map(|v| v.ops.first()).next();
-            if let Some(t) = held.map(|op| effect_type(&op.effect)) {
-                if t != obj_type {
-                    let e = Error::WrongType {
-                        expected: t,
-                        found: obj_type,
-                    };
-                    return Err(e);
-                }
-            }
-        }
         for v in self.versions.iter().filter(|v| v.ct.le(svc)) {
             for op in &v.ops {
                 if effect_type(&op.effect) == obj_type {
