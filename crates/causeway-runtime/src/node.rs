@@ -13,7 +13,7 @@
 //! was set back) re-arms for the rest. tokio's timer wheel
 //! has a 1 ms resolution, so a deadline less than `TIMER_SPIN_NS` away is waited for by
 //! yielding to the scheduler (other inputs still run) instead of sleeping: a prepare that
-//! waits 50 µs for `Clock > svc[d]` is served after about that long, not after 1-2 ms.
+//! waits 50 µs for `svc[d] <= Clock` is served after about that long, not after 1-2 ms.
 //!
 //! Batches: a `Control::Submit` carries up to `BATCH_REQUESTS_MAX` requests of one
 //! session; the task submits the next one as soon as the session answers the previous

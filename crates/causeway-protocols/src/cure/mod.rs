@@ -23,7 +23,7 @@
 //! - A read goes to each owning partition of the DC as `READ_KEY(svc, keys)`; the partition
 //!   waits until `svc[d] <= pvc[d]` (Alg. 2 l.2) and materializes the keys at `svc`.
 //! - Commit is 2PC inside the DC (Alg. 1 l.25-36, Alg. 2 l.6-16): PREPARE to each updated
-//!   partition, which waits until `Clock > svc[d]`, takes `PrepTime = Clock`, persists the
+//!   partition, which waits until `svc[d] <= Clock`, takes a `PrepTime` above Clock, persists the
 //!   prepare record and only then answers; `CommitTime = max(PrepTime)`, `ct = svc` with
 //!   `ct[d] = CommitTime`; the TC persists the decision, then sends COMMIT and answers the
 //!   session with `ct`, which becomes the session's `cvc`. Read-only txns return `svc`.
@@ -109,7 +109,7 @@
 //!   after it. A stream piece never claims a dropped txn.
 //! - **Timers.** Deadlines in the node's clock, in a timer table keyed by purpose
 //!   (`kit::timers`): replication, stabilization, and the earliest clock wait of a parked
-//!   PREPARE (`Clock > svc[d]`). The driver wakes the node at the earliest one.
+//!   PREPARE (`svc[d] <= Clock`). The driver wakes the node at the earliest one.
 //! - Cure needs full replication: a topology with a smaller replication factor is refused.
 //! - The tunables below are the `[protocol.cure]` config section ([`Config`]).
 //! - Tokens are the postcard-encoded `cvc`; `Attach` joins one into `cvc`. Barriers and

@@ -31,7 +31,7 @@ pub enum Timer {
     Replicate,
     /// Exchange the GSS, inquire about old prepares, expire coordinator txns.
     Stabilize,
-    /// The earliest clock wait of a parked PREPARE (`Clock > svc[d]`, Alg. 2 l.8).
+    /// The earliest clock wait of a parked PREPARE (`svc[d] <= Clock`, Alg. 2 l.7).
     ClockWait,
     /// UniStore: strong heartbeats, recoveries, coordinator retries (strong.rs).
     Strong,
@@ -483,11 +483,13 @@ impl Node {
                             pvc_direct >= s && known_strong >= w.svc_strong()
                         }
                         Waiting::Read { .. } => m.no_read_wait || stable,
-                        // Cure Alg. 2 l.8: wait until Clock > svc[d]. Effects generated
-                        // from the observed state (a set remove, an mvreg assignment) need
-                        // the snapshot stable too, like a read; the others do not wait.
+                        // Cure Alg. 2 l.7: wait until svc[d] <= Clock; the prepare time
+                        // is then issued above Clock (l.8, `Time::issue`), so it exceeds
+                        // svc[d]. Effects generated from the observed state (a set
+                        // remove, an mvreg assignment) need the snapshot stable too, like
+                        // a read; the others do not wait.
                         Waiting::Prepare { updates, .. } => {
-                            clock > s && (stable || !reads_snapshot(updates))
+                            s <= clock && (stable || !reads_snapshot(updates))
                         }
                         Waiting::Effects { .. } => stable,
                     }
@@ -895,18 +897,18 @@ impl Node {
         self.serve_waiting(ctx);
     }
 
-    /// Sets the clock-wait timer to the earliest `svc[d] + 1` a parked PREPARE waits for
-    /// (`Clock > svc[d]`), or cancels it.
+    /// Sets the clock-wait timer to the earliest `svc[d]` a parked PREPARE waits for
+    /// (`svc[d] <= Clock`, Alg. 2 l.7), or cancels it.
     fn set_clock_wait(&mut self) {
         let (d, last) = (self.d, self.time.last);
         let waits = self.parts.values().flat_map(|p| p.waiting.iter());
         let next = waits
             .filter(|w| matches!(w, Waiting::Prepare { .. }))
             .map(|w| w.svc_local(d))
-            .filter(|s| *s >= last)
+            .filter(|s| *s > last)
             .min();
         match next {
-            Some(s) => self.timers.set(Timer::ClockWait, s + 1),
+            Some(s) => self.timers.set(Timer::ClockWait, s),
             None => self.timers.cancel(Timer::ClockWait),
         }
     }

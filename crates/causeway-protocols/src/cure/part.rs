@@ -38,7 +38,7 @@ impl Prepared {
     }
 }
 
-/// A request parked until `pvc[d] >= svc[d]` (reads) or also `Clock > svc[d]` (prepares).
+/// A request parked until `pvc[d] >= svc[d]` (reads) or also `svc[d] <= Clock` (prepares).
 #[derive(Clone, Debug)]
 pub enum Waiting {
     Read {

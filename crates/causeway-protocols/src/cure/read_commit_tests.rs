@@ -137,7 +137,7 @@ fn pending_one_phase(net: &mut Net, key: &Key, by: i64) -> u64 {
     };
     // The START, then the PREPARE the coordinator sends to its own partition; what the
     // node sends elsewhere is dropped (nothing else is waiting for it).
-    // The prepare waits for Clock > svc[d] (Alg. 2 l.8): a timer 1 ms later serves it.
+    // A prepare that must wait for svc[d] <= Clock (Alg. 2 l.7) is served by a timer 1 ms later.
     let mut inbox = vec![(Addr::Client(SessionId(9)), Some(m))];
     let mut lsns = Vec::new();
     while let Some((from, m)) = inbox.pop() {

@@ -144,9 +144,15 @@ pub struct PartCheckpoint {
     pub transferred: Vec<(TxnId, Vc)>,
 }
 
+/// Bytes reserved for an encoded record: a one-key commit record fits.
+const ENCODE_CAPACITY: usize = 256;
+
 impl Record {
+    /// The record's bytes. The buffer starts at `ENCODE_CAPACITY`: growing it from empty
+    /// (postcard's `to_allocvec`) cost several reallocations per commit record.
     pub fn encode(&self) -> Vec<u8> {
-        postcard::to_allocvec(self).expect("a cure record always encodes")
+        let buf = Vec::with_capacity(ENCODE_CAPACITY);
+        postcard::to_extend(self, buf).expect("a cure record always encodes")
     }
 
     pub fn decode(index: usize, bytes: &[u8]) -> Result<Record, String> {

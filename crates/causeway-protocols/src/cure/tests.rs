@@ -299,19 +299,19 @@ fn vote(outs: &[Output<Msg>]) -> Option<u64> {
     })
 }
 
-/// PREPARE waits until the clock passes svc[d] and votes a time above it (Alg. 2 l.8-11).
+/// PREPARE waits until svc[d] <= Clock (Alg. 2 l.7), not longer, and votes a time above
+/// the snapshot (l.8-11): the time is issued above the clock reading.
 #[test]
 fn prepare_waits_for_the_clock_and_votes_above_the_snapshot() {
     let (mut node, _) = lone_node(None, &[], T);
-    let outs = call(
-        &mut node,
-        T,
-        prepare_msg(1, T + 5 * MS, &Key::from("a"), "v"),
-    );
-    assert_eq!(vote(&outs), None, "voted before the clock passed svc[d]");
-    let outs = tick(&mut node, T + 6 * MS);
-    let t = vote(&outs).expect("votes once the clock passed svc[d]");
-    assert!(t > T + 5 * MS);
+    let svc_d = T + 5 * MS;
+    let outs = call(&mut node, T, prepare_msg(1, svc_d, &Key::from("a"), "v"));
+    assert_eq!(vote(&outs), None, "voted before the clock reached svc[d]");
+    let outs = tick(&mut node, svc_d - 1);
+    assert_eq!(vote(&outs), None, "voted with the clock below svc[d]");
+    let outs = tick(&mut node, svc_d);
+    let t = vote(&outs).expect("votes once the clock reached svc[d]");
+    assert!(t > svc_d, "prepare time {t} not above svc[d] {svc_d}");
 }
 
 fn read_msg(svc_d: u64, key: &Key) -> Msg {
