@@ -2,8 +2,12 @@
 //! node and `SESSIONS` client sessions in one process, driven as the runtime's node task
 //! drives them (local messages delivered in order, a batch's next request submitted when
 //! the session answers), with no sockets, no storage thread and no tokio. A round submits
-//! one transaction per session, then makes every record of the round durable at once (a
-//! group commit of `SESSIONS` records) and advances the clock by `ROUND_NS`.
+//! one transaction per session, the clock advancing `ROUND_NS / SESSIONS` before each,
+//! then makes every record of the round durable at once (a group commit of up to
+//! `SESSIONS` records).
+//!
+//! The driver speaks the Cure family's conversation (cure, cureft, unistore); the other
+//! protocols answer some requests in ways it does not model, and are refused.
 //!
 //! What it measures is the CPU the protocol itself costs per command, apart from the
 //! kernel's loopback and the runtime's glue, which `perf` on a live node cannot separate
@@ -21,6 +25,8 @@ use causeway_protocols::{new_node, new_session, BoxedNode, BoxedSession, Msg, No
 use std::collections::VecDeque;
 use std::time::Instant;
 
+/// The protocols whose conversation the driver models.
+const CURE_FAMILY: [&str; 3] = ["cure", "cureft", "unistore"];
 /// Client sessions, each with one transaction in flight (redis-benchmark's `-c 50`).
 const SESSIONS: u64 = 50;
 /// Rounds timed per command (after as many untimed ones).
@@ -233,6 +239,10 @@ impl Driver {
 
 fn main() {
     let protocol = std::env::args().nth(1).unwrap_or_else(|| "cure".into());
+    if !CURE_FAMILY.contains(&protocol.as_str()) {
+        eprintln!("machine_txn drives the Cure family only: give one of {CURE_FAMILY:?}");
+        std::process::exit(2);
+    }
     let only = std::env::args().nth(2);
     let key = Key::from("key:__rand_int__");
     println!("protocol {protocol}, {SESSIONS} sessions, {ROUNDS} rounds per command");
