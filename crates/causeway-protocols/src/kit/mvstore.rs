@@ -154,24 +154,19 @@ impl<T: SnapshotTs> KeyVersions<T> {
                 return Ok(l.obj.clone_state());
             }
         }
-        match obj_type {
-            ObjType::Counter | ObjType::Lww => self.effects_at(svc, obj_type),
-            ObjType::Set | ObjType::MvReg => self.at(svc, obj_type),
-        }
+        self.effects_at(svc, obj_type)
     }
 
-    /// [`KeyVersions::at`]'s state for a counter or a register, replaying the effects
-    /// without recording their op ids (as [`KeyVersions::fold`] does). Their effects
-    /// delete nothing and commute (increments add up; the register keeps the largest
-    /// `(ts, id)`), so the dedup `Object::apply` keeps has nothing to do: a key holds one
-    /// version per txn (the replication stream drops duplicates, an install skips the txns
-    /// it has). A transaction that read a hot counter and prepares its INCRs after other
-    /// commits (a pipeline's group) misses the newest-object cache, and inserting every
-    /// version's id into a set was a fifth of a pipelined INCR's CPU. A set or a
-    /// multi-value register still replays with `apply`, whose skip of an op a later op
-    /// already deleted does not depend on the apply order.
+    /// [`KeyVersions::at`]'s state, replaying the effects without recording their op ids
+    /// (as [`KeyVersions::fold`] does). `Object::apply`'s bookkeeping has nothing to do
+    /// here: a key holds one version per txn (the replication stream drops duplicates, an
+    /// install skips the txns it has), and the versions are in a causal order (`insert`),
+    /// so an op that deletes a tag or a register entry comes after the op that made it
+    /// (it observed that op in its snapshot, which is below its commit timestamp). A
+    /// transaction that read a hot key and prepares its updates after other commits (a
+    /// pipeline's group) misses the newest-object cache, and inserting every version's id
+    /// into a set was a fifth of a pipelined INCR's CPU.
     fn effects_at(&self, svc: &T, obj_type: ObjType) -> Result<Object, Error> {
-        assert!(matches!(obj_type, ObjType::Counter | ObjType::Lww));
         self.check(svc, obj_type)?;
         let mut obj = match &self.base {
             Some(base) => base.clone_state(),
@@ -594,7 +589,8 @@ mod tests {
         };
         let mut s: Store<Vc> = Store::default();
         let mut clocks = [0u64; 2];
-        let mut tags: Vec<OpId> = Vec::new();
+        // The live adds' tags with their commit vectors.
+        let mut tags: Vec<(OpId, Vc)> = Vec::new();
         let mut cached_reads = 0;
         for seq in 1..=400u64 {
             let dc = next(2) as usize;
@@ -606,14 +602,20 @@ mod tests {
             let ops = match next(4) {
                 0 => incr(seq, next(5) as i64 - 2),
                 3 => assign(seq, next(50)),
-                1 => {
-                    let deletes = std::mem::take(&mut tags);
-                    set_op(seq, true, next(3) as u8, deletes)
+                kind => {
+                    // A set op deletes the tags it observed: those of the adds in its
+                    // causal past, whose commit vectors are below its own (a protocol's
+                    // snapshot holds them and its commit vector exceeds the snapshot).
+                    let (deletes, live): (Vec<_>, Vec<_>) = std::mem::take(&mut tags)
+                        .into_iter()
+                        .partition(|(_, at)| at.le(&ct) && *at != ct);
+                    tags = live;
+                    let deletes = deletes.into_iter().map(|(id, _)| id).collect();
+                    set_op(seq, kind == 1, next(3) as u8, deletes)
                 }
-                _ => set_op(seq, false, next(3) as u8, std::mem::take(&mut tags)),
             };
             if let Effect::Add { .. } = ops[0].1.effect {
-                tags.push(ops[0].1.id);
+                tags.push((ops[0].1.id, ct.clone()));
             }
             s.insert(txn(seq), &ct, &ops);
             if next(10) == 0 {
