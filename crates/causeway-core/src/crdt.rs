@@ -344,6 +344,19 @@ impl Object {
         }
     }
 
+    /// Records `ids` as applied without applying anything: for a state rebuilt from
+    /// effects replayed alone ([`Object::apply_effect`]) that is handed to a reader who
+    /// applies more ops with their dedup (`ids` are then the replayed ops' and the ids
+    /// they deleted: what [`Object::apply`] would have recorded).
+    pub fn note_seen(&mut self, ids: impl IntoIterator<Item = OpId>) {
+        self.seen.extend(ids);
+    }
+
+    /// The ids applied to this replica (and not forgotten since).
+    pub fn seen_ids(&self) -> impl Iterator<Item = &OpId> {
+        self.seen.iter()
+    }
+
     /// Whether the op id was applied to this replica (and not forgotten since).
     pub fn has_seen(&self, id: &OpId) -> bool {
         self.seen.contains(id)

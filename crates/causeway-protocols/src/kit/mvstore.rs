@@ -57,16 +57,20 @@ pub struct KeyVersions<T> {
     /// A cache, not state (skipped by serde and equality): the object a read at a snapshot
     /// covering every version returns, the common read of a hot key. Replaying tens of
     /// versions per read (each `Object::apply` records op ids in a set) was the largest
-    /// cost of a hot key's reads; this makes them a clone. `None` while the key has no
+    /// cost of a hot key's reads; this makes them a clone. It holds the state alone
+    /// (effects applied without their ids, as `fold` does: see `effects_at` for why that
+    /// is the same state): a transaction needs no more, and recording a SADD's 50
+    /// replaced tags in an applied-ids set at every insert was a tenth of its cost. A
+    /// reader that needs the ids ([`KeyVersions::at`]) gets them listed from the versions. `None` while the key has no
     /// version, after a GC that folded some, an out-of-order insert or an install (the
     /// next in-order insert rebuilds it), and after a restore.
     #[serde(skip)]
     latest: Option<Latest<T>>,
 }
 
-/// [`KeyVersions::latest`]: the checkpoint with every version applied in the read order
-/// (ops of the key's type only, as [`KeyVersions::at`] applies them) and the join of the
-/// versions' commit timestamps.
+/// [`KeyVersions::latest`]: the checkpoint's state with every version's effects applied
+/// in the read order (ops of the key's type only, as [`KeyVersions::at`] applies them), no
+/// op ids recorded, and the join of the versions' commit timestamps.
 #[derive(Clone, Debug)]
 struct Latest<T> {
     obj: Object,
@@ -91,7 +95,7 @@ impl<T: SnapshotTs> KeyVersions<T> {
                 let v = self.versions.last().expect("just inserted");
                 let t = l.obj.obj_type();
                 for op in v.ops.iter().filter(|op| effect_type(&op.effect) == t) {
-                    l.obj.apply(op);
+                    l.obj.apply_effect(op);
                 }
                 l.top.join(&v.ct);
             }
@@ -112,11 +116,13 @@ impl<T: SnapshotTs> KeyVersions<T> {
     fn rebuilt_latest(&self) -> Option<Latest<T>> {
         let first = self.versions.first()?;
         let t = self.key_type()?;
-        let mut obj = crate::kit::txn::typed(self.base.as_ref(), t).ok()?;
+        let mut obj = crate::kit::txn::typed(self.base.as_ref(), t)
+            .ok()?
+            .clone_state();
         let mut top = first.ct.clone();
         for v in &self.versions {
             for op in v.ops.iter().filter(|op| effect_type(&op.effect) == t) {
-                obj.apply(op);
+                obj.apply_effect(op);
             }
             top.join(&v.ct);
         }
@@ -131,7 +137,7 @@ impl<T: SnapshotTs> KeyVersions<T> {
         self.check(svc, obj_type)?;
         if let Some(l) = &self.latest {
             if l.obj.obj_type() == obj_type && l.top.le(svc) {
-                return Ok(l.obj.clone());
+                return Ok(self.with_ids(l.obj.clone_state()));
             }
         }
         let mut obj = crate::kit::txn::typed(self.base.as_ref(), obj_type)?;
@@ -143,6 +149,23 @@ impl<T: SnapshotTs> KeyVersions<T> {
             }
         }
         Ok(obj)
+    }
+
+    /// `obj`, the state of every version of its type (the cache's), with the op ids a
+    /// replay by `Object::apply` would have recorded: the checkpoint's, each applied op's
+    /// and the ids each op deleted.
+    fn with_ids(&self, mut obj: Object) -> Object {
+        let t = obj.obj_type();
+        if let Some(base) = &self.base {
+            obj.note_seen(base.seen_ids().copied());
+        }
+        for v in &self.versions {
+            for op in v.ops.iter().filter(|op| effect_type(&op.effect) == t) {
+                obj.note_seen(std::iter::once(op.id));
+                obj.note_seen(op.effect.deleted_ids().iter().copied());
+            }
+        }
+        obj
     }
 
     /// [`KeyVersions::at`] for a transaction's snapshot: the latest object's state
@@ -638,9 +661,13 @@ mod tests {
                 let mut svc = Vc::zero(2);
                 svc.set(0, clocks[0].saturating_sub(next(3)));
                 svc.set(1, clocks[1].saturating_sub(next(3)));
-                let got = k.at(&svc, t).map(|o| (o.value(), o.observed()));
-                let want = replay.at(&svc, t).map(|o| (o.value(), o.observed()));
+                let ids = |o: &Object| o.seen_ids().copied().collect::<Vec<_>>();
+                let got = k.at(&svc, t).map(|o| (o.value(), o.observed(), ids(&o)));
+                let want = replay
+                    .at(&svc, t)
+                    .map(|o| (o.value(), o.observed(), ids(&o)));
                 assert_eq!(got, want, "seq {seq}, key {key}, svc {svc:?}");
+                let want = want.map(|(value, observed, _)| (value, observed));
                 // What a transaction reads and what a blind write checks agree with it.
                 let state = k.state_at(&svc, t).map(|o| (o.value(), o.observed()));
                 assert_eq!(state, want, "state, seq {seq}, key {key}, svc {svc:?}");
