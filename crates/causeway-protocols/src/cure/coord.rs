@@ -368,11 +368,16 @@ impl Node {
         self.coord.reads.remove(&rid);
         let mut values = Vec::with_capacity(keys.len());
         let mut result = Ok(());
+        // A read of one key (every standalone command's) takes its object; a read of
+        // several copies each, as a key may be read twice. A hot set's copy cost a SADD
+        // a clone of its tags.
+        let (single, mut got) = (keys.len() == 1, got);
         for key in keys {
-            let obj = got
-                .get(&key)
-                .cloned()
-                .unwrap_or_else(|| Err(Error::Unavailable("no reply".into())));
+            let obj = match single {
+                true => got.remove(&key),
+                false => got.get(&key).cloned(),
+            };
+            let obj = obj.unwrap_or_else(|| Err(Error::Unavailable("no reply".into())));
             match obj.and_then(|o| read_value(&t.buffer, &key, o)) {
                 Ok(v) => values.push(v),
                 Err(e) => {
