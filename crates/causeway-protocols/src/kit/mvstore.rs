@@ -61,9 +61,10 @@ pub struct KeyVersions<T> {
     /// (effects applied without their ids, as `fold` does: see `effects_at` for why that
     /// is the same state): a transaction needs no more, and recording a SADD's 50
     /// replaced tags in an applied-ids set at every insert was a tenth of its cost. A
-    /// reader that needs the ids ([`KeyVersions::at`]) gets them listed from the versions. `None` while the key has no
-    /// version, after a GC that folded some, an out-of-order insert or an install (the
-    /// next in-order insert rebuilds it), and after a restore.
+    /// reader that needs the ids ([`KeyVersions::at`]) gets them listed from the
+    /// versions. `None` while the key has no version, after a GC that folded some, an
+    /// out-of-order insert or an install (the next in-order insert rebuilds it), and
+    /// after a restore.
     #[serde(skip)]
     latest: Option<Latest<T>>,
 }
@@ -116,9 +117,7 @@ impl<T: SnapshotTs> KeyVersions<T> {
     fn rebuilt_latest(&self) -> Option<Latest<T>> {
         let first = self.versions.first()?;
         let t = self.key_type()?;
-        let mut obj = crate::kit::txn::typed(self.base.as_ref(), t)
-            .ok()?
-            .clone_state();
+        let mut obj = self.base_state(t)?;
         let mut top = first.ct.clone();
         for v in &self.versions {
             for op in v.ops.iter().filter(|op| effect_type(&op.effect) == t) {
@@ -191,11 +190,9 @@ impl<T: SnapshotTs> KeyVersions<T> {
     /// into a set was a fifth of a pipelined INCR's CPU.
     fn effects_at(&self, svc: &T, obj_type: ObjType) -> Result<Object, Error> {
         self.check(svc, obj_type)?;
-        let mut obj = match &self.base {
-            Some(base) => base.clone_state(),
-            None => Object::new(obj_type),
-        };
-        assert_eq!(obj.obj_type(), obj_type, "checked above");
+        let mut obj = self
+            .base_state(obj_type)
+            .expect("the type is checked above");
         for v in self.versions.iter().filter(|v| v.ct.le(svc)) {
             for op in &v.ops {
                 if effect_type(&op.effect) == obj_type {
@@ -204,6 +201,16 @@ impl<T: SnapshotTs> KeyVersions<T> {
             }
         }
         Ok(obj)
+    }
+
+    /// The checkpoint's state without its ids (an empty object without a checkpoint);
+    /// `None` when the checkpoint holds another type.
+    fn base_state(&self, obj_type: ObjType) -> Option<Object> {
+        match &self.base {
+            Some(base) if base.obj_type() != obj_type => None,
+            Some(base) => Some(base.clone_state()),
+            None => Some(Object::new(obj_type)),
+        }
     }
 
     /// The error [`KeyVersions::at`] would return for this read, without building the
@@ -599,8 +606,8 @@ mod tests {
     /// Every read the cache of the newest object answers equals a replay of the versions
     /// (the same key with the cache dropped), across in-order and out-of-order inserts of
     /// a counter, a set and a register over two DCs, GCs and reads at old and new
-    /// snapshots; so does what a transaction reads (`state_at`, which replays a counter's
-    /// and a register's effects without their ids when the cache misses).
+    /// snapshots, the applied ids included; so does what a transaction reads (`state_at`,
+    /// which replays the effects without their ids when the cache misses).
     #[test]
     fn the_newest_object_cache_answers_what_a_replay_does() {
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
