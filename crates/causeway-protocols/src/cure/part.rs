@@ -180,12 +180,16 @@ impl Part {
         let mut objs: BTreeMap<Key, causeway_core::Object> = BTreeMap::new();
         let mut out = Vec::with_capacity(updates.len());
         let mut blind: BTreeSet<&Key> = BTreeSet::new();
-        // Each key's last update in the txn (a later entry overwrites an earlier one).
-        let last: BTreeMap<&Key, usize> = updates
-            .iter()
-            .enumerate()
-            .map(|(i, (key, _, _))| (key, i))
-            .collect();
+        // Each key's last update in the txn (a later entry overwrites an earlier one);
+        // left empty, with no allocation, for the common single-update txn.
+        let last: BTreeMap<&Key, usize> = match updates.len() {
+            1 => BTreeMap::new(),
+            _ => updates
+                .iter()
+                .enumerate()
+                .map(|(i, (key, _, _))| (key, i))
+                .collect(),
+        };
         for (i, (key, update, id)) in updates.iter().enumerate() {
             // An assignment's effect is the assignment whatever it observes: only the
             // type is checked, and no object is built (the common SET). A later update
@@ -212,7 +216,7 @@ impl Part {
             // effect for none (the common single-update txn) was a third of the cost of a
             // SADD's add, which replaces every tag it observed. (`last`, not a scan of the
             // rest: a txn holds up to `TXN_UPDATES_MAX` updates.)
-            if last[key] > i {
+            if last.get(key).is_some_and(|&j| j > i) {
                 obj.apply_effect(&Op {
                     id: *id,
                     ts: ArbTs::PENDING,
