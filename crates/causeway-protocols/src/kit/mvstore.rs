@@ -10,7 +10,7 @@ use causeway_core::crdt::{ObjType, Object, Op};
 use causeway_core::limits::VERSIONS_PER_KEY_MAX;
 use causeway_core::{Error, Key, TxnId, Vc};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A snapshot / commit timestamp: a lattice with a causal apply order.
 pub trait SnapshotTs: Lattice {
@@ -62,9 +62,9 @@ pub struct KeyVersions<T> {
     /// is the same state): a transaction needs no more, and recording a SADD's 50
     /// replaced tags in an applied-ids set at every insert was a tenth of its cost. A
     /// reader that needs the ids ([`KeyVersions::at`]) gets them listed from the
-    /// versions. `None` while the key has no version, after a GC that folded some, an
-    /// out-of-order insert or an install (the next in-order insert rebuilds it), and
-    /// after a restore.
+    /// versions. `None` before the key's first version, after an out-of-order insert,
+    /// an install or a fold into a checkpoint of another type (the next in-order insert
+    /// rebuilds it), and after a restore.
     #[serde(skip)]
     latest: Option<Latest<T>>,
 }
@@ -86,9 +86,28 @@ impl<T: PartialEq> PartialEq for KeyVersions<T> {
 
 impl<T: Eq> Eq for KeyVersions<T> {}
 
+/// Applies a version's effects to a key's checkpoint (`base`, created with the type of its
+/// first op) and joins its commit timestamp into the checkpoint's (`base_vc`).
+fn fold_into<T: SnapshotTs>(base: &mut Option<Object>, base_vc: &mut T, v: &Version<T>) {
+    for op in &v.ops {
+        let t = effect_type(&op.effect);
+        let base = base.get_or_insert_with(|| Object::new(t));
+        if base.obj_type() == t {
+            base.apply_effect(op);
+        }
+    }
+    base_vc.join(&v.ct);
+}
+
 impl<T: SnapshotTs> KeyVersions<T> {
     fn insert(&mut self, v: Version<T>) {
-        let at = self.versions.partition_point(|x| x.order() < v.order());
+        // A key's versions mostly arrive in order (a DC's commits, a sibling's stream):
+        // one comparison with the last instead of a search.
+        let order = v.order();
+        let at = match self.versions.last() {
+            Some(l) if l.order() > order => self.versions.partition_point(|x| x.order() < order),
+            _ => self.versions.len(),
+        };
         let last = at == self.versions.len();
         self.versions.insert(at, v);
         match (&mut self.latest, last) {
@@ -250,23 +269,40 @@ impl<T: SnapshotTs> KeyVersions<T> {
     /// Folds the versions with `ct <= point` into the checkpoint; then, past
     /// `VERSIONS_PER_KEY_MAX`, the oldest ones with `ct <= durable` (nothing that arrives
     /// later can precede those causally).
+    ///
+    /// In place (a hot key holds hundreds of versions between two GC ticks: rebuilding
+    /// the vector, then growing it again one insert at a time, was a tenth of a replica's
+    /// CPU), and the newest-object cache stays: a fold moves a version into the
+    /// checkpoint, so the checkpoint plus the versions left is the same object.
     fn gc(&mut self, point: &T, durable: &T) {
-        let mut keep = Vec::with_capacity(self.versions.len());
         let excess = self.versions.len().saturating_sub(VERSIONS_PER_KEY_MAX);
         let mut forced = 0;
-        let held = self.versions.len();
-        for v in std::mem::take(&mut self.versions) {
+        let mut folded = false;
+        let (base, base_vc) = (&mut self.base, &mut self.base_vc);
+        self.versions.retain(|v| {
             let force = forced < excess && v.ct.le(durable);
-            if v.ct.le(point) || force {
+            let fold = v.ct.le(point) || force;
+            if fold {
                 forced += usize::from(force && !v.ct.le(point));
-                self.fold(v);
-            } else {
-                keep.push(v);
+                fold_into(base, base_vc, v);
+                folded = true;
             }
+            !fold
+        });
+        if folded {
+            self.keep_latest_if_typed();
         }
-        self.versions = keep;
-        if self.versions.len() < held {
-            self.latest = None;
+    }
+
+    /// After a fold: the cache holds the checkpoint's type's state, so it stays only while
+    /// the checkpoint has that type (a key written as two types by concurrent txns may
+    /// have taken the other one's first; then a read of the cache's type must fail).
+    fn keep_latest_if_typed(&mut self) {
+        let base_type = self.base.as_ref().map(Object::obj_type);
+        if let Some(l) = &self.latest {
+            if base_type != Some(l.obj.obj_type()) {
+                self.latest = None;
+            }
         }
     }
 
@@ -285,14 +321,7 @@ impl<T: SnapshotTs> KeyVersions<T> {
     }
 
     fn fold(&mut self, v: Version<T>) {
-        for op in &v.ops {
-            let t = effect_type(&op.effect);
-            let base = self.base.get_or_insert_with(|| Object::new(t));
-            if base.obj_type() == t {
-                base.apply_effect(op);
-            }
-        }
-        self.base_vc.join(&v.ct);
+        fold_into(&mut self.base, &mut self.base_vc, &v);
     }
 
     /// This key for a state transfer at `at` (the sender's stable vector): the object
@@ -359,18 +388,35 @@ pub struct KeyImage<T> {
 
 /// Every key of one partition.
 /// Serializable whole for node checkpoints (`cure::record::Checkpoint`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(bound(serialize = "T: Serialize", deserialize = "T: Deserialize<'de>"))]
 pub struct Store<T> {
     keys: BTreeMap<Key, KeyVersions<T>>,
+    /// An index, not state (skipped by serde and equality): every key that may hold
+    /// versions, so that a GC, which runs every stabilization tick, visits those and not
+    /// every key the partition ever stored (a key folded into its checkpoint has nothing
+    /// to do). A superset: a key enters when it gains a version and leaves when a GC
+    /// leaves it none. `None` in a restored store: the next GC lists the keys.
+    #[serde(skip)]
+    unfolded: Option<BTreeSet<Key>>,
 }
 
 impl<T> Default for Store<T> {
     fn default() -> Self {
         Store {
             keys: BTreeMap::new(),
+            unfolded: Some(BTreeSet::new()),
         }
     }
 }
+
+impl<T: PartialEq> PartialEq for Store<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.keys == other.keys
+    }
+}
+
+impl<T: Eq> Eq for Store<T> {}
 
 impl<T: SnapshotTs> Store<T> {
     /// Adds a committed txn's ops, grouped per key.
@@ -396,14 +442,39 @@ impl<T: SnapshotTs> Store<T> {
 
     /// Adds a version of `k`, copying the key only when it is new (a hot key's is not).
     fn insert_version(&mut self, k: &Key, v: Version<T>) {
-        match self.keys.get_mut(k) {
-            Some(versions) => versions.insert(v),
+        let gained = match self.keys.get_mut(k) {
+            Some(versions) => {
+                let gained = versions.is_empty();
+                versions.insert(v);
+                gained
+            }
             None => {
                 let mut versions = KeyVersions::default();
                 versions.insert(v);
                 self.keys.insert(k.clone(), versions);
+                true
             }
+        };
+        if let (true, Some(unfolded)) = (gained, &mut self.unfolded) {
+            unfolded.insert(k.clone());
         }
+    }
+
+    /// Runs `gc` on every key that may hold versions ([`Store::unfolded`]), and forgets
+    /// the keys it leaves without any.
+    fn gc_unfolded(&mut self, mut gc: impl FnMut(&mut KeyVersions<T>)) {
+        let Store { keys, unfolded } = self;
+        let unfolded = unfolded.get_or_insert_with(|| {
+            let held = keys.iter().filter(|(_, k)| !k.is_empty());
+            held.map(|(key, _)| key.clone()).collect()
+        });
+        unfolded.retain(|key| match keys.get_mut(key) {
+            Some(k) => {
+                gc(k);
+                !k.is_empty()
+            }
+            None => false,
+        });
     }
 
     pub fn read(&self, key: &Key, svc: &T, obj_type: ObjType) -> Result<Object, Error> {
@@ -450,9 +521,7 @@ impl<T: SnapshotTs> Store<T> {
     pub fn gc(&mut self, point: &T, durable: &T) {
         let mut point = point.clone();
         point.meet(durable);
-        for k in self.keys.values_mut() {
-            k.gc(&point, durable);
-        }
+        self.gc_unfolded(|k| k.gc(&point, durable));
     }
 
     /// GC by a rule of the protocol's own (PrompTCC §VII folds by the time a version
@@ -460,9 +529,7 @@ impl<T: SnapshotTs> Store<T> {
     /// the store's objects (ops commute, LWW by arbitration timestamp); what it costs is
     /// "snapshot too old" for a later read at a snapshot that excludes a folded version.
     pub fn gc_where(&mut self, fold: impl Fn(&T, TxnId) -> bool) {
-        for k in self.keys.values_mut() {
-            k.gc_where(&fold);
-        }
+        self.gc_unfolded(|k| k.gc_where(&fold));
     }
 
     /// Every key as of `at` for a state transfer ([`KeyImage`]). `at` must be at or above
@@ -500,9 +567,13 @@ impl<T: SnapshotTs> Store<T> {
         let mut added = Vec::new();
         let mut named = std::collections::BTreeSet::new();
         for image in images {
-            named.insert(image.key.clone());
-            let k = self.keys.entry(image.key.clone()).or_default();
+            let key = image.key.clone();
+            named.insert(key.clone());
+            let k = self.keys.entry(key.clone()).or_default();
             added.extend(k.install(at, image));
+            if let (false, Some(unfolded)) = (k.is_empty(), &mut self.unfolded) {
+                unfolded.insert(key);
+            }
         }
         for (key, k) in self.keys.iter_mut() {
             if !named.contains(key) {
@@ -709,6 +780,83 @@ mod tests {
         // Below the first version the key does not exist yet: any type reads empty.
         let empty = s.read(&Key::from("c"), &5, ObjType::Lww).map(|o| o.value());
         assert_eq!(empty, Ok(ObjValue::Lww(None)));
+    }
+
+    /// A GC keeps the newest-object cache (the checkpoint plus the versions left is the
+    /// same object) unless the fold gave the checkpoint another type than the cache's: a
+    /// key written as a counter and as a set by concurrent txns whose set version folds
+    /// first must refuse a counter read, from the cache too.
+    #[test]
+    fn a_gc_drops_the_cache_when_the_checkpoint_takes_another_type() {
+        let mut s: Store<Vc> = Store::default();
+        let mut set = set_op(2, true, 7, Vec::new());
+        set[0].0 = Key::from("c");
+        s.insert(txn(1), &vc2(1, 0), &incr(1, 5));
+        s.insert(txn(2), &vc2(0, 2), &set);
+        let key = Key::from("c");
+        let cached = |s: &Store<Vc>| s.keys.get(&key).is_some_and(|k| k.latest.is_some());
+        assert!(cached(&s), "an in-order insert keeps the cache");
+        s.gc(&vc2(0, 2), &vc2(0, 2));
+        assert_eq!(s.versions(), 1, "only the set's version folds");
+        assert!(!cached(&s), "the checkpoint is a set, the cache a counter");
+        let wrong = Err(Error::WrongType {
+            expected: ObjType::Set,
+            found: ObjType::Counter,
+        });
+        let read = s.read_state(&key, &vc2(1, 2), ObjType::Counter);
+        assert_eq!(read.map(|o| o.value()), wrong);
+        // Same type: the cache survives the fold and still answers.
+        let mut t: Store<Vc> = Store::default();
+        t.insert(txn(1), &vc2(1, 0), &incr(1, 5));
+        t.insert(txn(2), &vc2(1, 1), &incr(2, 6));
+        t.gc(&vc2(1, 0), &vc2(1, 0));
+        assert!(
+            cached(&t),
+            "a fold into a counter checkpoint keeps the counter cache"
+        );
+        assert_eq!(count_vc(&t, &vc2(1, 1)), Ok(ObjValue::Counter(11)));
+    }
+
+    /// GC visits the keys that may hold versions: a key it leaves without any drops out
+    /// of that index and comes back with its next version; a restored store (no index)
+    /// and a state transfer's install (versions above its vector) fold all the same.
+    #[test]
+    fn gc_folds_every_key_with_versions_after_inserts_restores_and_installs() {
+        let mut s: Store<u64> = Store::default();
+        s.insert(txn(1), &10, &incr(1, 1));
+        s.insert(txn(2), &20, &assign(2, 20));
+        s.gc(&20, &20);
+        assert_eq!(s.versions(), 0);
+        assert_eq!(
+            s.unfolded.as_ref().map(BTreeSet::len),
+            Some(0),
+            "nothing left to fold"
+        );
+        s.insert(txn(3), &30, &incr(3, 10));
+        s.insert(txn(4), &40, &incr(4, 100));
+        let bytes = postcard::to_allocvec(&s).expect("encode");
+        let mut restored: Store<u64> = postcard::from_bytes(&bytes).expect("decode");
+        assert_eq!(restored, s, "the index is not state");
+        for store in [&mut s, &mut restored] {
+            store.gc(&30, &30);
+            assert_eq!(store.versions(), 1, "the key came back for its new version");
+            assert_eq!(count(store, &40), Ok(ObjValue::Counter(111)));
+            store.gc(&40, &40);
+            assert_eq!(store.versions(), 0);
+        }
+        // An install brings versions above its vector for a key GC had emptied.
+        let mut sender: Store<u64> = Store::default();
+        sender.insert(txn(1), &10, &incr(1, 1));
+        sender.insert(txn(3), &30, &incr(3, 10));
+        sender.insert(txn(4), &40, &incr(4, 100));
+        sender.insert(txn(5), &50, &incr(5, 1000));
+        let images = sender.images_at(&40).expect("images");
+        assert_eq!(s.installable(&40), None);
+        s.install(&40, images);
+        assert_eq!(s.versions(), 1, "txn 5 above the vector");
+        s.gc(&50, &50);
+        assert_eq!(s.versions(), 0, "the installed version folds too");
+        assert_eq!(count(&s, &50), Ok(ObjValue::Counter(1111)));
     }
 
     #[test]
