@@ -307,21 +307,21 @@ impl<T: SnapshotTs> KeyVersions<T> {
     }
 
     /// Folds the versions `fold` picks (by commit timestamp and txn) into the checkpoint.
+    /// In place and keeping the cache, as [`KeyVersions::gc`].
     fn gc_where(&mut self, fold: &dyn Fn(&T, TxnId) -> bool) {
-        let (old, keep) = std::mem::take(&mut self.versions)
-            .into_iter()
-            .partition(|v| fold(&v.ct, v.txn));
-        self.versions = keep;
-        if !old.is_empty() {
-            self.latest = None;
+        let mut folded = false;
+        let (base, base_vc) = (&mut self.base, &mut self.base_vc);
+        self.versions.retain(|v| {
+            let picked = fold(&v.ct, v.txn);
+            if picked {
+                fold_into(base, base_vc, v);
+                folded = true;
+            }
+            !picked
+        });
+        if folded {
+            self.keep_latest_if_typed();
         }
-        for v in old {
-            self.fold(v);
-        }
-    }
-
-    fn fold(&mut self, v: Version<T>) {
-        fold_into(&mut self.base, &mut self.base_vc, &v);
     }
 
     /// This key for a state transfer at `at` (the sender's stable vector): the object
@@ -565,7 +565,7 @@ impl<T: SnapshotTs> Store<T> {
     /// versions added that we did not have (their txn and commit timestamp).
     pub fn install(&mut self, at: &T, images: Vec<KeyImage<T>>) -> Vec<(TxnId, T)> {
         let mut added = Vec::new();
-        let mut named = std::collections::BTreeSet::new();
+        let mut named = BTreeSet::new();
         for image in images {
             let key = image.key.clone();
             named.insert(key.clone());
