@@ -102,10 +102,6 @@ pub struct Node {
     timers: Timers<Timer>,
     /// (partition, sibling DC) still to be told that we restarted.
     pub(super) announce: BTreeSet<(PartitionId, DcId)>,
-    /// Heartbeats taken but not yet persisted: (partition, origin) -> `upto`, written
-    /// together at the next replication tick (`repl.rs`, `persist_heartbeats`). At most
-    /// one entry per hosted partition and DC.
-    pub(super) heartbeats: BTreeMap<(PartitionId, DcId), u64>,
     samples: Vec<(&'static str, u64)>,
     /// Work since the last `take_work` (keys read, effects prepared or applied, vector
     /// entries merged), for the simulator's CPU model.
@@ -169,7 +165,6 @@ impl Node {
             timers: Timers::default(),
             cfg,
             announce: BTreeSet::new(),
-            heartbeats: BTreeMap::new(),
             samples: Vec::new(),
             work: 0,
             params: config.params,

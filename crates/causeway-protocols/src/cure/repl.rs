@@ -12,7 +12,6 @@ use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};
 impl Node {
     /// Every replication interval, per partition and sibling (Alg. 2 l.18-37).
     pub(super) fn replicate(&mut self, ctx: &mut Ctx<Msg>) {
-        self.persist_heartbeats(ctx);
         let pids: Vec<PartitionId> = self.parts.keys().copied().collect();
         for pid in pids {
             let (d, clock, lease) = (self.d, self.time.last, self.time.lease);
@@ -122,16 +121,21 @@ impl Node {
             part.add_committed(origin, t.clone()); // Alg. 2 l.33-37
         }
         if new.is_empty() {
-            // A heartbeat (Alg. 2 l.25): its record waits for the next tick, with every
-            // other stream's, so that an idle node syncs once per tick, not once per
-            // heartbeat. `pvc[origin]` still moves only once the mark is durable.
-            let mark = self.heartbeats.entry((pid, origin)).or_insert(upto);
-            *mark = (*mark).max(upto);
+            // A heartbeat (Alg. 2 l.25): no record. Its `pvc[origin]` waits only for the
+            // records before it (the stream's earlier txns) to be durable. A crash takes
+            // the mark back to the stream's last durable record, and that is safe: the
+            // origin promised no txn of this stream in between, so a snapshot the DC's GSS
+            // already gave out still reads every txn it covers here; the stream resumes
+            // from the durable mark, and the origin's log serves it (it drops only txns
+            // every sibling acknowledged, and we acknowledged none above a durable record
+            // holding it). An idle node writes nothing: before, it synced every tick.
+            self.after_durable(Deferred::Remote {
+                partition: pid,
+                origin,
+                upto,
+            });
             return;
         }
-        // This record's `upto` covers any heartbeat of the stream still waiting (a stream
-        // only moves forward).
-        self.heartbeats.remove(&(pid, origin));
         self.persist_remote(ctx, pid, origin, upto, new);
     }
 
@@ -157,14 +161,6 @@ impl Node {
             origin,
             upto,
         });
-    }
-
-    /// Every replication tick: the heartbeats taken since the last one, written in one
-    /// step (one group commit).
-    fn persist_heartbeats(&mut self, ctx: &mut Ctx<Msg>) {
-        for ((pid, origin), upto) in std::mem::take(&mut self.heartbeats) {
-            self.persist_remote(ctx, pid, origin, upto, Vec::new());
-        }
     }
 
     /// Every stabilization interval: tell the DC's other nodes our min `pvc` (UPDATE_GSS,
@@ -225,9 +221,30 @@ impl Node {
     /// monotonic by `kit::gossip`) may have advanced: remote txns may be visible now and
     /// START, ATTACH and UNIFORM_BARRIER requests may go on.
     fn after_gossip(&mut self, ctx: &mut Ctx<Msg>) {
+        self.raise_to_gss();
         self.note_visible();
         self.try_starts(ctx);
         self.serve_client_waits(ctx);
+    }
+
+    /// A restarted node's streams are back at their last durable records (a heartbeat
+    /// writes none: `accept`), and the DC's GSS, adopted from the others, may be above
+    /// them. Every txn of origin `k` at or below `gss[k]` is here, durably: the GSS is at
+    /// most the `pvc` we reported before the crash, and every txn at or below a `pvc` was
+    /// durable (a heartbeat's `pvc` waits for the records before it). So the partition's
+    /// `pvc[k]` and its stream's mark go up to the GSS (the origin has no txn of the stream
+    /// in between). Without a restart this changes nothing: the GSS is a minimum of `pvc`s.
+    pub(super) fn raise_to_gss(&mut self) {
+        let (d, gss) = (self.d, self.gss.stable());
+        for part in self.parts.values_mut() {
+            for k in (0..gss.dcs.len()).filter(|k| *k != d) {
+                let g = gss.get(k);
+                if g > part.pvc.get(k) {
+                    part.pvc.set(k, g);
+                    part.received.recovered(DcId(k as u16), g);
+                }
+            }
+        }
     }
 
     /// Samples how long remote txns took to become visible here (clock vs ct[origin]).

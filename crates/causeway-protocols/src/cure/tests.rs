@@ -621,10 +621,48 @@ fn remote_records(outs: &[Output<Msg>]) -> Vec<(u64, usize)> {
         .collect()
 }
 
-/// A heartbeat's record waits for the receiver's next replication tick, and `pvc[origin]`
-/// moves only once that record is durable (a crash cannot take back a `pvc` the GSS used).
+/// A restarted node's streams are back at their last durable records (heartbeats write
+/// none), below the GSS the DC's other node gives it; adopting that GSS raises each
+/// partition's remote `pvc` and stream mark to it (every txn below it is durable here), so
+/// the GSS stays at or below `pvc` and the stream goes on from the GSS.
 #[test]
-fn a_heartbeat_is_persisted_at_the_next_tick_and_pvc_waits_for_it() {
+fn a_restarted_node_raises_its_remote_pvc_to_the_gss_it_adopts() {
+    let topo = Topology::full(2, 2, 2);
+    let mut node = Node::recover(
+        config(&topo, 0, None),
+        Config::default(),
+        super::Flavor::Cure,
+        &[],
+    )
+    .expect("node");
+    let mut ctx = Ctx::new(TrueTime(T), T);
+    node.start(&mut ctx);
+    drain_persisting(&mut node, ctx, T);
+    assert!(!node.parts.is_empty());
+    let gss = Vc {
+        dcs: vec![T, T - 5 * MS],
+        extra: Vec::new(),
+    };
+    let stable = Msg::Stable {
+        pvc: Some(gss.clone()),
+        gss: gss.clone(),
+        oldest: gss.clone(),
+    };
+    let mut ctx = Ctx::new(TrueTime(T + MS), T + MS);
+    node.handle_message(&mut ctx, Addr::Node(NodeId(1)), stable);
+    assert_eq!(node.gss.stable().get(1), T - 5 * MS, "adopted");
+    for part in node.parts.values() {
+        assert_eq!(part.pvc.get(1), T - 5 * MS);
+        assert_eq!(part.received.have(DcId(1)), T - 5 * MS);
+    }
+    assert_eq!(node.check_partition_invariants(), Ok(()));
+}
+
+/// A heartbeat writes no record: `pvc[origin]` moves at once when nothing is in flight, and
+/// otherwise once the records before it (the stream's earlier txns) are durable. A piece
+/// with txns moves it only once its own record is durable.
+#[test]
+fn a_heartbeat_writes_nothing_and_pvc_waits_only_for_earlier_records() {
     let topo = Topology::full(2, 1, 1);
     let mut node = Node::recover(
         config(&topo, 0, None),
@@ -636,36 +674,53 @@ fn a_heartbeat_is_persisted_at_the_next_tick_and_pvc_waits_for_it() {
     let mut ctx = Ctx::new(TrueTime(T), T);
     node.start(&mut ctx);
     drain_persisting(&mut node, ctx, T);
-    let heartbeat = |upto: u64| Msg::Repl {
+    let piece = |from: u64, upto: u64, txns: Vec<super::msg::ReplTxn>| Msg::Repl {
         partition: PartitionId(0),
         restarted: false,
         acks: Vc::zero(2),
         stream: Some(super::msg::Stream {
             origin: DcId(1),
-            from: 0,
+            from,
             upto,
-            txns: Vec::new(),
+            txns,
         }),
     };
     let pvc_1 = |node: &Node| node.parts[&PartitionId(0)].pvc.get(1);
     let mut ctx = Ctx::new(TrueTime(T + MS), T + MS);
-    node.handle_message(&mut ctx, Addr::Node(NodeId(1)), heartbeat(T));
-    assert!(
-        remote_records(&ctx.outputs).is_empty(),
-        "nothing written on arrival"
-    );
+    node.handle_message(&mut ctx, Addr::Node(NodeId(1)), piece(0, T, Vec::new()));
+    assert!(remote_records(&ctx.outputs).is_empty(), "no record");
+    assert_eq!(pvc_1(&node), T, "nothing in flight: pvc moves at once");
+    // A txn of the stream: written, and pvc waits for it.
+    let txn = TxnId {
+        session: SessionId(9),
+        seq: 1,
+    };
+    let op = causeway_core::crdt::Op {
+        id: OpId { txn, index: 0 },
+        ts: causeway_core::crdt::ArbTs::PENDING,
+        effect: causeway_core::crdt::Effect::Increment(1),
+    };
+    let ct = Vc {
+        dcs: vec![0, T + MS],
+        extra: Vec::new(),
+    };
+    let ops = vec![(Key::from("k"), op)];
+    let written = vec![super::msg::ReplTxn { txn, ct, ops }];
     let mut ctx = Ctx::new(TrueTime(T + MS), T + MS);
-    node.handle_message(&mut ctx, Addr::Node(NodeId(1)), heartbeat(T + MS));
-    assert!(remote_records(&ctx.outputs).is_empty());
-    assert_eq!(pvc_1(&node), 0, "pvc waits for durability");
-    // The next tick writes one record for the stream, with its latest mark.
-    let at = T + 20 * MS;
-    let mut ctx = Ctx::new(TrueTime(at), at);
-    node.handle_timeout(&mut ctx);
-    assert_eq!(remote_records(&ctx.outputs), vec![(T + MS, 0)]);
-    assert_eq!(pvc_1(&node), 0, "written, not yet durable");
-    drain_persisting(&mut node, ctx, at);
-    assert_eq!(pvc_1(&node), T + MS, "durable: pvc moves");
-    let outs = tick(&mut node, at + 20 * MS);
-    assert!(remote_records(&outs).is_empty(), "nothing waits any more");
+    node.handle_message(&mut ctx, Addr::Node(NodeId(1)), piece(T, T + MS, written));
+    assert_eq!(remote_records(&ctx.outputs), vec![(T + MS, 1)]);
+    assert_eq!(pvc_1(&node), T, "the txn's record is not durable yet");
+    // A heartbeat behind it waits for that record, and writes none of its own.
+    let mut later = Ctx::new(TrueTime(T + 2 * MS), T + 2 * MS);
+    let beat = piece(T + MS, T + 2 * MS, Vec::new());
+    node.handle_message(&mut later, Addr::Node(NodeId(1)), beat);
+    assert!(remote_records(&later.outputs).is_empty());
+    assert_eq!(pvc_1(&node), T, "an earlier record is in flight");
+    drain_persisting(&mut node, ctx, T + 2 * MS);
+    assert_eq!(pvc_1(&node), T + 2 * MS, "durable: both marks apply");
+    let outs = tick(&mut node, T + 20 * MS);
+    assert!(
+        remote_records(&outs).is_empty(),
+        "a tick writes no heartbeat"
+    );
 }

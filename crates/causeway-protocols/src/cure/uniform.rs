@@ -96,6 +96,7 @@ impl Node {
                 let mut remote = v.clone();
                 remote.set(self.d, 0);
                 self.gss.adopt(&remote);
+                self.raise_to_gss();
             }
         }
     }
