@@ -290,6 +290,7 @@ impl Node {
     /// Applies what every partition may apply now (Alg. 4 l.6-19) and serves the BPR
     /// reads whose snapshot is now installed.
     pub(super) fn advance(&mut self, ctx: &mut Ctx<Msg>) {
+        self.raise_to_ust();
         let (claimable, clock) = (self.time.claimable(), self.time.clock);
         for part in self.parts.values_mut() {
             let ub = part.upper_bound(claimable);

@@ -121,6 +121,19 @@ impl Node {
         for t in &new {
             part.add_remote(origin, t.clone(), clock);
         }
+        let then = Deferred::Remote {
+            partition: pid,
+            origin,
+            upto,
+        };
+        if new.is_empty() {
+            // A heartbeat: no record, as Cure's (docs/ARCHITECTURE.md, Cure section). Its
+            // `VV[origin]` waits only for the records before it; a restarted node's marks
+            // go back to its last durable record, and PaRiS's UST raises them again
+            // (`raise_to_ust`).
+            self.after_durable(ctx, then);
+            return;
+        }
         let record = Record::Remote {
             partition: pid,
             origin,
@@ -128,12 +141,32 @@ impl Node {
             txns: new,
         };
         self.persist(ctx, record, Vec::new());
-        let then = Deferred::Remote {
-            partition: pid,
-            origin,
-            upto,
-        };
         self.after_durable(ctx, then);
+    }
+
+    /// A restarted node's streams are back at their last durable records (a heartbeat
+    /// writes none: `accept`), and the UST it adopts (from the DC's root, a client or a
+    /// snapshot) may be above them. Every txn with a commit time at or below the UST is
+    /// here, durably: the UST is the minimum of every partition's reported `VV`, ours
+    /// from before the crash included, and every txn below a `VV` entry was durable (a
+    /// heartbeat's entry waits for the records before it). So the remote entries of `VV`
+    /// and the streams' marks go up to the UST. Without a restart this changes nothing.
+    /// PaRiS only: BPR has no UST.
+    pub(super) fn raise_to_ust(&mut self) {
+        if self.flavor != Flavor::Paris || self.mutation.ust_ignores_remote_dc {
+            return;
+        }
+        let ust = self.ust;
+        for part in self.parts.values_mut() {
+            let me = part.me;
+            for &r in part.replicas.iter().filter(|r| **r != me) {
+                let o = usize::from(r.0);
+                if part.vv.get(o) < ust {
+                    part.vv.set(o, ust);
+                    part.received.recovered(r, ust);
+                }
+            }
+        }
     }
 
     /// Every Δ_G: our minimum `VV` entry and oldest snapshot to the DC (Alg. 4 l.35);
