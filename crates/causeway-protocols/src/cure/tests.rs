@@ -621,23 +621,24 @@ fn remote_records(outs: &[Output<Msg>]) -> Vec<(u64, usize)> {
         .collect()
 }
 
+/// Node 0 of `topo`, new (no records), started at `T` with its startup records durable.
+fn fresh_node(topo: &Topology) -> Node {
+    let cfg = config(topo, 0, None);
+    let flavor = super::Flavor::Cure;
+    let mut node = Node::recover(cfg, Config::default(), flavor, &[]).expect("node");
+    let mut ctx = Ctx::new(TrueTime(T), T);
+    node.start(&mut ctx);
+    drain_persisting(&mut node, ctx, T);
+    node
+}
+
 /// A restarted node's streams are back at their last durable records (heartbeats write
 /// none), below the GSS the DC's other node gives it; adopting that GSS raises each
 /// partition's remote `pvc` and stream mark to it (every txn below it is durable here), so
 /// the GSS stays at or below `pvc` and the stream goes on from the GSS.
 #[test]
 fn a_restarted_node_raises_its_remote_pvc_to_the_gss_it_adopts() {
-    let topo = Topology::full(2, 2, 2);
-    let mut node = Node::recover(
-        config(&topo, 0, None),
-        Config::default(),
-        super::Flavor::Cure,
-        &[],
-    )
-    .expect("node");
-    let mut ctx = Ctx::new(TrueTime(T), T);
-    node.start(&mut ctx);
-    drain_persisting(&mut node, ctx, T);
+    let mut node = fresh_node(&Topology::full(2, 2, 2));
     assert!(!node.parts.is_empty());
     let gss = Vc {
         dcs: vec![T, T - 5 * MS],
@@ -663,17 +664,7 @@ fn a_restarted_node_raises_its_remote_pvc_to_the_gss_it_adopts() {
 /// with txns moves it only once its own record is durable.
 #[test]
 fn a_heartbeat_writes_nothing_and_pvc_waits_only_for_earlier_records() {
-    let topo = Topology::full(2, 1, 1);
-    let mut node = Node::recover(
-        config(&topo, 0, None),
-        Config::default(),
-        super::Flavor::Cure,
-        &[],
-    )
-    .expect("node");
-    let mut ctx = Ctx::new(TrueTime(T), T);
-    node.start(&mut ctx);
-    drain_persisting(&mut node, ctx, T);
+    let mut node = fresh_node(&Topology::full(2, 1, 1));
     let piece = |from: u64, upto: u64, txns: Vec<super::msg::ReplTxn>| Msg::Repl {
         partition: PartitionId(0),
         restarted: false,
@@ -691,10 +682,7 @@ fn a_heartbeat_writes_nothing_and_pvc_waits_only_for_earlier_records() {
     assert!(remote_records(&ctx.outputs).is_empty(), "no record");
     assert_eq!(pvc_1(&node), T, "nothing in flight: pvc moves at once");
     // A txn of the stream: written, and pvc waits for it.
-    let txn = TxnId {
-        session: SessionId(9),
-        seq: 1,
-    };
+    let txn = txn_id(1);
     let op = causeway_core::crdt::Op {
         id: OpId { txn, index: 0 },
         ts: causeway_core::crdt::ArbTs::PENDING,
