@@ -10,7 +10,7 @@ use causeway_core::crdt::{ObjType, Object, Op};
 use causeway_core::limits::VERSIONS_PER_KEY_MAX;
 use causeway_core::{Error, Key, TxnId, Vc};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// A snapshot / commit timestamp: a lattice with a causal apply order.
 pub trait SnapshotTs: Lattice {
@@ -53,7 +53,7 @@ impl<T: SnapshotTs> Version<T> {
 pub struct KeyVersions<T> {
     base: Option<Object>,
     base_vc: T,
-    versions: Vec<Version<T>>,
+    versions: VecDeque<Version<T>>,
     /// A cache, not state (skipped by serde and equality): the object a read at a snapshot
     /// covering every version returns, the common read of a hot key. Replaying tens of
     /// versions per read (each `Object::apply` records op ids in a set) was the largest
@@ -104,7 +104,7 @@ impl<T: SnapshotTs> KeyVersions<T> {
         // A key's versions mostly arrive in order (a DC's commits, a sibling's stream):
         // one comparison with the last instead of a search.
         let order = v.order();
-        let at = match self.versions.last() {
+        let at = match self.versions.back() {
             Some(l) if l.order() > order => self.versions.partition_point(|x| x.order() < order),
             _ => self.versions.len(),
         };
@@ -112,7 +112,7 @@ impl<T: SnapshotTs> KeyVersions<T> {
         self.versions.insert(at, v);
         match (&mut self.latest, last) {
             (Some(l), true) => {
-                let v = self.versions.last().expect("just inserted");
+                let v = self.versions.back().expect("just inserted");
                 let t = l.obj.obj_type();
                 for op in v.ops.iter().filter(|op| effect_type(&op.effect) == t) {
                     l.obj.apply_effect(op);
@@ -134,7 +134,7 @@ impl<T: SnapshotTs> KeyVersions<T> {
 
     /// [`KeyVersions::latest`] computed from scratch (`None` without versions).
     fn rebuilt_latest(&self) -> Option<Latest<T>> {
-        let first = self.versions.first()?;
+        let first = self.versions.front()?;
         let t = self.key_type()?;
         let mut obj = self.base_state(t)?;
         let mut top = first.ct.clone();
