@@ -310,15 +310,13 @@ impl<T: SnapshotTs> KeyVersions<T> {
     /// that does not fold yet (a concurrent one whose other entries `point` has not
     /// reached) holds back the later ones until it does; folding fewer is always sound
     /// (reads just keep more versions), and `point` reaches it within about a round of
-    /// acknowledgements. Only versions ordered at or below `point` can fold (`ct <= point`
-    /// implies `ct.order() <= point.order()`, [`SnapshotTs::order`]).
+    /// acknowledgements.
     fn gc_below(&mut self, point: &T) {
-        let bound = point.order();
         let (base, base_vc) = (&mut self.base, &mut self.base_vc);
         let run = self
             .versions
             .iter()
-            .take_while(|v| v.ct.order() <= bound && v.ct.le(point))
+            .take_while(|v| v.ct.le(point))
             .inspect(|v| fold_into(base, base_vc, v))
             .count();
         if run > 0 {
@@ -328,8 +326,9 @@ impl<T: SnapshotTs> KeyVersions<T> {
     }
 
     /// After a fold: the cache holds the checkpoint's type's state, so it stays only while
-    /// the checkpoint has that type (a key written as two types by concurrent txns may
-    /// have taken the other one's first; then a read of the cache's type must fail).
+    /// the checkpoint has that type (a forced fold, past `VERSIONS_PER_KEY_MAX`, takes
+    /// versions out of order: a key written as two types by concurrent txns may have
+    /// taken the other one's first; then a read of the cache's type must fail).
     fn keep_latest_if_typed(&mut self) {
         let base_type = self.base.as_ref().map(Object::obj_type);
         if let Some(l) = &self.latest {
