@@ -11,7 +11,7 @@
 //! rewind our stream, or relay a third DC's txns from our log). [`Received`] accepts only
 //! pieces that continue what we have, so there are no gaps.
 
-use causeway_core::{DcId, Nanos, SessionId, TxnId, Vc};
+use causeway_core::{DcId, Nanos, TxnId, Vc};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -417,6 +417,7 @@ impl Received {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use causeway_core::SessionId;
 
     #[derive(Clone, Debug, PartialEq)]
     struct T(u64);
