@@ -38,6 +38,9 @@ pub struct Stream<T> {
 /// baseline have one: docs/ARCHITECTURE.md).
 pub const SILENT_SIBLING_LOG_MAX: usize = 1 << 18;
 
+/// One origin's txns in the log, each under its (time at origin, id), sorted by it.
+type OriginLog<T> = VecDeque<((u64, TxnId), T)>;
+
 /// Committed txns per origin, by (time at origin, id), until acknowledged everywhere.
 ///
 /// Each origin's txns are a queue sorted by that key: they are added nearly in order (a
@@ -46,7 +49,7 @@ pub const SILENT_SIBLING_LOG_MAX: usize = 1 << 18;
 /// map it replaces (a sequence of key-value pairs is a map's encoding in postcard).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplLog<T> {
-    per_origin: BTreeMap<DcId, VecDeque<((u64, TxnId), T)>>,
+    per_origin: BTreeMap<DcId, OriginLog<T>>,
     /// Per origin, the highest time of a txn dropped: a piece starting below it would
     /// claim txns the log no longer has, so none is sent ([`ReplLog::serves_from`]); a
     /// sibling that lacks them gets a state transfer instead (`cure/transfer.rs`).
@@ -176,7 +179,7 @@ impl<T: Replicated> ReplLog<T> {
 
     /// Txns kept (for gauges and tests).
     pub fn len(&self) -> usize {
-        self.per_origin.values().map(VecDeque::len).sum()
+        self.per_origin.values().map(OriginLog::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
