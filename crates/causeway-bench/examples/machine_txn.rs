@@ -6,6 +6,13 @@
 //! then makes every record of the round durable at once (a group commit of up to
 //! `SESSIONS` records).
 //!
+//! With `DCS` above 1 (one node per DC, the sessions at DC 1), every DC's node runs in
+//! the same process: messages between DCs arrive `WAN_ONE_WAY_NS` later on the clock (the
+//! round trips of `causeway up --dcs 3` are 76-145 ms), each node's records become
+//! durable with the round's group commit, and the table gives each node's CPU per
+//! transaction: DC 1's (its sessions included, as its node task hosts them) and the
+//! replicas'.
+//!
 //! The driver speaks the Cure family's conversation (cure, cureft, unistore); the other
 //! protocols answer some requests in ways it does not model, and are refused.
 //!
@@ -14,7 +21,10 @@
 //! from this machine's noise. Not a test: run it in release and compare builds side by
 //! side (BENCHMARKS.md, issue 14),
 //!
-//!     cargo run --release -p causeway-bench --example machine_txn [-- PROTOCOL [COMMAND]]
+//!     cargo run --release -p causeway-bench --example machine_txn [-- PROTOCOL [COMMAND [DCS [ROUNDS]]]]
+//!
+//! (COMMAND `all` runs the four; fewer ROUNDS for `valgrind --tool=callgrind`, whose
+//! instruction counts do not move with the machine as its timings do.)
 
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
@@ -22,17 +32,24 @@ use causeway_core::{
     TxnKind,
 };
 use causeway_protocols::{new_node, new_session, BoxedNode, BoxedSession, Msg, NodeConfig, Params};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 /// The protocols whose conversation the driver models.
 const CURE_FAMILY: [&str; 3] = ["cure", "cureft", "unistore"];
 /// Client sessions, each with one transaction in flight (redis-benchmark's `-c 50`).
 const SESSIONS: u64 = 50;
-/// Rounds timed per command (after as many untimed ones).
+/// Rounds timed per command (after as many untimed ones), unless given.
 const ROUNDS: u64 = 4_000;
+/// Rounds given at most.
+const ROUNDS_MAX: u64 = 1_000_000;
 /// Clock advance per round (one transaction per session): 50k transactions per second.
 const ROUND_NS: u64 = 1_000_000;
+/// A message's delay between two DCs: half the 88 ms round trip of DC 1 and DC 2 in
+/// `causeway up`'s default matrix (PaRiS Fig. 1).
+const WAN_ONE_WAY_NS: u64 = 44_000_000;
+/// DCs driven at most.
+const DCS_MAX: u16 = 5;
 
 /// One command as the RESP front end batches it when it stands alone.
 fn batch(command: &str, key: &Key) -> Vec<Request> {
@@ -77,25 +94,41 @@ struct Hosted {
     running: bool,
 }
 
-/// The node task's routing and batching, without IO.
+/// A message on its way: from, to, what.
+type Envelope = (Addr, Addr, Msg);
+
+/// The node tasks' routing and batching, without IO: one node per DC.
 struct Driver {
-    node: BoxedNode,
+    topology: Topology,
+    nodes: Vec<BoxedNode>,
     sessions: Vec<Hosted>,
-    local: VecDeque<(Addr, Addr, Msg)>,
-    durable: Vec<Lsn>,
+    local: VecDeque<Envelope>,
+    /// Messages between DCs by (due clock, sequence).
+    wan: BTreeMap<(u64, u64), Envelope>,
+    sent: u64,
+    /// Per node, the lsns of the records it persisted this round.
+    durable: Vec<Vec<Lsn>>,
+    /// Per node, the time spent in its machine calls; node 0's includes the sessions'.
+    busy_ns: Vec<u64>,
     clock: u64,
     committed: u64,
     failed: u64,
 }
 
 impl Driver {
-    fn new(protocol: &str) -> Driver {
-        let topology = Topology::full(1, 1, 1);
-        let config = NodeConfig::new(NodeId(0), topology.clone(), Params::default());
-        let mut node = new_node(protocol, config, &[]).expect("the protocol builds a node");
+    fn new(protocol: &str, dcs: u16) -> Driver {
+        let topology = Topology::full(dcs, 1, 1);
         let clock = 1_000_000_000;
-        let mut ctx = Ctx::new(TrueTime(clock), clock);
-        node.start(&mut ctx);
+        let mut nodes = Vec::new();
+        let mut started = Vec::new();
+        for n in 0..u32::from(dcs) {
+            let config = NodeConfig::new(NodeId(n), topology.clone(), Params::default());
+            let mut node = new_node(protocol, config, &[]).expect("the protocol builds a node");
+            let mut ctx = Ctx::new(TrueTime(clock), clock);
+            node.start(&mut ctx);
+            nodes.push(node);
+            started.push(ctx);
+        }
         let sessions = (1..=SESSIONS)
             .map(|id| Hosted {
                 machine: new_session(
@@ -112,15 +145,21 @@ impl Driver {
             })
             .collect();
         let mut driver = Driver {
-            node,
+            topology,
+            nodes,
             sessions,
             local: VecDeque::new(),
-            durable: Vec::new(),
+            wan: BTreeMap::new(),
+            sent: 0,
+            durable: vec![Vec::new(); usize::from(dcs)],
+            busy_ns: vec![0; usize::from(dcs)],
             clock,
             committed: 0,
             failed: 0,
         };
-        driver.node_outputs(ctx);
+        for (n, ctx) in started.into_iter().enumerate() {
+            driver.node_outputs(n, ctx);
+        }
         driver
     }
 
@@ -128,13 +167,29 @@ impl Driver {
         Ctx::new(TrueTime(self.clock), self.clock)
     }
 
-    fn node_outputs(&mut self, mut ctx: Ctx<Msg>) {
+    /// Routes node `n`'s outputs: to its own DC at once, to another after the WAN delay.
+    fn node_outputs(&mut self, n: usize, mut ctx: Ctx<Msg>) {
+        let from = NodeId(n as u32);
         for out in ctx.drain() {
             match out {
-                Output::Send { to, msg } => self.local.push_back((Addr::Node(NodeId(0)), to, msg)),
-                Output::Persist { lsn, .. } => self.durable.push(lsn),
+                Output::Send { to, msg } => self.route(Addr::Node(from), to, msg),
+                Output::Persist { lsn, .. } => self.durable[n].push(lsn),
                 Output::Reply(_) => panic!("a node replied to a client"),
             }
+        }
+    }
+
+    fn route(&mut self, from: Addr, to: Addr, msg: Msg) {
+        let dc = |a: Addr| match a {
+            Addr::Node(n) => self.topology.dc_of(n),
+            Addr::Client(_) => DcId(0),
+        };
+        if dc(from) == dc(to) {
+            self.local.push_back((from, to, msg));
+        } else {
+            self.sent += 1;
+            let due = self.clock + WAN_ONE_WAY_NS;
+            self.wan.insert((due, self.sent), (from, to, msg));
         }
     }
 
@@ -144,7 +199,7 @@ impl Driver {
         let mut answered = false;
         for out in ctx.drain() {
             match out {
-                Output::Send { to, msg } => self.local.push_back((from, to, msg)),
+                Output::Send { to, msg } => self.route(from, to, msg),
                 Output::Reply(resp) => answered |= self.answered(s, resp),
                 Output::Persist { .. } => panic!("a session persisted"),
             }
@@ -153,7 +208,6 @@ impl Driver {
             self.next_request(s);
         }
     }
-
     /// Counts an answer; true when the batch goes on.
     fn answered(&mut self, s: usize, resp: Response) -> bool {
         match resp {
@@ -177,27 +231,33 @@ impl Driver {
             return;
         };
         let mut ctx = self.ctx();
+        let began = Instant::now();
         let hosted = &mut self.sessions[s];
         let ahead = hosted.pending.make_contiguous();
         hosted.machine.submit_ahead(&mut ctx, request, ahead);
+        self.busy_ns[0] += began.elapsed().as_nanos() as u64;
         self.session_outputs(s, ctx);
     }
 
     fn deliver_all(&mut self) {
         while let Some((from, to, msg)) = self.local.pop_front() {
             let mut ctx = self.ctx();
+            let began = Instant::now();
             match to {
-                Addr::Node(_) => {
-                    self.node
+                Addr::Node(n) => {
+                    let n = n.0 as usize;
+                    self.nodes[n]
                         .handle_message(&mut ctx, from, msg)
                         .expect("a Cure message");
-                    self.node_outputs(ctx);
+                    self.busy_ns[n] += began.elapsed().as_nanos() as u64;
+                    self.node_outputs(n, ctx);
                 }
                 Addr::Client(id) => {
                     let s = (id.0 - 1) as usize;
                     let m = &mut self.sessions[s].machine;
                     m.handle_message(&mut ctx, from, msg)
                         .expect("a Cure message");
+                    self.busy_ns[0] += began.elapsed().as_nanos() as u64;
                     self.session_outputs(s, ctx);
                 }
             }
@@ -205,7 +265,7 @@ impl Driver {
     }
 
     /// One transaction per session, each after a tick of the clock (a machine waiting
-    /// for `Clock > t` sees it move, as on a live node), then a group commit.
+    /// for `Clock > t` sees it move, as on a live node), then a group commit per node.
     fn round(&mut self, command: &str, key: &Key) {
         for s in 0..self.sessions.len() {
             self.tick(ROUND_NS / SESSIONS);
@@ -217,54 +277,115 @@ impl Driver {
             self.next_request(s);
             self.deliver_all();
         }
-        for lsn in std::mem::take(&mut self.durable) {
-            let mut ctx = self.ctx();
-            self.node.handle_persisted(&mut ctx, lsn);
-            self.node_outputs(ctx);
-            self.deliver_all();
+        for n in 0..self.nodes.len() {
+            for lsn in std::mem::take(&mut self.durable[n]) {
+                let mut ctx = self.ctx();
+                let began = Instant::now();
+                self.nodes[n].handle_persisted(&mut ctx, lsn);
+                self.busy_ns[n] += began.elapsed().as_nanos() as u64;
+                self.node_outputs(n, ctx);
+                self.deliver_all();
+            }
         }
     }
 
-    /// Advances the clock and runs the node's timers that fell due.
+    /// Advances the clock, runs the timers that fell due and delivers the messages
+    /// between DCs that arrived.
     fn tick(&mut self, step_ns: u64) {
         self.clock += step_ns;
-        if self.node.poll_timeout().is_some_and(|d| d <= self.clock) {
-            let mut ctx = self.ctx();
-            self.node.handle_timeout(&mut ctx);
-            self.node_outputs(ctx);
-            self.deliver_all();
+        for n in 0..self.nodes.len() {
+            if self.nodes[n]
+                .poll_timeout()
+                .is_some_and(|d| d <= self.clock)
+            {
+                let mut ctx = self.ctx();
+                let began = Instant::now();
+                self.nodes[n].handle_timeout(&mut ctx);
+                self.busy_ns[n] += began.elapsed().as_nanos() as u64;
+                self.node_outputs(n, ctx);
+                self.deliver_all();
+            }
         }
+        while let Some(entry) = self.wan.first_entry() {
+            if entry.key().0 > self.clock {
+                break;
+            }
+            self.local.push_back(entry.remove());
+        }
+        self.deliver_all();
     }
 }
 
+/// Runs one command: `ROUNDS` untimed, then `ROUNDS` timed; prints its table row.
+fn run(protocol: &str, command: &str, dcs: u16, rounds: u64, key: &Key) {
+    let mut driver = Driver::new(protocol, dcs);
+    for _ in 0..rounds {
+        driver.round(command, key);
+    }
+    let (done, failed) = (driver.committed, driver.failed);
+    let busy_before = driver.busy_ns.clone();
+    let started = Instant::now();
+    for _ in 0..rounds {
+        driver.round(command, key);
+    }
+    let took_ns = started.elapsed().as_nanos() as u64;
+    let committed = (driver.committed - done).max(1);
+    let failed = driver.failed - failed;
+    let busy: Vec<u64> = driver
+        .busy_ns
+        .iter()
+        .zip(&busy_before)
+        .map(|(a, b)| a - b)
+        .collect();
+    let replicas: Vec<String> = busy[1..]
+        .iter()
+        .map(|b| (b / committed).to_string())
+        .collect();
+    let replicas = if replicas.is_empty() {
+        "-".to_string()
+    } else {
+        replicas.join(", ")
+    };
+    println!(
+        "| {command} | {dcs} | {} | {} | {replicas} | {committed} | {failed} |",
+        took_ns / committed,
+        busy[0] / committed,
+    );
+}
+
 fn main() {
-    let protocol = std::env::args().nth(1).unwrap_or_else(|| "cure".into());
+    let arg = |i| std::env::args().nth(i);
+    let protocol = arg(1).unwrap_or_else(|| "cure".into());
     if !CURE_FAMILY.contains(&protocol.as_str()) {
         eprintln!("machine_txn drives the Cure family only: give one of {CURE_FAMILY:?}");
         std::process::exit(2);
     }
-    let only = std::env::args().nth(2);
+    let only = arg(2).filter(|c| c != "all");
+    let dcs: u16 = match arg(3).map(|d| d.parse()) {
+        None => 1,
+        Some(Ok(d)) if (1..=DCS_MAX).contains(&d) => d,
+        Some(_) => {
+            eprintln!("DCS is 1 to {DCS_MAX}");
+            std::process::exit(2);
+        }
+    };
+    let rounds = match arg(4).map(|r| r.parse()) {
+        None => ROUNDS,
+        Some(Ok(r)) if (1..=ROUNDS_MAX).contains(&r) => r,
+        Some(_) => {
+            eprintln!("ROUNDS is 1 to {ROUNDS_MAX}");
+            std::process::exit(2);
+        }
+    };
     let key = Key::from("key:__rand_int__");
-    println!("protocol {protocol}, {SESSIONS} sessions, {ROUNDS} rounds per command");
-    println!("| command | ns per txn | committed | failed |");
-    println!("|---|---|---|---|");
+    println!("protocol {protocol}, {SESSIONS} sessions, {rounds} rounds per command, {dcs} DCs");
+    println!(
+        "| command | DCs | ns per txn, all | DC 1's node | each other DC's | committed | failed |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     for command in ["set", "get", "incr", "sadd"] {
-        if only.as_deref().is_some_and(|c| c != command) {
-            continue;
+        if only.as_deref().is_none_or(|c| c == command) {
+            run(&protocol, command, dcs, rounds, &key);
         }
-        let mut driver = Driver::new(&protocol);
-        for _ in 0..ROUNDS {
-            driver.round(command, &key);
-        }
-        let (done, failed) = (driver.committed, driver.failed);
-        let started = Instant::now();
-        for _ in 0..ROUNDS {
-            driver.round(command, &key);
-        }
-        let took_ns = started.elapsed().as_nanos() as u64;
-        let committed = driver.committed - done;
-        let per_txn_ns = took_ns / committed.max(1);
-        let failed = driver.failed - failed;
-        println!("| {command} | {per_txn_ns} | {committed} | {failed} |");
     }
 }

@@ -266,47 +266,61 @@ impl<T: SnapshotTs> KeyVersions<T> {
         Ok((obj, ts))
     }
 
-    /// Folds versions with `ct <= point` into the checkpoint: the leading run of them
-    /// ([`KeyVersions::gc_below`]), or, past `VERSIONS_PER_KEY_MAX`, every one of them and
-    /// the oldest ones with `ct <= durable` (nothing that arrives later can precede those
-    /// causally).
+    /// Folds versions into the checkpoint: the leading run with `ct <= point`
+    /// ([`KeyVersions::gc_below`]), then, past `VERSIONS_PER_KEY_MAX`, the oldest ones
+    /// with `ct <= durable` (nothing that arrives later can precede those causally).
     ///
     /// In place (a hot key holds hundreds of versions between two GC ticks: rebuilding
     /// the vector, then growing it again one insert at a time, was a tenth of a replica's
     /// CPU), and the newest-object cache stays: a fold moves a version into the
     /// checkpoint, so the checkpoint plus the versions left is the same object.
     ///
-    /// Below `VERSIONS_PER_KEY_MAX` only a leading run folds ([`KeyVersions::gc_below`]):
-    /// a hot key under WAN replication holds every version of the last round trip (a fold
-    /// waits for every sibling's acknowledgement), and checking them all every tick was a
-    /// tenth of a replica's CPU.
+    /// A leading run only, and the forced folds from the front too while they can: a hot
+    /// key under WAN replication holds every version of the last round trip (a fold waits
+    /// for every sibling's acknowledgement), past the limit from about 40,000 writes a
+    /// second, and checking them all every tick was a tenth of a replica's CPU.
     fn gc(&mut self, point: &T, durable: &T) {
+        self.gc_below(point);
         let excess = self.versions.len().saturating_sub(VERSIONS_PER_KEY_MAX);
         if excess == 0 {
-            self.gc_below(point);
             return;
         }
-        let mut forced = 0;
-        let mut folded = false;
         let (base, base_vc) = (&mut self.base, &mut self.base_vc);
-        self.versions.retain(|v| {
-            let force = forced < excess && v.ct.le(durable);
-            let fold = v.ct.le(point) || force;
-            if fold {
-                forced += usize::from(force && !v.ct.le(point));
-                fold_into(base, base_vc, v);
-                folded = true;
-            }
-            !fold
-        });
-        if folded {
-            self.keep_latest_if_typed();
+        let run = self
+            .versions
+            .iter()
+            .take(excess)
+            .take_while(|v| v.ct.le(durable))
+            .inspect(|v| fold_into(base, base_vc, v))
+            .count();
+        self.versions.drain(..run);
+        if run < excess {
+            self.gc_forced_anywhere(point, durable, excess - run);
         }
+        self.keep_latest_if_typed();
+        self.gc_below(point); // what the forced run held back
     }
 
-    /// [`KeyVersions::gc`] without forced folds: folds the longest run of versions from
-    /// the first (in apply order) with `ct <= point`, so the checkpoint is always a prefix
-    /// of the key's history and a tick costs the versions it folds, plus one. A version
+    /// Past the limit with a version in the way that is not durable everywhere yet: every
+    /// version below `point`, and the oldest `excess` others with `ct <= durable`,
+    /// wherever they are (out of order: the checkpoint's type may change).
+    fn gc_forced_anywhere(&mut self, point: &T, durable: &T, excess: usize) {
+        let mut forced = 0;
+        let (base, base_vc) = (&mut self.base, &mut self.base_vc);
+        self.versions.retain(|v| {
+            let below = v.ct.le(point);
+            let force = !below && forced < excess && v.ct.le(durable);
+            forced += usize::from(force);
+            if below || force {
+                fold_into(base, base_vc, v);
+            }
+            !(below || force)
+        });
+    }
+
+    /// Folds the longest run of versions from the first (in apply order) with `ct <=
+    /// point`, so the checkpoint is a prefix of the key's history and a tick costs the
+    /// versions it folds, plus one. A version
     /// that does not fold yet (a concurrent one whose other entries `point` has not
     /// reached) holds back the later ones until it does; folding fewer is always sound
     /// (reads just keep more versions), and `point` reaches it within about a round of
@@ -326,9 +340,10 @@ impl<T: SnapshotTs> KeyVersions<T> {
     }
 
     /// After a fold: the cache holds the checkpoint's type's state, so it stays only while
-    /// the checkpoint has that type (a forced fold, past `VERSIONS_PER_KEY_MAX`, takes
-    /// versions out of order: a key written as two types by concurrent txns may have
-    /// taken the other one's first; then a read of the cache's type must fail).
+    /// the checkpoint has that type (a forced fold past a version not yet durable takes
+    /// versions out of order, [`KeyVersions::gc_forced_anywhere`]: a key written as two
+    /// types by concurrent txns may have taken the other one's first; then a read of the
+    /// cache's type must fail).
     fn keep_latest_if_typed(&mut self) {
         let base_type = self.base.as_ref().map(Object::obj_type);
         if let Some(l) = &self.latest {
@@ -863,6 +878,46 @@ mod tests {
             "a fold into a counter checkpoint keeps the counter cache"
         );
         assert_eq!(count_vc(&t, &vc2(1, 1)), Ok(ObjValue::Counter(11)));
+    }
+
+    #[test]
+    fn past_the_limit_gc_folds_the_oldest_durable_versions_from_the_front() {
+        let mut s: Store<Vc> = Store::default();
+        let extra = 5u64;
+        let n = VERSIONS_PER_KEY_MAX as u64 + extra;
+        for seq in 1..=n {
+            s.insert(txn(seq), &vc2(seq, 0), &incr(seq, 1));
+        }
+        let key = Key::from("c");
+        let cached = |s: &Store<Vc>| s.keys.get(&key).is_some_and(|k| k.latest.is_some());
+        // Nothing below the point; everything durable: the oldest `extra` go, in order.
+        s.gc(&vc2(0, 0), &vc2(n, 0));
+        assert_eq!(s.versions(), VERSIONS_PER_KEY_MAX);
+        let k = s.keys.get(&key).expect("written");
+        assert_eq!(
+            k.base_vc,
+            vc2(extra, 0),
+            "the checkpoint is the first {extra}"
+        );
+        assert!(cached(&s), "an in-order fold keeps the cache");
+        assert_eq!(count_vc(&s, &vc2(n, 0)), Ok(ObjValue::Counter(n as i64)));
+        // The first version is not durable everywhere, so it is in the way: the oldest
+        // durable ones after it go all the same, and the limit holds.
+        let mut t: Store<Vc> = Store::default();
+        t.insert(txn(1), &vc2(0, 1), &incr(1, 1));
+        for seq in 2..=n {
+            t.insert(txn(seq), &vc2(seq, 0), &incr(seq, 1));
+        }
+        t.gc(&vc2(0, 0), &vc2(n, 0));
+        assert_eq!(
+            t.versions(),
+            VERSIONS_PER_KEY_MAX,
+            "txn 1 stays, five others go"
+        );
+        let k = t.keys.get(&key).expect("written");
+        assert_eq!(k.versions.front().map(|v| v.txn), Some(txn(1)));
+        assert_eq!(k.base_vc, vc2(extra + 1, 0), "txns 2 to 6 folded");
+        assert_eq!(count_vc(&t, &vc2(n, 1)), Ok(ObjValue::Counter(n as i64)));
     }
 
     /// GC visits the keys that may hold versions: a key it leaves without any drops out
