@@ -7,13 +7,19 @@ use crate::kit::paxos;
 use causeway_core::crdt::{Effect, ObjType, Object, Op, Update};
 use causeway_core::{Error, Key, OpId, PartitionId, ReadValue, TxnId, TxnKind, Vc};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// A committed transaction's updates of one partition, as replicated (Alg. 2 l.29).
+///
+/// The ops are shared: the replication log keeps the txn until every sibling has it, and
+/// each stream piece to a sibling is a copy of it; copying the keys and values for each
+/// was a twentieth of a 3-DC cluster's instructions (`machine_txn`, BENCHMARKS.md).
+/// Serialized as the ops themselves.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplTxn {
     pub txn: TxnId,
     pub ct: Vc,
-    pub ops: Vec<(Key, Op)>,
+    pub ops: Arc<Vec<(Key, Op)>>,
 }
 
 /// A contiguous piece of one origin DC's replication stream for one partition: every

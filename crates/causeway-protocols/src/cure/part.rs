@@ -253,7 +253,7 @@ impl Part {
             ReplTxn {
                 txn,
                 ct: ct.clone(),
-                ops,
+                ops: ops.into(),
             },
         );
         true
@@ -305,7 +305,7 @@ mod tests {
         let t = ReplTxn {
             txn: txn(1),
             ct: at(10),
-            ops,
+            ops: ops.into(),
         };
         part.add_committed(DcId(0), t);
         part

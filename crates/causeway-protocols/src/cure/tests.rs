@@ -693,7 +693,11 @@ fn a_heartbeat_writes_nothing_and_pvc_waits_only_for_earlier_records() {
         extra: Vec::new(),
     };
     let ops = vec![(Key::from("k"), op)];
-    let written = vec![super::msg::ReplTxn { txn, ct, ops }];
+    let written = vec![super::msg::ReplTxn {
+        txn,
+        ct,
+        ops: ops.into(),
+    }];
     let mut ctx = Ctx::new(TrueTime(T + MS), T + MS);
     node.handle_message(&mut ctx, Addr::Node(NodeId(1)), piece(T, T + MS, written));
     assert_eq!(remote_records(&ctx.outputs), vec![(T + MS, 1)]);
