@@ -13,7 +13,7 @@ use std::sync::Arc;
 ///
 /// The ops are shared: the replication log keeps the txn until every sibling has it, and
 /// each stream piece to a sibling is a copy of it; copying the keys and values for each
-/// was a twentieth of a 3-DC cluster's instructions (`machine_txn`, BENCHMARKS.md).
+/// was a tenth of a 3-DC cluster's instructions per SET (`machine_txn`, BENCHMARKS.md).
 /// Serialized as the ops themselves.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplTxn {

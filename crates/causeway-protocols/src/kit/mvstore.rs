@@ -275,25 +275,17 @@ impl<T: SnapshotTs> KeyVersions<T> {
     /// CPU), and the newest-object cache stays: a fold moves a version into the
     /// checkpoint, so the checkpoint plus the versions left is the same object.
     ///
-    /// A leading run only, and the forced folds from the front too while they can: a hot
-    /// key under WAN replication holds every version of the last round trip (a fold waits
-    /// for every sibling's acknowledgement), past the limit from about 40,000 writes a
-    /// second, and checking them all every tick was a tenth of a replica's CPU.
+    /// Both fold from the front while they can, in apply order: a hot key under WAN
+    /// replication holds every version of the last round trip (a fold waits for every
+    /// sibling's acknowledgement; past the limit from about 40,000 writes a second), and
+    /// checking them all every tick was a tenth of a replica's CPU.
     fn gc(&mut self, point: &T, durable: &T) {
         self.gc_below(point);
         let excess = self.versions.len().saturating_sub(VERSIONS_PER_KEY_MAX);
         if excess == 0 {
             return;
         }
-        let (base, base_vc) = (&mut self.base, &mut self.base_vc);
-        let run = self
-            .versions
-            .iter()
-            .take(excess)
-            .take_while(|v| v.ct.le(durable))
-            .inspect(|v| fold_into(base, base_vc, v))
-            .count();
-        self.versions.drain(..run);
+        let run = self.fold_leading(excess, |v| v.ct.le(durable));
         if run < excess {
             self.gc_forced_anywhere(point, durable, excess - run);
         }
@@ -320,23 +312,29 @@ impl<T: SnapshotTs> KeyVersions<T> {
 
     /// Folds the longest run of versions from the first (in apply order) with `ct <=
     /// point`, so the checkpoint is a prefix of the key's history and a tick costs the
-    /// versions it folds, plus one. A version
-    /// that does not fold yet (a concurrent one whose other entries `point` has not
-    /// reached) holds back the later ones until it does; folding fewer is always sound
-    /// (reads just keep more versions), and `point` reaches it within about a round of
-    /// acknowledgements.
+    /// versions it folds, plus one. A version that does not fold yet (a concurrent one
+    /// whose other entries `point` has not reached) holds back the later ones until it
+    /// does; folding fewer is always sound (reads just keep more versions), and `point`
+    /// reaches it within about a round of acknowledgements.
     fn gc_below(&mut self, point: &T) {
+        if self.fold_leading(usize::MAX, |v| v.ct.le(point)) > 0 {
+            self.keep_latest_if_typed();
+        }
+    }
+
+    /// Folds the versions from the first for as long as `fold` picks them, at most `max`
+    /// (they leave the queue from its front); returns how many.
+    fn fold_leading(&mut self, max: usize, fold: impl Fn(&Version<T>) -> bool) -> usize {
         let (base, base_vc) = (&mut self.base, &mut self.base_vc);
         let run = self
             .versions
             .iter()
-            .take_while(|v| v.ct.le(point))
+            .take(max)
+            .take_while(|v| fold(v))
             .inspect(|v| fold_into(base, base_vc, v))
             .count();
-        if run > 0 {
-            self.versions.drain(..run);
-            self.keep_latest_if_typed();
-        }
+        self.versions.drain(..run);
+        run
     }
 
     /// After a fold: the cache holds the checkpoint's type's state, so it stays only while

@@ -41,6 +41,16 @@ pub const SILENT_SIBLING_LOG_MAX: usize = 1 << 18;
 /// One origin's txns in the log, each under its (time at origin, id), sorted by it.
 type OriginLog<T> = VecDeque<((u64, TxnId), T)>;
 
+/// Drops the txns at the front of origin `o`'s log with time `<= bound`, and raises
+/// `dropped[o]` (its highest time dropped) to theirs.
+fn drop_through<T>(log: &mut OriginLog<T>, dropped: &mut BTreeMap<DcId, u64>, o: DcId, bound: u64) {
+    while let Some(((t, _), _)) = log.front().filter(|((t, _), _)| *t <= bound) {
+        let floor = dropped.entry(o).or_default();
+        *floor = (*floor).max(*t);
+        log.pop_front();
+    }
+}
+
 /// Committed txns per origin, by (time at origin, id), until acknowledged everywhere.
 ///
 /// Each origin's txns are a queue sorted by that key: they are added nearly in order (a
@@ -80,14 +90,6 @@ impl<T: Replicated> ReplLog<T> {
         }
     }
 
-    /// `origin`'s txns with time above `after`, in order.
-    fn after(&self, origin: DcId, after: u64) -> impl Iterator<Item = &T> {
-        self.per_origin.get(&origin).into_iter().flat_map(move |l| {
-            let start = l.partition_point(|((t, _), _)| *t <= after);
-            l.range(start..).map(|(_, t)| t)
-        })
-    }
-
     /// The txns of `origin` with `from < time <= upto`, cut to about `batch_max` between
     /// two times (so the piece still claims a complete prefix), and the `upto` they reach.
     /// The caller checks [`ReplLog::serves_from`] first: a piece never claims a dropped txn.
@@ -97,7 +99,7 @@ impl<T: Replicated> ReplLog<T> {
             "a stream piece would claim txns the log dropped"
         );
         let piece = |n: usize| -> Vec<T> {
-            let txns = self.after(origin, from);
+            let txns = self.entries_after(origin, from);
             let txns = txns.take_while(|t| t.time_at(origin) <= upto).take(n);
             txns.cloned().collect()
         };
@@ -126,12 +128,7 @@ impl<T: Replicated> ReplLog<T> {
     /// Drops, per origin, the txns at or below `bound(origin)`.
     pub fn gc(&mut self, bound: impl Fn(DcId) -> u64) {
         for (o, log) in self.per_origin.iter_mut() {
-            let b = bound(*o);
-            while let Some(((t, _), _)) = log.front().filter(|((t, _), _)| *t <= b) {
-                let floor = self.dropped.entry(*o).or_default();
-                *floor = (*floor).max(*t);
-                log.pop_front();
-            }
+            drop_through(log, &mut self.dropped, *o, bound(*o));
         }
     }
 
@@ -164,17 +161,16 @@ impl<T: Replicated> ReplLog<T> {
                 Nanos::MAX
             };
             let b = sibs.gc_bound(*o, clock, silent);
-            while let Some(((t, _), _)) = log.front().filter(|((t, _), _)| *t <= b) {
-                let floor = self.dropped.entry(*o).or_default();
-                *floor = (*floor).max(*t);
-                log.pop_front();
-            }
+            drop_through(log, &mut self.dropped, *o, b);
         }
     }
 
     /// The txns of `origin` with time above `after`, in order.
     pub fn entries_after(&self, origin: DcId, after: u64) -> impl Iterator<Item = &T> {
-        self.after(origin, after)
+        self.per_origin.get(&origin).into_iter().flat_map(move |l| {
+            let start = l.partition_point(|((t, _), _)| *t <= after);
+            l.range(start..).map(|(_, t)| t)
+        })
     }
 
     /// Txns kept (for gauges and tests).
