@@ -113,6 +113,9 @@ struct Driver {
     clock: u64,
     committed: u64,
     failed: u64,
+    /// The last call's drained output buffer, lent to the next context as the node task
+    /// lends it (`NodeTask::ctx`).
+    spare: Vec<Output<Msg>>,
 }
 
 impl Driver {
@@ -156,6 +159,7 @@ impl Driver {
             clock,
             committed: 0,
             failed: 0,
+            spare: Vec::new(),
         };
         for (n, ctx) in started.into_iter().enumerate() {
             driver.node_outputs(n, ctx);
@@ -163,8 +167,10 @@ impl Driver {
         driver
     }
 
-    fn ctx(&self) -> Ctx<Msg> {
-        Ctx::new(TrueTime(self.clock), self.clock)
+    fn ctx(&mut self) -> Ctx<Msg> {
+        let mut ctx = Ctx::new(TrueTime(self.clock), self.clock);
+        ctx.outputs = std::mem::take(&mut self.spare);
+        ctx
     }
 
     /// Routes node `n`'s outputs: to its own DC at once, to another after the WAN delay.
@@ -177,6 +183,7 @@ impl Driver {
                 Output::Reply(_) => panic!("a node replied to a client"),
             }
         }
+        self.spare = ctx.outputs;
     }
 
     fn route(&mut self, from: Addr, to: Addr, msg: Msg) {
@@ -204,6 +211,7 @@ impl Driver {
                 Output::Persist { .. } => panic!("a session persisted"),
             }
         }
+        self.spare = ctx.outputs;
         if answered {
             self.next_request(s);
         }

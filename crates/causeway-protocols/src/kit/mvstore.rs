@@ -121,9 +121,10 @@ impl<T: SnapshotTs> KeyVersions<T> {
             }
             (None, true) => self.latest = self.rebuilt_latest(),
             // Not applied to the cache out of order: a version can arrive after one that
-            // deleted its tag (a recovery re-inserts records in log order, not causal
-            // order), and the cache would keep that tag. Tried, and the simulator caught
-            // it (`sim --protocol cure --faults all`, seeds 1 and 3: causal violations).
+            // deleted its tag (Cure inserts each origin's stream in its order, but not
+            // the origins in a causal order: visibility, the stable vector, orders them),
+            // and the cache would keep that tag. Tried, and the simulator caught it
+            // (`sim --protocol cure --faults all`, seeds 1 and 3: causal violations).
             (_, false) => self.latest = None,
         }
     }
