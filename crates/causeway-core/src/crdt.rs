@@ -516,7 +516,11 @@ mod tests {
                 model.remove(i);
             }
             let want: Vec<OpId> = model.iter().copied().collect();
-            assert_eq!(tags.iter().copied().collect::<Vec<_>>(), want, "round {round}");
+            assert_eq!(
+                tags.iter().copied().collect::<Vec<_>>(),
+                want,
+                "round {round}"
+            );
             assert_eq!(tags.len(), model.len());
             let bytes = postcard::to_allocvec(&tags).expect("encodes");
             assert_eq!(bytes, postcard::to_allocvec(&model).expect("encodes"));
