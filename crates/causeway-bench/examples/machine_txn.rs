@@ -23,8 +23,9 @@
 //!
 //!     cargo run --release -p causeway-bench --example machine_txn [-- PROTOCOL [COMMAND [DCS [ROUNDS]]]]
 //!
-//! (COMMAND `all` runs the four; fewer ROUNDS for `valgrind --tool=callgrind`, whose
-//! instruction counts do not move with the machine as its timings do.)
+//! (COMMAND `all` runs the five, `set16` being a pipelined group of 16 SETs of the key in
+//! one txn; fewer ROUNDS for `valgrind --tool=callgrind`, whose instruction counts do not
+//! move with the machine as its timings do.)
 
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
@@ -77,6 +78,12 @@ fn batch(command: &str, key: &Key) -> Vec<Request> {
             update(Update::Increment(1)),
             Request::Commit,
         ],
+        // A pipelined group of 16 SETs of the key (`redis-benchmark -P 16`): the RESP
+        // front end runs a pipeline's commands as one transaction.
+        "set16" => std::iter::once(begin)
+            .chain((0..16).map(|_| update(Update::Assign(b"xxx".to_vec()))))
+            .chain(std::iter::once(Request::Commit))
+            .collect(),
         "sadd" => vec![
             begin,
             read(ObjType::Set),
@@ -391,7 +398,7 @@ fn main() {
         "| command | DCs | ns per txn, all | DC 1's node | each other DC's | committed | failed |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for command in ["set", "get", "incr", "sadd"] {
+    for command in ["set", "get", "incr", "sadd", "set16"] {
         if only.as_deref().is_none_or(|c| c == command) {
             run(&protocol, command, dcs, rounds, &key);
         }

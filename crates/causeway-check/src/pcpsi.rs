@@ -126,8 +126,9 @@ fn superseded(m: &Model) -> BTreeMap<OpId, OpId> {
     out
 }
 
-/// Check 2: no committed read observes another transaction's superseded write.
-fn check_intermediate(m: &Model) -> Result<(), Violation> {
+/// Check 2: no committed read observes another transaction's superseded write (also
+/// TCC's: a transaction's writes become visible together, as its final state).
+pub(crate) fn check_intermediate(m: &Model) -> Result<(), Violation> {
     let superseded = superseded(m);
     if superseded.is_empty() {
         return Ok(());

@@ -10,6 +10,11 @@
 //! The checks, in order (the first failure is the counterexample):
 //! 1. every observed id is a write of the read key by a counted transaction (an aborted
 //!    or unknown writer is reported as such), and a register's value is the one written;
+//!    no read observes another transaction's write that the writer superseded later in
+//!    its own ops (an intermediate read, Adya's G1b: an assignment followed by another
+//!    write of the key, an add followed by a remove or re-add of its element; the rule
+//!    is PC-PSI's check 2, `pcpsi::check_intermediate`): a transaction's writes become
+//!    visible together, so only its final state of a key can be read;
 //! 2. causal order `co = (so ∪ wr)+` is acyclic;
 //! 3. a read after the transaction's own write of the key shows that write;
 //! 4. a register read of `x` from `T1` by `T`: every other writer `T2` of `x` in `T`'s
@@ -654,6 +659,7 @@ pub(crate) fn analyze(history: &History) -> Result<Analysis<'_>, Violation> {
     }
     let m = Model::build(history)?;
     check_observed(&m, history)?;
+    crate::pcpsi::check_intermediate(&m)?;
     let g = causal_graph(&m);
     let order = g.topo_order().map_err(|cycle| {
         let (txns, path) = describe_cycle(&m, &cycle);

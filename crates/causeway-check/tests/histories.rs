@@ -281,6 +281,28 @@ fn a_value_that_is_not_the_named_write_is_rejected() {
     rejects(&history(txns), ViolationKind::BadValue, &[tid(2, 1)]);
 }
 
+/// A read of an assignment its txn overwrote later (Adya's G1b): the txn's writes are
+/// visible only together, as its final state; the final assignment reads fine.
+#[test]
+fn a_read_of_an_overwritten_assignment_is_an_intermediate_read() {
+    let h = |index: u32, value: &str| {
+        history(vec![
+            txn(
+                1,
+                1,
+                vec![set("x", "a", (1, 1, 0)), set("x", "b", (1, 1, 1))],
+            ),
+            txn(2, 1, vec![get("x", Some(((1, 1, index), value)))]),
+        ])
+    };
+    rejects(
+        &h(0, "a"),
+        ViolationKind::IntermediateRead,
+        &[tid(2, 1), tid(1, 1)],
+    );
+    check(&h(1, "b"), Guarantee::Tcc).expect("the final assignment reads fine");
+}
+
 #[test]
 fn a_causal_cycle_is_rejected() {
     // Each reads the other's write: wr edges both ways.

@@ -301,6 +301,7 @@ pub const MUTATIONS: &[&str] = &[
     "commit-time-min",
     "checkpoint-drops-prepared",
     "no-state-transfer",
+    "keeps-overwritten-assign",
 ];
 /// UniStore's deliberately broken variants: Cure's (they break the engine UniStore
 /// shares), then UniStore's own (`Mutation::parse` accepts these under its flavor).
@@ -315,6 +316,7 @@ pub const UNISTORE_MUTATIONS: &[&str] = &[
     "certify-ignores-conflicts",
     "paxos-no-majority",
     "no-state-transfer",
+    "keeps-overwritten-assign",
 ];
 
 /// How far ahead of the clock the persisted lease on claimed timestamps reaches.
@@ -363,6 +365,10 @@ pub(crate) struct Mutation {
     /// A read-then-commit served in place waits for no prepared txn, two-phase ones
     /// included (breaks Alg. 2 l.2 beyond what `Part::pvc_two_phase` allows).
     pub read_commit_no_wait: bool,
+    /// A txn's record keeps each key's first assignment and drops the later ones it
+    /// overwrites (breaks `kit::txn::drop_overwritten_assigns`: other txns read an
+    /// intermediate value).
+    pub keeps_overwritten_assign: bool,
 }
 
 impl Mutation {
@@ -377,6 +383,7 @@ impl Mutation {
             Some("checkpoint-drops-prepared") => m.checkpoint_drops_prepared = true,
             Some("no-state-transfer") => m.no_state_transfer = true,
             Some("read-commit-no-wait") => m.read_commit_no_wait = true,
+            Some("keeps-overwritten-assign") => m.keeps_overwritten_assign = true,
             Some("no-forwarding") if uni => m.no_forwarding = true,
             Some("visible-before-uniform") if uni => m.visible_before_uniform = true,
             Some("attach-no-wait") if uni => m.attach_no_wait = true,

@@ -572,7 +572,7 @@ impl Node {
         if self.parts[&partition].prepared.contains_key(&txn) {
             return; // a duplicate PREPARE: the first one votes
         }
-        let ops = match self.parts[&partition].effects(&svc, &updates) {
+        let mut ops = match self.parts[&partition].effects(&svc, &updates) {
             Ok(ops) => ops,
             Err(e) => {
                 let m = Msg::Prepared {
@@ -583,6 +583,8 @@ impl Node {
                 return ctx.send(Addr::Node(coord), m);
             }
         };
+        let broken = self.mutation.keeps_overwritten_assign;
+        crate::kit::txn::drop_overwritten_assigns(&mut ops, broken);
         self.work += ops.len() as u64;
         let prep_time = self.time.issue(ctx.clock); // Alg. 2 l.9
         assert!(
