@@ -152,22 +152,19 @@ pub fn drop_overwritten_assigns(ops: &mut Vec<(Key, OpId, Effect)>, broken: bool
     if ops.len() < 2 {
         return;
     }
-    let keep: Vec<bool> = {
-        let mut assigned_later = std::collections::BTreeSet::new();
-        let order: Box<dyn Iterator<Item = &(Key, OpId, Effect)>> = match broken {
-            false => Box::new(ops.iter().rev()),
-            true => Box::new(ops.iter()),
-        };
-        let mut keep: Vec<bool> = order
-            .map(|(key, _, effect)| {
-                !matches!(effect, Effect::Assign(_)) || assigned_later.insert(key)
-            })
-            .collect();
-        if !broken {
-            keep.reverse();
+    let n = ops.len();
+    let mut keep = vec![true; n];
+    {
+        // Each key's assignments from the last one back: the first met is kept.
+        let mut met = std::collections::BTreeSet::new();
+        for step in 0..n {
+            let i = if broken { step } else { n - 1 - step };
+            let (key, _, effect) = &ops[i];
+            if matches!(effect, Effect::Assign(_)) {
+                keep[i] = met.insert(key);
+            }
         }
-        keep
-    };
+    }
     let mut kept = keep.iter();
     ops.retain(|_| *kept.next().expect("one flag per op"));
 }
