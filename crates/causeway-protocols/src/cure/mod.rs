@@ -366,7 +366,7 @@ pub(crate) struct Mutation {
     /// included (breaks Alg. 2 l.2 beyond what `Part::pvc_two_phase` allows).
     pub read_commit_no_wait: bool,
     /// A txn's record keeps each key's first assignment and drops the later ones it
-    /// overwrites (breaks `kit::txn::drop_overwritten_assigns`: other txns read an
+    /// overwrites (breaks `kit::txn::coalesce_txn_ops`: other txns read an
     /// intermediate value).
     pub keeps_overwritten_assign: bool,
 }

@@ -584,7 +584,7 @@ impl Node {
             }
         };
         let broken = self.mutation.keeps_overwritten_assign;
-        crate::kit::txn::drop_overwritten_assigns(&mut ops, broken);
+        crate::kit::txn::coalesce_txn_ops(&mut ops, broken);
         self.work += ops.len() as u64;
         let prep_time = self.time.issue(ctx.clock); // Alg. 2 l.9
         assert!(

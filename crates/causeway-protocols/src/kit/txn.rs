@@ -136,8 +136,10 @@ pub fn prepare_effects<'a>(
     Ok(ops)
 }
 
-/// Drops every assignment that a later assignment of the same key in the same txn
-/// overwrites, keeping the order of the rest (our decision; the papers ship every op).
+/// Coalesces a txn's ops on one partition before they are recorded (our decision; the
+/// papers ship every op): drops every assignment that a later assignment of the same key
+/// in the txn overwrites, and folds increments of a counter and re-adds of a set element
+/// into the last of them ([`fold_into_last`]), keeping the order of the rest.
 ///
 /// A txn's ops all carry its one arbitration stamp, so the last assignment of a key wins
 /// over the txn's earlier ones everywhere (the op id breaks the tie), and no read outside
@@ -148,7 +150,7 @@ pub fn prepare_effects<'a>(
 ///
 /// `broken` is Cure's `keeps-overwritten-assign` mutation: each key keeps its *first*
 /// assignment instead, which readers elsewhere see (an intermediate read, G1b).
-pub fn drop_overwritten_assigns(ops: &mut Vec<(Key, OpId, Effect)>, broken: bool) {
+pub fn coalesce_txn_ops(ops: &mut Vec<(Key, OpId, Effect)>, broken: bool) {
     if ops.len() < 2 {
         return;
     }
@@ -165,8 +167,80 @@ pub fn drop_overwritten_assigns(ops: &mut Vec<(Key, OpId, Effect)>, broken: bool
             }
         }
     }
+    fold_into_last(ops, &mut keep);
     let mut kept = keep.iter();
     ops.retain(|_| *kept.next().expect("one flag per op"));
+}
+
+/// Marks for dropping (`keep[i] = false`) every increment of a counter that a later
+/// increment of it in the txn can carry, adding it in, and every add of a set element
+/// that a later add of the same element replaces, the later add then replacing what the
+/// earlier one did. A pipelined group of 16 INCRs or SADDs of one key used to record,
+/// replicate and apply 16 ops (and each SADD's replaced tags).
+///
+/// The state is the same everywhere: increments commute and add up (a sum that would
+/// overflow is left unmerged); adds `a1 .. am` of one element each replace the tags they
+/// observed, which for `a(k+1)` is just `ak`'s tag (the txn's own writes show), so the
+/// sequence removes what `a1` observed and leaves `am`'s tag, as `am` replacing the union
+/// of their replaced tags minus their own does. An element the txn also removes keeps
+/// all its ops. No read outside the txn sees an earlier op (TCC's intermediate-read rule).
+fn fold_into_last(ops: &mut [(Key, OpId, Effect)], keep: &mut [bool]) {
+    let mut removed = std::collections::BTreeSet::new();
+    for (key, _, effect) in ops.iter() {
+        if let Effect::Remove { elem, .. } = effect {
+            removed.insert((key.clone(), elem.clone()));
+        }
+    }
+    // The last op of each foldable group, by (key, element; none for a counter).
+    let mut last: BTreeMap<(Key, Option<Vec<u8>>), usize> = BTreeMap::new();
+    for i in (0..ops.len()).rev() {
+        let key = &ops[i].0;
+        let group = match &ops[i].2 {
+            Effect::Increment(_) => (key.clone(), None),
+            Effect::Add { elem, .. } => {
+                let pair = (key.clone(), elem.clone());
+                if removed.contains(&pair) {
+                    continue;
+                }
+                (pair.0, Some(pair.1))
+            }
+            _ => continue,
+        };
+        let Some(&j) = last.get(&group) else {
+            last.insert(group, i);
+            continue;
+        };
+        let (earlier, later) = ops.split_at_mut(j);
+        let (_, id, effect) = &earlier[i];
+        keep[i] = !fold(effect, *id, &mut later[0].2);
+    }
+}
+
+/// Folds `effect` (op `id`) into the later `into` of the same group; false if it cannot
+/// (an increment sum that would overflow).
+fn fold(effect: &Effect, id: OpId, into: &mut Effect) -> bool {
+    match (effect, into) {
+        (Effect::Increment(d), Effect::Increment(total)) => match total.checked_add(*d) {
+            Some(sum) => {
+                *total = sum;
+                true
+            }
+            None => false,
+        },
+        (
+            Effect::Add {
+                replaces: earlier, ..
+            },
+            Effect::Add { replaces, .. },
+        ) => {
+            replaces.retain(|t| *t != id);
+            replaces.extend(earlier.iter().copied());
+            replaces.sort_unstable();
+            replaces.dedup();
+            true
+        }
+        _ => false,
+    }
 }
 
 /// The object type an effect belongs to.
@@ -232,10 +306,128 @@ mod tests {
             assign("c", "3", 3),
             assign("a", "4", 4),
         ];
-        drop_overwritten_assigns(&mut ops, false);
+        coalesce_txn_ops(&mut ops, false);
         assert_eq!(ops, vec![add, assign("c", "3", 3), assign("a", "4", 4)]);
         let mut one = vec![assign("a", "1", 0)];
-        drop_overwritten_assigns(&mut one, false);
+        coalesce_txn_ops(&mut one, false);
         assert_eq!(one, vec![assign("a", "1", 0)]);
+    }
+
+    fn id(index: u32) -> OpId {
+        OpId {
+            txn: TxnId {
+                session: SessionId(1),
+                seq: 1,
+            },
+            index,
+        }
+    }
+
+    fn add(k: &str, e: &str, i: u32, replaces: Vec<OpId>) -> (Key, OpId, Effect) {
+        let elem = e.as_bytes().to_vec();
+        (
+            Key(k.as_bytes().to_vec()),
+            id(i),
+            Effect::Add { elem, replaces },
+        )
+    }
+
+    /// Increments of a counter add up in its last one (a sum that would overflow stays
+    /// apart); re-adds of an element fold into the last, which then replaces what the
+    /// first observed and none of the txn's own tags; other elements, other keys and an
+    /// element the txn also removes keep their ops, in order.
+    #[test]
+    fn increments_and_re_adds_fold_into_the_last_of_them() {
+        let inc = |k: &str, d: i64, i| (Key(k.as_bytes().to_vec()), id(i), Effect::Increment(d));
+        let mut ops = vec![
+            inc("c", 2, 0),
+            inc("d", 1, 1),
+            inc("c", 5, 2),
+            inc("c", -1, 3),
+        ];
+        coalesce_txn_ops(&mut ops, false);
+        assert_eq!(ops, vec![inc("d", 1, 1), inc("c", 6, 3)]);
+        let mut huge = vec![inc("c", i64::MAX, 0), inc("c", 1, 1)];
+        coalesce_txn_ops(&mut huge, false);
+        assert_eq!(huge.len(), 2, "an overflowing sum is not folded");
+
+        let r = |i| OpId {
+            txn: TxnId {
+                session: SessionId(9),
+                seq: i,
+            },
+            index: 0,
+        };
+        let mut ops = vec![
+            add("s", "x", 0, vec![r(7), r(8)]),
+            add("s", "y", 1, vec![]),
+            add("s", "x", 2, vec![id(0)]),
+            add("s", "x", 3, vec![id(2)]),
+        ];
+        coalesce_txn_ops(&mut ops, false);
+        assert_eq!(
+            ops,
+            vec![add("s", "y", 1, vec![]), add("s", "x", 3, vec![r(7), r(8)])]
+        );
+        let remove = (
+            Key(b"s".to_vec()),
+            id(1),
+            Effect::Remove {
+                elem: b"x".to_vec(),
+                tags: vec![id(0)],
+            },
+        );
+        let with_remove = vec![add("s", "x", 0, vec![]), remove, add("s", "x", 2, vec![])];
+        let mut ops = with_remove.clone();
+        coalesce_txn_ops(&mut ops, false);
+        assert_eq!(ops, with_remove, "an element the txn removes keeps its ops");
+    }
+
+    /// What the folded ops leave in a replica's state is what the txn's ops left, from
+    /// any state holding the tags the first add observed.
+    #[test]
+    fn folded_re_adds_leave_the_state_the_ops_left() {
+        use causeway_core::crdt::{ArbTs, Object, Op};
+        let r = |seq| OpId {
+            txn: TxnId {
+                session: SessionId(9),
+                seq,
+            },
+            index: 0,
+        };
+        let mut base = Object::new(ObjType::Set);
+        for (seq, e) in [(7, "x"), (8, "x"), (9, "z")] {
+            let effect = Effect::Add {
+                elem: e.as_bytes().to_vec(),
+                replaces: vec![],
+            };
+            base.apply(&Op {
+                id: r(seq),
+                ts: ArbTs::default(),
+                effect,
+            });
+        }
+        let ops = vec![
+            add("s", "x", 0, vec![r(7), r(8)]),
+            add("s", "x", 1, vec![id(0)]),
+            add("s", "z", 2, vec![r(9)]),
+            add("s", "x", 3, vec![id(1)]),
+        ];
+        let mut folded = ops.clone();
+        coalesce_txn_ops(&mut folded, false);
+        assert_eq!(folded.len(), 2);
+        let run = |ops: &[(Key, OpId, Effect)]| {
+            let mut o = base.clone();
+            for (_, id, effect) in ops {
+                let op = Op {
+                    id: *id,
+                    ts: ArbTs::default(),
+                    effect: effect.clone(),
+                };
+                o.apply_effect(&op);
+            }
+            (o.value(), o.observed())
+        };
+        assert_eq!(run(&folded), run(&ops));
     }
 }
