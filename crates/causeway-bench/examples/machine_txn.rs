@@ -23,8 +23,8 @@
 //!
 //!     cargo run --release -p causeway-bench --example machine_txn [-- PROTOCOL [COMMAND [DCS [ROUNDS]]]]
 //!
-//! (COMMAND `all` runs the five, `set16` being a pipelined group of 16 SETs of the key in
-//! one txn; fewer ROUNDS for `valgrind --tool=callgrind`, whose instruction counts do not
+//! (COMMAND `all` runs them all: `set`, `get`, `incr`, `sadd`, and `set16`, `incr16`,
+//! `sadd16`, a pipelined group of 16 of them in one txn; fewer ROUNDS for `valgrind --tool=callgrind`, whose instruction counts do not
 //! move with the machine as its timings do.)
 
 use causeway_core::crdt::{ObjType, Update};
@@ -78,12 +78,16 @@ fn batch(command: &str, key: &Key) -> Vec<Request> {
             update(Update::Increment(1)),
             Request::Commit,
         ],
-        // A pipelined group of 16 SETs of the key (`redis-benchmark -P 16`): the RESP
-        // front end runs a pipeline's commands as one transaction.
-        "set16" => std::iter::once(begin)
-            .chain((0..16).map(|_| update(Update::Assign(b"xxx".to_vec()))))
-            .chain(std::iter::once(Request::Commit))
-            .collect(),
+        // A pipelined group of 16 commands (`redis-benchmark -P 16`): the RESP front end
+        // runs a pipeline's commands as one transaction.
+        group if group.ends_with("16") => {
+            let one = batch(group.trim_end_matches("16"), key);
+            let body = &one[1..one.len() - 1];
+            let mut all = vec![begin];
+            all.extend((0..16).flat_map(|_| body.iter().cloned()));
+            all.push(Request::Commit);
+            all
+        }
         "sadd" => vec![
             begin,
             read(ObjType::Set),
@@ -398,7 +402,7 @@ fn main() {
         "| command | DCs | ns per txn, all | DC 1's node | each other DC's | committed | failed |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for command in ["set", "get", "incr", "sadd", "set16"] {
+    for command in ["set", "get", "incr", "sadd", "set16", "incr16", "sadd16"] {
         if only.as_deref().is_none_or(|c| c == command) {
             run(&protocol, command, dcs, rounds, &key);
         }
