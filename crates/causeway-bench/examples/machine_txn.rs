@@ -179,9 +179,8 @@ impl Driver {
     }
 
     fn ctx(&mut self) -> Ctx<Msg> {
-        let mut ctx = Ctx::new(TrueTime(self.clock), self.clock);
-        ctx.outputs = std::mem::take(&mut self.spare);
-        ctx
+        let spare = std::mem::take(&mut self.spare);
+        Ctx::with_buffer(TrueTime(self.clock), self.clock, spare)
     }
 
     /// Routes node `n`'s outputs: to its own DC at once, to another after the WAN delay.
@@ -194,7 +193,7 @@ impl Driver {
                 Output::Reply(_) => panic!("a node replied to a client"),
             }
         }
-        self.spare = ctx.outputs;
+        self.spare = ctx.into_buffer();
     }
 
     fn route(&mut self, from: Addr, to: Addr, msg: Msg) {
@@ -222,7 +221,7 @@ impl Driver {
                 Output::Persist { .. } => panic!("a session persisted"),
             }
         }
-        self.spare = ctx.outputs;
+        self.spare = ctx.into_buffer();
         if answered {
             self.next_request(s);
         }

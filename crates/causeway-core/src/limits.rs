@@ -27,3 +27,8 @@ pub const VERSIONS_PER_KEY_MAX: usize = 4096;
 
 /// Longest transaction type label (`Request::Begin::label`), in bytes.
 pub const TXN_LABEL_MAX: usize = 64;
+
+/// The capacity of an emptied output buffer a driver or adapter keeps for its next machine
+/// call ([`crate::Ctx::into_buffer`]), at most: a call that emitted more (a catch-up burst)
+/// gives its buffer back to the allocator.
+pub const LENT_OUTPUTS_MAX: usize = 256;

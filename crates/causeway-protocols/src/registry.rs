@@ -227,14 +227,9 @@ pub trait Carries<P: Protocol>: Sized {
     fn unwrap(self) -> Result<P::Msg, WrongProtocol>;
 }
 
-/// The capacity of an adapter's output buffer kept between calls, at most: a call that
-/// emitted more (a catch-up burst) gives its buffer back to the allocator.
-const SCRATCH_OUTPUTS_MAX: usize = 256;
-
 /// Runs `f` on a context of the protocol's own message type and moves its outputs, wrapped,
 /// into the driver's context. The protocol's context borrows `scratch`, the adapter's
-/// buffer, and hands it back empty: a fresh vector per call was a tenth of the
-/// allocations of a single-key transaction (one per machine call).
+/// buffer, and hands it back empty ([`Ctx::with_buffer`]).
 fn with_own_ctx<P: Protocol, R>(
     ctx: &mut Ctx<crate::Msg>,
     scratch: &mut Vec<Output<P::Msg>>,
@@ -243,14 +238,11 @@ fn with_own_ctx<P: Protocol, R>(
 where
     crate::Msg: Carries<P>,
 {
-    let mut own = Ctx::new(ctx.now, ctx.clock);
-    own.outputs = std::mem::take(scratch);
+    let mut own = Ctx::with_buffer(ctx.now, ctx.clock, std::mem::take(scratch));
     let r = f(&mut own);
-    let outputs = own.outputs.drain(..).map(|o| o.map(crate::Msg::wrap));
-    ctx.outputs.extend(outputs);
-    if own.outputs.capacity() <= SCRATCH_OUTPUTS_MAX {
-        *scratch = own.outputs;
-    }
+    ctx.outputs
+        .extend(own.drain().map(|o| o.map(crate::Msg::wrap)));
+    *scratch = own.into_buffer();
     r
 }
 

@@ -142,13 +142,9 @@ pub struct NodeTask {
     /// Log compaction (see [`NodeTask::with_checkpoints`]).
     checkpoints: Checkpoints,
     /// The emptied output buffer of the last machine call, lent to the next context
-    /// ([`NodeTask::ctx`]): one allocation fewer per call. Kept while its capacity is at
-    /// most [`SPARE_OUTPUTS_MAX`].
+    /// ([`NodeTask::ctx`], `Ctx::with_buffer`): one allocation fewer per call.
     spare_outputs: Vec<Output<Msg>>,
 }
-
-/// The capacity of [`NodeTask::spare_outputs`] kept between calls, at most.
-const SPARE_OUTPUTS_MAX: usize = 256;
 
 /// When and where the node task takes checkpoints.
 #[derive(Debug, Default)]
@@ -300,17 +296,13 @@ impl NodeTask {
         let reading = self.reading();
         self.last_clock = self.last_clock.max(reading.system_ns);
         let now = TrueTime(reading.at.saturating_duration_since(self.base).as_nanos() as Nanos);
-        let mut ctx = Ctx::new(now, self.last_clock);
-        ctx.outputs = std::mem::take(&mut self.spare_outputs);
-        ctx
+        let spare = std::mem::take(&mut self.spare_outputs);
+        Ctx::with_buffer(now, self.last_clock, spare)
     }
 
     /// Takes back a context's drained output buffer for the next call.
     fn recycle(&mut self, ctx: Ctx<Msg>) {
-        debug_assert!(ctx.outputs.is_empty(), "outputs recycled before they ran");
-        if ctx.outputs.is_empty() && ctx.outputs.capacity() <= SPARE_OUTPUTS_MAX {
-            self.spare_outputs = ctx.outputs;
-        }
+        self.spare_outputs = ctx.into_buffer();
     }
 
     /// The disk failed: nothing the machine persists from now on becomes durable, so
