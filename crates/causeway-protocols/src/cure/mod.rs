@@ -206,7 +206,10 @@ pub fn session(
     params: &Params,
 ) -> Session<Client> {
     let core = SessionCore::new(flavor.name(), id, dc, topology.clone(), params.clone());
-    Session::new(core, Client::new(topology, flavor))
+    let mut client = Client::new(topology, flavor);
+    // The node refuses an unknown mutation; the session only needs to know this one.
+    client.keep_first_assign = params.mutation.as_deref() == Some("keeps-overwritten-assign");
+    Session::new(core, client)
 }
 
 /// Which protocol this engine runs: Cure itself, or a protocol built on its code.

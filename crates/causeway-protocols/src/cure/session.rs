@@ -15,8 +15,9 @@
 use super::msg::{First, Msg, Updates};
 use super::Flavor;
 use crate::kit::session::{ClientProtocol, SessionCore};
-use causeway_core::crdt::ObjType;
-use causeway_core::{Addr, Ctx, Error, Key, NodeId, Response, Topology, TxnId, TxnKind, Vc};
+use crate::kit::txn::coalesce_updates;
+use causeway_core::crdt::{ObjType, Update};
+use causeway_core::{Addr, Ctx, Error, Key, NodeId, OpId, Response, Topology, TxnId, TxnKind, Vc};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Pending {
@@ -52,6 +53,9 @@ pub struct Client {
     combined: Option<u64>,
     /// That commit's result, when it came before the `Commit` request.
     early: Option<Result<Vc, Error>>,
+    /// The `keeps-overwritten-assign` mutation: a shipped batch keeps each key's first
+    /// assignment ([`coalesce_updates`]), as the partition then does.
+    pub keep_first_assign: bool,
 }
 
 impl Client {
@@ -69,6 +73,7 @@ impl Client {
             kind_override: None,
             combined: None,
             early: None,
+            keep_first_assign: false,
         }
     }
 
@@ -174,11 +179,19 @@ impl Client {
         ctx.send(Addr::Node(self.coord), m);
     }
 
-    /// Updates buffered since the last request.
+    /// Updates buffered since the last request, coalesced ([`coalesce_updates`]).
     fn unshipped(&mut self, core: &SessionCore) -> Updates {
         let updates = &core.buffer().updates;
-        let out = updates[self.shipped..].to_vec();
+        let out = self.shippable(&updates[self.shipped..]);
         self.shipped = updates.len();
+        out
+    }
+
+    /// `updates` as one message carries them: coalesced (the rest of the buffer stays as
+    /// it is, for the txn's own reads).
+    fn shippable(&self, updates: &[(Key, Update, OpId)]) -> Updates {
+        let mut out = updates.to_vec();
+        coalesce_updates(&mut out, self.keep_first_assign);
         out
     }
 
@@ -275,8 +288,8 @@ impl ClientProtocol for Client {
         then_from: usize,
     ) {
         let buffered = &core.buffer().updates;
-        let updates = buffered[self.shipped..then_from].to_vec();
-        let then = buffered[then_from..].to_vec();
+        let updates = self.shippable(&buffered[self.shipped..then_from]);
+        let then = self.shippable(&buffered[then_from..]);
         self.shipped = buffered.len();
         self.pending = Pending::Read;
         let req = core.start_request(ctx);
