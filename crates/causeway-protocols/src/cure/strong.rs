@@ -664,7 +664,7 @@ impl Node {
         answer: Result<u64, Result<Option<u64>, String>>,
     ) {
         let ours = matches!(
-            self.coord.txns.get(&txn),
+            self.coord.txns.get(&txn).map(|t| &**t),
             Some(Txn {
                 step: Step::Strong(_),
                 ..
@@ -748,7 +748,7 @@ impl Node {
                     ..
                 }),
             ..
-        }) = self.coord.txns.get_mut(&txn)
+        }) = self.coord.txns.get_mut(&txn).map(|t| &mut **t)
         else {
             return;
         };
@@ -891,7 +891,7 @@ impl Node {
                     ..
                 }),
             ..
-        }) = self.coord.txns.get_mut(&txn)
+        }) = self.coord.txns.get_mut(&txn).map(|t| &mut **t)
         else {
             return;
         };
