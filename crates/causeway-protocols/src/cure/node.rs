@@ -463,34 +463,33 @@ impl Node {
                 false => part.pvc_two_phase(clock, lease),
             };
             let known_strong = part.pvc.get_extra(causeway_core::clock::Extra::Strong);
-            let (go, stay): (Vec<Waiting>, Vec<Waiting>) = std::mem::take(&mut part.waiting)
-                .into_iter()
-                .partition(|w| {
-                    let s = w.svc_local(d);
-                    // UniStore Alg. 1 l.21: the snapshot's strong txns are delivered here.
-                    let stable = pvc_d >= s && known_strong >= w.svc_strong();
-                    match w {
-                        // Cure Alg. 2 l.2: wait until pvc[d] >= svc[d].
-                        // Read-then-commit served in place, its prepare in this step:
-                        // pvc_direct <= Clock, so its prepare time (issued above Clock)
-                        // exceeds svc[d] as Alg. 2 l.8 requires.
-                        Waiting::Read { direct: true, .. } => {
-                            pvc_direct >= s && known_strong >= w.svc_strong()
-                        }
-                        Waiting::Read { .. } => m.no_read_wait || stable,
-                        // Cure Alg. 2 l.7: wait until svc[d] <= Clock; the prepare time
-                        // is then issued above Clock (l.8, `Time::issue`), so it exceeds
-                        // svc[d]. Effects generated from the observed state (a set
-                        // remove, an mvreg assignment) need the snapshot stable too, like
-                        // a read; the others do not wait.
-                        Waiting::Prepare { updates, .. } => {
-                            s <= clock && (stable || !reads_snapshot(updates))
-                        }
-                        Waiting::Effects { .. } => stable,
+            // In place (`extract_if` keeps the rest in order): two new vectors for every
+            // call were a tenth of the allocations of a SET.
+            let go = part.waiting.extract_if(.., |w| {
+                let s = w.svc_local(d);
+                // UniStore Alg. 1 l.21: the snapshot's strong txns are delivered here.
+                let stable = pvc_d >= s && known_strong >= w.svc_strong();
+                match w {
+                    // Cure Alg. 2 l.2: wait until pvc[d] >= svc[d].
+                    // Read-then-commit served in place, its prepare in this step:
+                    // pvc_direct <= Clock, so its prepare time (issued above Clock)
+                    // exceeds svc[d] as Alg. 2 l.8 requires.
+                    Waiting::Read { direct: true, .. } => {
+                        pvc_direct >= s && known_strong >= w.svc_strong()
                     }
-                });
-            part.waiting = stay;
-            ready.extend(go.into_iter().map(|w| (*pid, w)));
+                    Waiting::Read { .. } => m.no_read_wait || stable,
+                    // Cure Alg. 2 l.7: wait until svc[d] <= Clock; the prepare time
+                    // is then issued above Clock (l.8, `Time::issue`), so it exceeds
+                    // svc[d]. Effects generated from the observed state (a set
+                    // remove, an mvreg assignment) need the snapshot stable too, like
+                    // a read; the others do not wait.
+                    Waiting::Prepare { updates, .. } => {
+                        s <= clock && (stable || !reads_snapshot(updates))
+                    }
+                    Waiting::Effects { .. } => stable,
+                }
+            });
+            ready.extend(go.map(|w| (*pid, w)));
         }
         for (pid, w) in ready {
             match w {
