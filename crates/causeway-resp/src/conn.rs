@@ -21,7 +21,8 @@ use crate::reply::{Proto, Reply};
 use crate::session::{SessionFactory, SessionHandle};
 use crate::txn::{Scope, Tx};
 use bytes::Bytes;
-use causeway_core::{Error, ObjType, ObjValue, Request, Response, TxnKind};
+use causeway_core::{Error, Key, ObjType, ObjValue, Request, Response, TxnKind};
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
@@ -298,13 +299,24 @@ impl<F: SessionFactory> Conn<F> {
 
     /// Pipelined `GET`s: one read of every key, with the commit in the same batch. They
     /// change nothing, so on any error (or a key that is not a string) they run alone.
+    /// A key asked for again in the group is read once (the snapshot is one): a pipeline
+    /// of 16 GETs of a hot key on another node shipped and served it 16 times.
     async fn gets_together(&mut self, cmds: &[DataCmd]) -> GroupEnd {
-        let keys = cmds.iter().filter_map(|c| match c {
-            DataCmd::Get(k) => Some((k.clone(), ObjType::Lww)),
-            _ => None,
-        });
+        let mut at: BTreeMap<&Key, usize> = BTreeMap::new();
+        let mut keys = Vec::with_capacity(cmds.len());
+        let mut index = Vec::with_capacity(cmds.len());
+        for cmd in cmds {
+            let DataCmd::Get(k) = cmd else {
+                return GroupEnd::Alone;
+            };
+            let i = *at.entry(k).or_insert_with(|| {
+                keys.push((k.clone(), ObjType::Lww));
+                keys.len() - 1
+            });
+            index.push(i);
+        }
         let mut tx = Tx::begin(&mut self.handle, Scope::Command);
-        let values = match tx.read_then(keys.collect(), Vec::new(), true).await {
+        let values = match tx.read_then(keys, Vec::new(), true).await {
             Ok(values) => values,
             Err(_) => {
                 tx.abort().await;
@@ -320,7 +332,9 @@ impl<F: SessionFactory> Conn<F> {
             })
             .collect();
         match replies {
-            Some(replies) if replies.len() == cmds.len() => GroupEnd::Done(replies),
+            Some(replies) if replies.len() == at.len() => {
+                GroupEnd::Done(index.iter().map(|&i| replies[i].clone()).collect())
+            }
             _ => GroupEnd::Alone,
         }
     }

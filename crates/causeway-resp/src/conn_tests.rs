@@ -769,14 +769,15 @@ struct CountingSession {
 impl crate::session::SessionHandle for CountingSession {
     async fn call(&mut self, req: causeway_core::Request) -> causeway_core::Response {
         use causeway_core::{Error, Request, Response};
-        match req {
+        match &req {
             Request::Begin { .. } => {
                 self.begins
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            Request::Read { .. } => {
+            Request::Read { keys } => {
+                let n = keys.len() << READS_SHIFT;
                 self.begins
-                    .fetch_add(1 << READS_SHIFT, std::sync::atomic::Ordering::Relaxed);
+                    .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
             }
             Request::Update {
                 update: causeway_core::Update::Add(_),
@@ -842,7 +843,7 @@ async fn pipeline<F: crate::session::SessionFactory>(c: &mut Conn<F>, cmds: &[&s
     c.run_pipelined(parsed).await
 }
 
-/// Where the counter keeps reads and set adds sent (transactions begun in its low bits).
+/// Where the counter keeps keys read and set adds sent (transactions begun in its low bits).
 const READS_SHIFT: u32 = 21;
 const ADDS_SHIFT: u32 = 42;
 
@@ -851,7 +852,7 @@ fn begun(begins: &AtomicUsize) -> usize {
     begins.load(std::sync::atomic::Ordering::Relaxed) & ((1 << READS_SHIFT) - 1)
 }
 
-/// Reads sent to the session.
+/// Keys the session was asked to read (a read of two keys counts two).
 fn reads_sent(begins: &AtomicUsize) -> usize {
     (begins.load(std::sync::atomic::Ordering::Relaxed) >> READS_SHIFT) & ((1 << READS_SHIFT) - 1)
 }
@@ -876,9 +877,12 @@ async fn pipelined_commands_share_one_transaction_and_see_each_other() {
     assert_eq!(replies[..4], want, "each reads what the earlier ones wrote");
     assert_eq!(replies[4..], [Reply::Int(1), Reply::Int(1)]);
     assert_eq!(begun(&begins), 1, "one transaction for the pipeline");
+    let read_before = reads_sent(&begins);
     let replies = pipeline(&mut c, &["GET k", "GET missing", "GET k"]).await;
     assert_eq!(replies, [bulk("v"), Reply::Nil, bulk("v")]);
     assert_eq!(begun(&begins), 2, "pipelined GETs are one read");
+    let keys_read = reads_sent(&begins) - read_before;
+    assert_eq!(keys_read, 2, "a key asked for twice is read once");
     // A GET of a counter or a set is answered as alone (the counter's value, WRONGTYPE).
     let replies = pipeline(&mut c, &["GET n", "GET s", "GET k"]).await;
     assert_eq!(replies[0], bulk("2"));
