@@ -37,3 +37,15 @@ pub mod transfer;
 pub mod twopc;
 pub mod txn;
 pub mod uniform;
+
+/// A seeded xorshift generator for the kit's randomized tests: `next(n)` is in `0..n`.
+#[cfg(test)]
+pub(crate) fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut rng = seed;
+    move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    }
+}

@@ -826,13 +826,7 @@ mod tests {
     /// prefix when the snapshot covers it).
     #[test]
     fn the_newest_object_cache_answers_what_a_replay_does() {
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = crate::kit::xorshift(0x9e37_79b9_7f4a_7c15u64);
         let mut s: Store<Vc> = Store::default();
         let mut clocks = [0u64; 2];
         // The live adds' tags with their commit vectors.
