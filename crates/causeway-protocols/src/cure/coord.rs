@@ -75,7 +75,7 @@ struct PendingStart {
 #[derive(Debug, Default)]
 pub struct Coord {
     /// Boxed: a `Txn` is 320 bytes, and a B-tree insert or remove shifts the values after
-    /// it in its node; moving them was a tenth of a SET's instructions at the coordinator.
+    /// it in its node; boxing them saved 5.9% of a SET's instructions (callgrind).
     pub txns: BTreeMap<TxnId, Box<Txn>>,
     /// START requests waiting for the GSS (Alg. 1 l.2-3).
     starts: Vec<PendingStart>,

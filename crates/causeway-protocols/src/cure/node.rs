@@ -464,7 +464,8 @@ impl Node {
             };
             let known_strong = part.pvc.get_extra(causeway_core::clock::Extra::Strong);
             // In place (`extract_if` keeps the rest in order): two new vectors for every
-            // call were a tenth of the allocations of a SET.
+            // call were two of a SET's 50-odd allocations (callgrind: -2.2% of its
+            // instructions).
             let go = part.waiting.extract_if(.., |w| {
                 let s = w.svc_local(d);
                 // UniStore Alg. 1 l.21: the snapshot's strong txns are delivered here.
