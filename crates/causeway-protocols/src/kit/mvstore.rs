@@ -75,16 +75,20 @@ pub struct KeyVersions<T> {
     /// replication round trip (GC folds what every sibling acknowledged), and replaying
     /// them all for each such prepare was a seventh of a pipelined INCR at DC 1. Each GC
     /// extends it over the leading run `<= durable`, which every later snapshot of the
-    /// DC covers, so a read replays the last tick's versions only. Kept for a key a read
-    /// missed `latest` on (`missed`): a replica that serves no such read pays nothing.
+    /// DC covers, so a read replays the last tick's versions only. Extended only for a
+    /// key a read missed `latest` on since the last GC (`missed`): a replica that serves
+    /// no such read pays nothing.
     /// `None` after an insert inside it, an out-of-order fold, an install, a restore.
     #[serde(skip)]
     stable: Option<Prefix<T>>,
-    /// Whether a read replayed versions (see `stable`); never reset: a key read below
-    /// its newest object once is likely read so again.
+    /// Whether a read replayed versions since the last GC (see `stable`).
     #[serde(skip)]
     missed: Cell<bool>,
 }
+
+/// The fewest versions a stable prefix is built over from the checkpoint
+/// ([`KeyVersions::extend_stable`]).
+pub const STABLE_PREFIX_RUN_MIN: usize = 16;
 
 /// [`KeyVersions::stable`]: the checkpoint's state with the effects of the first `len`
 /// versions applied in order (ops of the key's type only, ids not recorded, as in
@@ -340,17 +344,25 @@ impl<T: SnapshotTs> KeyVersions<T> {
     }
 
     /// Extends [`KeyVersions::stable`] over the leading run of the versions after it with
-    /// `ct <= durable` (built from the checkpoint when there is none), for a key a read
-    /// missed the newest object on. Applies each version once: a tick costs the versions
-    /// it adds.
+    /// `ct <= durable`, for a key a read missed the newest object on since the last GC
+    /// (`missed`, reset here: a key no longer read so stops costing anything). Applies
+    /// each version once, so a tick costs the versions it adds. Built from the checkpoint
+    /// when there is none, which costs a copy of the object (what one read costs), so
+    /// only over at least [`STABLE_PREFIX_RUN_MIN`] versions: a large set written and
+    /// read every tick would otherwise be copied every tick for a few versions.
     fn extend_stable(&mut self, durable: &T) {
-        if !self.missed.get() {
+        if !self.missed.replace(false) {
             return;
         }
         let from = self.stable.as_ref().map_or(0, |p| p.len);
         let run = self.versions.range(from..).take_while(|v| v.ct.le(durable));
         let run = run.count();
-        if run == 0 {
+        let min = if self.stable.is_some() {
+            1
+        } else {
+            STABLE_PREFIX_RUN_MIN
+        };
+        if run < min {
             return;
         }
         let mut p = match self.stable.take() {
@@ -861,8 +873,8 @@ mod tests {
             if next(10) == 0 {
                 // Folds below `point`; the stable prefix grows up to `durable`, above it.
                 let mut point = Vc::zero(2);
-                point.set(0, clocks[0].saturating_sub(8));
-                point.set(1, clocks[1].saturating_sub(8));
+                point.set(0, clocks[0].saturating_sub(40));
+                point.set(1, clocks[1].saturating_sub(40));
                 let mut durable = Vc::zero(2);
                 durable.set(0, clocks[0].saturating_sub(next(4)));
                 durable.set(1, clocks[1].saturating_sub(next(4)));
