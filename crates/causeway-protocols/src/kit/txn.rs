@@ -168,8 +168,7 @@ pub fn coalesce_txn_ops(ops: &mut Vec<(Key, OpId, Effect)>, broken: bool) {
         }
     }
     fold_into_last(ops, &mut keep);
-    let mut kept = keep.iter();
-    ops.retain(|_| *kept.next().expect("one flag per op"));
+    retain_flagged(ops, &keep);
 }
 
 /// Coalesces the updates a session ships in one message, as [`coalesce_txn_ops`] does to
@@ -217,8 +216,14 @@ pub fn coalesce_updates(updates: &mut Vec<(Key, Update, OpId)>, broken: bool) {
     for (i, sum) in sums {
         updates[i].1 = Update::Increment(sum);
     }
+    retain_flagged(updates, &keep);
+}
+
+/// Keeps the items whose flag in `keep` (one per item, in order) is set.
+fn retain_flagged<T>(items: &mut Vec<T>, keep: &[bool]) {
+    assert_eq!(items.len(), keep.len(), "one flag per item");
     let mut kept = keep.iter();
-    updates.retain(|_| *kept.next().expect("one flag per update"));
+    items.retain(|_| *kept.next().expect("checked above"));
 }
 
 /// [`coalesce_updates`]: one key's updates in a shipped batch (their positions) and
