@@ -26,7 +26,7 @@
 //! group's acceptor state, certifier and delivered slot (`strong_gc.rs`).
 
 use super::node::Node;
-use super::part::Prepared;
+use super::part::{Phase, Prepared};
 use super::record::{Checkpoint, PartCheckpoint, Record};
 
 impl Node {
@@ -49,7 +49,14 @@ impl Node {
                     .iter()
                     .filter(|_| !self.mutation.checkpoint_drops_prepared)
                     .map(|(t, pr)| {
-                        assert!(!pr.one_phase, "a one-phase txn commits once durable");
+                        // A one-phase txn commits once durable; a one-node txn still
+                        // preparing is kept as a two-phase one: after a restart it asks
+                        // its coordinator (this node), which no longer runs it and
+                        // answers abort, unless its `NodeCommit` record follows.
+                        assert!(
+                            pr.phase != Phase::One,
+                            "a one-phase txn commits once durable"
+                        );
                         (*t, pr.coord, pr.prep_time, pr.ops.clone())
                     })
                     .collect(),

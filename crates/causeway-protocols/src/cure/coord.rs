@@ -4,7 +4,7 @@
 
 use super::msg::{First, Msg, Updates};
 use super::node::{Deferred, Node, Participant};
-use super::part::Waiting;
+use super::part::{Phase, Waiting};
 use super::record::Record;
 use crate::kit::twopc::{Answer, Decisions, Votes};
 use crate::kit::txn::{check_read, limit, read_value, TxnBuffer};
@@ -33,9 +33,9 @@ pub(super) enum Step {
         req: u64,
         /// Prepare times voted so far (`kit::twopc`), with the abort deadline.
         votes: Votes<u64>,
-        /// One participant commits it alone (one-phase commit): past the deadline the
-        /// outcome is unknown here, not an abort.
-        one_phase: bool,
+        /// How it commits. `Phase::One`: its participant commits it alone, so past the
+        /// deadline the outcome is unknown here, not an abort.
+        phase: Phase,
     },
 }
 
@@ -444,12 +444,35 @@ impl Node {
         let topo = &self.topo;
         let groups = t.buffer.group_by(|k| topo.partition_of(k));
         let deadline = self.time.clock + self.cfg.prepare_timeout_ns;
-        let one_phase = self.cfg.one_phase && groups.len() == 1;
+        let here = |p: &PartitionId| topo.node_of(dc, *p) == self.me;
+        let phase = match groups.len() {
+            _ if !self.cfg.one_phase => Phase::Two,
+            1 => Phase::One,
+            _ if groups.keys().all(here) => Phase::Node,
+            _ => Phase::Two,
+        };
+        let one_phase = phase == Phase::One;
         t.step = Step::Preparing {
             req,
             votes: Votes::new(groups.keys().copied(), deadline),
-            one_phase,
+            phase,
         };
+        if phase == Phase::Node {
+            // One-node commit: every partition is here; each prepares as it would for a
+            // PREPARE (Alg. 2 l.6-12) and votes without a record (`decide_on_node`).
+            let (svc, coord) = (t.svc.clone(), self.me);
+            for (partition, updates) in groups {
+                let w = Waiting::Prepare {
+                    coord,
+                    txn,
+                    svc: svc.clone(),
+                    updates,
+                    phase,
+                };
+                self.park(ctx, partition, w);
+            }
+            return;
+        }
         if t.direct && one_phase {
             // Read-then-commit: prepared on the state its read saw, in the same step.
             let (partition, updates) = groups.into_iter().next().expect("one group");
@@ -459,7 +482,7 @@ impl Node {
                 partition,
                 coord,
                 txn,
-                one_phase,
+                phase,
             };
             return self.prepare(ctx, to, svc, updates);
         }
@@ -514,7 +537,7 @@ impl Node {
     pub(super) fn on_one_phase_done(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, ct: Vc) {
         let Some(Txn {
             step: Step::Preparing {
-                one_phase: true, ..
+                phase: Phase::One, ..
             },
             ..
         }) = self.coord.txns.get(&txn).map(|t| &**t)
@@ -533,7 +556,7 @@ impl Node {
     /// COMMIT and the answer to the session leave.
     fn decide(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId) {
         let t = self.coord.txns.remove(&txn).expect("deciding a live txn");
-        let Step::Preparing { req, votes, .. } = t.step else {
+        let Step::Preparing { req, votes, phase } = t.step else {
             unreachable!("decide is called in the prepare step")
         };
         let times = votes.all().expect("all voted").into_iter();
@@ -545,6 +568,9 @@ impl Node {
         .expect("at least one participant");
         let mut ct = t.svc.clone();
         ct.set(self.d, commit_time); // Alg. 1 l.32-33
+        if phase == Phase::Node {
+            return self.decide_on_node(ctx, (txn, req), t.client, ct, &votes);
+        }
         let dc = DcIdOf::dc(self.d);
         let participants: BTreeMap<PartitionId, NodeId> = votes
             .participants()
@@ -582,23 +608,57 @@ impl Node {
         self.after_durable(Deferred::Decision(txn));
     }
 
+    /// One-node commit: every participant is a partition of this node and prepared (the
+    /// commit vector is the one 2PC computes, Alg. 1 l.31-33). One record holds every
+    /// partition's effects and the commit vector; once it is durable the txn commits at
+    /// each partition and the answer leaves. Until then it stays prepared everywhere,
+    /// holding each `pvc[d]` below its prepare time (Alg. 2 l.20), as in 2PC; a crash
+    /// before then loses the txn whole, which was never answered.
+    fn decide_on_node(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        (txn, req): (TxnId, u64),
+        client: Addr,
+        ct: Vc,
+        votes: &Votes<u64>,
+    ) {
+        let partitions: Vec<PartitionId> = votes.participants().collect();
+        let parts = partitions
+            .iter()
+            .map(|p| {
+                let prepared = self.parts[p].prepared.get(&txn);
+                let prepared = prepared.expect("a one-node participant voted: prepared here");
+                assert_eq!(prepared.phase, Phase::Node, "a one-node txn's partition");
+                (*p, prepared.ops.clone())
+            })
+            .collect();
+        let record = Record::NodeCommit {
+            txn,
+            ct: ct.clone(),
+            parts,
+        };
+        let result = Ok(ct.clone());
+        let answer = (client, Msg::CommitResult { txn, req, result });
+        self.persist(ctx, record, vec![answer]);
+        self.after_durable(Deferred::NodeCommit {
+            partitions,
+            txn,
+            ct,
+        });
+    }
+
     fn abort_txn(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, why: &str) {
         let Some(t) = self.coord.txns.remove(&txn) else {
             return;
         };
         let dc = DcIdOf::dc(self.d);
-        if let Step::Preparing {
-            req,
-            votes,
-            one_phase,
-        } = t.step
-        {
+        if let Step::Preparing { req, votes, phase } = t.step {
             for p in votes.participants() {
                 let to = Addr::Node(self.topo.node_of(dc, p));
                 ctx.send(to, Msg::AbortTxn { txn, partition: p });
             }
             // A one-phase txn may commit at its partition whatever we do here.
-            let result = if one_phase && why == PREPARE_TIMED_OUT {
+            let result = if phase == Phase::One && why == PREPARE_TIMED_OUT {
                 Err(Error::Unavailable(
                     "commit outcome unknown (timed out)".into(),
                 ))

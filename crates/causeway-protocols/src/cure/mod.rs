@@ -17,6 +17,14 @@
 //!   (Alg. 2 l.20), until the record is durable. Nothing else changes: the same waits,
 //!   the same vector, the same visibility, so the argument of Cure's correctness holds
 //!   with the coordinator's decision replaced by the participant's own durable record.
+//! - One-node commit (with `one_phase`): a txn that updates several partitions, all
+//!   hosted by its TC's node, prepares at each as for a PREPARE (the same waits and
+//!   prepare times, Alg. 2 l.6-10) but without a record; once all are prepared the TC
+//!   computes the commit vector as 2PC does (Alg. 1 l.31-33) and persists one record
+//!   with every partition's effects and the vector, in place of the prepare records,
+//!   the decision and the commit records. The node's log makes that record atomic, so
+//!   the txn commits at all its partitions or at none; it stays prepared at each,
+//!   holding its `pvc[d]`, until the record is durable, and only then is it answered.
 //! - Updates are buffered by the session (it assigns the op ids, so it can answer
 //!   `Response::Updated` at once) and shipped to the TC with the next read or the commit;
 //!   the TC keeps the write set (Alg. 1 l.8-14) and overlays it on what it reads (l.20-21).
@@ -261,7 +269,8 @@ pub struct Config {
     pub silent_sibling_log_max: usize,
     /// A state transfer to a sibling is not started again for this long (`transfer.rs`).
     pub transfer_retry_ns: Nanos,
-    /// Commit single-partition txns in one phase (the partition alone, one record).
+    /// Commit single-partition txns in one phase (the partition alone, one record), and
+    /// txns whose partitions are all on their coordinator's node with one record.
     pub one_phase: bool,
     /// UniStore's strong transactions (set from `[protocols.unistore]`, not a Cure key).
     #[serde(skip)]

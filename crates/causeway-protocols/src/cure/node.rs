@@ -5,7 +5,7 @@
 
 use super::coord::Coord;
 use super::msg::Msg;
-use super::part::{Part, Prepared, Waiting};
+use super::part::{Part, Phase, Prepared, Waiting};
 use super::record::Record;
 use super::uniform::ClientWait;
 use super::{Config, Flavor, Mutation};
@@ -45,7 +45,7 @@ pub struct Participant {
     pub partition: PartitionId,
     pub coord: NodeId,
     pub txn: TxnId,
-    pub one_phase: bool,
+    pub phase: Phase,
 }
 
 /// Something to do once every record up to an lsn is durable.
@@ -66,6 +66,12 @@ pub enum Deferred {
     /// A one-phase commit's record is durable: the txn commits at its partition.
     OnePhase {
         partition: PartitionId,
+        txn: TxnId,
+        ct: Vc,
+    },
+    /// A one-node commit's record is durable: the txn commits at each of its partitions.
+    NodeCommit {
+        partitions: Vec<PartitionId>,
         txn: TxnId,
         ct: Vc,
     },
@@ -220,11 +226,26 @@ impl Node {
                     prep_time,
                     inquiry: Retry::default(),
                     ops,
-                    one_phase: true,
+                    phase: Phase::One,
                 };
                 let part = self.part(partition);
                 part.prepared.insert(txn, p);
                 part.commit(d, txn, &ct, false);
+            }
+            Record::NodeCommit { txn, ct, parts } => {
+                self.time.last = self.time.last.max(ct.get(d));
+                for (partition, ops) in parts {
+                    let p = Prepared {
+                        coord: self.me,
+                        prep_time: ct.get(d),
+                        inquiry: Retry::default(),
+                        ops,
+                        phase: Phase::Node,
+                    };
+                    let part = self.part(partition);
+                    part.prepared.insert(txn, p);
+                    part.commit(d, txn, &ct, false);
+                }
             }
             Record::Commit { partition, txn, ct } => {
                 let broken = self.mutation.commit_time_min;
@@ -336,6 +357,16 @@ impl Node {
             Deferred::OnePhase { partition, txn, ct } => {
                 let d = self.d;
                 self.part(partition).commit(d, txn, &ct, false);
+            }
+            Deferred::NodeCommit {
+                partitions,
+                txn,
+                ct,
+            } => {
+                let (d, broken) = (self.d, self.mutation.commit_time_min);
+                for partition in partitions {
+                    self.part(partition).commit(d, txn, &ct, broken);
+                }
             }
             Deferred::Transfer { partition, claims } => self.transfer_durable(partition, &claims),
         }
@@ -525,13 +556,13 @@ impl Node {
                     txn,
                     svc,
                     updates,
-                    one_phase,
+                    phase,
                 } => {
                     let to = Participant {
                         partition: pid,
                         coord,
                         txn,
-                        one_phase,
+                        phase,
                     };
                     self.prepare(ctx, to, svc, updates)
                 }
@@ -567,7 +598,7 @@ impl Node {
             partition,
             coord,
             txn,
-            one_phase,
+            phase,
         } = to;
         if self.parts[&partition].prepared.contains_key(&txn) {
             return; // a duplicate PREPARE: the first one votes
@@ -596,11 +627,20 @@ impl Node {
             prep_time,
             inquiry: Retry::sent_at(self.time.clock),
             ops: ops.clone(),
-            one_phase,
+            phase,
         };
         self.part(partition).prepared.insert(txn, p);
-        if one_phase {
-            return self.commit_one_phase(ctx, to, svc, prep_time, ops);
+        let vote = Msg::Prepared {
+            txn,
+            partition,
+            result: Ok(prep_time),
+        };
+        match phase {
+            Phase::One => return self.commit_one_phase(ctx, to, svc, prep_time, ops),
+            // The coordinator is this node: it persists every partition's effects in one
+            // record once all are prepared (`decide_on_node`).
+            Phase::Node => return ctx.send(Addr::Node(coord), vote),
+            Phase::Two => {}
         }
         let record = Record::Prepare {
             partition,
@@ -609,11 +649,6 @@ impl Node {
             svc,
             prep_time,
             ops,
-        };
-        let vote = Msg::Prepared {
-            txn,
-            partition,
-            result: Ok(prep_time),
         };
         self.persist(ctx, record, vec![(Addr::Node(coord), vote)]);
     }
@@ -683,7 +718,11 @@ impl Node {
     fn inquire(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
         for (pid, part) in self.parts.iter_mut() {
-            for (txn, p) in part.prepared.iter_mut().filter(|(_, p)| !p.one_phase) {
+            for (txn, p) in part
+                .prepared
+                .iter_mut()
+                .filter(|(_, p)| p.phase == Phase::Two)
+            {
                 if p.inquiry.due(clock, self.cfg.inquire_after_ns) {
                     let m = Msg::Inquire {
                         txn: *txn,
@@ -754,7 +793,7 @@ impl Node {
                     txn,
                     svc,
                     updates,
-                    one_phase,
+                    phase: if one_phase { Phase::One } else { Phase::Two },
                 };
                 self.park(ctx, partition, w);
             }
@@ -769,7 +808,11 @@ impl Node {
             Msg::AbortTxn { txn, partition } => {
                 if let Some(part) = self.parts.get_mut(&partition) {
                     // A one-phase txn is the partition's own decision: not abortable.
-                    if part.prepared.get(&txn).is_some_and(|p| !p.one_phase) {
+                    if part
+                        .prepared
+                        .get(&txn)
+                        .is_some_and(|p| p.phase != Phase::One)
+                    {
                         part.prepared.remove(&txn);
                     }
                 }

@@ -19,9 +19,23 @@ pub struct Prepared {
     /// Paces inquiries to the coordinator (due at once after a restart).
     pub inquiry: Retry,
     pub ops: Vec<(Key, OpId, Effect)>,
-    /// Committed by this partition alone once its record is durable: no coordinator
-    /// decides it, so it is never inquired about nor aborted.
-    pub one_phase: bool,
+    pub phase: Phase,
+}
+
+/// How a prepared txn is decided (docs/ARCHITECTURE.md, "One-phase and one-node commit").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Two-phase commit: a coordinator decides it (Alg. 1 l.29-36); a participant holding
+    /// it too long inquires.
+    Two,
+    /// A single-partition txn committed by this partition alone once its record is
+    /// durable: no coordinator decides it, so it is never inquired about nor aborted.
+    One,
+    /// A multi-partition txn whose partitions are all on its coordinator's node: the
+    /// coordinator writes one record with every partition's effects and the commit
+    /// vector. It may be aborted until then, and is never inquired about (the coordinator
+    /// is this node, and a restart forgets the txn with it).
+    Node,
 }
 
 impl Prepared {
@@ -33,7 +47,7 @@ impl Prepared {
             prep_time,
             inquiry: Retry::default(),
             ops,
-            one_phase: false,
+            phase: Phase::Two,
         }
     }
 }
@@ -57,7 +71,7 @@ pub enum Waiting {
         txn: TxnId,
         svc: Vc,
         updates: Updates,
-        one_phase: bool,
+        phase: Phase,
     },
     /// A strong txn's effects at its snapshot (UniStore, strong.rs): waits like a read.
     Effects {
@@ -156,7 +170,7 @@ impl Part {
     /// step may be served at it (docs/ARCHITECTURE.md, "Read-then-commit"): a one-phase
     /// txn still being persisted is visible nowhere, so nothing read can depend on it.
     pub fn pvc_two_phase(&self, clock: u64, lease: u64) -> u64 {
-        let two_phase = self.prepared.values().filter(|p| !p.one_phase);
+        let two_phase = self.prepared.values().filter(|p| p.phase != Phase::One);
         match two_phase.map(|p| p.prep_time).min() {
             Some(min) => clock.min(lease).min(min - 1),
             None => clock.min(lease),

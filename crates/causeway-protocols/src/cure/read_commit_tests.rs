@@ -210,18 +210,19 @@ fn the_read_commit_no_wait_mutation_does_not() {
 }
 
 fn waits_for_two_phase(mutation: Option<&str>) {
-    let topo = Topology::full(1, 1, 4);
+    // Two nodes: a txn over partitions of one node commits with one record, no 2PC.
+    let topo = Topology::full(1, 2, 4);
     let params = Params {
         mutation: mutation.map(str::to_string),
         ..Params::default()
     };
     let mut net = Net::new(topo.clone(), params, T);
     let key = Key::from("n");
-    let p = topo.partition_of(&key);
+    let node_of = |k: &Key| topo.node_of(causeway_core::DcId(0), topo.partition_of(k));
     let other = (0..100)
         .map(|i| Key::new(format!("m{i}")))
-        .find(|k| topo.partition_of(k) != p)
-        .expect("a key of another partition");
+        .find(|k| node_of(k) != node_of(&key))
+        .expect("a key of the other node");
     for s in [1, 2] {
         net.session(s, 0);
     }

@@ -89,6 +89,14 @@ pub enum Record {
         id: u64,
         dropped: Vec<TxnId>,
     },
+    /// A multi-partition txn whose partitions are all on its coordinator's node, committed
+    /// by the node alone (one-node commit): every partition's effects and the commit
+    /// vector in one record, written once all its partitions prepared.
+    NodeCommit {
+        txn: TxnId,
+        ct: Vc,
+        parts: Vec<(PartitionId, Effects)>,
+    },
 }
 
 /// A txn's effects as prepared: (key, op id, effect) per update.

@@ -463,66 +463,115 @@ fn a_snapshot_too_old_leaves_the_session_idle() {
     net.check_invariants().unwrap();
 }
 
+/// The kinds of commit records node `n` persisted, in order.
+fn commit_records(net: &Net, n: usize) -> Vec<&'static str> {
+    net.records[n]
+        .iter()
+        .enumerate()
+        .map(|(i, b)| match Record::decode(i, b).expect("record") {
+            Record::OnePhase { .. } => "one-phase",
+            Record::NodeCommit { .. } => "node-commit",
+            Record::Prepare { .. } => "prepare",
+            Record::Decision { .. } => "decision",
+            Record::Commit { .. } => "commit",
+            _ => "other",
+        })
+        .filter(|k| *k != "other")
+        .collect()
+}
+
+/// Recovers node 0 of a one-node DC from its first `upto` records and reads `keys` at
+/// the newest snapshot.
+fn recovered_values(net: &Net, topo: &Topology, upto: usize, keys: &[&Key]) -> Vec<ObjValue> {
+    let cfg = config(topo, 0, None);
+    let flavor = super::Flavor::Cure;
+    let records = &net.records[0][..upto];
+    let node = Node::recover(cfg, Config::default(), flavor, records).expect("node");
+    assert!(node.check_invariants().is_ok());
+    let all = Vc {
+        dcs: vec![u64::MAX],
+        extra: vec![],
+    };
+    keys.iter()
+        .map(|k| {
+            let part = &node.parts[&topo.partition_of(k)];
+            let got = part.read(&all, &[((*k).clone(), ObjType::Lww)]);
+            got[0].1.as_ref().expect("readable").value()
+        })
+        .collect()
+}
+
+/// The index of the first record of node 0 matching `kind`, plus one.
+fn records_through(net: &Net, kind: fn(&Record) -> bool) -> usize {
+    let records = &net.records[0];
+    let at = records.iter().enumerate().position(|(i, b)| {
+        let r = Record::decode(i, b).expect("record");
+        kind(&r)
+    });
+    at.expect("such a record") + 1
+}
+
 /// A single-partition txn commits in one phase: one durable record (prepare and commit
-/// together), no coordinator decision; a txn over two partitions still runs 2PC. The
-/// record alone restores the write after a restart.
+/// together), no coordinator decision. The record alone restores the write after a
+/// restart.
 #[test]
 fn single_partition_txns_commit_in_one_phase_with_one_record() {
+    let topo = Topology::full(1, 1, 4);
+    let mut net = net(topo.clone(), None);
+    let (photo, _) = key_pair_on_two_partitions(&topo);
+    net.session(1, 0);
+    net.run(20);
+    net.txn(1, vec![assign(&photo, "p1")]);
+    assert_eq!(commit_records(&net, 0), vec!["one-phase"]);
+    let upto = records_through(&net, |r| matches!(r, Record::OnePhase { .. }));
+    let got = recovered_values(&net, &topo, upto, &[&photo]);
+    assert_eq!(got, vec![ObjValue::Lww(Some(b"p1".to_vec()))]);
+}
+
+/// A txn over two partitions of one node commits with one record holding both
+/// partitions' effects (one-node commit): no prepare, decision or commit record. Replaying
+/// the records up to it restores both writes; replaying those before it, neither.
+#[test]
+fn a_txn_over_partitions_of_one_node_commits_with_one_record() {
     let topo = Topology::full(1, 1, 4);
     let mut net = net(topo.clone(), None);
     let (photo, comment) = key_pair_on_two_partitions(&topo);
     net.session(1, 0);
     net.run(20);
-    let kinds = |net: &Net| -> Vec<&'static str> {
-        net.records[0]
-            .iter()
-            .enumerate()
-            .map(|(i, b)| match Record::decode(i, b).expect("record") {
-                Record::OnePhase { .. } => "one-phase",
-                Record::Prepare { .. } => "prepare",
-                Record::Decision { .. } => "decision",
-                Record::Commit { .. } => "commit",
-                _ => "other",
-            })
-            .filter(|k| *k != "other")
-            .collect()
-    };
     net.txn(1, vec![assign(&photo, "p1")]);
-    assert_eq!(kinds(&net), vec!["one-phase"]);
     net.txn(1, vec![assign(&photo, "p2"), assign(&comment, "c")]);
-    let two = kinds(&net);
-    assert_eq!(
-        two.iter().filter(|k| **k == "prepare").count(),
-        2,
-        "{two:?}"
-    );
-    assert_eq!(
-        two.iter().filter(|k| **k == "decision").count(),
-        1,
-        "{two:?}"
-    );
-    // Recover from the records up to the one-phase commit only.
-    let records = net.records[0].clone();
-    let upto = records
-        .iter()
-        .enumerate()
-        .position(|(i, b)| matches!(Record::decode(i, b), Ok(Record::OnePhase { .. })))
-        .expect("a one-phase record");
-    let cfg = config(&topo, 0, None);
-    let flavor = super::Flavor::Cure;
-    let node = Node::recover(cfg, Config::default(), flavor, &records[..=upto]).expect("node");
-    assert!(node.check_invariants().is_ok());
-    let keys = [(photo.clone(), ObjType::Lww)];
-    let part = topo.partition_of(&photo);
-    let all = Vc {
-        dcs: vec![u64::MAX],
-        extra: vec![],
-    };
-    let got = node.parts[&part].read(&all, &keys);
-    assert!(
-        matches!(&got[0].1, Ok(o) if o.value() == ObjValue::Lww(Some(b"p1".to_vec()))),
-        "{got:?}"
-    );
+    assert_eq!(commit_records(&net, 0), vec!["one-phase", "node-commit"]);
+    let upto = records_through(&net, |r| matches!(r, Record::NodeCommit { .. }));
+    let both = recovered_values(&net, &topo, upto, &[&photo, &comment]);
+    let lww = |v: &str| ObjValue::Lww(Some(v.as_bytes().to_vec()));
+    assert_eq!(both, vec![lww("p2"), lww("c")]);
+    let before = recovered_values(&net, &topo, upto - 1, &[&photo, &comment]);
+    assert_eq!(before, vec![lww("p1"), ObjValue::Lww(None)]);
+    net.check_invariants().unwrap();
+}
+
+/// A txn over partitions of two nodes runs 2PC: a prepare record at each participant and
+/// the decision at the coordinator.
+#[test]
+fn a_txn_over_two_nodes_runs_two_phase_commit() {
+    let topo = Topology::full(1, 2, 4);
+    let mut net = net(topo.clone(), None);
+    let dc = causeway_core::DcId(0);
+    let node_of = |k: &Key| topo.node_of(dc, topo.partition_of(k));
+    let photo = Key::from("photo");
+    let comment = (0..100)
+        .map(|i| Key::new(format!("comment{i}")))
+        .find(|k| node_of(k) != node_of(&photo))
+        .expect("some key lands on the other node");
+    net.session(1, 0);
+    net.run(20);
+    net.txn(1, vec![assign(&photo, "p"), assign(&comment, "c")]);
+    let all: Vec<&str> = (0..2).flat_map(|n| commit_records(&net, n)).collect();
+    let count = |kind: &str| all.iter().filter(|k| **k == kind).count();
+    assert_eq!(count("prepare"), 2, "{all:?}");
+    assert_eq!(count("decision"), 1, "{all:?}");
+    assert_eq!(count("node-commit") + count("one-phase"), 0, "{all:?}");
+    net.check_invariants().unwrap();
 }
 
 /// Every key's value at the newest snapshot, per hosted partition.
