@@ -457,22 +457,6 @@ impl Node {
             votes: Votes::new(groups.keys().copied(), deadline),
             phase,
         };
-        if phase == Phase::Node {
-            // One-node commit: every partition is here; each prepares as it would for a
-            // PREPARE (Alg. 2 l.6-12) and votes without a record (`decide_on_node`).
-            let (svc, coord) = (t.svc.clone(), self.me);
-            for (partition, updates) in groups {
-                let w = Waiting::Prepare {
-                    coord,
-                    txn,
-                    svc: svc.clone(),
-                    updates,
-                    phase,
-                };
-                self.park(ctx, partition, w);
-            }
-            return;
-        }
         if t.direct && one_phase {
             // Read-then-commit: prepared on the state its read saw, in the same step.
             let (partition, updates) = groups.into_iter().next().expect("one group");
@@ -486,16 +470,30 @@ impl Node {
             };
             return self.prepare(ctx, to, svc, updates);
         }
+        let svc = t.svc.clone();
         for (partition, updates) in groups {
-            let to = Addr::Node(topo.node_of(dc, partition));
+            let node = self.topo.node_of(dc, partition);
+            if phase != Phase::One && self.cfg.one_phase && node == self.me {
+                // A partition of this node prepares as for a PREPARE (Alg. 2 l.6-12) but
+                // votes without a record: the decision's record holds its effects.
+                let w = Waiting::Prepare {
+                    coord: self.me,
+                    txn,
+                    svc: svc.clone(),
+                    updates,
+                    phase: Phase::Node,
+                };
+                self.park(ctx, partition, w);
+                continue;
+            }
             let m = Msg::Prepare {
                 txn,
                 partition,
-                svc: t.svc.clone(),
+                svc: svc.clone(),
                 updates,
                 one_phase,
             }; // Alg. 1 l.29
-            ctx.send(to, m);
+            ctx.send(Addr::Node(node), m);
         }
     }
 
@@ -568,14 +566,18 @@ impl Node {
         .expect("at least one participant");
         let mut ct = t.svc.clone();
         ct.set(self.d, commit_time); // Alg. 1 l.32-33
-        if phase == Phase::Node {
-            return self.decide_on_node(ctx, (txn, req), t.client, ct, &votes);
-        }
         let dc = DcIdOf::dc(self.d);
-        let participants: BTreeMap<PartitionId, NodeId> = votes
+        let here = |n: &NodeId| phase != Phase::One && self.cfg.one_phase && *n == self.me;
+        let (mine, elsewhere): (Vec<_>, Vec<_>) = votes
             .participants()
             .map(|p| (p, self.topo.node_of(dc, p)))
-            .collect();
+            .partition(|(_, n)| here(n));
+        let participants: BTreeMap<PartitionId, NodeId> = elsewhere.into_iter().collect();
+        assert_eq!(
+            phase == Phase::Node,
+            participants.is_empty(),
+            "a one-node txn has no participant elsewhere"
+        );
         let mut then: Vec<(Addr, Msg)> = participants
             .iter()
             .map(|(p, n)| {
@@ -597,54 +599,67 @@ impl Node {
                 result: Ok(ct.clone()),
             },
         ));
-        let record = Record::Decision {
-            txn,
-            ct: ct.clone(),
-            participants: participants.clone().into_iter().collect(),
+        let mine: Vec<PartitionId> = mine.into_iter().map(|(p, _)| p).collect();
+        let record = if mine.is_empty() {
+            Record::Decision {
+                txn,
+                ct: ct.clone(),
+                participants: participants.clone().into_iter().collect(),
+            }
+        } else {
+            self.node_commit_record(txn, &ct, &mine, &participants)
         };
         self.persist(ctx, record, then);
-        let clock = self.time.clock;
-        self.coord.decisions.decide(txn, ct, participants, clock);
-        self.after_durable(Deferred::Decision(txn));
+        if !participants.is_empty() {
+            let clock = self.time.clock;
+            self.coord
+                .decisions
+                .decide(txn, ct.clone(), participants, clock);
+            self.after_durable(Deferred::Decision(txn));
+        }
+        if !mine.is_empty() {
+            self.after_durable(Deferred::NodeCommit {
+                partitions: mine,
+                txn,
+                ct,
+            });
+        }
     }
 
-    /// One-node commit: every participant is a partition of this node and prepared (the
-    /// commit vector is the one 2PC computes, Alg. 1 l.31-33). One record holds every
-    /// partition's effects and the commit vector; once it is durable the txn commits at
-    /// each partition and the answer leaves. Until then it stays prepared everywhere,
-    /// holding each `pvc[d]` below its prepare time (Alg. 2 l.20), as in 2PC; a crash
-    /// before then loses the txn whole, which was never answered.
-    fn decide_on_node(
-        &mut self,
-        ctx: &mut Ctx<Msg>,
-        (txn, req): (TxnId, u64),
-        client: Addr,
-        ct: Vc,
-        votes: &Votes<u64>,
-    ) {
-        let partitions: Vec<PartitionId> = votes.participants().collect();
-        let parts = partitions
+    /// The record of a commit decided with partitions of this node among the
+    /// participants (one-node commit, and the coordinator's own share of a 2PC): their
+    /// effects, prepared here without a record, the commit vector (Alg. 1 l.31-33) and the
+    /// participants elsewhere. It is the prepare of `mine` and the decision at once (a
+    /// node's records are replayed whole or not at all); until it is durable the txn stays
+    /// prepared at `mine`, holding each `pvc[d]` below its prepare time (Alg. 2 l.20), and
+    /// a crash before then loses it on this node, where no one was answered, while the
+    /// participants elsewhere find no decision here and abort it (presumed abort).
+    fn node_commit_record(
+        &self,
+        txn: TxnId,
+        ct: &Vc,
+        mine: &[PartitionId],
+        participants: &BTreeMap<PartitionId, NodeId>,
+    ) -> Record {
+        let parts = mine
             .iter()
             .map(|p| {
                 let prepared = self.parts[p].prepared.get(&txn);
-                let prepared = prepared.expect("a one-node participant voted: prepared here");
-                assert_eq!(prepared.phase, Phase::Node, "a one-node txn's partition");
+                let prepared = prepared.expect("a participant of this node voted: prepared");
+                assert_eq!(
+                    prepared.phase,
+                    Phase::Node,
+                    "prepared for a one-node commit"
+                );
                 (*p, prepared.ops.clone())
             })
             .collect();
-        let record = Record::NodeCommit {
+        Record::NodeCommit {
             txn,
             ct: ct.clone(),
             parts,
-        };
-        let result = Ok(ct.clone());
-        let answer = (client, Msg::CommitResult { txn, req, result });
-        self.persist(ctx, record, vec![answer]);
-        self.after_durable(Deferred::NodeCommit {
-            partitions,
-            txn,
-            ct,
-        });
+            participants: participants.iter().map(|(p, n)| (*p, *n)).collect(),
+        }
     }
 
     fn abort_txn(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, why: &str) {

@@ -232,8 +232,16 @@ impl Node {
                 part.prepared.insert(txn, p);
                 part.commit(d, txn, &ct, false);
             }
-            Record::NodeCommit { txn, ct, parts } => {
+            Record::NodeCommit {
+                txn,
+                ct,
+                parts,
+                participants,
+            } => {
                 self.time.last = self.time.last.max(ct.get(d));
+                if !participants.is_empty() {
+                    self.coord.recovered_decision(txn, ct.clone(), participants);
+                }
                 for (partition, ops) in parts {
                     let p = Prepared {
                         coord: self.me,

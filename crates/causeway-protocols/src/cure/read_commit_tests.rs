@@ -227,11 +227,13 @@ fn waits_for_two_phase(mutation: Option<&str>) {
         net.session(s, 0);
     }
     net.run(20);
-    // Session 2's txn over two partitions prepares, and its COMMITs are held.
+    // Session 2's txn over two partitions prepares, and its COMMITs are held. It is
+    // coordinated on `other`'s node (its first key), so `key`'s partition is a 2PC
+    // participant (a partition of the coordinator's node commits with the decision).
     net.hold = |_, _, _, m| matches!(m, Msg::CommitTxn { .. });
     net.request(2, begin());
-    net.request(2, incr(&key, 7));
     net.request(2, incr(&other, 1));
+    net.request(2, incr(&key, 7));
     assert_eq!(net.request(2, Request::Commit), Response::Committed);
     net.clock += 1_000_000;
     net.request(1, begin());

@@ -89,13 +89,16 @@ pub enum Record {
         id: u64,
         dropped: Vec<TxnId>,
     },
-    /// A multi-partition txn whose partitions are all on its coordinator's node, committed
-    /// by the node alone (one-node commit): every partition's effects and the commit
-    /// vector in one record, written once all its partitions prepared.
+    /// A coordinator's commit of a multi-partition txn with participants on its own node,
+    /// written once every participant prepared: the effects of those of this node (which
+    /// prepared without a record) and the commit vector, and the participants elsewhere
+    /// (as in `Decision`; none for a one-node commit). Its partitions here commit once it
+    /// is durable.
     NodeCommit {
         txn: TxnId,
         ct: Vc,
         parts: Vec<(PartitionId, Effects)>,
+        participants: Vec<(PartitionId, NodeId)>,
     },
 }
 
