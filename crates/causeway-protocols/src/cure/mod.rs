@@ -25,6 +25,9 @@
 //!   the decision and the commit records. The node's log makes that record atomic, so
 //!   the txn commits at all its partitions or at none; it stays prepared at each,
 //!   holding its `pvc[d]`, until the record is durable, and only then is it answered.
+//!   A txn that also updates partitions of other nodes runs 2PC with those, and the
+//!   TC's node's own partitions prepare the same way: the decision's record
+//!   (`NodeCommit` with its participants elsewhere) holds their effects too.
 //! - Updates are buffered by the session (it assigns the op ids, so it can answer
 //!   `Response::Updated` at once) and shipped to the TC with the next read or the commit;
 //!   the TC keeps the write set (Alg. 1 l.8-14) and overlays it on what it reads (l.20-21).
