@@ -21,10 +21,10 @@
 //! from this machine's noise. Not a test: run it in release and compare builds side by
 //! side (BENCHMARKS.md, issue 14),
 //!
-//!     cargo run --release -p causeway-bench --example machine_txn [-- PROTOCOL [COMMAND [DCS [ROUNDS]]]]
+//!     [MT_PARTITIONS=N] cargo run --release -p causeway-bench --example machine_txn [-- PROTOCOL [COMMAND [DCS [ROUNDS]]]]
 //!
-//! (COMMAND `all` runs them all: `set`, `get`, `incr`, `sadd`, and `set16`, `incr16`,
-//! `sadd16`, a pipelined group of 16 of them in one txn; fewer ROUNDS for `valgrind --tool=callgrind`, whose instruction counts do not
+//! (COMMAND `all` runs them all: `set`, `get`, `incr`, `sadd`, `mset4` (an `MSET` of 4
+//! keys), and `set16`, `incr16`, `sadd16`, a pipelined group of 16 of them in one txn; fewer ROUNDS for `valgrind --tool=callgrind`, whose instruction counts do not
 //! move with the machine as its timings do.)
 
 use causeway_core::crdt::{ObjType, Update};
@@ -51,6 +51,21 @@ const ROUND_NS: u64 = 1_000_000;
 const WAN_ONE_WAY_NS: u64 = 44_000_000;
 /// DCs driven at most.
 const DCS_MAX: u16 = 5;
+/// Partitions given at most (`MT_PARTITIONS`).
+const PARTITIONS_MAX: u32 = 64;
+
+/// The node's partitions: `MT_PARTITIONS` (default 1; `causeway up` has 4 per node, over
+/// which an `mset4`'s keys spread).
+fn partitions() -> u32 {
+    match std::env::var("MT_PARTITIONS").map(|p| p.parse()) {
+        Err(_) => 1,
+        Ok(Ok(p)) if (1..=PARTITIONS_MAX).contains(&p) => p,
+        Ok(_) => {
+            eprintln!("MT_PARTITIONS is 1 to {PARTITIONS_MAX}");
+            std::process::exit(2);
+        }
+    }
+}
 
 /// One command as the RESP front end batches it when it stands alone.
 fn batch(command: &str, key: &Key) -> Vec<Request> {
@@ -94,6 +109,20 @@ fn batch(command: &str, key: &Key) -> Vec<Request> {
             update(Update::Add(b"element".to_vec())),
             Request::Commit,
         ],
+        // `MSET` of 4 keys, named after the session's key (so over several partitions).
+        "mset4" => {
+            let mut all = vec![begin];
+            all.extend((0..4u8).map(|i| {
+                let mut name = key.0.clone();
+                name.extend_from_slice(&[b':', b'a' + i]);
+                Request::Update {
+                    key: Key(name),
+                    update: Update::Assign(b"xxx".to_vec()),
+                }
+            }));
+            all.push(Request::Commit);
+            all
+        }
         other => panic!("unknown command {other}"),
     }
 }
@@ -131,7 +160,7 @@ struct Driver {
 
 impl Driver {
     fn new(protocol: &str, dcs: u16) -> Driver {
-        let topology = Topology::full(dcs, 1, 1);
+        let topology = Topology::full(dcs, 1, partitions());
         let clock = 1_000_000_000;
         let mut nodes = Vec::new();
         let mut started = Vec::new();
@@ -396,12 +425,18 @@ fn main() {
         }
     };
     let key = Key::from("key:__rand_int__");
-    println!("protocol {protocol}, {SESSIONS} sessions, {rounds} rounds per command, {dcs} DCs");
+    let parts = partitions();
+    println!(
+        "protocol {protocol}, {SESSIONS} sessions, {rounds} rounds per command, {dcs} DCs, \
+         {parts} partitions per node"
+    );
     println!(
         "| command | DCs | ns per txn, all | DC 1's node | each other DC's | committed | failed |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for command in ["set", "get", "incr", "sadd", "set16", "incr16", "sadd16"] {
+    for command in [
+        "set", "get", "incr", "sadd", "mset4", "set16", "incr16", "sadd16",
+    ] {
         if only.as_deref().is_none_or(|c| c == command) {
             run(&protocol, command, dcs, rounds, &key);
         }
