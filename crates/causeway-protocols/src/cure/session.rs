@@ -17,7 +17,10 @@ use super::Flavor;
 use crate::kit::session::{ClientProtocol, SessionCore};
 use crate::kit::txn::coalesce_updates;
 use causeway_core::crdt::{ObjType, Update};
-use causeway_core::{Addr, Ctx, Error, Key, NodeId, OpId, Response, Topology, TxnId, TxnKind, Vc};
+use causeway_core::{
+    Addr, Ctx, Error, Key, NodeId, OpId, PartitionId, Response, Topology, TxnId, TxnKind, Vc,
+};
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Pending {
@@ -83,6 +86,39 @@ impl Client {
     fn owner(core: &SessionCore, key: &Key) -> NodeId {
         let topo = &core.topology;
         topo.node_of(core.dc, topo.partition_of(key))
+    }
+
+    /// The key whose node coordinates a txn that starts with its commit: one of the node
+    /// owning the most of the updated partitions, the first key's on a tie. That node's
+    /// partitions commit with the decision's record (one-node commit), so the fewer
+    /// partitions elsewhere, the fewer prepare and commit records.
+    fn coordinating_key<'u>(core: &SessionCore, updates: &'u Updates) -> &'u Key {
+        let topo = &core.topology;
+        let first = &updates.first().expect("a commit with updates").0;
+        let first_node = Self::owner(core, first);
+        if updates
+            .iter()
+            .all(|(k, _, _)| Self::owner(core, k) == first_node)
+        {
+            return first; // one node (every single-key command): no choice to make
+        }
+        let mut partitions: BTreeMap<NodeId, BTreeSet<PartitionId>> = BTreeMap::new();
+        let mut key_of: BTreeMap<NodeId, &Key> = BTreeMap::new();
+        for (key, _, _) in updates {
+            let p = topo.partition_of(key);
+            let node = topo.node_of(core.dc, p);
+            partitions.entry(node).or_default().insert(p);
+            key_of.entry(node).or_insert(key);
+        }
+        let most = partitions.values().map(BTreeSet::len).max().unwrap_or(0);
+        if partitions.get(&first_node).map_or(0, BTreeSet::len) == most {
+            return first;
+        }
+        let (node, _) = partitions
+            .iter()
+            .find(|(_, ps)| ps.len() == most)
+            .expect("a node with the most partitions");
+        key_of[node]
     }
 
     /// Sends the START with the txn's first request (Alg. 1 l.1 and the request).
@@ -325,7 +361,7 @@ impl ClientProtocol for Client {
         self.pending = Pending::Commit;
         let req = core.start_request(ctx);
         if !self.started {
-            let key = updates[0].0.clone();
+            let key = Self::coordinating_key(core, &updates).clone();
             return self.start_with(core, ctx, &key, First::Commit { req, updates });
         }
         let txn = core.txn_id();

@@ -595,6 +595,45 @@ fn a_txn_over_two_nodes_runs_two_phase_commit() {
     net.check_invariants().unwrap();
 }
 
+/// A txn that starts with its commit is coordinated by the node owning the most of its
+/// partitions (the first key's on a tie), whose share commits with the decision: with
+/// one key on one node and two partitions of the other, the other coordinates.
+#[test]
+fn the_node_with_most_of_a_commits_partitions_coordinates_it() {
+    let topo = Topology::full(1, 2, 4);
+    let mut net = net(topo.clone(), None);
+    let dc = causeway_core::DcId(0);
+    let node_of = |k: &Key| topo.node_of(dc, topo.partition_of(k)).0 as usize;
+    let first = Key::from("first");
+    let keys: Vec<Key> = (0..200).map(|i| Key::new(format!("k{i}"))).collect();
+    let other = keys
+        .iter()
+        .find(|k| node_of(k) != node_of(&first))
+        .expect("a key");
+    let second = keys
+        .iter()
+        .find(|k| node_of(k) == node_of(other) && topo.partition_of(k) != topo.partition_of(other))
+        .expect("a key of another partition of that node");
+    net.session(1, 0);
+    net.run(20);
+    let updates = vec![assign(&first, "f"), assign(other, "o"), assign(second, "s")];
+    assert_eq!(net.txn(1, updates).last(), Some(&Response::Committed));
+    net.run(20);
+    assert_eq!(commit_records(&net, node_of(other)), vec!["node-commit"]);
+    assert_eq!(
+        commit_records(&net, node_of(&first)),
+        vec!["prepare", "commit"]
+    );
+    // A tie (one partition on each node): the first key's node coordinates.
+    net.txn(1, vec![assign(&first, "f2"), assign(other, "o2")]);
+    net.run(20);
+    assert_eq!(
+        commit_records(&net, node_of(&first)),
+        vec!["prepare", "commit", "node-commit"]
+    );
+    net.check_invariants().unwrap();
+}
+
 /// Every key's value at the newest snapshot, per hosted partition.
 fn everything(node: &Node, keys: &[Key]) -> Vec<String> {
     let all = Vc {
