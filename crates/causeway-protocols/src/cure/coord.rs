@@ -618,11 +618,16 @@ impl Node {
             self.after_durable(Deferred::Decision(txn));
         }
         if !mine.is_empty() {
-            self.after_durable(Deferred::NodeCommit {
+            let commit = Deferred::NodeCommit {
                 partitions: mine,
                 txn,
                 ct,
-            });
+            };
+            if self.mutation.node_commit_early {
+                self.run_deferred(commit); // visible before it is durable
+            } else {
+                self.after_durable(commit);
+            }
         }
     }
 

@@ -346,7 +346,7 @@ impl Node {
         }
     }
 
-    fn run_deferred(&mut self, action: Deferred) {
+    pub(super) fn run_deferred(&mut self, action: Deferred) {
         match action {
             Deferred::Lease(until) => {
                 self.time.lease_durable(until);

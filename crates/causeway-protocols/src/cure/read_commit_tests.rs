@@ -116,18 +116,26 @@ fn an_update_other_than_the_promised_one_is_refused() {
     }
 }
 
-/// Starts a one-phase txn adding `by` to `key` at node 0 from session 9 and keeps its
-/// record from becoming durable; returns the lsn to make durable later.
-fn pending_one_phase(net: &mut Net, key: &Key, by: i64) -> u64 {
+/// Starts a txn adding each `by` to its key at node 0 from session 9 (committed in one
+/// phase, or one node, with one record) and keeps its record from becoming durable;
+/// returns the lsn to make durable later.
+fn pending_commit(net: &mut Net, adds: &[(&Key, i64)]) -> u64 {
     let txn = TxnId {
         session: SessionId(9),
         seq: 1,
     };
-    let op = OpId { txn, index: 0 };
-    let first = First::Commit {
-        req: 1,
-        updates: vec![(key.clone(), Update::Increment(by), op)],
-    };
+    let updates = adds
+        .iter()
+        .enumerate()
+        .map(|(i, (key, by))| {
+            let op = OpId {
+                txn,
+                index: i as u32,
+            };
+            ((*key).clone(), Update::Increment(*by), op)
+        })
+        .collect();
+    let first = First::Commit { req: 1, updates };
     let m = Msg::StartWith {
         txn,
         kind: TxnKind::Causal,
@@ -135,8 +143,9 @@ fn pending_one_phase(net: &mut Net, key: &Key, by: i64) -> u64 {
         cvc: Vc::zero(1),
         first,
     };
-    // The START, then the PREPARE the coordinator sends to its own partition; what the
-    // node sends elsewhere is dropped (nothing else is waiting for it).
+    // The START, then the PREPARE the coordinator sends to its own partition (or the votes
+    // its partitions send it); what the node sends elsewhere is dropped (nothing else is
+    // waiting for it).
     // A prepare that must wait for svc[d] <= Clock (Alg. 2 l.7) is served by a timer 1 ms later.
     let mut inbox = vec![(Addr::Client(SessionId(9)), Some(m))];
     let mut lsns = Vec::new();
@@ -155,14 +164,65 @@ fn pending_one_phase(net: &mut Net, key: &Key, by: i64) -> u64 {
                 Output::Persist { lsn, .. } => lsns.push(lsn),
                 Output::Send {
                     to: to @ Addr::Node(_),
-                    msg: msg @ Msg::Prepare { .. },
+                    msg: msg @ (Msg::Prepare { .. } | Msg::Prepared { .. }),
                 } => inbox.push((to, Some(msg))),
                 _ => {}
             }
         }
     }
-    assert_eq!(lsns.len(), 1, "one record for a one-phase commit");
+    assert_eq!(
+        lsns.len(),
+        1,
+        "one record for a one-phase or one-node commit"
+    );
     lsns[0]
+}
+
+/// A one-node commit is visible nowhere until its record is durable: a read of one of
+/// its keys waits for it (it is prepared there, Alg. 2 l.2 and l.20) and then sees it.
+#[test]
+fn a_one_node_commit_is_invisible_until_its_record_is_durable() {
+    node_commit_visibility(None);
+}
+
+/// The `node-commit-early` mutation commits the partitions when the record is written:
+/// the read sees a txn that a crash before the fsync would lose.
+#[test]
+#[should_panic(expected = "a read waits for the one-node commit")]
+fn the_node_commit_early_mutation_shows_it_before_it_is_durable() {
+    node_commit_visibility(Some("node-commit-early"));
+}
+
+fn node_commit_visibility(mutation: Option<&str>) {
+    let topo = Topology::full(1, 1, 4);
+    let params = Params {
+        mutation: mutation.map(str::to_string),
+        ..Params::default()
+    };
+    let mut net = Net::new(topo.clone(), params, T);
+    let key = Key::from("n");
+    let other = (0..100)
+        .map(|i| Key::new(format!("m{i}")))
+        .find(|k| topo.partition_of(k) != topo.partition_of(&key))
+        .expect("a key of another partition");
+    for s in [2, 9] {
+        net.session(s, 0);
+    }
+    net.run(20);
+    let lsn = pending_commit(&mut net, &[(&key, 5), (&other, 1)]);
+    net.clock += 1_000_000;
+    net.request(2, begin());
+    net.session_call(2, |m, ctx| m.submit(ctx, read_counter(&key)));
+    net.deliver_all();
+    assert!(
+        net.replies.get(&2).is_none_or(|q| q.is_empty()),
+        "a read waits for the one-node commit"
+    );
+    net.node_call(0, |m, ctx| m.handle_persisted(ctx, lsn));
+    net.deliver_all();
+    let read = net.replies.get_mut(&2).and_then(|q| q.pop_front());
+    assert_eq!(counter(&read.expect("answered")), 5, "it sees the txn");
+    net.check_invariants().expect("invariants hold");
 }
 
 #[test]
@@ -174,7 +234,7 @@ fn a_read_then_commit_does_not_wait_for_a_one_phase_txn_still_being_persisted() 
         net.session(s, 0);
     }
     net.run(20);
-    let lsn = pending_one_phase(&mut net, &key, 5);
+    let lsn = pending_commit(&mut net, &[(&key, 5)]);
     net.clock += 1_000_000;
     // A plain read waits for it (Cure Alg. 2 l.2)...
     net.request(2, begin());
