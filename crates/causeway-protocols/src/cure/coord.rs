@@ -470,8 +470,15 @@ impl Node {
             };
             return self.prepare(ctx, to, svc, updates);
         }
-        let svc = t.svc.clone();
-        for (partition, updates) in groups {
+        let mut svc = Some(t.svc.clone());
+        let last = groups.len() - 1;
+        for (i, (partition, updates)) in groups.into_iter().enumerate() {
+            // The last group takes the snapshot, the others a copy (one clone for a
+            // single-partition commit, as every single-key command is).
+            let svc = match i == last {
+                true => svc.take().expect("taken by the last group only"),
+                false => svc.clone().expect("kept until the last group"),
+            };
             let node = self.topo.node_of(dc, partition);
             if phase != Phase::One && self.cfg.one_phase && node == self.me {
                 // A partition of this node prepares as for a PREPARE (Alg. 2 l.6-12) but
@@ -479,7 +486,7 @@ impl Node {
                 let w = Waiting::Prepare {
                     coord: self.me,
                     txn,
-                    svc: svc.clone(),
+                    svc,
                     updates,
                     phase: Phase::Node,
                 };
@@ -489,7 +496,7 @@ impl Node {
             let m = Msg::Prepare {
                 txn,
                 partition,
-                svc: svc.clone(),
+                svc,
                 updates,
                 one_phase,
             }; // Alg. 1 l.29

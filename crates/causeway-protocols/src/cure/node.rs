@@ -645,8 +645,8 @@ impl Node {
         };
         match phase {
             Phase::One => return self.commit_one_phase(ctx, to, svc, prep_time, ops),
-            // The coordinator is this node: it persists every partition's effects in one
-            // record once all are prepared (`decide_on_node`).
+            // The coordinator is this node: the record of its decision holds these
+            // effects (`Node::node_commit_record`).
             Phase::Node => return ctx.send(Addr::Node(coord), vote),
             Phase::Two => {}
         }

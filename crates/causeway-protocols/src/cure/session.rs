@@ -95,12 +95,15 @@ impl Client {
     fn coordinating_key<'u>(core: &SessionCore, updates: &'u Updates) -> &'u Key {
         let topo = &core.topology;
         let first = &updates.first().expect("a commit with updates").0;
+        if updates.len() == 1 {
+            return first; // a single-key command: no choice to make
+        }
         let first_node = Self::owner(core, first);
-        if updates
+        if updates[1..]
             .iter()
             .all(|(k, _, _)| Self::owner(core, k) == first_node)
         {
-            return first; // one node (every single-key command): no choice to make
+            return first; // one node: no choice to make
         }
         let mut partitions: BTreeMap<NodeId, BTreeSet<PartitionId>> = BTreeMap::new();
         let mut key_of: BTreeMap<NodeId, &Key> = BTreeMap::new();
