@@ -218,41 +218,18 @@ impl Node {
                 coord,
                 ct,
                 ops,
-            } => {
-                let prep_time = ct.get(d);
-                self.time.last = self.time.last.max(prep_time);
-                let p = Prepared {
-                    coord,
-                    prep_time,
-                    inquiry: Retry::default(),
-                    ops,
-                    phase: Phase::One,
-                };
-                let part = self.part(partition);
-                part.prepared.insert(txn, p);
-                part.commit(d, txn, &ct, false);
-            }
+            } => self.replay_committed(partition, (txn, coord), &ct, ops, Phase::One),
             Record::NodeCommit {
                 txn,
                 ct,
                 parts,
                 participants,
             } => {
-                self.time.last = self.time.last.max(ct.get(d));
                 if !participants.is_empty() {
                     self.coord.recovered_decision(txn, ct.clone(), participants);
                 }
                 for (partition, ops) in parts {
-                    let p = Prepared {
-                        coord: self.me,
-                        prep_time: ct.get(d),
-                        inquiry: Retry::default(),
-                        ops,
-                        phase: Phase::Node,
-                    };
-                    let part = self.part(partition);
-                    part.prepared.insert(txn, p);
-                    part.commit(d, txn, &ct, false);
+                    self.replay_committed(partition, (txn, self.me), &ct, ops, Phase::Node);
                 }
             }
             Record::Commit { partition, txn, ct } => {
@@ -378,6 +355,35 @@ impl Node {
             }
             Deferred::Transfer { partition, claims } => self.transfer_durable(partition, &claims),
         }
+    }
+
+    /// Replays a txn prepared and committed by one record (`OnePhase`, `NodeCommit`) at
+    /// `partition`: its prepare time is `ct[d]` (its commit time), the clock's floor.
+    fn replay_committed(
+        &mut self,
+        partition: PartitionId,
+        (txn, coord): (TxnId, NodeId),
+        ct: &Vc,
+        ops: Vec<(
+            causeway_core::Key,
+            causeway_core::OpId,
+            causeway_core::crdt::Effect,
+        )>,
+        phase: Phase,
+    ) {
+        let d = self.d;
+        let prep_time = ct.get(d);
+        self.time.last = self.time.last.max(prep_time);
+        let p = Prepared {
+            coord,
+            prep_time,
+            inquiry: Retry::default(),
+            ops,
+            phase,
+        };
+        let part = self.part(partition);
+        part.prepared.insert(txn, p);
+        part.commit(d, txn, ct, false);
     }
 
     /// Renews the lease on claimable timestamps before the clock reaches it.

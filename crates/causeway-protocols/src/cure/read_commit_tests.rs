@@ -193,13 +193,18 @@ fn the_node_commit_early_mutation_shows_it_before_it_is_durable() {
     node_commit_visibility(Some("node-commit-early"));
 }
 
-fn node_commit_visibility(mutation: Option<&str>) {
-    let topo = Topology::full(1, 1, 4);
+/// A fresh network of `topo` running Cure with `mutation`.
+fn mutated(topo: &Topology, mutation: Option<&str>) -> Net {
     let params = Params {
         mutation: mutation.map(str::to_string),
         ..Params::default()
     };
-    let mut net = Net::new(topo.clone(), params, T);
+    Net::new(topo.clone(), params, T)
+}
+
+fn node_commit_visibility(mutation: Option<&str>) {
+    let topo = Topology::full(1, 1, 4);
+    let mut net = mutated(&topo, mutation);
     let key = Key::from("n");
     let other = (0..100)
         .map(|i| Key::new(format!("m{i}")))
@@ -272,11 +277,7 @@ fn the_read_commit_no_wait_mutation_does_not() {
 fn waits_for_two_phase(mutation: Option<&str>) {
     // Two nodes: a txn over partitions of one node commits with one record, no 2PC.
     let topo = Topology::full(1, 2, 4);
-    let params = Params {
-        mutation: mutation.map(str::to_string),
-        ..Params::default()
-    };
-    let mut net = Net::new(topo.clone(), params, T);
+    let mut net = mutated(&topo, mutation);
     let key = Key::from("n");
     let node_of = |k: &Key| topo.node_of(causeway_core::DcId(0), topo.partition_of(k));
     let other = (0..100)
