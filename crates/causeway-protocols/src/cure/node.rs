@@ -364,11 +364,7 @@ impl Node {
         partition: PartitionId,
         (txn, coord): (TxnId, NodeId),
         ct: &Vc,
-        ops: Vec<(
-            causeway_core::Key,
-            causeway_core::OpId,
-            causeway_core::crdt::Effect,
-        )>,
+        ops: super::record::Effects,
         phase: Phase,
     ) {
         let d = self.d;
