@@ -480,7 +480,7 @@ impl Node {
                 false => svc.clone().expect("kept until the last group"),
             };
             let node = self.topo.node_of(dc, partition);
-            if phase != Phase::One && self.cfg.one_phase && node == self.me {
+            if self.prepares_without_record(phase, node) {
                 // A partition of this node prepares as for a PREPARE (Alg. 2 l.6-12) but
                 // votes without a record: the decision's record holds its effects.
                 let w = Waiting::Prepare {
@@ -574,38 +574,17 @@ impl Node {
         let mut ct = t.svc.clone();
         ct.set(self.d, commit_time); // Alg. 1 l.32-33
         let dc = DcIdOf::dc(self.d);
-        let here = |n: &NodeId| phase != Phase::One && self.cfg.one_phase && *n == self.me;
         let (mine, elsewhere): (Vec<_>, Vec<_>) = votes
             .participants()
             .map(|p| (p, self.topo.node_of(dc, p)))
-            .partition(|(_, n)| here(n));
+            .partition(|(_, n)| self.prepares_without_record(phase, *n));
         let participants: BTreeMap<PartitionId, NodeId> = elsewhere.into_iter().collect();
         assert_eq!(
             phase == Phase::Node,
             participants.is_empty(),
             "a one-node txn has no participant elsewhere"
         );
-        let mut then: Vec<(Addr, Msg)> = participants
-            .iter()
-            .map(|(p, n)| {
-                (
-                    Addr::Node(*n),
-                    Msg::CommitTxn {
-                        txn,
-                        partition: *p,
-                        ct: ct.clone(),
-                    },
-                )
-            })
-            .collect();
-        then.push((
-            t.client,
-            Msg::CommitResult {
-                txn,
-                req,
-                result: Ok(ct.clone()),
-            },
-        ));
+        let then = Self::commit_messages((txn, req), t.client, &ct, &participants);
         let mine: Vec<PartitionId> = mine.into_iter().map(|(p, _)| p).collect();
         let record = if mine.is_empty() {
             Record::Decision {
@@ -636,6 +615,35 @@ impl Node {
                 self.after_durable(commit);
             }
         }
+    }
+
+    /// Whether a participant on `node` of a txn committing in `phase` prepares without a
+    /// record, its effects going into the decision's (`NodeCommit`): a partition of the
+    /// coordinator's node, with one-phase commit on, unless the txn has one partition.
+    fn prepares_without_record(&self, phase: Phase, node: NodeId) -> bool {
+        phase != Phase::One && self.cfg.one_phase && node == self.me
+    }
+
+    /// What leaves once a commit decision is durable: COMMIT to each participant
+    /// elsewhere (Alg. 1 l.34-35) and the answer to the session (l.36).
+    fn commit_messages(
+        (txn, req): (TxnId, u64),
+        client: Addr,
+        ct: &Vc,
+        participants: &BTreeMap<PartitionId, NodeId>,
+    ) -> Vec<(Addr, Msg)> {
+        let commit = |(p, n): (&PartitionId, &NodeId)| {
+            let m = Msg::CommitTxn {
+                txn,
+                partition: *p,
+                ct: ct.clone(),
+            };
+            (Addr::Node(*n), m)
+        };
+        let mut then: Vec<(Addr, Msg)> = participants.iter().map(commit).collect();
+        let result = Ok(ct.clone());
+        then.push((client, Msg::CommitResult { txn, req, result }));
+        then
     }
 
     /// The record of a commit decided with partitions of this node among the
