@@ -178,6 +178,15 @@ fn pending_commit(net: &mut Net, adds: &[(&Key, i64)]) -> u64 {
     lsns[0]
 }
 
+/// Session `s` begins a txn and reads `key` as a counter (a plain read, no commit
+/// promised); whether the read is answered once the network is quiet.
+fn plain_read_answered(net: &mut Net, s: u64, key: &Key) -> bool {
+    net.request(s, begin());
+    net.session_call(s, |m, ctx| m.submit(ctx, read_counter(key)));
+    net.deliver_all();
+    net.replies.get(&s).is_some_and(|q| !q.is_empty())
+}
+
 /// A one-node commit is visible nowhere until its record is durable: a read of one of
 /// its keys waits for it (it is prepared there, Alg. 2 l.2 and l.20) and then sees it.
 #[test]
@@ -216,11 +225,8 @@ fn node_commit_visibility(mutation: Option<&str>) {
     net.run(20);
     let lsn = pending_commit(&mut net, &[(&key, 5), (&other, 1)]);
     net.clock += 1_000_000;
-    net.request(2, begin());
-    net.session_call(2, |m, ctx| m.submit(ctx, read_counter(&key)));
-    net.deliver_all();
     assert!(
-        net.replies.get(&2).is_none_or(|q| q.is_empty()),
+        !plain_read_answered(&mut net, 2, &key),
         "a read waits for the one-node commit"
     );
     net.node_call(0, |m, ctx| m.handle_persisted(ctx, lsn));
@@ -242,11 +248,8 @@ fn a_read_then_commit_does_not_wait_for_a_one_phase_txn_still_being_persisted() 
     let lsn = pending_commit(&mut net, &[(&key, 5)]);
     net.clock += 1_000_000;
     // A plain read waits for it (Cure Alg. 2 l.2)...
-    net.request(2, begin());
-    net.session_call(2, |m, ctx| m.submit(ctx, read_counter(&key)));
-    net.deliver_all();
     assert!(
-        net.replies.get(&2).is_none_or(|q| q.is_empty()),
+        !plain_read_answered(&mut net, 2, &key),
         "a plain read waits"
     );
     // ...a read-then-commit is served and commits without it.
