@@ -469,6 +469,11 @@ fn a_snapshot_too_old_leaves_the_session_idle() {
     net.check_invariants().unwrap();
 }
 
+/// The index of the node of DC 0 that owns `k`'s partition (into `Net::records`).
+fn node_index(topo: &Topology, k: &Key) -> usize {
+    topo.node_of(DcId(0), topo.partition_of(k)).0 as usize
+}
+
 /// The kinds of commit records node `n` persisted, in order.
 fn commit_records(net: &Net, n: usize) -> Vec<&'static str> {
     net.records[n]
@@ -563,8 +568,7 @@ fn a_txn_over_partitions_of_one_node_commits_with_one_record() {
 fn a_txn_over_two_nodes_runs_two_phase_commit() {
     let topo = Topology::full(1, 2, 4);
     let mut net = net(topo.clone(), None);
-    let dc = causeway_core::DcId(0);
-    let node_of = |k: &Key| topo.node_of(dc, topo.partition_of(k));
+    let node_of = |k: &Key| node_index(&topo, k);
     let photo = Key::from("photo");
     let comment = (0..100)
         .map(|i| Key::new(format!("comment{i}")))
@@ -574,7 +578,7 @@ fn a_txn_over_two_nodes_runs_two_phase_commit() {
     net.run(20);
     net.txn(1, vec![assign(&photo, "p"), assign(&comment, "c")]);
     net.run(20);
-    let coord = node_of(&photo).0 as usize;
+    let coord = node_of(&photo);
     assert_eq!(commit_records(&net, coord), vec!["node-commit"]);
     assert_eq!(commit_records(&net, 1 - coord), vec!["prepare", "commit"]);
     let records = &net.records[coord];
@@ -590,7 +594,10 @@ fn a_txn_over_two_nodes_runs_two_phase_commit() {
                 } => Some((parts.len(), participants)),
                 _ => None,
             });
-    let comment_at = (topo.partition_of(&comment), node_of(&comment));
+    let comment_at = (
+        topo.partition_of(&comment),
+        NodeId(node_of(&comment) as u32),
+    );
     assert_eq!(decided, Some((1, vec![comment_at])));
     net.check_invariants().unwrap();
 }
@@ -602,8 +609,7 @@ fn a_txn_over_two_nodes_runs_two_phase_commit() {
 fn the_node_with_most_of_a_commits_partitions_coordinates_it() {
     let topo = Topology::full(1, 2, 4);
     let mut net = net(topo.clone(), None);
-    let dc = causeway_core::DcId(0);
-    let node_of = |k: &Key| topo.node_of(dc, topo.partition_of(k)).0 as usize;
+    let node_of = |k: &Key| node_index(&topo, k);
     let first = Key::from("first");
     let keys: Vec<Key> = (0..200).map(|i| Key::new(format!("k{i}"))).collect();
     let other = keys
