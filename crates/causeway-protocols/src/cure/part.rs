@@ -22,7 +22,7 @@ pub struct Prepared {
     pub phase: Phase,
 }
 
-/// How a prepared txn is decided (docs/ARCHITECTURE.md, "One-phase and one-node commit").
+/// How a prepared txn is decided (docs/ARCHITECTURE.md, the Cure section).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Two-phase commit: a coordinator decides it (Alg. 1 l.29-36); a participant holding
@@ -31,10 +31,11 @@ pub enum Phase {
     /// A single-partition txn committed by this partition alone once its record is
     /// durable: no coordinator decides it, so it is never inquired about nor aborted.
     One,
-    /// A multi-partition txn whose partitions are all on its coordinator's node: the
-    /// coordinator writes one record with every partition's effects and the commit
-    /// vector. It may be aborted until then, and is never inquired about (the coordinator
-    /// is this node, and a restart forgets the txn with it).
+    /// A multi-partition txn prepared on its coordinator's node without a record (all
+    /// its partitions there, or this node's share of a 2PC): the coordinator's decision
+    /// record (`NodeCommit`) holds these effects. It may be aborted until then, and is
+    /// never inquired about (the coordinator is this node, and a restart forgets the txn
+    /// with it).
     Node,
 }
 
