@@ -5,6 +5,13 @@
 //! one ends and takes 0.1-0.5 ms; batches complete in order. A crash loses the unsynced
 //! records; a restart replays the durable ones. A machine that offers checkpoints has its
 //! durable records replaced by one once they are many (`SimConfig::checkpoint_records`).
+//!
+//! A disk may stall before its node crashes (`FaultEvent::DiskStall`, drawn with crashes):
+//! until the crash, each write takes milliseconds more, as a failing disk or a node thrashing
+//! its memory does before it dies. The records of that last slow batch are then the ones
+//! the crash loses, so a protocol that shows a write before it is durable (the
+//! `node-commit-early` mutation) has it read for milliseconds, not a fraction of one,
+//! before losing it.
 
 use crate::world::{Ev, World};
 use causeway_core::clock::Nanos;
@@ -28,6 +35,9 @@ pub(crate) struct Disk {
     pub(crate) checkpoints: u64,
     /// When the batch queued behind it completes (records issued meanwhile join it).
     next_batch_at: Option<Nanos>,
+    /// Until when writes stall (`FaultEvent::DiskStall`), and by how much each.
+    stall_until: Nanos,
+    stall_extra_ns: Nanos,
 }
 
 impl Disk {
@@ -58,6 +68,20 @@ impl Disk {
         self.durable.push(record);
     }
 
+    /// Until `until`, every write opened takes `extra_ns` longer.
+    pub(crate) fn stall(&mut self, until: Nanos, extra_ns: Nanos) {
+        self.stall_until = until;
+        self.stall_extra_ns = extra_ns;
+    }
+
+    /// The time a write opened at `now` takes, its drawn `latency` plus any stall.
+    fn stalled(&self, latency: Nanos, now: Nanos) -> Nanos {
+        match now < self.stall_until {
+            true => latency + self.stall_extra_ns,
+            false => latency,
+        }
+    }
+
     /// A crash: writes in flight are lost.
     pub(crate) fn lose_unsynced(&mut self) {
         self.unsynced.clear();
@@ -75,9 +99,9 @@ impl World {
         // every trace hash.
         let latency = WRITE_MIN_NS + self.network.rng.range(0, WRITE_SPREAD_NS);
         let slot = &mut self.nodes[n];
-        let at = slot
-            .disk
-            .write(lsn, record, self.now + self.out_delay_ns, latency);
+        let now = self.now + self.out_delay_ns;
+        let latency = slot.disk.stalled(latency, now);
+        let at = slot.disk.write(lsn, record, now, latency);
         let incarnation = slot.incarnation;
         let ev = Ev::Persisted {
             node: n,

@@ -43,6 +43,15 @@ const CUT_BEFORE_FAILURE_CHANCE: f64 = 0.6;
 const CUT_LEAD_MIN_NS: Nanos = 50_000_000;
 const CUT_LEAD_MAX_NS: Nanos = 500_000_000;
 
+/// How often a crash is preceded by a stall of the node's disk.
+const STALL_BEFORE_CRASH_CHANCE: f64 = 0.5;
+/// How long before the crash the stall starts, at least and at most.
+const STALL_LEAD_MIN_NS: Nanos = 50_000_000;
+const STALL_LEAD_MAX_NS: Nanos = 300_000_000;
+/// What a stall adds to each write, at least and at most.
+const STALL_EXTRA_MIN_NS: Nanos = 2_000_000;
+const STALL_EXTRA_MAX_NS: Nanos = 20_000_000;
+
 /// One timed fault. DCs and nodes are indices of the topology.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FaultEvent {
@@ -66,6 +75,12 @@ pub enum FaultEvent {
         node: usize,
     },
     SlowStart {
+        node: usize,
+        until: Nanos,
+        extra_ns: Nanos,
+    },
+    /// Until `until` (the node's crash), each of its disk writes takes `extra_ns` more.
+    DiskStall {
         node: usize,
         until: Nanos,
         extra_ns: Nanos,
@@ -125,6 +140,8 @@ impl FaultPlan {
                 }
             }
         }
+        // Drawn after every kind, so that each kind draws what it drew before stalls existed.
+        plan.draw_stalls_before_crashes(&mut rng);
         plan.events.sort_by_key(|(at, _)| *at);
         plan.add_dc_offsets(config, topology);
         plan
@@ -217,6 +234,32 @@ impl FaultPlan {
         }
     }
 
+    /// Before some crashes, the node's disk stalls (`crate::disk`): from 50-300 ms before
+    /// the crash until it, each write takes 2-20 ms more.
+    fn draw_stalls_before_crashes(&mut self, rng: &mut SimRng) {
+        let crashes: Vec<(Nanos, usize)> = self
+            .events
+            .iter()
+            .filter_map(|(at, ev)| match ev {
+                FaultEvent::Crash { node } => Some((*at, *node)),
+                _ => None,
+            })
+            .collect();
+        for (at, node) in crashes {
+            if !rng.chance(STALL_BEFORE_CRASH_CHANCE) {
+                continue;
+            }
+            let lead = rng.range(STALL_LEAD_MIN_NS, STALL_LEAD_MAX_NS);
+            let extra_ns = rng.range(STALL_EXTRA_MIN_NS, STALL_EXTRA_MAX_NS);
+            let stall = FaultEvent::DiskStall {
+                node,
+                until: at,
+                extra_ns,
+            };
+            self.events.push((at.saturating_sub(lead).max(T0), stall));
+        }
+    }
+
     /// `SimConfig::dc_clock_offsets_ms` on top of the drawn skew (none: zero).
     fn add_dc_offsets(&mut self, config: &SimConfig, topology: &Topology) {
         if config.dc_clock_offsets_ms.is_empty() {
@@ -278,12 +321,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_plan_is_replayable_data_with_every_cut_healed_and_every_crash_restarted() {
+    fn a_plan_is_replayable_data_with_every_cut_healed_every_crash_restarted_and_every_stall_ending_in_a_crash(
+    ) {
         let config = |seed| SimConfig {
             seed,
             faults: FaultSel::All,
             ..SimConfig::default()
         };
+        let mut stalls = 0;
         for seed in 1..20 {
             let c = config(seed);
             let topology = c.topology();
@@ -302,10 +347,18 @@ mod tests {
                     FaultEvent::Crash { node } => {
                         assert!(later(&FaultEvent::Restart { node }), "seed {seed}: {ev:?}")
                     }
+                    FaultEvent::DiskStall { node, until, .. } => {
+                        let crash = FaultEvent::Crash { node };
+                        let ends_in_crash =
+                            plan.events.iter().any(|e| e == &(until, crash.clone()));
+                        assert!(ends_in_crash && until >= *at, "seed {seed}: {ev:?}");
+                        stalls += 1;
+                    }
                     _ => {}
                 }
             }
         }
+        assert!(stalls > 0, "some crashes are preceded by a disk stall");
     }
 
     fn failed_dcs(c: &SimConfig) -> Vec<u16> {

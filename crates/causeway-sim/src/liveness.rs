@@ -3,7 +3,8 @@
 //! are the checks that need outcomes: every required counter increment is counted, every
 //! required set add that nothing removed is visible (its tag, or its element through a
 //! re-add that replaced the tag), where a committed transaction of a surviving DC is
-//! required and an unknown outcome may or may not be visible.
+//! required, and so is one with an unknown outcome that a read observed (it did commit:
+//! `crate::required`); any other unknown outcome may or may not be visible.
 //!
 //! Partial replication ([`final_read_keys`]): each surviving DC's final session reads only
 //! the keys of the partitions that DC replicates, so convergence compares the replicas of

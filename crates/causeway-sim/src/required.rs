@@ -1,7 +1,9 @@
-//! Which transactions of failed DCs must survive them, for protocols whose failed-DC writes
-//! may not vanish (UniStore, CUREFT: `failed_dc_writes_may_vanish == false`). A failed DC's
-//! transaction is *required* (it must be visible at every surviving DC after quiescence,
-//! like any committed transaction) when
+//! Which transactions must survive although no client heard them commit: those of failed
+//! DCs, for protocols whose failed-DC writes may not vanish (UniStore, CUREFT:
+//! `failed_dc_writes_may_vanish == false`), and those of surviving DCs whose outcome is
+//! unknown but that committed, as a read proves. A failed DC's transaction is *required*
+//! (it must be visible at every surviving DC after quiescence, like any committed
+//! transaction) when
 //!
 //! - (a) a read at a surviving DC observed one of its writes (a transaction's read, whatever
 //!   its outcome, or a final read): that DC stores it, and forwarding must bring it to the
@@ -21,17 +23,29 @@
 //!
 //! Counters show no write ids, so a transaction is required through its other writes, (b)
 //! or causality. A failed DC's transaction that is not required may or may not be visible.
+//!
+//! A surviving DC's transaction with an unknown outcome (its client timed out, or its node
+//! crashed before answering) is required by the same walk: when a read observed it, or it
+//! is in the causal past of a required or committed transaction. It committed, and a
+//! surviving DC loses no committed transaction; one nobody observed may or may not be
+//! visible.
 
 use crate::liveness::DcFailures;
-use causeway_check::{session_order, HOp, History, Outcome, TxnRecord};
+use causeway_check::{session_order, HOp, History, Outcome};
 use causeway_core::OpId;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Indices (into `history.txns`) of the failed DCs' transactions that must survive.
+/// Indices (into `history.txns`) of the transactions that must survive although their
+/// client never learned that they committed: the failed DCs' transactions described
+/// above (for protocols whose failed-DC writes may not vanish), and the surviving DCs'
+/// transactions with an unknown outcome that are observed or in the causal past of a
+/// committed or required transaction by the same rules. A read of a write proves that its
+/// transaction committed (every protocol here reads committed state only, which check 1
+/// of the TCC checker enforces), and a committed transaction of a DC that did not fail
+/// survives crashes: an anomaly that exposes a write before it is durable and then loses
+/// it in a crash (the `node-commit-early` mutation) fails here.
 pub fn required_txns(history: &History, failures: &DcFailures) -> BTreeSet<usize> {
-    if failures.failed.is_empty() || failures.may_vanish {
-        return BTreeSet::new();
-    }
+    let failed_dcs_count = !failures.failed.is_empty() && !failures.may_vanish;
     let writers = writers(history);
     let prev = previous_committed(history);
     let mut seen = BTreeSet::new();
@@ -40,10 +54,16 @@ pub fn required_txns(history: &History, failures: &DcFailures) -> BTreeSet<usize
         if !seen.insert(i) {
             continue;
         }
-        frontier.extend(observed_by(&history.txns[i], &writers));
+        frontier.extend(observed_by(history, i, &writers));
         frontier.extend(prev[i]);
     }
-    seen.retain(|&i| failures.has_failed(&history.txns[i]));
+    seen.retain(|&i| {
+        let t = &history.txns[i];
+        match failures.has_failed(t) {
+            true => failed_dcs_count,
+            false => t.outcome == Outcome::Unknown,
+        }
+    });
     seen
 }
 
@@ -63,13 +83,15 @@ fn writers(history: &History) -> BTreeMap<OpId, usize> {
     writers
 }
 
-/// The writers of what `t`'s reads observed.
-fn observed_by(t: &TxnRecord, writers: &BTreeMap<OpId, usize>) -> Vec<usize> {
-    let ids = t.ops.iter().flat_map(|op| match op {
+/// The writers of what transaction `i`'s reads observed, itself left out: reading its own
+/// write proves nothing about whether it committed.
+fn observed_by(history: &History, i: usize, writers: &BTreeMap<OpId, usize>) -> Vec<usize> {
+    let ids = history.txns[i].ops.iter().flat_map(|op| match op {
         HOp::Read { observed, .. } => &observed[..],
         HOp::Write { .. } => &[],
     });
-    ids.filter_map(|id| writers.get(id).copied()).collect()
+    let others = ids.filter_map(|id| writers.get(id).copied());
+    others.filter(|&w| w != i).collect()
 }
 
 /// For each transaction, the last committed transaction before it in its session.
@@ -99,7 +121,7 @@ fn seeds(history: &History, failures: &DcFailures, writers: &BTreeMap<OpId, usiz
         if t.outcome == Outcome::Committed {
             seeds.push(i);
         }
-        seeds.extend(observed_by(t, writers)); // (a), whatever the reader's outcome
+        seeds.extend(observed_by(history, i, writers)); // (a), whatever the reader's outcome
     }
     for f in history.finals.iter() {
         if !failures.failed.contains(&f.dc.0) {

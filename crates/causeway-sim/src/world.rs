@@ -303,6 +303,11 @@ impl World {
                 until,
                 extra_ns,
             } => self.nodes[node].slow_down(until, extra_ns),
+            FaultEvent::DiskStall {
+                node,
+                until,
+                extra_ns,
+            } => self.nodes[node].disk.stall(until, extra_ns),
             FaultEvent::FailDc { dc } if !self.failed_dcs.contains(&dc) => self.fail_dc(dc),
             FaultEvent::FailDc { .. } => {}
         }
@@ -338,6 +343,7 @@ impl World {
         self.release_held();
         for n in 0..self.nodes.len() {
             self.nodes[n].slow_until = 0;
+            self.nodes[n].disk.stall(0, 0);
             self.restart(n);
         }
         self.schedule(self.now, Ev::PollIdle);

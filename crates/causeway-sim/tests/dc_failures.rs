@@ -306,3 +306,29 @@ fn a_required_add_replaced_by_a_re_add_shows_through_the_element() {
     let lost = history(vec![t1, t2], finals(&[]));
     rejects(&lost, &dc0_failed(false), "never removed but invisible");
 }
+
+#[test]
+fn an_unknown_outcome_a_committed_read_observed_must_survive_without_dc_failures() {
+    // Session 1's client never heard t1's outcome (its node crashed). Session 2 read t1's
+    // register, so t1 committed; its add must then be in every final read, as a committed
+    // transaction's would be (the `node-commit-early` mutation loses it in a crash).
+    let (r, a) = (oid(1, 1, 0), oid(1, 1, 1));
+    let mut t1 = txn(1, 1, 0, 10, vec![assign("r", "x", r), add("s", "a", a)]);
+    t1.outcome = Outcome::Unknown;
+    let saw = txn(2, 1, 1, 50, vec![get("r", "x", r)]);
+    let none = DcFailures::default();
+    let lost = vec![final_set(0, "s", &[]), final_set(1, "s", &[])];
+    let h = history(vec![t1.clone(), saw.clone()], lost.clone());
+    rejects(&h, &none, "required add s1.t1.o1");
+    // Nobody observed it: it may have committed or not, so its add may be missing. Its own
+    // read of its write does not count.
+    let mut own = t1.clone();
+    own.ops.push(get("r", "x", r));
+    check_final_state(&history(vec![own], lost), &none).expect("unobserved");
+    // Observed and visible everywhere: accepted.
+    let kept = vec![
+        final_set(0, "s", &[("a", a)]),
+        final_set(1, "s", &[("a", a)]),
+    ];
+    check_final_state(&history(vec![t1, saw], kept), &none).expect("visible");
+}
