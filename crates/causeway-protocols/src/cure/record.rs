@@ -170,3 +170,60 @@ impl Record {
         postcard::from_bytes(bytes).map_err(|e| format!("cure: record {index} is corrupt: {e}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::SessionId;
+
+    fn txn() -> TxnId {
+        TxnId {
+            session: SessionId(3),
+            seq: 9,
+        }
+    }
+
+    /// A log outlives the build that wrote it: a record's tag (postcard writes the
+    /// variant's index first) must never change, so new variants go at the end of the
+    /// enum. This pins the tags of records every Cure log holds, the first and the last
+    /// variant among them; reordering the enum fails here before it corrupts a restart.
+    #[test]
+    fn each_record_keeps_the_tag_older_logs_were_written_with() {
+        let ct = Vc::zero(2);
+        let tagged = [
+            (0, Record::Lease { until: 5 }),
+            (
+                2,
+                Record::Commit {
+                    partition: PartitionId(1),
+                    txn: txn(),
+                    ct: ct.clone(),
+                },
+            ),
+            (
+                5,
+                Record::Decision {
+                    txn: txn(),
+                    ct: ct.clone(),
+                    participants: vec![(PartitionId(1), NodeId(0))],
+                },
+            ),
+            (6, Record::Ended { txns: vec![txn()] }),
+            (
+                13,
+                Record::NodeCommit {
+                    txn: txn(),
+                    ct,
+                    parts: Vec::new(),
+                    participants: Vec::new(),
+                },
+            ),
+        ];
+        for (tag, record) in tagged {
+            let bytes = record.encode();
+            assert_eq!(bytes[0], tag, "{record:?}");
+            let back = Record::decode(0, &bytes).expect("decodes");
+            assert_eq!(format!("{back:?}"), format!("{record:?}"));
+        }
+    }
+}
