@@ -238,6 +238,7 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
         failed: world.failed_dcs.clone(),
         may_vanish: entry.requirements().failed_dc_writes_may_vanish,
         tolerated: entry.tolerated_failures(&config.section, config.dcs)?,
+        causal: entry.guarantee() != Guarantee::Convergence,
     };
     let mut violation = world.metrics.invariants.first().cloned();
     if violation.is_none() {

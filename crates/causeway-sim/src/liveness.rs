@@ -2,9 +2,11 @@
 //! system quiesced. Convergence (every surviving DC reads the same) is the checker's; here
 //! are the checks that need outcomes: every required counter increment is counted, every
 //! required set add that nothing removed is visible (its tag, or its element through a
-//! re-add that replaced the tag), where a committed transaction of a surviving DC is
-//! required, and so is one with an unknown outcome that a read observed (it did commit:
-//! `crate::required`); any other unknown outcome may or may not be visible.
+//! re-add that replaced the tag), and no register shows a write that a required
+//! assignment knowingly overwrote (one its transaction read, or its session wrote before),
+//! where a committed transaction of a surviving DC is required, and so is one with an
+//! unknown outcome that a read observed (it did commit: `crate::required`); any other
+//! unknown outcome may or may not be visible.
 //!
 //! Partial replication ([`final_read_keys`]): each surviving DC's final session reads only
 //! the keys of the partitions that DC replicates, so convergence compares the replicas of
@@ -19,7 +21,7 @@
 //! must survive, and as an unknown outcome otherwise.
 
 use crate::required::required_txns;
-use causeway_check::{HOp, History, Outcome, TxnRecord};
+use causeway_check::{session_order, HOp, History, Outcome, TxnRecord};
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{DcId, Key, ObjValue, OpId, Topology};
 use std::collections::{BTreeMap, BTreeSet};
@@ -80,6 +82,13 @@ pub struct DcFailures {
     pub may_vanish: bool,
     /// How many DC failures the protocol's completed barriers survive (its `f`).
     pub tolerated: usize,
+    /// The protocol promises atomic transactions whose last-writer-wins order follows
+    /// causality (every guarantee but `eventual`'s convergence). Two checks rely on it: a
+    /// transaction with an unknown outcome that a read observed counts as committed whole
+    /// (`crate::required`), and a register may not show a write that a required
+    /// assignment knowingly overwrote. `eventual` writes each key apart, so a crash may
+    /// keep one write of a transaction and lose another; its clocks order its registers.
+    pub causal: bool,
 }
 
 impl DcFailures {
@@ -107,6 +116,10 @@ struct KeyFacts {
     maybe_pos: i64,
     adds: Vec<(Vec<u8>, OpId)>,
     removed: BTreeSet<Vec<u8>>,
+    /// Register: a required assignment of the key exists.
+    assigned: bool,
+    /// Register: writes a required assignment knowingly overwrote, with that assignment.
+    overwritten: BTreeMap<OpId, OpId>,
 }
 
 fn weight(t: &TxnRecord, failed_here: bool, required: bool) -> Weight {
@@ -120,9 +133,18 @@ fn weight(t: &TxnRecord, failed_here: bool, required: bool) -> Weight {
 
 fn collect(history: &History, failures: &DcFailures) -> BTreeMap<Key, KeyFacts> {
     let required = required_txns(history, failures);
+    let weights: Vec<Weight> = history
+        .txns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| weight(t, failures.has_failed(t), required.contains(&i)))
+        .collect();
     let mut facts: BTreeMap<Key, KeyFacts> = BTreeMap::new();
+    if failures.causal {
+        collect_overwrites(history, &weights, &mut facts);
+    }
     for (i, txn) in history.txns.iter().enumerate() {
-        let w = weight(txn, failures.has_failed(txn), required.contains(&i));
+        let w = weights[i];
         for op in &txn.ops {
             let HOp::Write { key, update, id } = op else {
                 continue;
@@ -142,6 +164,50 @@ fn collect(history: &History, failures: &DcFailures) -> BTreeMap<Key, KeyFacts> 
         }
     }
     facts
+}
+
+/// The register writes each required assignment knowingly overwrote: the value its
+/// transaction read of the key before assigning it, the session's own earlier committed
+/// assignment of the key, or its own earlier assignment in the transaction. Its commit
+/// (and so its place in last-writer-wins order) comes after every one of them, so the
+/// final state may not show one of them: that would mean the assignment was lost.
+fn collect_overwrites(history: &History, weights: &[Weight], facts: &mut BTreeMap<Key, KeyFacts>) {
+    for order in session_order(history).values() {
+        // The register ids of each key this session last wrote in a committed txn.
+        let mut session_last: BTreeMap<&Key, Vec<OpId>> = BTreeMap::new();
+        for &i in order {
+            let t = &history.txns[i];
+            let mut known = session_last.clone();
+            for op in &t.ops {
+                match op {
+                    HOp::Read {
+                        key,
+                        obj: ObjType::Lww,
+                        observed,
+                        ..
+                    } => {
+                        known.insert(key, observed.clone());
+                    }
+                    HOp::Write {
+                        key,
+                        update: Update::Assign(_),
+                        id,
+                    } => {
+                        let before = known.insert(key, vec![*id]).unwrap_or_default();
+                        if weights[i] == Weight::Required {
+                            let f = facts.entry(key.clone()).or_default();
+                            f.assigned = true;
+                            f.overwritten.extend(before.into_iter().map(|b| (b, *id)));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if t.outcome == Outcome::Committed {
+                session_last = known;
+            }
+        }
+    }
 }
 
 /// Keys whose final state may legitimately differ between surviving DCs: those a failed
@@ -185,6 +251,27 @@ pub fn check_final_state(history: &History, failures: &DcFailures) -> Result<(),
     Ok(())
 }
 
+/// A register's final value is no write a required assignment overwrote, and not the
+/// initial value once a required assignment exists.
+fn check_register(dc: DcId, key: &Key, observed: &[OpId], f: &KeyFacts) -> Result<(), String> {
+    match observed.first() {
+        None if f.assigned => Err(format!(
+            "liveness: register {key} reads its initial value at DC {} after quiescence, \
+             though a required transaction assigned it",
+            dc.0
+        )),
+        Some(shown) => match f.overwritten.get(shown) {
+            Some(by) if by != shown => Err(format!(
+                "liveness: register {key} shows {shown} at DC {} after quiescence, which the \
+                 required assignment {by} overwrote",
+                dc.0
+            )),
+            _ => Ok(()),
+        },
+        None => Ok(()),
+    }
+}
+
 fn check_key(
     dc: DcId,
     key: &Key,
@@ -203,6 +290,7 @@ fn check_key(
                 ));
             }
         }
+        ObjValue::Lww(_) => check_register(dc, key, observed, f)?,
         ObjValue::Set(elems) => {
             // A re-add of the element replaces the tags it observed (optimized OR-set):
             // the element must show, by this add's tag or a later one.

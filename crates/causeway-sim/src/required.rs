@@ -43,7 +43,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// transaction committed (every protocol here reads committed state only, which check 1
 /// of the TCC checker enforces), and a committed transaction of a DC that did not fail
 /// survives crashes: an anomaly that exposes a write before it is durable and then loses
-/// it in a crash (the `node-commit-early` mutation) fails here.
+/// it in a crash (the `node-commit-early` mutation) fails here. Only for protocols with
+/// atomic transactions (`DcFailures::causal`).
 pub fn required_txns(history: &History, failures: &DcFailures) -> BTreeSet<usize> {
     let failed_dcs_count = !failures.failed.is_empty() && !failures.may_vanish;
     let writers = writers(history);
@@ -61,7 +62,7 @@ pub fn required_txns(history: &History, failures: &DcFailures) -> BTreeSet<usize
         let t = &history.txns[i];
         match failures.has_failed(t) {
             true => failed_dcs_count,
-            false => t.outcome == Outcome::Unknown,
+            false => failures.causal && t.outcome == Outcome::Unknown,
         }
     });
     seen

@@ -109,6 +109,15 @@ fn dc0_failed(vanish: bool) -> DcFailures {
         failed: BTreeSet::from([0]),
         may_vanish: vanish,
         tolerated: usize::from(!vanish),
+        causal: true,
+    }
+}
+
+/// No DC failed, for a protocol with atomic, causal transactions.
+fn no_failures() -> DcFailures {
+    DcFailures {
+        causal: true,
+        ..DcFailures::default()
     }
 }
 
@@ -267,6 +276,7 @@ fn several_failed_dcs_are_all_left_out_of_the_final_reads() {
         failed: BTreeSet::from([0, 3]),
         may_vanish: false,
         tolerated: 2,
+        causal: true,
     };
     let h = history(
         Vec::new(),
@@ -316,10 +326,12 @@ fn an_unknown_outcome_a_committed_read_observed_must_survive_without_dc_failures
     let mut t1 = txn(1, 1, 0, 10, vec![assign("r", "x", r), add("s", "a", a)]);
     t1.outcome = Outcome::Unknown;
     let saw = txn(2, 1, 1, 50, vec![get("r", "x", r)]);
-    let none = DcFailures::default();
+    let none = no_failures();
     let lost = vec![final_set(0, "s", &[]), final_set(1, "s", &[])];
     let h = history(vec![t1.clone(), saw.clone()], lost.clone());
     rejects(&h, &none, "required add s1.t1.o1");
+    // `eventual` writes each key apart: a read of one write proves nothing of another.
+    check_final_state(&h, &DcFailures::default()).expect("not atomic");
     // Nobody observed it: it may have committed or not, so its add may be missing. Its own
     // read of its write does not count.
     let mut own = t1.clone();
@@ -331,4 +343,47 @@ fn an_unknown_outcome_a_committed_read_observed_must_survive_without_dc_failures
         final_set(1, "s", &[("a", a)]),
     ];
     check_final_state(&history(vec![t1, saw], kept), &none).expect("visible");
+}
+
+fn final_register(dc: u16, key: &str, value: &str, id: Option<OpId>) -> FinalRead {
+    FinalRead {
+        dc: DcId(dc),
+        key: Key::from(key),
+        obj: ObjType::Lww,
+        value: ObjValue::Lww(id.map(|_| value.as_bytes().to_vec())),
+        observed: id.into_iter().collect(),
+    }
+}
+
+#[test]
+fn a_register_may_not_show_what_a_required_assignment_overwrote() {
+    // t1 assigns r; t2 (another session) reads t1's value and assigns r again, and
+    // commits. The final state showing t1's value lost t2.
+    let (w1, w2) = (oid(1, 1, 0), oid(2, 1, 1));
+    let t1 = txn(1, 1, 0, 10, vec![assign("r", "x", w1)]);
+    let t2 = txn(2, 1, 0, 20, vec![get("r", "x", w1), assign("r", "y", w2)]);
+    let none = no_failures();
+    let stale = vec![final_register(0, "r", "x", Some(w1))];
+    let h = history(vec![t1.clone(), t2.clone()], stale.clone());
+    rejects(&h, &none, "shows s1.t1.o0 at DC 0");
+    // `eventual` orders registers by its clocks, not by causality.
+    check_final_state(&h, &DcFailures::default()).expect("not causal");
+    let fresh = vec![final_register(0, "r", "y", Some(w2))];
+    check_final_state(&history(vec![t1.clone(), t2.clone()], fresh), &none).expect("t2 wins");
+    // The initial value with a required assignment: lost as well.
+    let initial = vec![final_register(0, "r", "", None)];
+    let h = history(vec![t1.clone(), t2.clone()], initial);
+    rejects(&h, &none, "reads its initial value");
+    // t2 with an unknown outcome that nobody observed may not have committed.
+    let mut unknown = t2.clone();
+    unknown.outcome = Outcome::Unknown;
+    check_final_state(&history(vec![t1.clone(), unknown], stale.clone()), &none)
+        .expect("t2 may not have committed");
+    // A later assignment in t1's own session, without reading: overwritten all the same.
+    let t3 = txn(1, 2, 0, 30, vec![assign("r", "z", oid(1, 2, 0))]);
+    rejects(
+        &history(vec![t1, t3], stale),
+        &none,
+        "shows s1.t1.o0 at DC 0",
+    );
 }
