@@ -22,8 +22,9 @@ use tokio_util::codec::LengthDelimitedCodec;
 
 /// Version of this frame format; nodes refuse peers speaking another. 3: a set add's
 /// effect names the tags it replaces (the optimized OR-set). 4: mutual challenge-response
-/// authentication (`Hello` carries a nonce; `Challenge` and `Proof` frames).
-pub const PEER_WIRE_VERSION: u32 = 4;
+/// authentication (`Hello` carries a nonce; `Challenge` and `Proof` frames). 5: PaRiS's
+/// PREPARE says whether its partition commits the txn alone (one-phase commit).
+pub const PEER_WIRE_VERSION: u32 = 5;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {

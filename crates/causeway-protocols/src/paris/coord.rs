@@ -23,6 +23,8 @@ enum Step {
         req: u64,
         votes: Votes<(u64, Effects)>,
         targets: BTreeMap<PartitionId, NodeId>,
+        /// One partition written: its replica commits alone (`Node::prepare`).
+        one_phase: bool,
     },
 }
 
@@ -67,6 +69,9 @@ impl Coord {
         self.txns.values().map(|t| t.snapshot).min()
     }
 }
+
+/// Why a txn whose votes did not all arrive in time ended.
+const PREPARE_TIMED_OUT: &str = "prepare timed out";
 
 fn unknown_txn() -> Error {
     Error::Aborted("transaction unknown at its coordinator (restarted or expired)".into())
@@ -243,12 +248,14 @@ impl Node {
         }
         let targets: BTreeMap<PartitionId, NodeId> =
             groups.keys().map(|p| (*p, self.target(*p))).collect();
+        let one_phase = self.cfg.one_phase && groups.len() == 1;
         let snapshot = match self.txn_ctx(txn, from, start) {
             Ok(t) if matches!(t.step, Step::Idle) => {
                 t.step = Step::Preparing {
                     req,
                     votes: Votes::new(groups.keys().copied(), deadline),
                     targets: targets.clone(),
+                    one_phase,
                 };
                 t.snapshot
             }
@@ -271,6 +278,7 @@ impl Node {
                 ht,
                 updates,
                 cached,
+                one_phase,
             };
             ctx.send(Addr::Node(targets[&partition]), m);
         }
@@ -311,6 +319,7 @@ impl Node {
             req,
             votes,
             targets,
+            one_phase,
         } = t.step
         else {
             unreachable!("decide runs only while preparing");
@@ -325,6 +334,15 @@ impl Node {
             .into_iter()
             .flat_map(|(_, effects)| ops_at(ct, effects))
             .collect();
+        let answer = Msg::CommitResult {
+            txn,
+            req,
+            result: Ok((ct, t.snapshot, ops)),
+        };
+        if one_phase {
+            // Its participant committed it at `ct` and voted once that was durable.
+            return ctx.send(t.session, answer);
+        }
         let clock = self.time.clock;
         self.coord.decisions.decide(txn, ct, targets.clone(), clock);
         let mut then: Vec<(Addr, Msg)> = targets
@@ -338,11 +356,6 @@ impl Node {
                 (Addr::Node(*n), m)
             })
             .collect();
-        let answer = Msg::CommitResult {
-            txn,
-            req,
-            result: Ok((ct, t.snapshot, ops)),
-        };
         then.push((t.session, answer));
         let participants = targets.into_iter().collect();
         let record = Record::Decision {
@@ -359,17 +372,27 @@ impl Node {
         let Some(t) = self.coord.txns.remove(&txn) else {
             return;
         };
-        let Step::Preparing { req, targets, .. } = t.step else {
+        let Step::Preparing {
+            req,
+            targets,
+            one_phase,
+            ..
+        } = t.step
+        else {
             return;
         };
         for (partition, n) in targets {
             ctx.send(Addr::Node(n), Msg::AbortTxn { txn, partition });
         }
-        let m = Msg::CommitResult {
-            txn,
-            req,
-            result: Err(Error::Aborted(reason)),
+        // A one-phase txn may commit at its partition whatever we do here (it ignores
+        // the abort once prepared); only a refusal is a sure abort.
+        let result = match one_phase && reason == PREPARE_TIMED_OUT {
+            true => Err(Error::Unavailable(
+                "commit outcome unknown (timed out)".into(),
+            )),
+            false => Err(Error::Aborted(reason)),
         };
+        let m = Msg::CommitResult { txn, req, result };
         ctx.send(t.session, m);
     }
 
@@ -413,7 +436,7 @@ impl Node {
             .map(|(txn, _)| *txn)
             .collect();
         for txn in late {
-            self.abort(ctx, txn, "prepare timed out".into());
+            self.abort(ctx, txn, PREPARE_TIMED_OUT.into());
         }
         let idle = self.cfg.txn_idle_ns;
         self.coord.txns.retain(|_, t| {

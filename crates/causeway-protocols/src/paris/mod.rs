@@ -107,10 +107,13 @@ impl Flavor {
 }
 
 /// Deliberately broken variants the simulator and checker must catch.
+/// (`no-state-transfer` and `one-phase-early` show only under the faults they need:
+/// scripts/test sweeps them with a long outage and with crashes.)
 pub const MUTATIONS: &[&str] = &[
     "no-client-cache",
     "ust-ignores-remote-dc",
     "no-state-transfer",
+    "one-phase-early",
 ];
 /// BPR's: reads do not block (they then miss txns committed below their snapshot).
 pub const BPR_MUTATIONS: &[&str] = &["no-read-block"];
@@ -124,6 +127,9 @@ pub struct Mutation {
     /// A replica back after our log dropped txns it lacks gets no state transfer
     /// (breaks transfer.rs: it never converges).
     pub no_state_transfer: bool,
+    /// A one-phase txn's vote leaves when its record is written, not when it is durable:
+    /// the client hears of a commit that a crash can still undo.
+    pub one_phase_early: bool,
 }
 
 impl Mutation {
@@ -133,6 +139,7 @@ impl Mutation {
             ust_ignores_remote_dc: name == Some("ust-ignores-remote-dc"),
             no_read_block: name == Some("no-read-block"),
             no_state_transfer: name == Some("no-state-transfer"),
+            one_phase_early: name == Some("one-phase-early"),
         }
     }
 }
@@ -172,6 +179,9 @@ pub struct Config {
     pub transfer_retry_ns: Nanos,
     /// Most writes a client session caches (its own writes not yet in the UST).
     pub cache_ops_max: usize,
+    /// Commit a txn that writes one partition in one phase: its replica alone decides,
+    /// with one record (issue 14; `node.rs`, `prepare`).
+    pub one_phase: bool,
 }
 
 impl Default for Config {
@@ -186,6 +196,7 @@ impl Default for Config {
             silent_sibling_log_max: crate::kit::repl::SILENT_SIBLING_LOG_MAX,
             transfer_retry_ns: crate::kit::transfer::TRANSFER_RETRY_NS,
             cache_ops_max: CACHE_OPS_MAX,
+            one_phase: true,
         }
     }
 }

@@ -105,6 +105,9 @@ pub enum Msg {
         ht: u64,
         updates: Updates,
         cached: Vec<(Key, Op)>,
+        /// The txn writes this partition only: commit it here at the proposed time, and
+        /// vote once that commit is durable (one-phase commit).
+        one_phase: bool,
     },
     /// PrepareResp: the proposed time and the effects, or why the txn cannot commit.
     Prepared {
@@ -216,6 +219,16 @@ pub enum Record {
         partition: PartitionId,
         from: DcId,
         id: u64,
+    },
+    /// A txn that writes one partition, prepared and committed here at once (one-phase
+    /// commit): its commit time is its proposed time. A variant at the end, so older logs
+    /// keep their tags.
+    OnePhase {
+        partition: PartitionId,
+        txn: TxnId,
+        coord: NodeId,
+        pt: u64,
+        ops: Effects,
     },
 }
 

@@ -183,6 +183,19 @@ impl Node {
                 self.time.last = self.time.last.max(ct);
                 self.part(partition).commit(txn, ct);
             }
+            Record::OnePhase {
+                partition,
+                txn,
+                coord,
+                pt,
+                ops,
+            } => {
+                self.time.last = self.time.last.max(pt);
+                let part = self.part(partition);
+                part.prepared
+                    .insert(txn, Prepared::recovered(coord, pt, ops));
+                part.commit(txn, pt);
+            }
             Record::Abort { partition, txn } => {
                 self.part(partition).prepared.remove(&txn);
             }
@@ -439,6 +452,17 @@ impl Node {
 
     /// Alg. 3 l.10-14: effects at the snapshot, a proposed time, the record persisted
     /// before the vote leaves.
+    ///
+    /// One-phase commit (issue 14), for a txn that writes this partition only: the
+    /// coordinator would commit it at the highest proposed time (Alg. 2 l.26-27), which
+    /// with one participant is ours, so we commit it at `pt` ourselves. One record stands
+    /// for the prepare, the commit and the coordinator's decision. Until it is durable the
+    /// txn stays prepared, holding `VV[own]` below `pt` (Alg. 3 l.20-24), exactly as a
+    /// 2PC txn does while its decision and commit record are persisted; then it joins
+    /// `Committed` and the vote leaves, the coordinator answering the client without a
+    /// decision record. It never inquires and is never aborted (`committing` is set): a
+    /// coordinator whose vote timed out tells its client the outcome is unknown. A crash
+    /// before the record is durable forgets it, and nobody was answered.
     fn prepare(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, b: BlockedPrepare) {
         let BlockedPrepare {
             coord,
@@ -447,6 +471,7 @@ impl Node {
             ht,
             updates,
             cached,
+            one_phase,
         } = b;
         let vote = |result| Msg::Prepared {
             txn,
@@ -472,18 +497,36 @@ impl Node {
             pt,
             ops: ops.clone(),
             inquiry: Retry::sent_at(self.time.clock),
-            committing: None,
+            committing: one_phase.then_some(pt),
             aborting: false,
         };
         self.part(partition).prepared.insert(txn, p);
+        let (txn_ops, then) = (ops.clone(), vec![(Addr::Node(coord), vote(Ok((pt, ops))))]);
+        if one_phase {
+            let record = Record::OnePhase {
+                partition,
+                txn,
+                coord,
+                pt,
+                ops: txn_ops,
+            };
+            if self.mutation.one_phase_early {
+                then.into_iter().for_each(|(to, m)| ctx.send(to, m));
+                self.persist(ctx, record, Vec::new());
+            } else {
+                self.persist(ctx, record, then);
+            }
+            let ct = pt;
+            return self.after_durable(ctx, Deferred::Commit { partition, txn, ct });
+        }
         let record = Record::Prepare {
             partition,
             txn,
             coord,
             pt,
-            ops: ops.clone(),
+            ops: txn_ops,
         };
-        self.persist(ctx, record, vec![(Addr::Node(coord), vote(Ok((pt, ops))))]);
+        self.persist(ctx, record, then);
     }
 
     /// The proposed commit time (Alg. 3 l.10-12): `HLC = max(Clock, ht + 1, HLC + 1)`,
@@ -617,6 +660,7 @@ impl Node {
                 ht,
                 updates,
                 cached,
+                one_phase,
             } => {
                 let b = BlockedPrepare {
                     coord: from_node,
@@ -625,6 +669,7 @@ impl Node {
                     ht,
                     updates,
                     cached,
+                    one_phase,
                 };
                 self.on_prepare(ctx, partition, b)
             }

@@ -75,6 +75,8 @@ pub struct BlockedPrepare {
     pub ht: u64,
     pub updates: Updates,
     pub cached: Vec<(Key, Op)>,
+    /// One-phase commit (`Msg::Prepare`).
+    pub one_phase: bool,
 }
 
 /// A BPR read waiting at the partition until it applied everything up to its snapshot.

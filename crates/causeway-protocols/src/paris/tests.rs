@@ -403,3 +403,101 @@ fn a_replica_back_after_its_log_was_dropped_converges_by_state_transfer() {
     let (_, _, at0, at1, _) = run(Some("no-state-transfer"));
     assert_ne!(at0, at1, "without the transfer they stay diverged");
 }
+
+/// The records of node `n`, by variant name.
+fn record_kinds(net: &TestNet<Paris>, n: usize) -> Vec<&'static str> {
+    use super::msg::Record;
+    let kind = |r: Record| match r {
+        Record::Prepare { .. } => "Prepare",
+        Record::Commit { .. } => "Commit",
+        Record::Decision { .. } => "Decision",
+        Record::Ended { .. } => "Ended",
+        Record::OnePhase { .. } => "OnePhase",
+        _ => "other",
+    };
+    let records = net.records[n].iter().enumerate();
+    let decoded = records.map(|(i, b)| kind(Record::decode(i, b).expect("decodes")));
+    decoded.filter(|k| *k != "other").collect()
+}
+
+/// A txn that writes one partition commits there alone: one `OnePhase` record at its
+/// replica, no decision at the coordinator (here on another node, in another DC), and a
+/// restart from that record alone brings the write back. With `one_phase` off, the same
+/// txn runs 2PC: a prepare and a commit record there, a decision and its end here.
+#[test]
+fn a_txn_writing_one_partition_commits_at_its_replica_with_one_record() {
+    for one_phase in [true, false] {
+        let cfg = Config {
+            one_phase,
+            ..Config::default()
+        };
+        let mut net = TestNet::<Paris>::with_config(topo(), params(None), &cfg, T);
+        net.run(50);
+        let key = key_not_in(&net.topo, 0);
+        let p: PartitionId = net.topo.partition_of(&key);
+        let replica = net.topo.node_of(super::target_dc(&net.topo, DcId(0), p), p);
+        let idx = replica.0 as usize;
+        assert_ne!(idx, 0, "the coordinator is node 0, the replica another");
+        net.session(1, 0);
+        write(&mut net, 1, &key, "one");
+        net.run(50);
+        let (here, there) = (record_kinds(&net, 0), record_kinds(&net, idx));
+        match one_phase {
+            true => {
+                assert_eq!(there, ["OnePhase"], "at the replica");
+                assert!(here.is_empty(), "no decision: {here:?}");
+            }
+            false => {
+                assert_eq!(there, ["Prepare", "Commit"], "at the replica");
+                assert_eq!(here, ["Decision", "Ended"], "at the coordinator");
+            }
+        }
+        let config = NodeConfig::new(replica, net.topo.clone(), params(None));
+        net.nodes[idx] = Paris::recover(&config, &cfg, &net.records[idx]).expect("recovers");
+        net.node_call(idx, |m, ctx| m.start(ctx));
+        net.run(100);
+        net.session(2, 1);
+        assert_eq!(read(&mut net, 2, &key), lww("one"), "one_phase {one_phase}");
+        net.check_invariants().expect("invariants");
+    }
+}
+
+/// Holds every vote (a slow link from the replicas to the coordinators).
+fn hold_votes(_: &Topology, _: Addr, _: Addr, m: &super::Msg) -> bool {
+    matches!(m, super::Msg::Prepared { .. })
+}
+
+/// A one-phase txn commits at its replica whatever its coordinator does, so a
+/// coordinator whose vote came late tells the client the outcome is unknown, not that it
+/// aborted; the write is there once the vote's link heals.
+#[test]
+fn a_late_one_phase_vote_is_an_unknown_outcome_and_the_write_stays() {
+    let cfg = Config {
+        prepare_timeout_ns: 100 * MS,
+        ..Config::default()
+    };
+    let mut net = TestNet::<Paris>::with_config(topo(), params(None), &cfg, T);
+    net.run(50);
+    let key = key_not_in(&net.topo, 0);
+    net.session(1, 0);
+    net.hold = hold_votes;
+    let update = Update::Assign(b"late".to_vec());
+    let resp = net.txn(
+        1,
+        vec![Request::Update {
+            key: key.clone(),
+            update,
+        }],
+    );
+    match resp.last() {
+        Some(Response::Error(causeway_core::Error::Unavailable(why))) => {
+            assert!(why.contains("outcome unknown"), "{why}")
+        }
+        other => panic!("a late one-phase vote answered {other:?}"),
+    }
+    net.release();
+    net.run(100);
+    net.session(2, 1);
+    assert_eq!(read(&mut net, 2, &key), lww("late"));
+    net.check_invariants().expect("invariants");
+}
