@@ -23,6 +23,7 @@ impl Protocol for CureFt {
         uniform_barrier: false,
         dc_failures: true,
         token_moves: false,
+        final_registers: true,
     };
     type Msg = Msg;
     type Config = Config;

@@ -76,6 +76,17 @@ pub struct Requirements {
     /// need not be sticky; the token is the client's causal timestamp). The simulator's
     /// workload then moves clients: `Token`, then `Attach` on a new session elsewhere.
     pub token_moves: bool,
+    /// The simulator's liveness checks hold the final registers to causality: no
+    /// register may end showing a write that a committed assignment knowingly overwrote
+    /// (`causeway_sim::liveness`). Off for `eventual` (its clocks, not causality, order
+    /// its registers) and, for now, for PrompTCC: under the CPU model
+    /// (`causeway sim --protocol promptcc --dcs 1 --nodes-per-dc 4 --partitions 64
+    /// --keys 4000 --zipf 0.99 --txn-ops 5 --read-only-ratio 0.9 --write-only-ratio 0.1
+    /// --value-bytes 8 --objects lww --clients-per-dc 16 --duration-ms 300 --cpu --cores 1
+    /// --seeds 1`) a committed write-only txn that its own session then read stayed
+    /// invisible to the fresh sessions of the final reads after 3 s of quiescence. A
+    /// liveness gap found in the fourteenth session and not yet diagnosed.
+    pub final_registers: bool,
 }
 
 /// Defines a registry entry for one flavor of a module's shared code (PaRiS with BPR and

@@ -41,6 +41,7 @@ const REQUIREMENTS: Requirements = Requirements {
     uniform_barrier: true,
     dc_failures: true,
     token_moves: false,
+    final_registers: true,
 };
 
 /// Which of the three protocols on UniStore's code runs.

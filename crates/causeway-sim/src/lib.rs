@@ -239,6 +239,7 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
         may_vanish: entry.requirements().failed_dc_writes_may_vanish,
         tolerated: entry.tolerated_failures(&config.section, config.dcs)?,
         causal: entry.guarantee() != Guarantee::Convergence,
+        registers: entry.requirements().final_registers,
     };
     let mut violation = world.metrics.invariants.first().cloned();
     if violation.is_none() {

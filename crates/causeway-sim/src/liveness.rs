@@ -89,6 +89,8 @@ pub struct DcFailures {
     /// assignment knowingly overwrote. `eventual` writes each key apart, so a crash may
     /// keep one write of a transaction and lose another; its clocks order its registers.
     pub causal: bool,
+    /// The register rule applies (`Requirements::final_registers`; with `causal`).
+    pub registers: bool,
 }
 
 impl DcFailures {
@@ -140,7 +142,7 @@ fn collect(history: &History, failures: &DcFailures) -> BTreeMap<Key, KeyFacts> 
         .map(|(i, t)| weight(t, failures.has_failed(t), required.contains(&i)))
         .collect();
     let mut facts: BTreeMap<Key, KeyFacts> = BTreeMap::new();
-    if failures.causal {
+    if failures.causal && failures.registers {
         collect_overwrites(history, &weights, &mut facts);
     }
     for (i, txn) in history.txns.iter().enumerate() {

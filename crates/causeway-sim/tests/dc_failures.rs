@@ -110,6 +110,7 @@ fn dc0_failed(vanish: bool) -> DcFailures {
         may_vanish: vanish,
         tolerated: usize::from(!vanish),
         causal: true,
+        registers: true,
     }
 }
 
@@ -117,6 +118,7 @@ fn dc0_failed(vanish: bool) -> DcFailures {
 fn no_failures() -> DcFailures {
     DcFailures {
         causal: true,
+        registers: true,
         ..DcFailures::default()
     }
 }
@@ -277,6 +279,7 @@ fn several_failed_dcs_are_all_left_out_of_the_final_reads() {
         may_vanish: false,
         tolerated: 2,
         causal: true,
+        registers: true,
     };
     let h = history(
         Vec::new(),

@@ -187,6 +187,7 @@ impl Protocol for Cure {
         uniform_barrier: false,
         dc_failures: true,
         token_moves: false,
+        final_registers: true,
     };
     type Msg = Msg;
     type Config = Config;

@@ -91,6 +91,7 @@ impl Protocol for Eventual {
         uniform_barrier: false,
         dc_failures: true,
         token_moves: false,
+        final_registers: false,
     };
     type Msg = Msg;
     type Config = Config;

@@ -260,6 +260,7 @@ const REQUIREMENTS: Requirements = Requirements {
     uniform_barrier: false,
     dc_failures: false,
     token_moves: true,
+    final_registers: true,
 };
 
 fn recover(

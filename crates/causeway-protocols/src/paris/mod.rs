@@ -213,6 +213,7 @@ const REQUIREMENTS: Requirements = Requirements {
     uniform_barrier: false,
     dc_failures: false,
     token_moves: false,
+    final_registers: true,
 };
 
 fn recover(
