@@ -5,7 +5,7 @@
 //! invariants.
 
 use super::coord::Coord;
-use super::msg::{Msg, Record};
+use super::msg::{Effects, Msg, Record};
 use super::part::{BlockedPrepare, BlockedRead, Part, Prepared};
 use super::{Config, Flavor, Mutation};
 use crate::kit::durability::Durability;
@@ -173,12 +173,7 @@ impl Node {
                 coord,
                 pt,
                 ops,
-            } => {
-                self.time.last = self.time.last.max(pt);
-                self.part(partition)
-                    .prepared
-                    .insert(txn, Prepared::recovered(coord, pt, ops));
-            }
+            } => self.replay_prepare(partition, txn, coord, pt, ops),
             Record::Commit { partition, txn, ct } => {
                 self.time.last = self.time.last.max(ct);
                 self.part(partition).commit(txn, ct);
@@ -190,11 +185,8 @@ impl Node {
                 pt,
                 ops,
             } => {
-                self.time.last = self.time.last.max(pt);
-                let part = self.part(partition);
-                part.prepared
-                    .insert(txn, Prepared::recovered(coord, pt, ops));
-                part.commit(txn, pt);
+                self.replay_prepare(partition, txn, coord, pt, ops);
+                self.part(partition).commit(txn, pt);
             }
             Record::Abort { partition, txn } => {
                 self.part(partition).prepared.remove(&txn);
@@ -235,6 +227,14 @@ impl Node {
                 id,
             } => self.replay_done(partition, from, id),
         }
+    }
+
+    /// A prepared txn given back by its record (a `Prepare`, or the first half of a
+    /// `OnePhase`).
+    fn replay_prepare(&mut self, p: PartitionId, txn: TxnId, coord: NodeId, pt: u64, ops: Effects) {
+        self.time.last = self.time.last.max(pt);
+        let recovered = Prepared::recovered(coord, pt, ops);
+        self.part(p).prepared.insert(txn, recovered);
     }
 
     pub(super) fn part(&mut self, p: PartitionId) -> &mut Part {
@@ -503,21 +503,7 @@ impl Node {
         self.part(partition).prepared.insert(txn, p);
         let (txn_ops, then) = (ops.clone(), vec![(Addr::Node(coord), vote(Ok((pt, ops))))]);
         if one_phase {
-            let record = Record::OnePhase {
-                partition,
-                txn,
-                coord,
-                pt,
-                ops: txn_ops,
-            };
-            if self.mutation.one_phase_early {
-                then.into_iter().for_each(|(to, m)| ctx.send(to, m));
-                self.persist(ctx, record, Vec::new());
-            } else {
-                self.persist(ctx, record, then);
-            }
-            let ct = pt;
-            return self.after_durable(ctx, Deferred::Commit { partition, txn, ct });
+            return self.commit_one_phase(ctx, (partition, txn, coord, pt), txn_ops, then);
         }
         let record = Record::Prepare {
             partition,
@@ -527,6 +513,38 @@ impl Node {
             ops: txn_ops,
         };
         self.persist(ctx, record, then);
+    }
+
+    /// A one-phase txn's record; once it is durable, the commit at `pt` and the vote
+    /// (`then`).
+    fn commit_one_phase(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        (partition, txn, coord, pt): (PartitionId, TxnId, NodeId, u64),
+        ops: Effects,
+        then: Vec<(Addr, Msg)>,
+    ) {
+        let record = Record::OnePhase {
+            partition,
+            txn,
+            coord,
+            pt,
+            ops,
+        };
+        if self.mutation.one_phase_early {
+            then.into_iter().for_each(|(to, m)| ctx.send(to, m));
+            self.persist(ctx, record, Vec::new());
+        } else {
+            self.persist(ctx, record, then);
+        }
+        self.after_durable(
+            ctx,
+            Deferred::Commit {
+                partition,
+                txn,
+                ct: pt,
+            },
+        );
     }
 
     /// The proposed commit time (Alg. 3 l.10-12): `HLC = max(Clock, ht + 1, HLC + 1)`,
