@@ -24,6 +24,7 @@ impl Protocol for CureFt {
         dc_failures: true,
         token_moves: false,
         final_registers: true,
+        atomic_unknowns: true,
     };
     type Msg = Msg;
     type Config = Config;

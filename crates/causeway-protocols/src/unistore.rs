@@ -42,6 +42,7 @@ const REQUIREMENTS: Requirements = Requirements {
     dc_failures: true,
     token_moves: false,
     final_registers: true,
+    atomic_unknowns: true,
 };
 
 /// Which of the three protocols on UniStore's code runs.

@@ -240,6 +240,7 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
         tolerated: entry.tolerated_failures(&config.section, config.dcs)?,
         causal: entry.guarantee() != Guarantee::Convergence,
         registers: entry.requirements().final_registers,
+        atomic_unknowns: entry.requirements().atomic_unknowns,
     };
     let mut violation = world.metrics.invariants.first().cloned();
     if violation.is_none() {

@@ -91,6 +91,8 @@ pub struct DcFailures {
     pub causal: bool,
     /// The register rule applies (`Requirements::final_registers`; with `causal`).
     pub registers: bool,
+    /// The unknown-outcome rule applies (`Requirements::atomic_unknowns`; with `causal`).
+    pub atomic_unknowns: bool,
 }
 
 impl DcFailures {

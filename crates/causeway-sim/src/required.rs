@@ -62,7 +62,7 @@ pub fn required_txns(history: &History, failures: &DcFailures) -> BTreeSet<usize
         let t = &history.txns[i];
         match failures.has_failed(t) {
             true => failed_dcs_count,
-            false => failures.causal && t.outcome == Outcome::Unknown,
+            false => failures.causal && failures.atomic_unknowns && t.outcome == Outcome::Unknown,
         }
     });
     seen

@@ -111,6 +111,7 @@ fn dc0_failed(vanish: bool) -> DcFailures {
         tolerated: usize::from(!vanish),
         causal: true,
         registers: true,
+        atomic_unknowns: true,
     }
 }
 
@@ -119,6 +120,7 @@ fn no_failures() -> DcFailures {
     DcFailures {
         causal: true,
         registers: true,
+        atomic_unknowns: true,
         ..DcFailures::default()
     }
 }
@@ -280,6 +282,7 @@ fn several_failed_dcs_are_all_left_out_of_the_final_reads() {
         tolerated: 2,
         causal: true,
         registers: true,
+        atomic_unknowns: true,
     };
     let h = history(
         Vec::new(),

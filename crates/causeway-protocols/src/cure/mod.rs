@@ -188,6 +188,7 @@ impl Protocol for Cure {
         dc_failures: true,
         token_moves: false,
         final_registers: true,
+        atomic_unknowns: true,
     };
     type Msg = Msg;
     type Config = Config;

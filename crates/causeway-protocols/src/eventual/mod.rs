@@ -92,6 +92,7 @@ impl Protocol for Eventual {
         dc_failures: true,
         token_moves: false,
         final_registers: false,
+        atomic_unknowns: false,
     };
     type Msg = Msg;
     type Config = Config;

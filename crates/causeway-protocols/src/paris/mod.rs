@@ -214,6 +214,7 @@ const REQUIREMENTS: Requirements = Requirements {
     dc_failures: false,
     token_moves: false,
     final_registers: true,
+    atomic_unknowns: true,
 };
 
 fn recover(

@@ -215,6 +215,7 @@ const REQUIREMENTS: Requirements = Requirements {
     token_moves: false,
     // A known gap: see `Requirements::final_registers`.
     final_registers: false,
+    atomic_unknowns: true,
 };
 
 fn recover(
