@@ -79,13 +79,8 @@ pub struct Requirements {
     /// The simulator's liveness checks hold the final registers to causality: no
     /// register may end showing a write that a committed assignment knowingly overwrote
     /// (`causeway_sim::liveness`). Off for `eventual` (its clocks, not causality, order
-    /// its registers) and, for now, for PrompTCC: under the CPU model
-    /// (`causeway sim --protocol promptcc --dcs 1 --nodes-per-dc 4 --partitions 64
-    /// --keys 4000 --zipf 0.99 --txn-ops 5 --read-only-ratio 0.9 --write-only-ratio 0.1
-    /// --value-bytes 8 --objects lww --clients-per-dc 16 --duration-ms 300 --cpu --cores 1
-    /// --seeds 1`) a committed write-only txn that its own session then read stayed
-    /// invisible to the fresh sessions of the final reads after 3 s of quiescence. A
-    /// liveness gap found in the fourteenth session and not yet diagnosed.
+    /// its registers). It found PrompTCC's later reads pinned to a stale snapshot
+    /// (`promptcc/session.rs` `snapshot_of`, fixed in the fifteenth session).
     pub final_registers: bool,
     /// The simulator counts a txn whose client never heard the outcome as committed, all
     /// of it, once a read observed one of its writes (`causeway_sim::required`). Off for

@@ -213,8 +213,7 @@ const REQUIREMENTS: Requirements = Requirements {
     uniform_barrier: false,
     dc_failures: false,
     token_moves: false,
-    // A known gap: see `Requirements::final_registers`.
-    final_registers: false,
+    final_registers: true,
     atomic_unknowns: true,
 };
 

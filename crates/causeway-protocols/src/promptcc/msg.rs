@@ -60,7 +60,8 @@ pub enum Msg {
         objects: Objects,
         ts: Vec<Wire>,
         vis: u64,
-        /// Full vectors: the node's snapshot vector too (what the naive wire carries).
+        /// The node's snapshot vector `S`: in every reply of the naive wire, and in the
+        /// first partition's round-one reply of PrompTCC's (`session.rs` `snapshot_of`).
         snapshot: Option<Wire>,
     },
     SnapshotReply {

@@ -238,7 +238,12 @@ impl Node {
             }
             vec![Wire::above(&local, n, floor, false)]
         };
-        let snapshot = full.then(|| Wire::of(&self.s, n, true));
+        // The naive wire carries `S` in every reply. PrompTCC's carries it once per
+        // read, in the first partition's round-one reply: the client raises the txn's
+        // snapshot with it for the partitions this read did not touch, so a later read
+        // of the txn is not stuck at the versions the first one happened to see.
+        let latest = matches!(kind, ReadKind::Latest { .. });
+        let snapshot = (full || (first && latest)).then(|| Wire::of(&self.s, n, full));
         let m = Msg::ReadReply {
             rid,
             partition,

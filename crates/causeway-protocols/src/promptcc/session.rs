@@ -23,6 +23,8 @@ struct ReadState {
     /// `max-read-ts` so far (Alg. 1 l.24), `D_c` included.
     mrt: Vc,
     vis: BTreeMap<PartitionId, u64>,
+    /// The join of the `S` vectors round one's replies carried (`snapshot_of`).
+    stable: Vc,
     /// A read at a fixed snapshot (a later read of the txn, or Wren's second round).
     bounded: bool,
 }
@@ -135,6 +137,7 @@ impl Client {
             objects: BTreeMap::new(),
             mrt: self.deps.clone(),
             vis: BTreeMap::new(),
+            stable: Vc::default(),
             bounded: false,
         });
     }
@@ -190,6 +193,7 @@ impl Client {
             objects: BTreeMap::new(),
             mrt: bound,
             vis: BTreeMap::new(),
+            stable: Vc::default(),
             bounded: true,
         });
     }
@@ -200,8 +204,7 @@ impl Client {
         ctx: &mut Ctx<Msg>,
         partition: PartitionId,
         objects: super::msg::Objects,
-        ts: Vec<Wire>,
-        vis: u64,
+        (ts, vis, stable): (Vec<Wire>, u64, Option<Wire>),
     ) {
         let Pending::Read(st) = &mut self.pending else {
             return;
@@ -223,6 +226,10 @@ impl Client {
             }
         }
         st.vis.insert(partition, vis);
+        // Only round one's: `snapshot_of` fixes the snapshot from them when it ends.
+        if let Some(w) = stable.filter(|_| st.round == 1 && !st.bounded) {
+            st.stable.join(&w.to_vc(self.p));
+        }
         if st.waiting.is_empty() {
             self.read_round_done(core, ctx);
         }
@@ -235,6 +242,8 @@ impl Client {
             return;
         };
         if st.round == 1 {
+            // The snapshot is fixed now: a round two reads at it, as do later reads.
+            st.stable = snapshot_of(st, self.p);
             let behind: BTreeSet<PartitionId> = st
                 .vis
                 .iter()
@@ -244,6 +253,7 @@ impl Client {
             self.rounds.0 += 1;
             if !behind.is_empty() && !self.mutation.single_round_always {
                 self.rounds.1 += 1;
+                st.mrt = st.stable.clone();
                 let (keys, mrt) = (st.keys.clone(), st.mrt.clone());
                 let (rid, waiting) = self.bounded(core, ctx, &keys, &mrt, Some(&behind), true);
                 let Pending::Read(st) = &mut self.pending else {
@@ -259,7 +269,9 @@ impl Client {
             unreachable!("reading");
         };
         self.deps.join(&st.mrt); // Alg. 1 l.25
-        self.snapshot = Some(st.mrt.clone());
+        let mut snapshot = st.mrt.clone();
+        snapshot.join(&st.stable);
+        self.snapshot = Some(snapshot);
         let values: Result<Vec<ReadValue>, Error> = st
             .keys
             .iter()
@@ -412,10 +424,11 @@ impl ClientProtocol for Client {
                 objects,
                 ts,
                 vis,
-                ..
+                snapshot,
             } => {
                 if matches!(&self.pending, Pending::Read(st) if st.rid == rid) {
-                    self.on_read_reply(core, ctx, partition, objects, ts, vis);
+                    let reply = (ts, vis, snapshot);
+                    self.on_read_reply(core, ctx, partition, objects, reply);
                 }
             }
             Msg::SnapshotReply { rid, snapshot } => {
@@ -468,4 +481,33 @@ impl ClientProtocol for Client {
         }
         Ok(())
     }
+}
+
+/// The snapshot of a txn whose first read finished round one: `max-read-ts` (Alg. 1 l.24)
+/// raised, for each partition the read touched, to its visible frontier `vis_i`, and for
+/// every other partition to the `S` entry a reply carried.
+///
+/// Alg. 1 reads once per txn, so its snapshot is `max-read-ts`: the join of what the
+/// read saw. Our txns read again (interactive), at the snapshot, and `max-read-ts` alone
+/// would pin those later reads to whatever versions the first one happened to see: a
+/// fresh session whose first read finds an unwritten key reads nothing afterwards, ever.
+/// Both raises keep the first read's values: every txn at or below a read partition's
+/// `vis_i` was visible when it answered (Alg. 2 l.32-34), so round one already applied
+/// those of them that wrote its keys, and `vis_i < max-read-ts[i]` (a round two)
+/// is unchanged by raising entry `i` to `vis_i`. Both are committed, durable prefixes
+/// (`vis_i <= S[i]`; `S` holds only such), so a node may merge them into its own `S`
+/// when it serves a read at the snapshot (Alg. 2 l.46), which makes visible every txn
+/// the snapshot covers.
+fn snapshot_of(st: &ReadState, p: usize) -> Vc {
+    let mut x = st.mrt.clone();
+    for i in 0..p {
+        let raise = match st.vis.get(&PartitionId(i as u32)) {
+            Some(vis) => *vis,
+            None => st.stable.get(i),
+        };
+        if raise > x.get(i) {
+            x.set(i, raise);
+        }
+    }
+    x
 }
