@@ -103,7 +103,12 @@ impl Flavor {
 }
 
 /// Deliberately broken variants the simulator and checker must catch.
-pub const MUTATIONS: &[&str] = &["single-round-always", "visible-before-stable"];
+pub const MUTATIONS: &[&str] = &[
+    "single-round-always",
+    "visible-before-stable",
+    "stale-snapshot",
+    "snapshot-from-s",
+];
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Mutation {
@@ -111,6 +116,12 @@ pub struct Mutation {
     pub single_round_always: bool,
     /// Committed versions are visible at once, without waiting for the other participants.
     pub visible_before_stable: bool,
+    /// A txn's snapshot is `max-read-ts` alone: later reads stay pinned to what the first
+    /// read saw (a liveness bug: `session.rs` `snapshot_of`).
+    pub stale_snapshot: bool,
+    /// The snapshot raises the partitions the first read touched to `S`, not to their
+    /// `vis_i` (a safety bug: fractured reads).
+    pub snapshot_from_s: bool,
 }
 
 impl Mutation {
@@ -118,6 +129,8 @@ impl Mutation {
         Mutation {
             single_round_always: name == Some("single-round-always"),
             visible_before_stable: name == Some("visible-before-stable"),
+            stale_snapshot: name == Some("stale-snapshot"),
+            snapshot_from_s: name == Some("snapshot-from-s"),
         }
     }
 }

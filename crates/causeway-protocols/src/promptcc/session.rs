@@ -243,7 +243,7 @@ impl Client {
         };
         if st.round == 1 {
             // The snapshot is fixed now: a round two reads at it, as do later reads.
-            st.stable = snapshot_of(st, self.p);
+            st.stable = snapshot_of(st, self.p, self.mutation);
             let behind: BTreeSet<PartitionId> = st
                 .vis
                 .iter()
@@ -498,11 +498,12 @@ impl ClientProtocol for Client {
 /// (`vis_i <= S[i]`; `S` holds only such), so a node may merge them into its own `S`
 /// when it serves a read at the snapshot (Alg. 2 l.46), which makes visible every txn
 /// the snapshot covers.
-fn snapshot_of(st: &ReadState, p: usize) -> Vc {
+fn snapshot_of(st: &ReadState, p: usize, mutation: Mutation) -> Vc {
     let mut x = st.mrt.clone();
-    for i in 0..p {
+    for i in (0..p).filter(|_| !mutation.stale_snapshot) {
         let raise = match st.vis.get(&PartitionId(i as u32)) {
-            Some(vis) => *vis,
+            Some(vis) if !mutation.snapshot_from_s => *vis,
+            Some(vis) => st.stable.get(i).max(*vis),
             None => st.stable.get(i),
         };
         if raise > x.get(i) {
