@@ -202,7 +202,7 @@ impl Node {
         };
         t.step = Step::Idle;
         let mut objects = r.objects;
-        let ordered = r
+        let ordered: Vec<(Key, Result<Object, Error>)> = r
             .keys
             .iter()
             .map(|(k, _)| {
@@ -210,12 +210,22 @@ impl Node {
                 (k.clone(), o)
             })
             .collect();
+        let (session, snapshot) = (t.session, t.snapshot);
+        // The session ends a txn whose read aborted ("snapshot too old") without telling
+        // us: drop its context now, or its snapshot would hold GC back (`oldest`) until
+        // `txn_idle_ns` passed.
+        if ordered
+            .iter()
+            .any(|(_, o)| matches!(o, Err(Error::Aborted(_))))
+        {
+            self.coord.txns.remove(&r.txn);
+        }
         let m = Msg::ReadResult {
             txn: r.txn,
             req,
-            result: Ok((t.snapshot, ordered)),
+            result: Ok((snapshot, ordered)),
         };
-        ctx.send(t.session, m);
+        ctx.send(session, m);
     }
 
     /// COMMIT (Alg. 2 l.17-25): PREPARE to each written partition's replica with
