@@ -127,6 +127,9 @@ pub struct Node {
     time: Time,
     /// Per master DC: every write of its shards at or below this is applied here.
     floors: Vec<u64>,
+    /// Shards we master whose last write (its stream number here) is applied but not yet
+    /// durable: a read of them waits (`on_read`).
+    unsynced: BTreeMap<u32, u64>,
     counters: Counters,
     samples: Vec<(&'static str, u64)>,
     work: u64,
@@ -174,6 +177,7 @@ impl Node {
             clock: 0,
             time: Time::default(),
             floors: vec![0; dcs],
+            unsynced: BTreeMap::new(),
             counters: Counters::default(),
             samples: Vec::new(),
             work: 0,
@@ -345,8 +349,10 @@ impl Node {
     fn on_read(&mut self, ctx: &mut Ctx<Msg>, from: Addr, req: u64, keys: Vec<(Key, ObjType)>) {
         self.work += keys.len() as u64;
         let mut items = Vec::with_capacity(keys.len());
+        let mut unsynced = false;
         for (key, t) in keys {
             let shard = self.shards.of(&key);
+            unsynced |= self.unsynced.contains_key(&shard);
             let v = self.store.get(&key);
             let deps = match self.flavor {
                 Flavor::EventualMs => None,
@@ -368,7 +374,15 @@ impl Node {
                 held: self.is_master(shard) && self.locks.contains_key(&shard),
             });
         }
-        ctx.send(from, Msg::ReadReply { req, items });
+        let reply = Msg::ReadReply { req, items };
+        // A master shows its own writes only once durable (decided here; the paper's §7
+        // leaves master durability to local replication): a write read and then lost in
+        // a crash would be an observed txn that never happened, and a txn whose client
+        // never heard the outcome but that a read observed must survive whole.
+        match unsynced {
+            true => self.durability.send_after_durable(ctx, from, reply),
+            false => ctx.send(from, reply),
+        }
     }
 
     fn count_read(&mut self, attempt: u8, fallback: bool) {
@@ -511,6 +525,8 @@ impl Node {
         };
         self.apply(&w);
         self.log.add(self.dc, w.clone());
+        // Until durable, reads of the shard here wait (`on_read`): a crash may lose it.
+        self.unsynced.insert(shard, self.seq);
         self.persist(ctx, &Record::Write(w), then);
         if let Some(a) = self.durability.after_durable(After::Own(self.seq)) {
             self.run_after(ctx, a);
@@ -783,7 +799,11 @@ impl Node {
                 let h = &mut self.durable_have[usize::from(origin.0)];
                 *h = (*h).max(upto);
             }
-            After::Own(seq) => self.durable_seq = self.durable_seq.max(seq),
+            After::Own(seq) => {
+                self.durable_seq = self.durable_seq.max(seq);
+                let durable = self.durable_seq;
+                self.unsynced.retain(|_, s| *s > durable);
+            }
             After::Lease(until) => self.time.lease_durable(until),
             After::Decided(txn) => self.decisions.durable(txn),
         }
