@@ -201,13 +201,7 @@ impl Node {
 
     fn replay(&mut self, record: Record) {
         match record {
-            Record::Write(w) => {
-                self.seq = self.seq.max(w.seq);
-                self.durable_seq = self.seq;
-                self.time.recovered(w.ss);
-                self.apply(&w);
-                self.log.add(self.dc, w);
-            }
+            Record::Write(w) => self.replay_write(w),
             Record::Remote {
                 origin,
                 upto,
@@ -242,7 +236,20 @@ impl Node {
             Record::Checkpoint(ck) => self.restore(*ck),
             Record::TransferChunk { from, chunk } => self.transfers.replay_chunk(from, chunk),
             Record::TransferDone { from, id } => self.replay_transfer_done(from, id),
+            Record::Committed { txn, writes } => {
+                writes.into_iter().for_each(|w| self.replay_write(w));
+                self.unlock(txn);
+            }
         }
+    }
+
+    /// One of our own stream's writes, replayed.
+    fn replay_write(&mut self, w: ReplWrite) {
+        self.seq = self.seq.max(w.seq);
+        self.durable_seq = self.seq;
+        self.time.recovered(w.ss);
+        self.apply(&w);
+        self.log.add(self.dc, w);
     }
 
     /// A txn holding locks, as a `Prepared` record or a checkpoint gives it back.
@@ -501,18 +508,34 @@ impl Node {
         self.write_local(ctx, id.txn, shard, (ss, ss), deps, ops, vec![(from, reply)]);
     }
 
-    /// Applies a shard's writes at its master, logs them for the slaves and persists.
+    /// Applies a single-key write at its master, logs it for the slaves and persists it.
     #[allow(clippy::too_many_arguments)]
     fn write_local(
         &mut self,
         ctx: &mut Ctx<Msg>,
         txn: TxnId,
         shard: u32,
-        (ss, dep_ss): (u64, u64),
+        stamps: (u64, u64),
         deps: Option<Cts>,
         ops: Vec<(Key, Op)>,
         then: Vec<(Addr, Msg)>,
     ) {
+        let w = self.stage_write(txn, shard, stamps, deps, ops);
+        self.persist(ctx, &Record::Write(w), then);
+        self.own_after_durable(ctx);
+    }
+
+    /// Numbers a shard's writes in our stream, applies them and logs them for the slaves;
+    /// the caller persists them. Until they are durable, reads of the shard here wait
+    /// (`on_read`): a crash may still lose them.
+    fn stage_write(
+        &mut self,
+        txn: TxnId,
+        shard: u32,
+        (ss, dep_ss): (u64, u64),
+        deps: Option<Cts>,
+        ops: Vec<(Key, Op)>,
+    ) -> ReplWrite {
         self.seq += 1;
         let w = ReplWrite {
             seq: self.seq,
@@ -525,9 +548,12 @@ impl Node {
         };
         self.apply(&w);
         self.log.add(self.dc, w.clone());
-        // Until durable, reads of the shard here wait (`on_read`): a crash may lose it.
         self.unsynced.insert(shard, self.seq);
-        self.persist(ctx, &Record::Write(w), then);
+        w
+    }
+
+    /// Our stream is durable up to `seq` once the records persisted so far are.
+    fn own_after_durable(&mut self, ctx: &mut Ctx<Msg>) {
         if let Some(a) = self.durability.after_durable(After::Own(self.seq)) {
             self.run_after(ctx, a);
         }
@@ -659,11 +685,15 @@ impl Node {
 
     /// Applies a prepared txn's writes with the commit timestamp (shard by shard, each
     /// shard's shardstamp raised to the ts's highest entry of its DC: Listing 2 l.28),
-    /// releases its locks and tells the client once durable.
+    /// releases its locks and tells the client once durable. The writes and the release
+    /// are one record (`Record::Committed`): a crash keeps the txn's commit here whole or
+    /// not at all, never some shards applied with the txn still prepared (which a
+    /// re-sent decision would then apply twice).
     fn commit_local(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, d: &Decision) {
         let Some(p) = self.prepared.remove(&txn) else {
             return;
         };
+        let mut staged = Vec::with_capacity(p.shards.len());
         for shard in &p.shards {
             let dc = usize::from(self.dc.0);
             let ss = self.stamp(*shard).max(d.ts.max_in(dc));
@@ -678,15 +708,19 @@ impl Node {
                 .expect("type-checked at prepare, and the shard stayed locked");
             let dep_ss = p.ss_min.min(ss);
             let deps = Some(d.ts.clone());
-            self.write_local(ctx, txn, *shard, (ss, dep_ss), deps, ops, Vec::new());
+            staged.push(self.stage_write(txn, *shard, (ss, dep_ss), deps, ops));
         }
         self.unlock(txn);
         let mut then = vec![(d.client, Msg::Done { req: d.req, txn })];
         if p.coord != self.me {
             then.push((Addr::Node(p.coord), Msg::ForwardAck { txn }));
         }
-        let record = Record::Released { txn, fence: false };
+        let record = Record::Committed {
+            txn,
+            writes: staged,
+        };
         self.persist(ctx, &record, then);
+        self.own_after_durable(ctx);
         self.drain_queued(ctx);
     }
 

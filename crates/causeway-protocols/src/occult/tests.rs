@@ -4,7 +4,7 @@
 //! lock conflicts and the termination of a txn whose COMMIT never arrives (§7), and
 //! recovery from the records.
 
-use super::{Config, Msg, Occult, Shards};
+use super::{Config, Msg, Occult, Record, Shards};
 use crate::kit::testnet::{TestNet, MS};
 use crate::{NodeConfig, Params, Protocol};
 use causeway_core::crdt::{ObjType, Update};
@@ -260,6 +260,48 @@ fn a_master_holding_a_prepared_txn_is_not_read_past() {
     let answer = net.replies.get_mut(&3).and_then(|q| q.pop_front());
     let Some(r) = answer else { panic!("no answer") };
     assert_eq!(lww(&r, 0).as_deref(), Some("b1"), "not the half state");
+}
+
+/// A participant crashes right after the record of its writes of a txn, before the
+/// coordinator hears its acknowledgement: restarted, it must not apply them again when
+/// the decision is re-sent. With the writes and the release in separate records a crash
+/// between them left the txn prepared with its writes applied, and the re-sent decision
+/// counted the increment twice; `Record::Committed` holds both.
+#[test]
+fn a_participant_restarted_after_its_commit_does_not_apply_it_twice() {
+    let mut net = net(None);
+    let (a, b) = (key_in(0, 0), key_in(1, 0));
+    let before = net.records[1].len();
+    net.hold = |_, _, _, m| matches!(m, Msg::ForwardAck { .. } | Msg::Repl { .. });
+    let add = |k: &Key| Request::Update {
+        key: k.clone(),
+        update: Update::Increment(1),
+    };
+    let w = net.txn(1, vec![add(&a), add(&b)]);
+    assert_eq!(w.last(), Some(&Response::Committed));
+    let holds_write = |r: &Vec<u8>| {
+        let r = postcard::from_bytes(r);
+        matches!(r, Ok(Record::Write(_)) | Ok(Record::Committed { .. }))
+    };
+    let at = net.records[1][before..].iter().position(holds_write);
+    net.records[1].truncate(before + at.expect("node 1 applied b") + 1);
+    let cfg = NodeConfig::new(NodeId(1), topo(), Params::default());
+    net.nodes[1] = Occult::recover(&cfg, &Config::default(), &net.records[1]).expect("recovers");
+    net.node_call(1, |m, ctx| m.start(ctx));
+    net.drop_held(); // lost with the crash: the coordinator re-sends the decision
+    net.run(2_500);
+    for (s, dc) in [(3, 0), (4, 1)] {
+        net.session(s, dc);
+        let keys = vec![(a.clone(), ObjType::Counter), (b.clone(), ObjType::Counter)];
+        let r = net.txn(s, vec![Request::Read { keys }]);
+        let Response::Values(v) = &r[1] else {
+            panic!("{r:?}")
+        };
+        let counts: Vec<&ObjValue> = v.iter().map(|x| &x.value).collect();
+        let one = ObjValue::Counter(1);
+        assert_eq!(counts, [&one, &one], "DC {dc}: each increment once");
+    }
+    net.check_invariants().unwrap();
 }
 
 /// A master shows its own write only once it is durable: a read arriving while the
