@@ -261,8 +261,7 @@ const REQUIREMENTS: Requirements = Requirements {
     dc_failures: false,
     token_moves: true,
     final_registers: true,
-    // A known gap: see `Requirements::atomic_unknowns`.
-    atomic_unknowns: false,
+    atomic_unknowns: true,
 };
 
 fn recover(

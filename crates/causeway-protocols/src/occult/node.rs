@@ -812,11 +812,41 @@ impl Node {
             .map(|(t, p)| (*t, p.coord))
             .collect();
         for (txn, coord) in old {
-            if coord == self.me {
-                self.release(ctx, txn, true);
-            } else {
+            if coord != self.me {
                 ctx.send(Addr::Node(coord), Msg::Inquire { txn });
+                continue;
             }
+            // Our own txn: the answer we give an inquiry (§7: a txn we decided commits;
+            // otherwise abort and fence). A txn still prepared here once decided only
+            // comes back from a crash, and `start` commits it at once
+            // (`commit_recovered_decisions`), so this is the abort in practice.
+            match self.decisions.answer(txn, false) {
+                Answer::Commit(d) => self.commit_local(ctx, txn, &d),
+                Answer::Wait => {}
+                Answer::Abort => self.release(ctx, txn, true),
+            }
+        }
+    }
+
+    /// Coordinator recovery (§7 leaves master failures to "well-known techniques";
+    /// decided here). `on_commit` persists `Decided`, then our own writes
+    /// (`Record::Committed`): a crash between the two restarts us with the decision
+    /// durable (its `Forward`s may have left, so other masters may have applied their
+    /// writes) and the txn still prepared here. The decision is final (§7's termination
+    /// commits a txn that some participant got the commit for), so we apply our writes
+    /// from it now, as a 2PC coordinator redoes a logged commit. (Before, nothing did:
+    /// the lock timeout then fenced and released the txn as if undecided, leaving it half
+    /// applied: `s1.t2` of `causeway sim --protocol occult --dcs 2 --seeds 40 --faults
+    /// all`.)
+    fn commit_recovered_decisions(&mut self, ctx: &mut Ctx<Msg>) {
+        let decided: Vec<(TxnId, Decision)> = self
+            .decisions
+            .iter()
+            .filter(|(txn, ..)| self.prepared.contains_key(txn))
+            .map(|(txn, d, _, _)| (txn, d.clone()))
+            .collect();
+        for (txn, d) in decided {
+            self.commit_local(ctx, txn, &d);
         }
     }
 
@@ -969,6 +999,7 @@ impl ServerNode for Node {
             .set(Timer::Terminate, ctx.clock + self.sect.lock_timeout_ns);
         self.timers
             .set(Timer::Resend, ctx.clock + self.sect.lock_timeout_ns);
+        self.commit_recovered_decisions(ctx);
     }
 
     fn handle_message(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {

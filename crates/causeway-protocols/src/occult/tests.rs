@@ -262,6 +262,51 @@ fn a_master_holding_a_prepared_txn_is_not_read_past() {
     assert_eq!(lww(&r, 0).as_deref(), Some("b1"), "not the half state");
 }
 
+/// §7 at a coordinator that crashes mid-commit: its `Decided` record is durable (so the
+/// decision went out and DC 1's master applied its write) but its own write's record is
+/// not. Restarted from the durable records, it holds the txn prepared with the decision:
+/// it must apply its write from the decision, not terminate the txn it decided, so the
+/// txn is visible whole (the simulator's seed 40 with 2 DCs and all faults).
+#[test]
+fn a_coordinator_restarted_after_its_decision_applies_its_own_writes() {
+    let mut net = net(None);
+    let (a, b) = (key_in(0, 0), key_in(1, 0));
+    net.txn(1, vec![set(&a, "a0"), set(&b, "b0")]);
+    net.run(20);
+    let before = net.records[0].len();
+    // Only durable writes replicate: keep `a1` from DC 1, whose log it is about to leave.
+    net.hold = hold_repl_from_0;
+    let w = net.txn(1, vec![set(&a, "a1"), set(&b, "b1")]);
+    assert_eq!(w.last(), Some(&Response::Committed));
+    net.drop_held();
+    let is_decided = |r: &Vec<u8>| matches!(postcard::from_bytes(r), Ok(Record::Decided { .. }));
+    let decided = net.records[0][before..].iter().position(is_decided);
+    let kept = before + decided.expect("node 0 coordinates: a decision") + 1;
+    assert!(
+        kept < net.records[0].len(),
+        "its write came after the decision"
+    );
+    net.records[0].truncate(kept); // the crash loses every record after the decision
+    let cfg = NodeConfig::new(NodeId(0), topo(), Params::default());
+    net.nodes[0] = Occult::recover(&cfg, &Config::default(), &net.records[0]).expect("recovers");
+    net.node_call(0, |m, ctx| m.start(ctx));
+    net.run(20);
+    assert_eq!(gauge(&net, 0, "occult_locks"), 0.0, "committed at once");
+    net.run(2_500); // past lock_timeout_ns: nothing left to terminate
+    for (s, dc) in [(3, 0), (4, 1)] {
+        net.session(s, dc);
+        let r = net.txn(s, vec![read(&[&b]), read(&[&a])]);
+        assert_eq!(lww(&r[1], 0).as_deref(), Some("b1"), "DC {dc}");
+        assert_eq!(
+            lww(&r[2], 0).as_deref(),
+            Some("a1"),
+            "DC {dc}: all of the txn"
+        );
+        assert_eq!(r.last(), Some(&Response::Committed));
+    }
+    net.check_invariants().unwrap();
+}
+
 /// A participant crashes right after the record of its writes of a txn, before the
 /// coordinator hears its acknowledgement: restarted, it must not apply them again when
 /// the decision is re-sent. With the writes and the release in separate records a crash
