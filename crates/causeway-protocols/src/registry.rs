@@ -84,12 +84,9 @@ pub struct Requirements {
     pub final_registers: bool,
     /// The simulator counts a txn whose client never heard the outcome as committed, all
     /// of it, once a read observed one of its writes (`causeway_sim::required`). Off for
-    /// `eventual` (it writes each key apart) and, for now, for Occult and eventual-ms:
-    /// after crashes, one write of such a txn showed in the final reads and its other
-    /// write never did (`causeway sim --protocol occult --dcs 2 --seeds 40 --faults
-    /// all`: `s1.t2`'s `k36` shows, its `k28` does not). Either its commit is not atomic
-    /// under a crash of a master mid-commit, or a write was lost: found in the fourteenth
-    /// session and not yet diagnosed.
+    /// `eventual` (it writes each key apart). Convergence baselines sharing a module's
+    /// requirements (eventual-ms, PrompTCC's eventual) are outside the rule anyway: it
+    /// applies only to protocols with atomic transactions (`DcFailures::causal`).
     pub atomic_unknowns: bool,
 }
 

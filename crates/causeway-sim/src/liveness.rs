@@ -7,8 +7,8 @@
 //! where a committed transaction of a surviving DC is required, and so is one with an
 //! unknown outcome that a read observed (it did commit: `crate::required`); any other
 //! unknown outcome may or may not be visible. The last two rules hold only for protocols
-//! with atomic, causal transactions, less two known gaps ([`DcFailures`]'s `causal`,
-//! `registers` and `atomic_unknowns`).
+//! with atomic, causal transactions ([`DcFailures`]'s `causal`, `registers` and
+//! `atomic_unknowns`, from the protocol's `Requirements`).
 //!
 //! Partial replication ([`final_read_keys`]): each surviving DC's final session reads only
 //! the keys of the partitions that DC replicates, so convergence compares the replicas of

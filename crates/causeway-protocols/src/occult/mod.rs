@@ -48,8 +48,12 @@
 //! Bernstein's cooperative termination with the coordinator's decision as the single
 //! point (no Paxos election needed since the coordinator is a durable server).
 //!
-//! **Failures.** Every write, prepare and decision is durable before it is acknowledged
-//! or replicated, so a crashed master restarts with all it acknowledged. The loss of a
+//! **Failures.** Every write, prepare and decision is durable before it is acknowledged,
+//! replicated or read at the master (a read of a shard whose last write is in flight
+//! waits), so a crashed master restarts with all it acknowledged or showed. A
+//! participant's commit is one record (its writes and the release), kept whole or not at
+//! all; a coordinator back with a decision and the txn still prepared commits it at
+//! start (a crash fell between its `Decided` record and its writes). The loss of a
 //! master's whole DC (§7: asynchronously replicated writes may be lost and dependents
 //! replicated without them) is outside the fault model: `dc_failures = false`.
 //!
@@ -261,8 +265,7 @@ const REQUIREMENTS: Requirements = Requirements {
     dc_failures: false,
     token_moves: true,
     final_registers: true,
-    // A known gap: see `Requirements::atomic_unknowns`.
-    atomic_unknowns: false,
+    atomic_unknowns: true,
 };
 
 fn recover(

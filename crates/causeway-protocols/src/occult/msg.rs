@@ -248,6 +248,10 @@ pub enum Record {
     TransferChunk { from: DcId, chunk: Chunk },
     /// The transfer's last chunk arrived: it is installed (replay installs it again).
     TransferDone { from: DcId, id: u64 },
+    /// A prepared txn committed here: its writes, one per shard, and the release of its
+    /// locks, in one record so that a crash keeps all of the txn's writes here or none
+    /// (`Node::commit_local`). Last, so older logs decode unchanged.
+    Committed { txn: TxnId, writes: Vec<ReplWrite> },
 }
 
 /// A txn holding locks, as a checkpoint keeps it: txn, coordinator, writes, shards.

@@ -127,6 +127,9 @@ pub struct Node {
     time: Time,
     /// Per master DC: every write of its shards at or below this is applied here.
     floors: Vec<u64>,
+    /// Shards we master whose last write (its stream number here) is applied but not yet
+    /// durable: a read of them waits (`on_read`).
+    unsynced: BTreeMap<u32, u64>,
     counters: Counters,
     samples: Vec<(&'static str, u64)>,
     work: u64,
@@ -174,6 +177,7 @@ impl Node {
             clock: 0,
             time: Time::default(),
             floors: vec![0; dcs],
+            unsynced: BTreeMap::new(),
             counters: Counters::default(),
             samples: Vec::new(),
             work: 0,
@@ -197,13 +201,7 @@ impl Node {
 
     fn replay(&mut self, record: Record) {
         match record {
-            Record::Write(w) => {
-                self.seq = self.seq.max(w.seq);
-                self.durable_seq = self.seq;
-                self.time.recovered(w.ss);
-                self.apply(&w);
-                self.log.add(self.dc, w);
-            }
+            Record::Write(w) => self.replay_write(w),
             Record::Remote {
                 origin,
                 upto,
@@ -238,7 +236,20 @@ impl Node {
             Record::Checkpoint(ck) => self.restore(*ck),
             Record::TransferChunk { from, chunk } => self.transfers.replay_chunk(from, chunk),
             Record::TransferDone { from, id } => self.replay_transfer_done(from, id),
+            Record::Committed { txn, writes } => {
+                writes.into_iter().for_each(|w| self.replay_write(w));
+                self.unlock(txn);
+            }
         }
+    }
+
+    /// One of our own stream's writes, replayed.
+    fn replay_write(&mut self, w: ReplWrite) {
+        self.seq = self.seq.max(w.seq);
+        self.durable_seq = self.seq;
+        self.time.recovered(w.ss);
+        self.apply(&w);
+        self.log.add(self.dc, w);
     }
 
     /// A txn holding locks, as a `Prepared` record or a checkpoint gives it back.
@@ -345,8 +356,10 @@ impl Node {
     fn on_read(&mut self, ctx: &mut Ctx<Msg>, from: Addr, req: u64, keys: Vec<(Key, ObjType)>) {
         self.work += keys.len() as u64;
         let mut items = Vec::with_capacity(keys.len());
+        let mut unsynced = false;
         for (key, t) in keys {
             let shard = self.shards.of(&key);
+            unsynced |= self.unsynced.contains_key(&shard);
             let v = self.store.get(&key);
             let deps = match self.flavor {
                 Flavor::EventualMs => None,
@@ -368,7 +381,15 @@ impl Node {
                 held: self.is_master(shard) && self.locks.contains_key(&shard),
             });
         }
-        ctx.send(from, Msg::ReadReply { req, items });
+        let reply = Msg::ReadReply { req, items };
+        // A master shows its own writes only once durable (decided here; the paper's §7
+        // leaves master durability to local replication): a write read and then lost in
+        // a crash would be an observed txn that never happened, and a txn whose client
+        // never heard the outcome but that a read observed must survive whole.
+        match unsynced {
+            true => self.durability.send_after_durable(ctx, from, reply),
+            false => ctx.send(from, reply),
+        }
     }
 
     fn count_read(&mut self, attempt: u8, fallback: bool) {
@@ -487,18 +508,34 @@ impl Node {
         self.write_local(ctx, id.txn, shard, (ss, ss), deps, ops, vec![(from, reply)]);
     }
 
-    /// Applies a shard's writes at its master, logs them for the slaves and persists.
+    /// Applies a single-key write at its master, logs it for the slaves and persists it.
     #[allow(clippy::too_many_arguments)]
     fn write_local(
         &mut self,
         ctx: &mut Ctx<Msg>,
         txn: TxnId,
         shard: u32,
-        (ss, dep_ss): (u64, u64),
+        stamps: (u64, u64),
         deps: Option<Cts>,
         ops: Vec<(Key, Op)>,
         then: Vec<(Addr, Msg)>,
     ) {
+        let w = self.stage_write(txn, shard, stamps, deps, ops);
+        self.persist(ctx, &Record::Write(w), then);
+        self.own_after_durable(ctx);
+    }
+
+    /// Numbers a shard's writes in our stream, applies them and logs them for the slaves;
+    /// the caller persists them. Until they are durable, reads of the shard here wait
+    /// (`on_read`): a crash may still lose them.
+    fn stage_write(
+        &mut self,
+        txn: TxnId,
+        shard: u32,
+        (ss, dep_ss): (u64, u64),
+        deps: Option<Cts>,
+        ops: Vec<(Key, Op)>,
+    ) -> ReplWrite {
         self.seq += 1;
         let w = ReplWrite {
             seq: self.seq,
@@ -511,7 +548,12 @@ impl Node {
         };
         self.apply(&w);
         self.log.add(self.dc, w.clone());
-        self.persist(ctx, &Record::Write(w), then);
+        self.unsynced.insert(shard, self.seq);
+        w
+    }
+
+    /// Our stream is durable up to `seq` once the records persisted so far are.
+    fn own_after_durable(&mut self, ctx: &mut Ctx<Msg>) {
         if let Some(a) = self.durability.after_durable(After::Own(self.seq)) {
             self.run_after(ctx, a);
         }
@@ -643,11 +685,15 @@ impl Node {
 
     /// Applies a prepared txn's writes with the commit timestamp (shard by shard, each
     /// shard's shardstamp raised to the ts's highest entry of its DC: Listing 2 l.28),
-    /// releases its locks and tells the client once durable.
+    /// releases its locks and tells the client once durable. The writes and the release
+    /// are one record (`Record::Committed`): a crash keeps the txn's commit here whole or
+    /// not at all, never some shards applied with the txn still prepared (which a
+    /// re-sent decision would then apply twice).
     fn commit_local(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, d: &Decision) {
         let Some(p) = self.prepared.remove(&txn) else {
             return;
         };
+        let mut staged = Vec::with_capacity(p.shards.len());
         for shard in &p.shards {
             let dc = usize::from(self.dc.0);
             let ss = self.stamp(*shard).max(d.ts.max_in(dc));
@@ -662,15 +708,19 @@ impl Node {
                 .expect("type-checked at prepare, and the shard stayed locked");
             let dep_ss = p.ss_min.min(ss);
             let deps = Some(d.ts.clone());
-            self.write_local(ctx, txn, *shard, (ss, dep_ss), deps, ops, Vec::new());
+            staged.push(self.stage_write(txn, *shard, (ss, dep_ss), deps, ops));
         }
         self.unlock(txn);
         let mut then = vec![(d.client, Msg::Done { req: d.req, txn })];
         if p.coord != self.me {
             then.push((Addr::Node(p.coord), Msg::ForwardAck { txn }));
         }
-        let record = Record::Released { txn, fence: false };
+        let record = Record::Committed {
+            txn,
+            writes: staged,
+        };
         self.persist(ctx, &record, then);
+        self.own_after_durable(ctx);
         self.drain_queued(ctx);
     }
 
@@ -762,11 +812,41 @@ impl Node {
             .map(|(t, p)| (*t, p.coord))
             .collect();
         for (txn, coord) in old {
-            if coord == self.me {
-                self.release(ctx, txn, true);
-            } else {
+            if coord != self.me {
                 ctx.send(Addr::Node(coord), Msg::Inquire { txn });
+                continue;
             }
+            // Our own txn: the answer we give an inquiry (§7: a txn we decided commits;
+            // otherwise abort and fence). A txn still prepared here once decided only
+            // comes back from a crash, and `start` commits it at once
+            // (`commit_recovered_decisions`), so this is the abort in practice.
+            match self.decisions.answer(txn, false) {
+                Answer::Commit(d) => self.commit_local(ctx, txn, &d),
+                Answer::Wait => {}
+                Answer::Abort => self.release(ctx, txn, true),
+            }
+        }
+    }
+
+    /// Coordinator recovery (§7 leaves master failures to "well-known techniques";
+    /// decided here). `on_commit` persists `Decided`, then our own writes
+    /// (`Record::Committed`): a crash between the two restarts us with the decision
+    /// durable (its `Forward`s may have left, so other masters may have applied their
+    /// writes) and the txn still prepared here. The decision is final (§7's termination
+    /// commits a txn that some participant got the commit for), so we apply our writes
+    /// from it now, as a 2PC coordinator redoes a logged commit. (Before, nothing did:
+    /// the lock timeout then fenced and released the txn as if undecided, leaving it half
+    /// applied: `s1.t2` of `causeway sim --protocol occult --dcs 2 --seeds 40 --faults
+    /// all`.)
+    fn commit_recovered_decisions(&mut self, ctx: &mut Ctx<Msg>) {
+        let decided: Vec<(TxnId, Decision)> = self
+            .decisions
+            .iter()
+            .filter(|(txn, ..)| self.prepared.contains_key(txn))
+            .map(|(txn, d, _, _)| (txn, d.clone()))
+            .collect();
+        for (txn, d) in decided {
+            self.commit_local(ctx, txn, &d);
         }
     }
 
@@ -783,7 +863,11 @@ impl Node {
                 let h = &mut self.durable_have[usize::from(origin.0)];
                 *h = (*h).max(upto);
             }
-            After::Own(seq) => self.durable_seq = self.durable_seq.max(seq),
+            After::Own(seq) => {
+                self.durable_seq = self.durable_seq.max(seq);
+                let durable = self.durable_seq;
+                self.unsynced.retain(|_, s| *s > durable);
+            }
             After::Lease(until) => self.time.lease_durable(until),
             After::Decided(txn) => self.decisions.durable(txn),
         }
@@ -915,6 +999,7 @@ impl ServerNode for Node {
             .set(Timer::Terminate, ctx.clock + self.sect.lock_timeout_ns);
         self.timers
             .set(Timer::Resend, ctx.clock + self.sect.lock_timeout_ns);
+        self.commit_recovered_decisions(ctx);
     }
 
     fn handle_message(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {

@@ -4,12 +4,12 @@
 //! ([`Durability::quiescent`](crate::kit::durability::Durability::quiescent)), when the
 //! node's durable state is exactly what replaying its records would rebuild:
 //!
-//! - `Write` / `Remote` records: every key's current version (Occult keeps one per key,
-//!   Fig. 4), every shard's shardstamp, our stream's last sequence number, the received
-//!   streams and what of them is durable;
+//! - `Write` / `Committed` / `Remote` records: every key's current version (Occult keeps
+//!   one per key, Fig. 4), every shard's shardstamp, our stream's last sequence number,
+//!   the received streams and what of them is durable;
 //! - `Lease` records and written shardstamps: the lease and the highest timestamp;
-//! - `Prepared` / `Released`: the txns holding locks (the locks follow from them) and the
-//!   fences;
+//! - `Prepared` / `Released` / `Committed`: the txns holding locks (the locks follow from
+//!   them) and the fences;
 //! - `Decided` without `Forgotten`: the decisions still kept;
 //! - the replication log, only what some live sibling has not acknowledged.
 //!

@@ -12,7 +12,7 @@
 //! - **What.** Every key of the shards this node masters, as stored (one version per key,
 //!   Fig. 4), and those shards' shardstamps, at the stream's last sequence number `at`.
 //!   The store always holds exactly the writes numbered up to `seq` (a write is numbered,
-//!   applied and logged in one step, `write_local`), so the image *is* the stream's
+//!   applied and logged in one step, `stage_write`), so the image *is* the stream's
 //!   prefix up to `at` applied. No version above `at` is needed, unlike Cure: a shard has
 //!   a single writer (its master), so a slave's state of it is a prefix of the master's,
 //!   and nothing the slave holds of those shards is missing from the image.
