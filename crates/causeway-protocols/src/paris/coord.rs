@@ -72,6 +72,8 @@ impl Coord {
 
 /// Why a txn whose votes did not all arrive in time ended.
 const PREPARE_TIMED_OUT: &str = "prepare timed out";
+/// Why a txn whose read's slices did not all arrive in time ended.
+const READ_TIMED_OUT: &str = "read timed out";
 
 fn unknown_txn() -> Error {
     Error::Aborted("transaction unknown at its coordinator (restarted or expired)".into())
@@ -428,6 +430,31 @@ impl Node {
         }
     }
 
+    /// Ends the txns whose read did not complete within `prepare_timeout_ns` (a slice's
+    /// replica crashed, or its reply was lost): the session hears "read timed out" (an
+    /// abort: it ends the txn and may retry it). Kept until `txn_idle_ns`, such a context
+    /// held GC back at its snapshot (`Coord::oldest`) for 30 s: found under crashes, where
+    /// a read sent to a crashing node at UST 0 pinned every DC's GC point at 0.
+    fn end_stuck_reads(&mut self, ctx: &mut Ctx<Msg>) {
+        let (clock, after) = (self.time.clock, self.cfg.prepare_timeout_ns);
+        let stuck: Vec<TxnId> = self
+            .coord
+            .txns
+            .iter()
+            .filter(|(_, t)| matches!(t.step, Step::Reading { .. }))
+            .filter(|(_, t)| clock.saturating_sub(t.last_active) >= after)
+            .map(|(txn, _)| *txn)
+            .collect();
+        for txn in stuck {
+            let t = self.coord.txns.remove(&txn).expect("listed");
+            let Step::Reading { req } = t.step else {
+                unreachable!("filtered on Reading");
+            };
+            let result = Err(Error::Aborted(READ_TIMED_OUT.into()));
+            ctx.send(t.session, Msg::ReadResult { txn, req, result });
+        }
+    }
+
     /// Re-sends unacknowledged decisions, aborts txns whose votes are late, drops idle
     /// contexts (§III-C: failed clients' contexts are cleaned up after a timeout).
     pub(super) fn coord_tick(&mut self, ctx: &mut Ctx<Msg>) {
@@ -448,6 +475,7 @@ impl Node {
         for txn in late {
             self.abort(ctx, txn, PREPARE_TIMED_OUT.into());
         }
+        self.end_stuck_reads(ctx);
         let idle = self.cfg.txn_idle_ns;
         self.coord.txns.retain(|_, t| {
             matches!(t.step, Step::Preparing { .. }) || clock.saturating_sub(t.last_active) < idle

@@ -501,3 +501,48 @@ fn a_late_one_phase_vote_is_an_unknown_outcome_and_the_write_stays() {
     assert_eq!(read(&mut net, 2, &key), lww("late"));
     net.check_invariants().expect("invariants");
 }
+
+fn hold_slices(_: &Topology, _: Addr, _: Addr, m: &super::Msg) -> bool {
+    matches!(m, super::Msg::ReadSlice { .. })
+}
+
+/// A read whose slice never comes back (its replica crashed) ends with an abort after the
+/// prepare timeout, and its txn's snapshot stops holding the GC point back.
+#[test]
+fn a_read_whose_slice_never_returns_aborts_and_frees_its_snapshot() {
+    let cfg = Config {
+        prepare_timeout_ns: 100 * MS,
+        ..Config::default()
+    };
+    let mut net = TestNet::<Paris>::with_config(topo(), params(None), &cfg, T);
+    net.run(50);
+    let key = key_not_in(&net.topo, 0);
+    net.session(1, 0);
+    net.hold = hold_slices;
+    let begin = Request::Begin {
+        kind: causeway_core::TxnKind::Causal,
+        label: None,
+    };
+    assert!(matches!(net.request(1, begin), Response::Begun { .. }));
+    let read = Request::Read {
+        keys: vec![(key, ObjType::Lww)],
+    };
+    net.session_call(1, |m, ctx| {
+        causeway_core::ClientSession::submit(m, ctx, read)
+    });
+    net.run(10);
+    assert!(
+        net.nodes[0].coord.oldest().is_some(),
+        "the reading txn holds a snapshot"
+    );
+    net.run(200);
+    let answer = net.replies.get_mut(&1).and_then(|q| q.pop_front());
+    match answer {
+        Some(Response::Aborted { reason }) => {
+            assert!(reason.contains("read timed out"), "{reason}")
+        }
+        other => panic!("a read with a lost slice answered {other:?}"),
+    }
+    assert_eq!(net.nodes[0].coord.oldest(), None, "its snapshot is free");
+    net.check_invariants().expect("invariants");
+}
