@@ -71,6 +71,14 @@ impl<V: Clone> Votes<V> {
     pub fn expired(&self, clock: Nanos) -> bool {
         clock > self.deadline && !self.complete()
     }
+
+    /// The participants whose vote has not arrived.
+    pub fn missing(&self) -> impl Iterator<Item = PartitionId> + '_ {
+        self.votes
+            .iter()
+            .filter(|(_, v)| v.is_none())
+            .map(|(p, _)| *p)
+    }
 }
 
 /// A commit decision not yet acknowledged by every participant.

@@ -6,7 +6,7 @@ use super::msg::{Effects, Msg, Record, Start, Updates};
 use super::node::{Deferred, Node};
 use super::part::ops_at;
 use super::{target_dc, Flavor};
-use crate::kit::twopc::{Answer, Decisions, Votes};
+use crate::kit::twopc::{Answer, Decisions, Retry, Votes};
 use causeway_core::crdt::{ObjType, Object, Op};
 use causeway_core::limits::COORD_TXNS_MAX;
 use causeway_core::{Addr, Ctx, Error, Key, Nanos, NodeId, PartitionId, TxnId};
@@ -25,6 +25,10 @@ enum Step {
         targets: BTreeMap<PartitionId, NodeId>,
         /// One partition written: its replica commits alone (`Node::prepare`).
         one_phase: bool,
+        /// The PREPAREs of a two-phase txn, re-sent to the participants whose vote is
+        /// missing every `inquire_after_ns` (`resend_prepares`); none for one phase.
+        prepares: BTreeMap<PartitionId, Msg>,
+        resend: Retry,
     },
 }
 
@@ -261,6 +265,7 @@ impl Node {
         let targets: BTreeMap<PartitionId, NodeId> =
             groups.keys().map(|p| (*p, self.target(*p))).collect();
         let one_phase = self.cfg.one_phase && groups.len() == 1;
+        let sent = Retry::sent_at(self.time.clock);
         let snapshot = match self.txn_ctx(txn, from, start) {
             Ok(t) if matches!(t.step, Step::Idle) => {
                 t.step = Step::Preparing {
@@ -268,6 +273,8 @@ impl Node {
                     votes: Votes::new(groups.keys().copied(), deadline),
                     targets: targets.clone(),
                     one_phase,
+                    prepares: BTreeMap::new(),
+                    resend: sent,
                 };
                 t.snapshot
             }
@@ -282,6 +289,7 @@ impl Node {
             }
         };
         let ht = snapshot.max(hwt); // Alg. 2 l.19
+        let mut kept = BTreeMap::new();
         for (partition, (updates, cached)) in groups {
             let m = Msg::Prepare {
                 txn,
@@ -292,7 +300,17 @@ impl Node {
                 cached,
                 one_phase,
             };
+            if !one_phase {
+                kept.insert(partition, m.clone());
+            }
             ctx.send(Addr::Node(targets[&partition]), m);
+        }
+        if let Some(TxnCtx {
+            step: Step::Preparing { prepares, .. },
+            ..
+        }) = self.coord.txns.get_mut(&txn)
+        {
+            *prepares = kept;
         }
     }
 
@@ -332,6 +350,7 @@ impl Node {
             votes,
             targets,
             one_phase,
+            ..
         } = t.step
         else {
             unreachable!("decide runs only while preparing");
@@ -430,6 +449,39 @@ impl Node {
         }
     }
 
+    /// Re-sends PREPARE to the participants whose vote has not come within
+    /// `inquire_after_ns`. A participant that crashed before its prepare record was durable
+    /// lost the txn and never votes; without this its coordinator waited the whole
+    /// `prepare_timeout_ns` (3 s) to abort, and the txn's other participants held their
+    /// `VV[own]`, and so the UST of every DC, back that long. One that has the txn prepared
+    /// votes again (`Node::prepare`). A re-sent PREPARE never reaches a participant after
+    /// the txn's COMMIT: it leaves before the decision, on the same FIFO link.
+    fn resend_prepares(&mut self, ctx: &mut Ctx<Msg>) {
+        let (clock, every) = (self.time.clock, self.cfg.inquire_after_ns);
+        let mut out = Vec::new();
+        for t in self.coord.txns.values_mut() {
+            let Step::Preparing {
+                votes,
+                targets,
+                prepares,
+                resend,
+                ..
+            } = &mut t.step
+            else {
+                continue;
+            };
+            if prepares.is_empty() || !resend.due(clock, every) {
+                continue;
+            }
+            for p in votes.missing() {
+                out.push((targets[&p], prepares[&p].clone()));
+            }
+        }
+        for (node, m) in out {
+            ctx.send(Addr::Node(node), m);
+        }
+    }
+
     /// Ends the txns whose read did not complete within `prepare_timeout_ns` (a slice's
     /// replica crashed, or its reply was lost): the session hears "read timed out" (an
     /// abort: it ends the txn and may retry it). Kept until `txn_idle_ns`, such a context
@@ -476,6 +528,7 @@ impl Node {
             self.abort(ctx, txn, PREPARE_TIMED_OUT.into());
         }
         self.end_stuck_reads(ctx);
+        self.resend_prepares(ctx);
         let idle = self.cfg.txn_idle_ns;
         self.coord.txns.retain(|_, t| {
             matches!(t.step, Step::Preparing { .. }) || clock.saturating_sub(t.last_active) < idle

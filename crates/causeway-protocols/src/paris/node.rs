@@ -479,8 +479,16 @@ impl Node {
             result,
         };
         let part = &self.parts[&partition];
-        if part.prepared.contains_key(&txn) {
-            return; // a duplicate PREPARE: the first one votes
+        if let Some(p) = part.prepared.get(&txn) {
+            // A re-sent PREPARE (`Coord::resend_prepares`): the first vote was lost, or
+            // its record was replayed after a crash. Vote again, with the same time and
+            // effects, once the record is durable; a decided txn's coordinator has its vote.
+            if p.committing.is_none() && !p.aborting {
+                let m = vote(Ok((p.pt, p.ops.clone())));
+                self.durability
+                    .send_after_durable(ctx, Addr::Node(coord), m);
+            }
+            return;
         }
         let at = match self.flavor {
             Flavor::Nocc => u64::MAX,

@@ -546,3 +546,60 @@ fn a_read_whose_slice_never_returns_aborts_and_frees_its_snapshot() {
     assert_eq!(net.nodes[0].coord.oldest(), None, "its snapshot is free");
     net.check_invariants().expect("invariants");
 }
+
+fn hold_prepares(_: &Topology, _: Addr, _: Addr, m: &super::Msg) -> bool {
+    matches!(m, super::Msg::Prepare { .. })
+}
+
+fn hold_nothing(_: &Topology, _: Addr, _: Addr, _: &super::Msg) -> bool {
+    false
+}
+
+/// A PREPARE lost on the way (as to a participant that crashed before its record was
+/// durable) is sent again after the inquiry interval, so the txn commits then instead of
+/// aborting at the prepare timeout while it holds the other participant's `VV` back.
+#[test]
+fn a_lost_prepare_is_sent_again_and_the_txn_commits() {
+    let cfg = Config {
+        inquire_after_ns: 50 * MS,
+        ..Config::default()
+    };
+    let mut net = TestNet::<Paris>::with_config(topo(), params(None), &cfg, T);
+    net.run(50);
+    let a = Key::from("a");
+    let b = (0..100)
+        .map(|i| Key::new(format!("b{i}")))
+        .find(|k| net.topo.partition_of(k) != net.topo.partition_of(&a))
+        .expect("another partition");
+    net.session(1, 0);
+    let begin = Request::Begin {
+        kind: causeway_core::TxnKind::Causal,
+        label: None,
+    };
+    assert!(matches!(net.request(1, begin), Response::Begun { .. }));
+    for k in [&a, &b] {
+        let update = Update::Assign(b"x".to_vec());
+        let key = k.clone();
+        let r = net.request(1, Request::Update { key, update });
+        assert!(matches!(r, Response::Updated { .. }), "{r:?}");
+    }
+    net.hold = hold_prepares;
+    net.session_call(1, |m, ctx| {
+        causeway_core::ClientSession::submit(m, ctx, Request::Commit)
+    });
+    net.run(5);
+    net.drop_held();
+    net.hold = hold_nothing;
+    net.run(200);
+    let answer = net.replies.get_mut(&1).and_then(|q| q.pop_front());
+    assert_eq!(
+        answer,
+        Some(Response::Committed),
+        "well before the 3 s timeout"
+    );
+    net.session(2, 1);
+    net.run(100);
+    assert_eq!(read(&mut net, 2, &a), lww("x"));
+    assert_eq!(read(&mut net, 2, &b), lww("x"));
+    net.check_invariants().expect("invariants");
+}
