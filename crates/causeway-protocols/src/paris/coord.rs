@@ -68,6 +68,17 @@ impl Coord {
         }
     }
 
+    /// Keeps a preparing txn's PREPAREs for `Node::resend_prepares`.
+    fn keep_prepares(&mut self, txn: TxnId, kept: BTreeMap<PartitionId, Msg>) {
+        if let Some(TxnCtx {
+            step: Step::Preparing { prepares, .. },
+            ..
+        }) = self.txns.get_mut(&txn)
+        {
+            *prepares = kept;
+        }
+    }
+
     /// The oldest snapshot of a running txn.
     pub fn oldest(&self) -> Option<u64> {
         self.txns.values().map(|t| t.snapshot).min()
@@ -305,13 +316,7 @@ impl Node {
             }
             ctx.send(Addr::Node(targets[&partition]), m);
         }
-        if let Some(TxnCtx {
-            step: Step::Preparing { prepares, .. },
-            ..
-        }) = self.coord.txns.get_mut(&txn)
-        {
-            *prepares = kept;
-        }
+        self.coord.keep_prepares(txn, kept);
     }
 
     pub(super) fn on_prepared(

@@ -462,6 +462,22 @@ fn a_txn_writing_one_partition_commits_at_its_replica_with_one_record() {
     }
 }
 
+/// A network whose nodes run `cfg`, past a few stabilization rounds.
+fn net_with(cfg: &Config) -> TestNet<Paris> {
+    let mut net = TestNet::<Paris>::with_config(topo(), params(None), cfg, T);
+    net.run(50);
+    net
+}
+
+/// BEGIN of a causal txn at session `s`, answered.
+fn begin(net: &mut TestNet<Paris>, s: u64) {
+    let begin = Request::Begin {
+        kind: causeway_core::TxnKind::Causal,
+        label: None,
+    };
+    assert!(matches!(net.request(s, begin), Response::Begun { .. }));
+}
+
 /// Holds every vote (a slow link from the replicas to the coordinators).
 fn hold_votes(_: &Topology, _: Addr, _: Addr, m: &super::Msg) -> bool {
     matches!(m, super::Msg::Prepared { .. })
@@ -476,8 +492,7 @@ fn a_late_one_phase_vote_is_an_unknown_outcome_and_the_write_stays() {
         prepare_timeout_ns: 100 * MS,
         ..Config::default()
     };
-    let mut net = TestNet::<Paris>::with_config(topo(), params(None), &cfg, T);
-    net.run(50);
+    let mut net = net_with(&cfg);
     let key = key_not_in(&net.topo, 0);
     net.session(1, 0);
     net.hold = hold_votes;
@@ -514,16 +529,11 @@ fn a_read_whose_slice_never_returns_aborts_and_frees_its_snapshot() {
         prepare_timeout_ns: 100 * MS,
         ..Config::default()
     };
-    let mut net = TestNet::<Paris>::with_config(topo(), params(None), &cfg, T);
-    net.run(50);
+    let mut net = net_with(&cfg);
     let key = key_not_in(&net.topo, 0);
     net.session(1, 0);
     net.hold = hold_slices;
-    let begin = Request::Begin {
-        kind: causeway_core::TxnKind::Causal,
-        label: None,
-    };
-    assert!(matches!(net.request(1, begin), Response::Begun { .. }));
+    begin(&mut net, 1);
     let read = Request::Read {
         keys: vec![(key, ObjType::Lww)],
     };
@@ -564,19 +574,14 @@ fn a_lost_prepare_is_sent_again_and_the_txn_commits() {
         inquire_after_ns: 50 * MS,
         ..Config::default()
     };
-    let mut net = TestNet::<Paris>::with_config(topo(), params(None), &cfg, T);
-    net.run(50);
+    let mut net = net_with(&cfg);
     let a = Key::from("a");
     let b = (0..100)
         .map(|i| Key::new(format!("b{i}")))
         .find(|k| net.topo.partition_of(k) != net.topo.partition_of(&a))
         .expect("another partition");
     net.session(1, 0);
-    let begin = Request::Begin {
-        kind: causeway_core::TxnKind::Causal,
-        label: None,
-    };
-    assert!(matches!(net.request(1, begin), Response::Begun { .. }));
+    begin(&mut net, 1);
     for k in [&a, &b] {
         let update = Update::Assign(b"x".to_vec());
         let key = k.clone();
