@@ -86,7 +86,7 @@ pub struct Requirements {
     /// of it, once a read observed one of its writes (`causeway_sim::required`). Off for
     /// `eventual` (it writes each key apart). Convergence baselines sharing a module's
     /// requirements (eventual-ms, PrompTCC's eventual) are outside the rule anyway: it
-    /// applies only to protocols with atomic transactions (`DcFailures::causal`).
+    /// applies only to protocols with atomic transactions (`FinalStateRules::causal`).
     pub atomic_unknowns: bool,
 }
 

@@ -234,7 +234,7 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
     let mut world = world::World::new(config.clone())?;
     world.run();
     let history = std::mem::take(&mut world.history);
-    let failures = liveness::DcFailures {
+    let failures = liveness::FinalStateRules {
         failed: world.failed_dcs.clone(),
         may_vanish: entry.requirements().failed_dc_writes_may_vanish,
         tolerated: entry.tolerated_failures(&config.section, config.dcs)?,

@@ -7,7 +7,7 @@
 //! where a committed transaction of a surviving DC is required, and so is one with an
 //! unknown outcome that a read observed (it did commit: `crate::required`); any other
 //! unknown outcome may or may not be visible. The last two rules hold only for protocols
-//! with atomic, causal transactions ([`DcFailures`]'s `causal`, `registers` and
+//! with atomic, causal transactions ([`FinalStateRules`]'s `causal`, `registers` and
 //! `atomic_unknowns`, from the protocol's `Requirements`).
 //!
 //! Partial replication ([`final_read_keys`]): each surviving DC's final session reads only
@@ -16,7 +16,7 @@
 //! surviving DC replicates is read nowhere and left out (`SimResult::unreplicated_keys`).
 //! Under full replication every surviving DC reads every key, as before.
 //!
-//! DC failures ([`DcFailures`]): the failed DCs' final reads are never taken. Where the
+//! DC failures ([`FinalStateRules`]): the failed DCs' final reads are never taken. Where the
 //! protocol lets their writes vanish (Cure §IV-A, eventual), every key a failed DC wrote is
 //! left out of both checks (`tainted_keys`). Otherwise (UniStore, CUREFT) every key stays
 //! in, and a failed DC's transaction counts as required when `crate::required` says it
@@ -75,9 +75,10 @@ pub fn final_read_keys(
     out
 }
 
-/// The DCs that failed in a run and what the protocol promises about their writes.
+/// The rules a run's final state is held to: the DCs that failed for good, and what the
+/// protocol promises about their writes, unknown outcomes and registers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DcFailures {
+pub struct FinalStateRules {
     /// The DCs that failed for good.
     pub failed: BTreeSet<u16>,
     /// Their writes may vanish (`Requirements::failed_dc_writes_may_vanish`).
@@ -97,7 +98,7 @@ pub struct DcFailures {
     pub atomic_unknowns: bool,
 }
 
-impl DcFailures {
+impl FinalStateRules {
     /// Whether `t` ran at a failed DC.
     pub fn has_failed(&self, t: &TxnRecord) -> bool {
         self.failed.contains(&t.dc.0)
@@ -137,7 +138,7 @@ fn weight(t: &TxnRecord, failed_here: bool, required: bool) -> Weight {
     }
 }
 
-fn collect(history: &History, failures: &DcFailures) -> BTreeMap<Key, KeyFacts> {
+fn collect(history: &History, failures: &FinalStateRules) -> BTreeMap<Key, KeyFacts> {
     let required = required_txns(history, failures);
     let weights: Vec<Weight> = history
         .txns
@@ -219,7 +220,7 @@ fn collect_overwrites(history: &History, weights: &[Weight], facts: &mut BTreeMa
 /// Keys whose final state may legitimately differ between surviving DCs: those a failed
 /// DC wrote (with a possibly committed transaction), where its writes may vanish; none
 /// otherwise.
-pub fn tainted_keys(history: &History, failures: &DcFailures) -> BTreeSet<Key> {
+pub fn tainted_keys(history: &History, failures: &FinalStateRules) -> BTreeSet<Key> {
     if !failures.may_vanish {
         return BTreeSet::new();
     }
@@ -236,7 +237,7 @@ pub fn tainted_keys(history: &History, failures: &DcFailures) -> BTreeSet<Key> {
 
 /// The history with the final reads that must agree: those of surviving DCs, without the
 /// tainted keys.
-pub fn comparable(history: &History, failures: &DcFailures) -> History {
+pub fn comparable(history: &History, failures: &FinalStateRules) -> History {
     let tainted = tainted_keys(history, failures);
     let mut h = history.clone();
     h.finals
@@ -245,7 +246,7 @@ pub fn comparable(history: &History, failures: &DcFailures) -> History {
 }
 
 /// Checks the final reads against the required writes.
-pub fn check_final_state(history: &History, failures: &DcFailures) -> Result<(), String> {
+pub fn check_final_state(history: &History, failures: &FinalStateRules) -> Result<(), String> {
     let facts = collect(history, failures);
     let comparable = comparable(history, failures);
     for read in &comparable.finals {

@@ -30,7 +30,7 @@
 //! surviving DC loses no committed transaction; one nobody observed may or may not be
 //! visible.
 
-use crate::liveness::DcFailures;
+use crate::liveness::FinalStateRules;
 use causeway_check::{session_order, HOp, History, Outcome};
 use causeway_core::OpId;
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,8 +44,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// of the TCC checker enforces), and a committed transaction of a DC that did not fail
 /// survives crashes: an anomaly that exposes a write before it is durable and then loses
 /// it in a crash (the `node-commit-early` mutation) fails here. Only for protocols with
-/// atomic transactions (`DcFailures::causal`).
-pub fn required_txns(history: &History, failures: &DcFailures) -> BTreeSet<usize> {
+/// atomic transactions (`FinalStateRules::causal`).
+pub fn required_txns(history: &History, failures: &FinalStateRules) -> BTreeSet<usize> {
     let failed_dcs_count = !failures.failed.is_empty() && !failures.may_vanish;
     let writers = writers(history);
     let prev = previous_committed(history);
@@ -113,7 +113,11 @@ fn previous_committed(history: &History) -> Vec<Option<usize>> {
 /// Where the walk starts: committed transactions of surviving DCs, the writers that reads
 /// at surviving DCs observed (a), and the committed transactions before each completed
 /// barrier (b).
-fn seeds(history: &History, failures: &DcFailures, writers: &BTreeMap<OpId, usize>) -> Vec<usize> {
+fn seeds(
+    history: &History,
+    failures: &FinalStateRules,
+    writers: &BTreeMap<OpId, usize>,
+) -> Vec<usize> {
     let mut seeds = Vec::new();
     for (i, t) in history.txns.iter().enumerate() {
         if failures.has_failed(t) {

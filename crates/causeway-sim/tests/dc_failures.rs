@@ -6,7 +6,7 @@
 
 use causeway_check::{BarrierRecord, FinalRead, HOp, History, Outcome, TxnRecord};
 use causeway_core::{DcId, Key, ObjType, ObjValue, OpId, SessionId, TxnId, TxnKind, Update};
-use causeway_sim::liveness::{check_final_state, comparable, DcFailures};
+use causeway_sim::liveness::{check_final_state, comparable, FinalStateRules};
 use std::collections::BTreeSet;
 
 fn oid(session: u64, seq: u64, index: u32) -> OpId {
@@ -104,8 +104,8 @@ fn final_counter(dc: u16, key: &str, value: i64) -> FinalRead {
 }
 
 /// DC 0 failed; `vanish` for Cure's promise, f = 1 for UniStore's.
-fn dc0_failed(vanish: bool) -> DcFailures {
-    DcFailures {
+fn dc0_failed(vanish: bool) -> FinalStateRules {
+    FinalStateRules {
         failed: BTreeSet::from([0]),
         may_vanish: vanish,
         tolerated: usize::from(!vanish),
@@ -116,12 +116,12 @@ fn dc0_failed(vanish: bool) -> DcFailures {
 }
 
 /// No DC failed, for a protocol with atomic, causal transactions.
-fn no_failures() -> DcFailures {
-    DcFailures {
+fn no_failures() -> FinalStateRules {
+    FinalStateRules {
         causal: true,
         registers: true,
         atomic_unknowns: true,
-        ..DcFailures::default()
+        ..FinalStateRules::default()
     }
 }
 
@@ -133,7 +133,7 @@ fn history(txns: Vec<TxnRecord>, finals: Vec<FinalRead>) -> History {
     }
 }
 
-fn rejects(h: &History, failures: &DcFailures, what: &str) {
+fn rejects(h: &History, failures: &FinalStateRules, what: &str) {
     let e = check_final_state(h, failures).expect_err("the liveness check must reject this");
     assert!(e.contains(what), "{e}");
 }
@@ -209,7 +209,7 @@ fn a_barriered_txn_of_the_failed_dc_missing_everywhere_is_rejected() {
     h.barriers.push(barrier(1));
     rejects(&h, &dc0_failed(false), "counter c reads 0 at DC 1");
     // Unless more DCs failed than the protocol tolerates.
-    let beyond = DcFailures {
+    let beyond = FinalStateRules {
         tolerated: 0,
         ..dc0_failed(false)
     };
@@ -276,7 +276,7 @@ fn a_session_that_moved_to_a_survivor_keeps_its_failed_dc_past() {
 
 #[test]
 fn several_failed_dcs_are_all_left_out_of_the_final_reads() {
-    let failures = DcFailures {
+    let failures = FinalStateRules {
         failed: BTreeSet::from([0, 3]),
         may_vanish: false,
         tolerated: 2,
@@ -337,7 +337,7 @@ fn an_unknown_outcome_a_committed_read_observed_must_survive_without_dc_failures
     let h = history(vec![t1.clone(), saw.clone()], lost.clone());
     rejects(&h, &none, "required add s1.t1.o1");
     // `eventual` writes each key apart: a read of one write proves nothing of another.
-    check_final_state(&h, &DcFailures::default()).expect("not atomic");
+    check_final_state(&h, &FinalStateRules::default()).expect("not atomic");
     // Nobody observed it: it may have committed or not, so its add may be missing. Its own
     // read of its write does not count.
     let mut own = t1.clone();
@@ -373,7 +373,7 @@ fn a_register_may_not_show_what_a_required_assignment_overwrote() {
     let h = history(vec![t1.clone(), t2.clone()], stale.clone());
     rejects(&h, &none, "shows s1.t1.o0 at DC 0");
     // `eventual` orders registers by its clocks, not by causality.
-    check_final_state(&h, &DcFailures::default()).expect("not causal");
+    check_final_state(&h, &FinalStateRules::default()).expect("not causal");
     let fresh = vec![final_register(0, "r", "y", Some(w2))];
     check_final_state(&history(vec![t1.clone(), t2.clone()], fresh), &none).expect("t2 wins");
     // The initial value with a required assignment: lost as well.

@@ -7,7 +7,7 @@ use causeway_check::{FinalRead, HOp, History, Outcome, TxnRecord};
 use causeway_core::{
     DcId, Key, ObjType, ObjValue, OpId, PartitionId, SessionId, Topology, TxnId, TxnKind, Update,
 };
-use causeway_sim::liveness::{check_final_state, final_read_keys, DcFailures};
+use causeway_sim::liveness::{check_final_state, final_read_keys, FinalStateRules};
 use causeway_sim::workload::Workload;
 
 fn keys(n: u32, obj: ObjType) -> Vec<(Key, ObjType)> {
@@ -121,8 +121,8 @@ fn liveness_judges_a_key_at_the_replicas_that_read_it() {
         finals: readers.iter().map(|d| counter(*d, &key, 3)).collect(),
         ..History::default()
     };
-    check_final_state(&h, &DcFailures::default()).expect("both replicas count it");
+    check_final_state(&h, &FinalStateRules::default()).expect("both replicas count it");
     h.finals[1] = counter(readers[1], &key, 0);
-    let e = check_final_state(&h, &DcFailures::default()).expect_err("a replica lost it");
+    let e = check_final_state(&h, &FinalStateRules::default()).expect_err("a replica lost it");
     assert!(e.contains(&format!("at DC {}", readers[1])), "{e}");
 }
