@@ -28,6 +28,12 @@
 //! gauges are exported at the same interval, and each hosted session's transaction is
 //! timed from the submission of its `Begin` to its `Committed`, and counted by outcome.
 //!
+//! Records: the machine's `Persist` outputs are held and handed to the storage thread
+//! when no input is ready (the end of a burst; at most `UNSENT_RECORDS_MAX` records or
+//! `UNSENT_TURNS_MAX` turns later), so a burst of requests costs one wake-up of that
+//! thread and one fdatasync instead of a sync for its first record and another for the
+//! rest. Nothing waits on a record before it is durable, so holding it changes no outcome.
+//!
 //! The task talks to the gateway only through [`crate::control`].
 
 use crate::control::{session_host, stops, Control, SharedGauges, BATCH_REQUESTS_MAX};
@@ -56,6 +62,46 @@ const TIMER_LATE_WARN: Duration = Duration::from_millis(100);
 const GAUGES_INTERVAL: Duration = Duration::from_millis(500);
 /// Most messages a machine may send to its own process while handling one input.
 pub const LOCAL_QUEUE_MAX: usize = 1 << 20;
+/// Most records the task holds back before handing them to the storage thread, and most
+/// turns it holds the first of them: records are handed over when no input is ready
+/// (the end of a burst), so that one wake-up of the storage thread finds the whole burst
+/// and syncs it in one batch; these bound the wait when inputs never stop coming.
+const UNSENT_RECORDS_MAX: usize = 256;
+const UNSENT_TURNS_MAX: u32 = 64;
+
+/// The records the task holds back from the storage thread until the end of a burst.
+#[derive(Default)]
+struct Held {
+    records: Vec<PersistReq>,
+    /// Turns of the loop ended since the first of them was held.
+    turns: u32,
+}
+
+impl Held {
+    fn hold(&mut self, req: PersistReq) {
+        self.records.push(req);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Ends a turn of the loop; true when the records must go now although inputs are
+    /// still coming (`UNSENT_RECORDS_MAX` of them, or held for `UNSENT_TURNS_MAX` turns).
+    fn turn_ended(&mut self) -> bool {
+        if self.records.is_empty() {
+            return false;
+        }
+        self.turns += 1;
+        self.records.len() >= UNSENT_RECORDS_MAX || self.turns >= UNSENT_TURNS_MAX
+    }
+
+    /// The held records, in the order they were held.
+    fn take(&mut self) -> Vec<PersistReq> {
+        self.turns = 0;
+        std::mem::take(&mut self.records)
+    }
+}
 
 /// Who a timer wakes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -129,6 +175,8 @@ pub struct NodeTask {
     /// The clocks read for this turn of the loop ([`NodeTask::reading`]).
     reading: Option<Reading>,
     persist: mpsc::Sender<PersistReq>,
+    /// Records not yet handed to the storage thread.
+    unsent: Held,
     gauges: SharedGauges,
     samples: LatestSamples,
     gauges_at: Instant,
@@ -193,6 +241,7 @@ impl NodeTask {
             last_clock: 0,
             reading: None,
             persist,
+            unsent: Held::default(),
             gauges,
             samples: LatestSamples::default(),
             gauges_at: Instant::now(),
@@ -257,10 +306,30 @@ impl NodeTask {
                 _ = tokio::task::yield_now(), if open && near => self.fire_timers().await,
                 Some(c) = inputs.control.recv(), if open => self.control(c).await,
                 Some(m) = inputs.net.recv(), if open => self.deliver(m).await,
+                // Nothing else is ready: the burst ended.
+                _ = std::future::ready(()), if !self.unsent.is_empty() => self.hand_over().await,
             }
             self.drain_local().await;
             self.try_checkpoint().await;
             self.collect_samples();
+            self.hand_over_if_held_long().await;
+        }
+    }
+
+    /// Hands the held records to the storage thread, in lsn order.
+    async fn hand_over(&mut self) {
+        for req in self.unsent.take() {
+            if self.persist.send(req).await.is_err() {
+                self.disk_failed("the storage thread is gone".into());
+                return;
+            }
+        }
+    }
+
+    /// Hands the held records over when they are many, or were held for many turns.
+    async fn hand_over_if_held_long(&mut self) {
+        if self.unsent.turn_ended() {
+            self.hand_over().await;
         }
     }
 
@@ -348,6 +417,8 @@ impl NodeTask {
         }
         let upto = self.checkpoints.last_lsn + self.checkpoints.lsn_offset;
         let req = PersistReq::snapshot(upto, checkpoint);
+        // The records it covers go first.
+        self.hand_over().await;
         if self.persist.send(req).await.is_err() {
             self.disk_failed("the storage thread is gone".into());
         }
@@ -565,10 +636,7 @@ impl NodeTask {
                     } else {
                         self.count_record(lsn);
                         let log_lsn = lsn + self.checkpoints.lsn_offset;
-                        let req = PersistReq::record(log_lsn, record);
-                        if self.persist.send(req).await.is_err() {
-                            self.disk_failed("the storage thread is gone".into());
-                        }
+                        self.unsent.hold(PersistReq::record(log_lsn, record));
                     }
                 }
                 Output::Reply(_) => {
@@ -688,5 +756,47 @@ impl NodeTask {
         }
         self.timers.insert((at, target));
         self.deadlines.insert(target, (deadline, at));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lsns(records: Vec<PersistReq>) -> Vec<Lsn> {
+        records.into_iter().map(|r| r.lsn).collect()
+    }
+
+    #[test]
+    fn held_records_wait_for_the_burst_to_end_but_at_most_the_turn_limit() {
+        let mut held = Held::default();
+        assert!(!held.turn_ended(), "nothing held, nothing to hand over");
+        held.hold(PersistReq::record(1, vec![1]));
+        held.hold(PersistReq::record(2, vec![2]));
+        for turn in 1..UNSENT_TURNS_MAX {
+            assert!(!held.turn_ended(), "handed over after only {turn} turns");
+        }
+        assert!(held.turn_ended(), "held past the turn limit");
+        assert_eq!(lsns(held.take()), vec![1, 2]);
+        assert!(held.is_empty());
+        held.hold(PersistReq::record(3, vec![3]));
+        assert!(
+            !held.turn_ended(),
+            "the turn count starts again after a hand-over"
+        );
+    }
+
+    #[test]
+    fn held_records_go_at_once_when_they_reach_the_record_limit() {
+        let mut held = Held::default();
+        for lsn in 1..UNSENT_RECORDS_MAX as Lsn {
+            held.hold(PersistReq::record(lsn, Vec::new()));
+        }
+        assert!(!held.turn_ended());
+        held.hold(PersistReq::record(UNSENT_RECORDS_MAX as Lsn, Vec::new()));
+        assert!(held.turn_ended(), "the record limit forces a hand-over");
+        let taken = lsns(held.take());
+        assert_eq!(taken.len(), UNSENT_RECORDS_MAX);
+        assert!(taken.windows(2).all(|w| w[0] < w[1]), "lsn order kept");
     }
 }
