@@ -24,8 +24,10 @@
 //!     [MT_PARTITIONS=N] cargo run --release -p causeway-bench --example machine_txn [-- PROTOCOL [COMMAND [DCS [ROUNDS]]]]
 //!
 //! (COMMAND `all` runs them all: `set`, `get`, `incr`, `sadd`, `mset4` (an `MSET` of 4
-//! keys), and `set16`, `incr16`, `sadd16`, a pipelined group of 16 of them in one txn; fewer ROUNDS for `valgrind --tool=callgrind`, whose instruction counts do not
-//! move with the machine as its timings do.)
+//! keys), and `set16`, `incr16`, `sadd16`, a pipelined group of 16 of them in one txn,
+//! batched as the RESP front end batches it (`batches`); fewer ROUNDS for `valgrind
+//! --tool=callgrind`, whose instruction counts do not move with the machine as its
+//! timings do.)
 
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
@@ -67,8 +69,9 @@ fn partitions() -> u32 {
     }
 }
 
-/// One command as the RESP front end batches it when it stands alone.
-fn batch(command: &str, key: &Key) -> Vec<Request> {
+/// One command as the RESP front end batches it: the batches it sends the session in turn
+/// (the second, when there is one, after the first is answered).
+fn batches(command: &str, key: &Key) -> (Vec<Request>, Vec<Request>) {
     let begin = Request::Begin {
         kind: TxnKind::Causal,
         label: None,
@@ -80,35 +83,38 @@ fn batch(command: &str, key: &Key) -> Vec<Request> {
     let read = |ty| Request::Read {
         keys: vec![(key.clone(), ty)],
     };
+    let one = |requests: Vec<Request>| (requests, Vec::new());
+    let incr = || update(Update::Increment(1));
+    let add = || update(Update::Add(b"element".to_vec()));
     match command {
-        "set" => vec![
+        "set" => one(vec![
             begin,
             update(Update::Assign(b"xxx".to_vec())),
             Request::Commit,
-        ],
-        "get" => vec![begin, read(ObjType::Lww), Request::Commit],
-        "incr" => vec![
-            begin,
-            read(ObjType::Counter),
-            update(Update::Increment(1)),
-            Request::Commit,
-        ],
-        // A pipelined group of 16 commands (`redis-benchmark -P 16`): the RESP front end
-        // runs a pipeline's commands as one transaction.
-        group if group.ends_with("16") => {
-            let one = batch(group.trim_end_matches("16"), key);
-            let body = &one[1..one.len() - 1];
+        ]),
+        "get" => one(vec![begin, read(ObjType::Lww), Request::Commit]),
+        "incr" => one(vec![begin, read(ObjType::Counter), incr(), Request::Commit]),
+        "sadd" => one(vec![begin, read(ObjType::Set), add(), Request::Commit]),
+        // A pipelined group of 16 commands (`redis-benchmark -P 16`) is one transaction
+        // (`Conn::run_pipelined`): assignments are queued and leave with the commit; the
+        // first command that reads sends its read (with a set add: `read_then`), the
+        // later ones read what the transaction saw (`Tx::seen`) and queue their updates,
+        // a re-add of a member the transaction added is dropped (`Tx::update`).
+        "set16" => {
             let mut all = vec![begin];
-            all.extend((0..16).flat_map(|_| body.iter().cloned()));
+            all.extend((0..16).map(|_| update(Update::Assign(b"xxx".to_vec()))));
             all.push(Request::Commit);
-            all
+            one(all)
         }
-        "sadd" => vec![
-            begin,
-            read(ObjType::Set),
-            update(Update::Add(b"element".to_vec())),
-            Request::Commit,
-        ],
+        "incr16" => {
+            let mut commit: Vec<Request> = (0..16).map(|_| incr()).collect();
+            commit.push(Request::Commit);
+            (vec![begin, read(ObjType::Counter)], commit)
+        }
+        "sadd16" => (
+            vec![begin, read(ObjType::Set), add()],
+            vec![Request::Commit],
+        ),
         // `MSET` of 4 keys, named after the session's key (so over several partitions).
         "mset4" => {
             let mut all = vec![begin];
@@ -121,7 +127,7 @@ fn batch(command: &str, key: &Key) -> Vec<Request> {
                 }
             }));
             all.push(Request::Commit);
-            all
+            one(all)
         }
         other => panic!("unknown command {other}"),
     }
@@ -130,6 +136,8 @@ fn batch(command: &str, key: &Key) -> Vec<Request> {
 struct Hosted {
     machine: BoxedSession,
     pending: VecDeque<Request>,
+    /// The next batch, sent once `pending` is answered.
+    later: Vec<Request>,
     /// A batch is running: its last answer has not come.
     running: bool,
 }
@@ -184,6 +192,7 @@ impl Driver {
                 )
                 .expect("the protocol builds a session"),
                 pending: VecDeque::new(),
+                later: Vec::new(),
                 running: false,
             })
             .collect();
@@ -265,15 +274,20 @@ impl Driver {
                 }
                 self.failed += 1;
                 self.sessions[s].pending.clear();
+                self.sessions[s].later.clear();
             }
             _ => {}
         }
-        let goes_on = !self.sessions[s].pending.is_empty();
+        let goes_on = !self.sessions[s].pending.is_empty() || !self.sessions[s].later.is_empty();
         self.sessions[s].running = goes_on;
         goes_on
     }
 
     fn next_request(&mut self, s: usize) {
+        let hosted = &mut self.sessions[s];
+        if hosted.pending.is_empty() {
+            hosted.pending = std::mem::take(&mut hosted.later).into();
+        }
         let Some(request) = self.sessions[s].pending.pop_front() else {
             return;
         };
@@ -320,7 +334,9 @@ impl Driver {
                 continue; // still waiting
             }
             self.sessions[s].running = true;
-            self.sessions[s].pending = batch(command, key).into();
+            let (first, later) = batches(command, key);
+            self.sessions[s].pending = first.into();
+            self.sessions[s].later = later;
             self.next_request(s);
             self.deliver_all();
         }

@@ -1025,6 +1025,28 @@ async fn a_group_sends_a_re_add_of_a_member_it_added_once() {
     assert_eq!(run(&mut c, "SCARD s").await, Reply::Int(1));
 }
 
+#[tokio::test]
+async fn a_groups_later_sadd_of_several_members_counts_only_the_new_ones() {
+    let cluster = MemoryCluster::new(options(1));
+    let (mut c, _) = counting_conn(&cluster, false);
+    assert_eq!(run(&mut c, "SADD s x").await, Reply::Int(1));
+    let (mut c, counts) = counting_conn(&cluster, false);
+    let cmds = ["SADD s a", "SADD s a b x b c", "SADD s c d", "SCARD s"];
+    let replies = pipeline(&mut c, &cmds).await;
+    let want = [1, 2, 1, 5].map(Reply::Int);
+    assert_eq!(
+        replies, want,
+        "x was there before, a came earlier in the group"
+    );
+    assert_eq!(begun(&counts), 1);
+    assert_eq!(reads_sent(&counts), 1, "s read once, by the first SADD");
+    assert_eq!(
+        adds_sent(&counts),
+        5,
+        "a, b, c, d once each, and x re-added (add-wins)"
+    );
+}
+
 /// A small deterministic generator (xorshift64*), so a failure replays from its seed.
 struct Rng(u64);
 

@@ -473,6 +473,16 @@ async fn sadd<H: SessionHandle>(
     k: Key,
     elems: &[Value],
 ) -> Result<Reply, Error> {
+    if let Some(members) = tx.seen_set(&k) {
+        // Read before in this group: answer from what the transaction saw, as
+        // `read_then` would, without building the requests it would drop.
+        let added = distinct(elems).into_iter().filter(|e| !has(members, e));
+        let added = added.count() as i64;
+        for e in elems {
+            tx.add_member(&k, e);
+        }
+        return Ok(Reply::Int(added));
+    }
     let adds = elems
         .iter()
         .map(|e| Request::Update {

@@ -38,9 +38,10 @@ pub struct Tx<'a, H: SessionHandle> {
     /// transaction reads one snapshot plus its own writes, Cure Alg. 1 l.20-21). Holds at
     /// most the keys of one group's reads.
     seen: BTreeMap<Key, ObjValue>,
-    /// Each (set key, member) whose latest update in this transaction is an `Add`: adding
-    /// it again would change nothing (see [`Tx::update`]). At most one entry per update.
-    added: BTreeSet<(Key, Value)>,
+    /// Per set key, each member whose latest update in this transaction is an `Add`:
+    /// adding it again would change nothing (see [`Tx::update`]). At most one entry per
+    /// update. Keyed by key, then member, so a lookup borrows both.
+    added: BTreeMap<Key, BTreeSet<Value>>,
 }
 
 impl<'a, H: SessionHandle> Tx<'a, H> {
@@ -62,7 +63,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             committed: false,
             commit_sent: false,
             seen: BTreeMap::new(),
-            added: BTreeSet::new(),
+            added: BTreeMap::new(),
         }
     }
 
@@ -76,7 +77,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             committed: false,
             commit_sent: false,
             seen: BTreeMap::new(),
-            added: BTreeSet::new(),
+            added: BTreeMap::new(),
         }
     }
 
@@ -109,17 +110,47 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
     fn note_update(&mut self, key: &Key, update: &Update) -> bool {
         match update {
             Update::Add(e) => {
-                if self.added.contains(&(key.clone(), e.clone())) {
+                if self.is_added(key, e) {
                     return false;
                 }
-                self.added.insert((key.clone(), e.clone()));
+                let members = self.added.entry(key.clone()).or_default();
+                members.insert(e.clone());
             }
             Update::Remove(e) => {
-                self.added.remove(&(key.clone(), e.clone()));
+                if let Some(members) = self.added.get_mut(key) {
+                    members.remove(e);
+                }
             }
-            _ => self.added.retain(|(k, _)| k != key),
+            _ => {
+                self.added.remove(key);
+            }
         }
         true
+    }
+
+    /// The members of set `key` as this group's transaction sees it, if it read it (what
+    /// [`Tx::read`] would answer without a call), sorted.
+    pub fn seen_set(&self, key: &Key) -> Option<&[Value]> {
+        if self.scope != Scope::Group || !self.open {
+            return None;
+        }
+        match self.seen.get(key)? {
+            ObjValue::Set(members) => Some(members),
+            _ => None,
+        }
+    }
+
+    /// [`Tx::update`] with an `Add` of `elem` to set `key`, cloning them only when the add
+    /// is queued (a pipeline re-adding one member drops 15 of 16).
+    pub fn add_member(&mut self, key: &Key, elem: &Value) {
+        if !self.is_added(key, elem) {
+            self.update(key.clone(), Update::Add(elem.clone()));
+        }
+    }
+
+    /// Whether this transaction's latest update of `elem` in set `key` is an `Add`.
+    fn is_added(&self, key: &Key, elem: &Value) -> bool {
+        self.added.get(key).is_some_and(|m| m.contains(elem))
     }
 
     /// Applies one of our updates to what we saw of its key, or forgets the key when the
