@@ -344,7 +344,7 @@ impl<F: SessionFactory> Conn<F> {
         let mut tx = Tx::begin(&mut self.handle, Scope::Group);
         let mut replies = Vec::with_capacity(cmds.len());
         for cmd in cmds {
-            match cmd.clone().run(&mut tx).await {
+            match cmd.run_borrowed(&mut tx).await {
                 Ok(reply) => replies.push(reply),
                 Err(_) => {
                     // Before the commit: nothing took effect.

@@ -154,13 +154,24 @@ impl DataCmd {
                 Ok(Reply::Ok)
             }
             DataCmd::IncrBy(k, by) => incr_by(tx, k, by).await,
-            DataCmd::SAdd(k, elems) => sadd(tx, k, &elems).await,
+            DataCmd::SAdd(k, elems) => sadd(tx, &k, &elems).await,
             DataCmd::SRem(k, elems) => srem(tx, &k, &elems).await,
             DataCmd::SMembers(_) | DataCmd::SIsMember(..) | DataCmd::SCard(_) => {
                 set_read(tx, &self).await
             }
             DataCmd::Ping(None) => Ok(Reply::Simple("PONG")),
             DataCmd::Ping(Some(msg)) | DataCmd::Echo(msg) => Ok(Reply::Bulk(msg)),
+        }
+    }
+
+    /// [`DataCmd::run`] for a command the caller keeps (a pipelined group, which runs its
+    /// commands again alone if the group fails): `GET` and `SADD` borrow their arguments,
+    /// the others run on a copy.
+    pub async fn run_borrowed<H: SessionHandle>(&self, tx: &mut Tx<'_, H>) -> Result<Reply, Error> {
+        match self {
+            DataCmd::Get(k) => get(tx, k).await,
+            DataCmd::SAdd(k, elems) => sadd(tx, k, elems).await,
+            other => other.clone().run(tx).await,
         }
     }
 
@@ -470,16 +481,16 @@ fn distinct(elems: &[Value]) -> Vec<&Value> {
 /// answers how many were not members in this transaction's view.
 async fn sadd<H: SessionHandle>(
     tx: &mut Tx<'_, H>,
-    k: Key,
+    k: &Key,
     elems: &[Value],
 ) -> Result<Reply, Error> {
-    if let Some(members) = tx.seen_set(&k) {
+    if let Some(members) = tx.seen_set(k) {
         // Read before in this group: answer from what the transaction saw, as
         // `read_then` would, without building the requests it would drop.
         let added = distinct(elems).into_iter().filter(|e| !has(members, e));
         let added = added.count() as i64;
         for e in elems {
-            tx.add_member(&k, e);
+            tx.add_member(k, e);
         }
         return Ok(Reply::Int(added));
     }
@@ -490,7 +501,8 @@ async fn sadd<H: SessionHandle>(
             update: Update::Add(e.clone()),
         })
         .collect();
-    let mut values = tx.read_then(vec![(k, ObjType::Set)], adds, true).await?;
+    let keys = vec![(k.clone(), ObjType::Set)];
+    let mut values = tx.read_then(keys, adds, true).await?;
     let members = set_members(&mut values);
     let added = distinct(elems).into_iter().filter(|e| !has(&members, e));
     Ok(Reply::Int(added.count() as i64))
