@@ -224,7 +224,7 @@ impl<F: SessionFactory> Conn<F> {
         let mut attempt = 0;
         loop {
             let mut tx = Tx::begin(&mut self.handle, Scope::Command);
-            let result = match cmd.clone().run(&mut tx).await {
+            let result = match cmd.run_borrowed(&mut tx).await {
                 Ok(reply) => tx.commit().await.map(|()| reply),
                 Err(e) => Err(e),
             };

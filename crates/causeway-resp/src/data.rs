@@ -164,9 +164,9 @@ impl DataCmd {
         }
     }
 
-    /// [`DataCmd::run`] for a command the caller keeps (a pipelined group, which runs its
-    /// commands again alone if the group fails): `GET` and `SADD` borrow their arguments,
-    /// the others run on a copy.
+    /// [`DataCmd::run`] for a command the caller keeps (a pipelined group runs its
+    /// commands again alone if the group fails, a standalone command again after an
+    /// abort): `GET` and `SADD` borrow their arguments, the others run on a copy.
     pub async fn run_borrowed<H: SessionHandle>(&self, tx: &mut Tx<'_, H>) -> Result<Reply, Error> {
         match self {
             DataCmd::Get(k) => get(tx, k).await,
