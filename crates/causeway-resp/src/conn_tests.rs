@@ -1047,6 +1047,21 @@ async fn a_groups_later_sadd_of_several_members_counts_only_the_new_ones() {
     );
 }
 
+#[tokio::test]
+async fn a_groups_later_increments_count_from_what_it_saw_and_refuse_an_overflow() {
+    let cluster = MemoryCluster::new(options(1));
+    let (mut c, counts) = counting_conn(&cluster, false);
+    let max = format!("INCRBY n {}", i64::MAX);
+    let cmds = ["INCR n", "INCRBY n 5", max.as_str(), "DECR n"];
+    let replies = pipeline(&mut c, &cmds).await;
+    assert_eq!(replies[..2], [Reply::Int(1), Reply::Int(6)]);
+    assert_err(&replies[2], "ERR", &["overflow"]);
+    assert_eq!(replies[3], Reply::Int(5));
+    assert_eq!(begun(&counts), 1);
+    assert_eq!(reads_sent(&counts), 1, "n read once, by the first INCR");
+    assert_eq!(run(&mut c, "GET n").await, bulk("5"), "the refused increment wrote nothing");
+}
+
 /// A small deterministic generator (xorshift64*), so a failure replays from its seed.
 struct Rng(u64);
 

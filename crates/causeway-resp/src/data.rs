@@ -153,7 +153,7 @@ impl DataCmd {
                 }
                 Ok(Reply::Ok)
             }
-            DataCmd::IncrBy(k, by) => incr_by(tx, k, by).await,
+            DataCmd::IncrBy(k, by) => incr_by(tx, &k, by).await,
             DataCmd::SAdd(k, elems) => sadd(tx, &k, &elems).await,
             DataCmd::SRem(k, elems) => srem(tx, &k, &elems).await,
             DataCmd::SMembers(_) | DataCmd::SIsMember(..) | DataCmd::SCard(_) => {
@@ -166,10 +166,12 @@ impl DataCmd {
 
     /// [`DataCmd::run`] for a command the caller keeps (a pipelined group runs its
     /// commands again alone if the group fails, a standalone command again after an
-    /// abort): `GET` and `SADD` borrow their arguments, the others run on a copy.
+    /// abort): `GET`, `INCRBY` and `SADD` borrow their arguments, the others run on a
+    /// copy.
     pub async fn run_borrowed<H: SessionHandle>(&self, tx: &mut Tx<'_, H>) -> Result<Reply, Error> {
         match self {
             DataCmd::Get(k) => get(tx, k).await,
+            DataCmd::IncrBy(k, by) => incr_by(tx, k, *by).await,
             DataCmd::SAdd(k, elems) => sadd(tx, k, elems).await,
             other => other.clone().run(tx).await,
         }
@@ -413,16 +415,19 @@ fn counter_of(values: &mut Vec<causeway_core::ReadValue>) -> i64 {
 }
 
 /// `INCRBY` and friends: refuses to overflow the value this transaction reads.
-async fn incr_by<H: SessionHandle>(tx: &mut Tx<'_, H>, k: Key, by: i64) -> Result<Reply, Error> {
+async fn incr_by<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key, by: i64) -> Result<Reply, Error> {
     if tx.scope() == Scope::Command {
-        return incr_by_at_once(tx, k, by).await;
+        return incr_by_at_once(tx, k.clone(), by).await;
     }
-    let mut values = tx.read(vec![(k.clone(), ObjType::Counter)]).await?;
-    let current = counter_of(&mut values);
+    // Read before in this group: what the transaction saw, as `read` would answer.
+    let current = match tx.seen_counter(k) {
+        Some(n) => n,
+        None => counter_of(&mut tx.read(vec![(k.clone(), ObjType::Counter)]).await?),
+    };
     let Some(next) = current.checked_add(by) else {
         return Ok(Reply::err("increment or decrement would overflow"));
     };
-    tx.update(k, Update::Increment(by));
+    tx.update(k.clone(), Update::Increment(by));
     Ok(Reply::Int(next))
 }
 

@@ -140,6 +140,17 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         }
     }
 
+    /// The value of counter `key` as this group's transaction sees it, if it read it.
+    pub fn seen_counter(&self, key: &Key) -> Option<i64> {
+        if self.scope != Scope::Group || !self.open {
+            return None;
+        }
+        match self.seen.get(key)? {
+            ObjValue::Counter(n) => Some(*n),
+            _ => None,
+        }
+    }
+
     /// [`Tx::update`] with an `Add` of `elem` to set `key`, cloning them only when the add
     /// is queued (a pipeline re-adding one member drops 15 of 16).
     pub fn add_member(&mut self, key: &Key, elem: &Value) {
