@@ -1059,7 +1059,11 @@ async fn a_groups_later_increments_count_from_what_it_saw_and_refuse_an_overflow
     assert_eq!(replies[3], Reply::Int(5));
     assert_eq!(begun(&counts), 1);
     assert_eq!(reads_sent(&counts), 1, "n read once, by the first INCR");
-    assert_eq!(run(&mut c, "GET n").await, bulk("5"), "the refused increment wrote nothing");
+    assert_eq!(
+        run(&mut c, "GET n").await,
+        bulk("5"),
+        "the refused increment wrote nothing"
+    );
 }
 
 /// A small deterministic generator (xorshift64*), so a failure replays from its seed.
