@@ -469,6 +469,19 @@ fn net_with(cfg: &Config) -> TestNet<Paris> {
     net
 }
 
+/// A net whose coordinators give up after 100 ms, with session 1 at DC 0 and a key DC 0
+/// does not store (its txns need another DC's replica).
+fn net_giving_up_soon() -> (TestNet<Paris>, Key) {
+    let cfg = Config {
+        prepare_timeout_ns: 100 * MS,
+        ..Config::default()
+    };
+    let mut net = net_with(&cfg);
+    let key = key_not_in(&net.topo, 0);
+    net.session(1, 0);
+    (net, key)
+}
+
 /// BEGIN of a causal txn at session `s`, answered.
 fn begin(net: &mut TestNet<Paris>, s: u64) {
     let begin = Request::Begin {
@@ -488,13 +501,7 @@ fn hold_votes(_: &Topology, _: Addr, _: Addr, m: &super::Msg) -> bool {
 /// aborted; the write is there once the vote's link heals.
 #[test]
 fn a_late_one_phase_vote_is_an_unknown_outcome_and_the_write_stays() {
-    let cfg = Config {
-        prepare_timeout_ns: 100 * MS,
-        ..Config::default()
-    };
-    let mut net = net_with(&cfg);
-    let key = key_not_in(&net.topo, 0);
-    net.session(1, 0);
+    let (mut net, key) = net_giving_up_soon();
     net.hold = hold_votes;
     let update = Update::Assign(b"late".to_vec());
     let resp = net.txn(
@@ -525,13 +532,7 @@ fn hold_slices(_: &Topology, _: Addr, _: Addr, m: &super::Msg) -> bool {
 /// prepare timeout, and its txn's snapshot stops holding the GC point back.
 #[test]
 fn a_read_whose_slice_never_returns_aborts_and_frees_its_snapshot() {
-    let cfg = Config {
-        prepare_timeout_ns: 100 * MS,
-        ..Config::default()
-    };
-    let mut net = net_with(&cfg);
-    let key = key_not_in(&net.topo, 0);
-    net.session(1, 0);
+    let (mut net, key) = net_giving_up_soon();
     net.hold = hold_slices;
     begin(&mut net, 1);
     let read = Request::Read {
