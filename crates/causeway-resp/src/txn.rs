@@ -128,24 +128,26 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         true
     }
 
-    /// The members of set `key` as this group's transaction sees it, if it read it (what
-    /// [`Tx::read`] would answer without a call), sorted.
-    pub fn seen_set(&self, key: &Key) -> Option<&[Value]> {
+    /// The value of `key` as this group's transaction sees it, if it read it (what
+    /// [`Tx::read`] would answer without a call).
+    fn seen_value(&self, key: &Key) -> Option<&ObjValue> {
         if self.scope != Scope::Group || !self.open {
             return None;
         }
-        match self.seen.get(key)? {
+        self.seen.get(key)
+    }
+
+    /// The members of set `key` as this group's transaction sees it, sorted.
+    pub fn seen_set(&self, key: &Key) -> Option<&[Value]> {
+        match self.seen_value(key)? {
             ObjValue::Set(members) => Some(members),
             _ => None,
         }
     }
 
-    /// The value of counter `key` as this group's transaction sees it, if it read it.
+    /// The value of counter `key` as this group's transaction sees it.
     pub fn seen_counter(&self, key: &Key) -> Option<i64> {
-        if self.scope != Scope::Group || !self.open {
-            return None;
-        }
-        match self.seen.get(key)? {
+        match self.seen_value(key)? {
             ObjValue::Counter(n) => Some(*n),
             _ => None,
         }
@@ -208,7 +210,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             return None;
         }
         let seen = |(k, t): &(Key, ObjType)| {
-            let value = self.seen.get(k)?;
+            let value = self.seen_value(k)?;
             (type_of(value) == *t).then(|| ReadValue {
                 key: k.clone(),
                 value: value.clone(),
