@@ -17,10 +17,12 @@ use crate::data::{bulk_or_nil, DataCmd};
 use crate::limits::{
     MULTI_QUEUE_MAX, PIPELINE_TXN_COMMANDS_MAX, STANDALONE_RETRIES_MAX, TOKEN_HEX_LEN_MAX,
 };
+use crate::plan;
 use crate::reply::{Proto, Reply};
 use crate::session::{SessionFactory, SessionHandle};
 use crate::txn::{Scope, Tx};
 use bytes::Bytes;
+use causeway_core::crdt::COUNTER_OVERFLOW;
 use causeway_core::{Error, Key, ObjType, ObjValue, Request, Response, TxnKind};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
@@ -101,6 +103,18 @@ pub fn error_reply(e: &Error) -> Reply {
 }
 
 /// The answer to a session response that should have been `expected`.
+/// How a group ends when the batch with its commit failed: the session could not say
+/// whether the commit took effect (unavailable), so every command answers that; or it
+/// was refused (an abort, a `WRONGTYPE` update, an increment that would overflow, a read
+/// that failed before it), so nothing took effect and each command runs alone.
+fn commit_failure(e: Error) -> GroupEnd {
+    let overflow = matches!(&e, Error::InvalidState(why) if why.contains(COUNTER_OVERFLOW));
+    match e {
+        Error::Unavailable(_) | Error::InvalidState(_) if !overflow => GroupEnd::Failed(e),
+        _ => GroupEnd::Alone,
+    }
+}
+
 fn unexpected(resp: Response, expected: &str) -> Reply {
     match resp {
         Response::Error(e) => error_reply(&e),
@@ -281,6 +295,8 @@ impl<F: SessionFactory> Conn<F> {
         }
         let end = if cmds.iter().all(|c| matches!(c, DataCmd::Get(_))) {
             self.gets_together(&cmds).await
+        } else if let Some(plan) = plan::plan(&cmds) {
+            self.planned_together(&cmds, plan).await
         } else {
             self.group_together(&cmds).await
         };
@@ -339,6 +355,19 @@ impl<F: SessionFactory> Conn<F> {
         }
     }
 
+    /// A group whose writes do not depend on its reads: its read, writes and commit in
+    /// one batch, the replies worked out from what it read ([`crate::plan`]).
+    async fn planned_together(&mut self, cmds: &[DataCmd], plan: plan::Plan) -> GroupEnd {
+        let mut tx = Tx::begin(&mut self.handle, Scope::Command);
+        match tx.read_and_commit(plan.keys, plan.updates).await {
+            Ok(values) => GroupEnd::Done(plan::replies(cmds, values)),
+            Err(e) => {
+                tx.abort().await;
+                commit_failure(e)
+            }
+        }
+    }
+
     /// Pipelined commands of any kind in one transaction, committed after the last.
     async fn group_together(&mut self, cmds: &[DataCmd]) -> GroupEnd {
         let mut tx = Tx::begin(&mut self.handle, Scope::Group);
@@ -355,16 +384,9 @@ impl<F: SessionFactory> Conn<F> {
         }
         match tx.commit().await {
             Ok(()) => GroupEnd::Done(replies),
-            // The session could not say whether the commit took effect.
-            Err(e @ (Error::Unavailable(_) | Error::InvalidState(_))) => {
+            Err(e) => {
                 tx.abort().await;
-                GroupEnd::Failed(e)
-            }
-            // Refused (an abort, or an update of the batch the commit carried failed, as
-            // a `SET` of a key holding a counter does): nothing took effect.
-            Err(_) => {
-                tx.abort().await;
-                GroupEnd::Alone
+                commit_failure(e)
             }
         }
     }

@@ -278,7 +278,7 @@ fn parse_mset(a: &[Bytes]) -> Result<DataCmd, Reply> {
     Ok(DataCmd::MSet(pairs))
 }
 
-fn wrongtype(expected: ObjType, found: ObjType) -> Error {
+pub(crate) fn wrongtype(expected: ObjType, found: ObjType) -> Error {
     Error::WrongType { expected, found }
 }
 

@@ -16,7 +16,7 @@
 //!
 //! Modules: [`parse`] takes requests off the wire, [`commands`] is the command table,
 //! [`conn`] the per-connection state machine, [`data`] and [`txn`] run data commands in
-//! transactions, [`admin`] answers connection commands, [`reply`] encodes RESP2/RESP3,
+//! transactions, [`plan`] runs a pipelined group in one exchange where it can, [`admin`] answers connection commands, [`reply`] encodes RESP2/RESP3,
 //! [`server`] owns the sockets, [`limits`] bounds everything.
 
 pub mod admin;
@@ -28,6 +28,7 @@ pub mod fuzzing;
 pub mod limits;
 pub mod memory;
 pub mod parse;
+pub mod plan;
 pub mod reply;
 pub mod server;
 pub mod session;

@@ -275,6 +275,26 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         Ok(values)
     }
 
+    /// A standalone transaction's one batch: its `Begin`, `Read(keys)`, `updates` and
+    /// `Commit` (a planned pipelined group, [`crate::plan`]). Returns what was read.
+    pub async fn read_and_commit(
+        &mut self,
+        keys: Vec<(Key, ObjType)>,
+        updates: Vec<Request>,
+    ) -> Result<Vec<ReadValue>, Error> {
+        assert!(
+            self.scope == Scope::Command && !self.commit_sent,
+            "read_and_commit ends a command's transaction once"
+        );
+        let mut batch = std::mem::take(&mut self.pending);
+        batch.reserve(updates.len() + 2);
+        batch.push(Request::Read { keys });
+        batch.extend(updates);
+        batch.push(Request::Commit);
+        self.commit_sent = true;
+        Ok(self.run(batch).await?.unwrap_or_default())
+    }
+
     /// Queues a request that [`Tx::read_then`] was asked to send after its read (an
     /// update: the only kind callers pass).
     fn queue(&mut self, req: Request) {
