@@ -455,6 +455,11 @@ impl<F: SessionFactory> Conn<F> {
         if let Some(replies) = local {
             return Reply::Array(replies);
         }
+        if let Some(plan) = plan::plan(&queue) {
+            if let Some(reply) = self.exec_planned(&queue, plan).await {
+                return reply;
+            }
+        }
         let mut tx = Tx::begin(&mut self.handle, Scope::Group);
         let mut replies = Vec::with_capacity(queue.len());
         for cmd in queue {
@@ -472,6 +477,28 @@ impl<F: SessionFactory> Conn<F> {
             Err(e) => {
                 tx.abort().await;
                 error_reply(&e)
+            }
+        }
+    }
+
+    /// `EXEC` of commands whose writes need no read, in one batch ([`crate::plan`]).
+    /// `None` when the store refused it (a `WRONGTYPE` update or read, an increment that
+    /// would overflow): nothing took effect, and `EXEC` runs the commands one by one in
+    /// one transaction, answering each one's error in its place.
+    async fn exec_planned(&mut self, queue: &[DataCmd], plan: plan::Plan) -> Option<Reply> {
+        let mut tx = Tx::begin(&mut self.handle, Scope::Command);
+        match tx.read_and_commit(plan.keys, plan.updates).await {
+            Ok(values) => Some(Reply::Array(plan::replies(queue, values))),
+            Err(e) => {
+                tx.abort().await;
+                match e {
+                    // Answered as `EXEC` answers an abort: not run again.
+                    Error::Aborted(_) => Some(error_reply(&e)),
+                    e => match commit_failure(e) {
+                        GroupEnd::Failed(e) => Some(error_reply(&e)),
+                        _ => None,
+                    },
+                }
             }
         }
     }

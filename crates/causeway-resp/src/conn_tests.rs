@@ -1270,3 +1270,42 @@ async fn a_planned_group_the_store_refuses_runs_each_command_alone() {
     }
     assert_eq!(begun(&counts), 1);
 }
+
+/// `MULTI`, the commands (each answered `QUEUED`), then `EXEC`'s answer.
+async fn exec<F: crate::session::SessionFactory>(c: &mut Conn<F>, queue: &[&str]) -> Reply {
+    assert_eq!(run(c, "MULTI").await, Reply::Ok);
+    for cmd in queue {
+        assert_eq!(run(c, cmd).await, Reply::Simple("QUEUED"));
+    }
+    run(c, "EXEC").await
+}
+
+#[tokio::test]
+async fn an_exec_whose_writes_need_no_read_is_one_call() {
+    let cluster = MemoryCluster::new(options(1));
+    let (mut c, counts) = counting_conn(&cluster, false);
+    let queue = [
+        "INCR n", "INCR n", "SADD s a", "SET k v", "GET k", "SCARD s",
+    ];
+    let got = exec(&mut c, &queue).await;
+    let want = [
+        Reply::Int(1),
+        Reply::Int(2),
+        Reply::Int(1),
+        Reply::Ok,
+        bulk("v"),
+        Reply::Int(1),
+    ];
+    assert_eq!(got, Reply::Array(want.to_vec()));
+    assert_eq!(calls(&counts), 1, "read, updates and commit in one batch");
+    // Refused by the store (an increment that would overflow): run one by one in one
+    // transaction, the error in its place, the rest applied.
+    let max = format!("INCRBY n {}", i64::MAX);
+    let got = exec(&mut c, &[max.as_str(), "SADD s b", "INCR n"]).await;
+    let Reply::Array(items) = got else {
+        panic!("EXEC answers an array, got {got:?}");
+    };
+    assert_err(&items[0], "ERR", &["overflow"]);
+    assert_eq!(items[1..], [Reply::Int(1), Reply::Int(3)]);
+    assert_eq!(run(&mut c, "SCARD s").await, Reply::Int(2));
+}
