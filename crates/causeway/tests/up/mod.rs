@@ -372,13 +372,28 @@ pub fn cli(addr: &str, script: &str) -> String {
 /// One RESP2 command on a connection; its reply: a status, error or integer line as sent
 /// (`+OK`, `-ERR ...`, `:1`), a bulk string's body, or `(nil)`. Arrays are not read.
 pub fn resp_command(conn: &mut BufReader<TcpStream>, args: &[&str]) -> String {
-    let mut frame = format!("*{}\r\n", args.len());
-    for a in args {
-        frame.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    resp_pipeline(conn, &[args]).remove(0)
+}
+
+/// Sends the commands in one write (a pipeline) and reads a reply for each: a simple
+/// string, error or integer as its line (`+OK`, `:3`), a bulk string as its text, a nil
+/// as `(nil)` (no arrays).
+pub fn resp_pipeline(conn: &mut BufReader<TcpStream>, cmds: &[&[&str]]) -> Vec<String> {
+    let mut frames = String::new();
+    for args in cmds {
+        frames.push_str(&format!("*{}\r\n", args.len()));
+        for a in *args {
+            frames.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
     }
     conn.get_mut()
-        .write_all(frame.as_bytes())
-        .expect("send a RESP command");
+        .write_all(frames.as_bytes())
+        .expect("send RESP commands");
+    cmds.iter().map(|_| resp_reply(conn)).collect()
+}
+
+/// Reads one reply (see [`resp_pipeline`]).
+fn resp_reply(conn: &mut BufReader<TcpStream>) -> String {
     let mut header = String::new();
     conn.read_line(&mut header).expect("a RESP reply");
     let header = header.trim_end().to_string();
