@@ -37,6 +37,7 @@
 //!
 //! [runtime]                      # optional
 //! worker_threads = 0             # 0: one thread runs the node and every connection (default)
+//! transparent_huge_pages = false # false: off for the node process (default), as Redis does
 //! ```
 
 use causeway_core::{DcId, NodeId, PartitionId, Topology};
@@ -185,6 +186,12 @@ pub struct RuntimeConfig {
     /// storage thread and fjall's own threads aside). N: a multi-thread runtime with N
     /// workers.
     pub worker_threads: u16,
+    /// false (default): the node process turns transparent huge pages off for itself at
+    /// start (`prctl(PR_SET_THP_DISABLE)`, Linux), as redis-server does (`disable-thp
+    /// yes`). With them on, every fresh region the allocator touches faults in and zeroes
+    /// 2 MiB: a replica of a 3-DC cluster under SADD spent 15% of its CPU zeroing pages
+    /// (BENCHMARKS.md). true: leave the system's setting.
+    pub transparent_huge_pages: bool,
 }
 
 /// Protocol timing knobs, in milliseconds (see `causeway_protocols::Params`).
@@ -996,6 +1003,19 @@ mod tests {
         );
         let e = ClusterConfig::parse(&text.replace("worker_threads", "workers")).unwrap_err();
         assert!(e.contains("workers"), "{e}");
+    }
+
+    #[test]
+    fn transparent_huge_pages_are_off_by_default_and_round_trip() {
+        let mut c = local();
+        assert!(
+            !c.runtime.transparent_huge_pages,
+            "off for the node by default"
+        );
+        c.runtime.transparent_huge_pages = true;
+        let text = c.to_toml();
+        assert!(text.contains("transparent_huge_pages = true"), "{text}");
+        assert_eq!(ClusterConfig::parse(&text).unwrap(), c);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! transaction, and a group whose writes need no read goes to the nodes with its read
 //! and commit in one batch (`causeway_resp::plan`, Cure's read-then-commit). Keys spread
 //! over both nodes, so groups span partitions and a key's node is often not the one
-//! serving RESP. Each reply must be what the command answers alone.
+//! serving RESP. Each reply must be what the command answers alone. The node processes
+//! also run with transparent huge pages off (`[runtime] transparent_huge_pages`).
 
 mod up;
 
@@ -11,6 +12,7 @@ use up::{resp_command, resp_connect, resp_pipeline, Up};
 #[test]
 fn pipelines_over_a_two_node_cure_dc_answer_what_each_command_answers_alone() {
     let up = Up::start("pipeline", 1, 2, &["--protocol", "cure"]);
+    assert_transparent_huge_pages_off(&up);
     let addr = up.resp_addr(0);
     let mut conn = resp_connect(&addr);
     // One key, again and again: each group reads it once and adds the member once.
@@ -69,4 +71,16 @@ fn pipelines_over_a_two_node_cure_dc_answer_what_each_command_answers_alone() {
         assert_eq!(resp_command(&mut other, &["SCARD", &format!("s{k}")]), ":3");
     }
     assert_eq!(resp_command(&mut other, &["GET", "c0"]), "5");
+}
+
+/// Each node process turned transparent huge pages off for itself (the default), where
+/// the kernel reports it (`THP_enabled` in /proc/PID/status, Linux 6.x).
+fn assert_transparent_huge_pages_off(up: &Up) {
+    for (name, _, pid) in &up.pids {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let Some(line) = status.lines().find(|l| l.starts_with("THP_enabled:")) else {
+            continue;
+        };
+        assert!(line.ends_with('0'), "{name}: {line}");
+    }
 }
