@@ -810,18 +810,8 @@ impl crate::session::SessionHandle for CountingSession {
         &mut self,
         reqs: Vec<causeway_core::Request>,
     ) -> Vec<causeway_core::Response> {
-        use causeway_core::Response;
         bump(&self.counts.batches, 1);
-        let mut out = Vec::with_capacity(reqs.len());
-        for req in reqs {
-            let resp = self.call(req).await;
-            let stop = matches!(resp, Response::Error(_) | Response::Aborted { .. });
-            out.push(resp);
-            if stop {
-                break;
-            }
-        }
-        out
+        crate::session::call_each(self, reqs).await
     }
 }
 

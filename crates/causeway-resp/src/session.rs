@@ -26,6 +26,8 @@
 //! Contract changes (this list says when):
 //! - `ServerInfo::stable_vector_lag_ms` is gone: the front end names no protocol's gauge,
 //!   so a host reports such a lag among `ServerInfo::gauges` like any other.
+//! - [`call_each`], the default `SessionHandle::call_batch`, is public, so a host that
+//!   overrides `call_batch` can end with it.
 
 use causeway_core::{Request, Response};
 use std::future::Future;
@@ -41,19 +43,27 @@ pub trait SessionHandle: Send {
     /// the front end batches the requests of a standalone command (`Begin`, updates,
     /// `Commit`) through it.
     fn call_batch(&mut self, reqs: Vec<Request>) -> impl Future<Output = Vec<Response>> + Send {
-        async move {
-            let mut out = Vec::with_capacity(reqs.len());
-            for req in reqs {
-                let resp = self.call(req).await;
-                let stop = matches!(resp, Response::Error(_) | Response::Aborted { .. });
-                out.push(resp);
-                if stop {
-                    break;
-                }
-            }
-            out
+        call_each(self, reqs)
+    }
+}
+
+/// [`SessionHandle::call_batch`]'s default: one [`SessionHandle::call`] per request, in
+/// order, stopping after the first `Response::Error` or `Response::Aborted`. A host that
+/// overrides `call_batch` to look at the batch first can end with this.
+pub async fn call_each<H: SessionHandle + ?Sized>(
+    handle: &mut H,
+    reqs: Vec<Request>,
+) -> Vec<Response> {
+    let mut out = Vec::with_capacity(reqs.len());
+    for req in reqs {
+        let resp = handle.call(req).await;
+        let stop = matches!(resp, Response::Error(_) | Response::Aborted { .. });
+        out.push(resp);
+        if stop {
+            break;
         }
     }
+    out
 }
 
 /// Opens sessions for new connections and describes the DC they live in.
