@@ -102,7 +102,6 @@ pub fn error_reply(e: &Error) -> Reply {
     }
 }
 
-/// The answer to a session response that should have been `expected`.
 /// How a group ends when the batch with its commit failed: the session could not say
 /// whether the commit took effect (unavailable), so every command answers that; or it
 /// was refused (an abort, a `WRONGTYPE` update, an increment that would overflow, a read
@@ -115,6 +114,7 @@ fn commit_failure(e: Error) -> GroupEnd {
     }
 }
 
+/// The answer to a session response that should have been `expected`.
 fn unexpected(resp: Response, expected: &str) -> Reply {
     match resp {
         Response::Error(e) => error_reply(&e),
@@ -491,13 +491,11 @@ impl<F: SessionFactory> Conn<F> {
             Ok(values) => Some(Reply::Array(plan::replies(queue, values))),
             Err(e) => {
                 tx.abort().await;
-                match e {
+                match (&e, commit_failure(e.clone())) {
                     // Answered as `EXEC` answers an abort: not run again.
-                    Error::Aborted(_) => Some(error_reply(&e)),
-                    e => match commit_failure(e) {
-                        GroupEnd::Failed(e) => Some(error_reply(&e)),
-                        _ => None,
-                    },
+                    (Error::Aborted(_), _) => Some(error_reply(&e)),
+                    (_, GroupEnd::Failed(e)) => Some(error_reply(&e)),
+                    _ => None,
                 }
             }
         }

@@ -1298,4 +1298,23 @@ async fn an_exec_whose_writes_need_no_read_is_one_call() {
     assert_err(&items[0], "ERR", &["overflow"]);
     assert_eq!(items[1..], [Reply::Int(1), Reply::Int(3)]);
     assert_eq!(run(&mut c, "SCARD s").await, Reply::Int(2));
+    // An abort is answered, not run again; a commit that may have taken effect answers
+    // the failure.
+    let mut c = conn_with_aborts(1);
+    let got = exec(&mut c, &["INCR n", "SADD s a"]).await;
+    assert!(
+        matches!(&got, Reply::Error(e) if e.contains("snapshot too old")),
+        "{got:?}"
+    );
+    assert_eq!(
+        run(&mut c, "INCR n").await,
+        Reply::Int(1),
+        "nothing of EXEC"
+    );
+    let (mut c, _) = counting_conn(&cluster, true);
+    assert_err(
+        &exec(&mut c, &["INCR n", "SADD s a"]).await,
+        "TRYAGAIN",
+        &["link"],
+    );
 }
