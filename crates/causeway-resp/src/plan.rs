@@ -21,6 +21,7 @@
 
 use crate::data::{bulk_or_nil, wrongtype, DataCmd, SetCond};
 use crate::reply::Reply;
+use crate::txn::type_of;
 use bytes::Bytes;
 use causeway_core::limits::{READ_KEYS_MAX, TXN_UPDATES_MAX};
 use causeway_core::{Key, ObjType, ObjValue, ReadValue, Request, Update, Value};
@@ -209,13 +210,7 @@ fn reply(cmd: &DataCmd, state: &mut BTreeMap<Key, ObjValue>) -> Reply {
 /// read asked for that type, so a store answers a value of it or fails the read; this is
 /// what the command alone would answer if one did not.
 fn mismatch(held: &ObjValue, asked: ObjType) -> Reply {
-    let held = match held {
-        ObjValue::Lww(_) => ObjType::Lww,
-        ObjValue::Counter(_) => ObjType::Counter,
-        ObjValue::Set(_) => ObjType::Set,
-        ObjValue::MvReg(_) => ObjType::MvReg,
-    };
-    crate::conn::error_reply(&wrongtype(held, asked))
+    crate::conn::error_reply(&wrongtype(type_of(held), asked))
 }
 
 /// A register written by the group, followed where a later command reads it.

@@ -431,7 +431,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
 }
 
 /// The type of a value read.
-fn type_of(value: &ObjValue) -> ObjType {
+pub(crate) fn type_of(value: &ObjValue) -> ObjType {
     match value {
         ObjValue::Lww(_) => ObjType::Lww,
         ObjValue::Counter(_) => ObjType::Counter,
