@@ -17,7 +17,10 @@
 //! answers `Welcome` with
 //! the last sequence number delivered from that sender epoch, delivers each new `Data`
 //! frame to the node's inbox in order (duplicates from a resend are skipped), and
-//! acknowledges every `ACK_INTERVAL`.
+//! acknowledges `ACK_DELAY` after the first frame it has not acknowledged, or at once when
+//! `ACK_FRAMES_MAX` are waiting. Acks only let the sender drop what it keeps for a resend,
+//! so they can wait: an idle 3-DC cluster sends a frame per peer per 5 ms tick, and an ack
+//! for each 10 ms was a third of every node's writes (BENCHMARKS.md, eighteenth session).
 
 use crate::auth::{self, Direction, Nonce, Transcript};
 use crate::peer::{self, PeerFrame, PEER_WIRE_VERSION};
@@ -36,8 +39,12 @@ use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
-/// How often a receiver acknowledges what it delivered.
-const ACK_INTERVAL: Duration = Duration::from_millis(10);
+/// How long a receiver waits, after delivering a frame it has not acknowledged, before it
+/// acknowledges (with every frame delivered by then).
+const ACK_DELAY: Duration = Duration::from_millis(100);
+/// Frames delivered and not acknowledged at which a receiver acknowledges at once, so a
+/// busy link's resend queue stays short whatever `ACK_DELAY` is.
+const ACK_FRAMES_MAX: u64 = 1024;
 /// How long a dialer or listener waits for the other side's handshake frame.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// First and largest pause between redials.
@@ -620,36 +627,67 @@ impl Inbound {
         mut source: FramedRead<R, LengthDelimitedCodec>,
         mut sink: FramedWrite<W, LengthDelimitedCodec>,
     ) -> Result<(), String> {
-        let mut ticker = tokio::time::interval(ACK_INTERVAL);
+        let mut ack_due: Option<Instant> = None;
         loop {
-            tokio::select! {
+            let ack_timer = async {
+                match ack_due {
+                    Some(due) => tokio::time::sleep_until(due).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let ack_now = tokio::select! {
                 frame = source.next() => {
                     let bytes = match frame {
                         Some(b) => b.map_err(|e| e.to_string())?,
                         None => return Ok(()),
                     };
-                    let PeerFrame::Data { seq, from, to, msg } = peer::decode(&bytes)? else {
-                        return Err("expected a Data frame".into());
-                    };
-                    let mut s = state.lock().await;
-                    if s.epoch != epoch {
-                        return Err("superseded by a newer connection".into());
-                    }
-                    if seq > s.delivered {
-                        self.inbox.send(NetMsg { from, to, msg }).await.map_err(|_| "node stopped")?;
-                        s.delivered = seq;
+                    let delivered = self.deliver(epoch, state, &bytes).await?;
+                    if delivered == acked {
+                        false
+                    } else if delivered.saturating_sub(acked) >= ACK_FRAMES_MAX {
+                        true
+                    } else {
+                        ack_due.get_or_insert_with(|| Instant::now() + ACK_DELAY);
+                        false
                     }
                 }
-                _ = ticker.tick() => {
-                    let delivered = state.lock().await.delivered;
-                    if delivered != acked {
-                        acked = delivered;
-                        let frame = peer::encode(&PeerFrame::Ack { delivered })?;
-                        sink.send(frame).await.map_err(|e| e.to_string())?;
-                    }
+                _ = ack_timer => true,
+            };
+            if ack_now {
+                ack_due = None;
+                let delivered = state.lock().await.delivered;
+                if delivered != acked {
+                    acked = delivered;
+                    let frame = peer::encode(&PeerFrame::Ack { delivered })?;
+                    sink.send(frame).await.map_err(|e| e.to_string())?;
                 }
             }
         }
+    }
+
+    /// Delivers one `Data` frame to the inbox unless a resend already did; the last
+    /// sequence number delivered from this sender after it.
+    async fn deliver(
+        &self,
+        epoch: u64,
+        state: &tokio::sync::Mutex<RecvState>,
+        bytes: &[u8],
+    ) -> Result<u64, String> {
+        let PeerFrame::Data { seq, from, to, msg } = peer::decode(bytes)? else {
+            return Err("expected a Data frame".into());
+        };
+        let mut s = state.lock().await;
+        if s.epoch != epoch {
+            return Err("superseded by a newer connection".into());
+        }
+        if seq > s.delivered {
+            self.inbox
+                .send(NetMsg { from, to, msg })
+                .await
+                .map_err(|_| "node stopped")?;
+            s.delivered = seq;
+        }
+        Ok(s.delivered)
     }
 }
 
@@ -738,6 +776,44 @@ mod tests {
         }
         expect(&mut inbox, 201..=400).await;
         assert!(inbox.try_recv().is_err(), "no duplicates after the resend");
+    }
+
+    /// Waits until `link` holds at most `depth_max` messages; how long that took.
+    async fn drained(link: &Link, depth_max: usize) -> Duration {
+        let start = Instant::now();
+        while link.depth() > depth_max {
+            assert!(start.elapsed() < Duration::from_secs(10), "never acknowledged");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        start.elapsed()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_receiver_acknowledges_a_few_frames_late_and_many_at_once() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, mut inbox) = mpsc::channel(4096);
+        tokio::spawn(Inbound::new(identity(0), tx).serve(listener));
+        let link = spawn_link(identity(1), NodeId(0), addr, Duration::ZERO, 4096);
+        let mut pushed = 0;
+        let mut push = |n: u64| {
+            for _ in 0..n {
+                pushed += 1;
+                let (from, to, m) = msg(pushed);
+                link.push(from, to, m);
+            }
+        };
+        let start = Instant::now();
+        push(3);
+        expect(&mut inbox, 1..=3).await;
+        drained(&link, 0).await;
+        let waited = start.elapsed();
+        assert!(waited >= ACK_DELAY, "a few frames acknowledged after {waited:?}");
+        push(2 * ACK_FRAMES_MAX);
+        expect(&mut inbox, 4..=3 + 2 * ACK_FRAMES_MAX).await;
+        let waited = drained(&link, ACK_FRAMES_MAX as usize).await;
+        assert!(waited < ACK_DELAY, "a full batch acknowledged at once: {waited:?}");
+        drained(&link, 0).await;
     }
 
     #[tokio::test]
