@@ -44,7 +44,7 @@ use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 const ACK_DELAY: Duration = Duration::from_millis(100);
 /// Frames delivered and not acknowledged at which a receiver acknowledges at once, so a
 /// busy link's resend queue stays short whatever `ACK_DELAY` is.
-const ACK_FRAMES_MAX: u64 = 256;
+const ACK_FRAMES_MAX: u64 = 64;
 /// How long a dialer or listener waits for the other side's handshake frame.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// First and largest pause between redials.
