@@ -782,7 +782,10 @@ mod tests {
     async fn drained(link: &Link, depth_max: usize) -> Duration {
         let start = Instant::now();
         while link.depth() > depth_max {
-            assert!(start.elapsed() < Duration::from_secs(10), "never acknowledged");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "never acknowledged"
+            );
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         start.elapsed()
@@ -808,11 +811,17 @@ mod tests {
         expect(&mut inbox, 1..=3).await;
         drained(&link, 0).await;
         let waited = start.elapsed();
-        assert!(waited >= ACK_DELAY, "a few frames acknowledged after {waited:?}");
+        assert!(
+            waited >= ACK_DELAY,
+            "a few frames acknowledged after {waited:?}"
+        );
         push(2 * ACK_FRAMES_MAX);
         expect(&mut inbox, 4..=3 + 2 * ACK_FRAMES_MAX).await;
         let waited = drained(&link, ACK_FRAMES_MAX as usize).await;
-        assert!(waited < ACK_DELAY, "a full batch acknowledged at once: {waited:?}");
+        assert!(
+            waited < ACK_DELAY,
+            "a full batch acknowledged at once: {waited:?}"
+        );
         drained(&link, 0).await;
     }
 
