@@ -627,14 +627,12 @@ impl Inbound {
         mut source: FramedRead<R, LengthDelimitedCodec>,
         mut sink: FramedWrite<W, LengthDelimitedCodec>,
     ) -> Result<(), String> {
-        let mut ack_due: Option<Instant> = None;
+        // One timer, armed at the first unacknowledged frame: a timer made anew on every
+        // turn of the loop would enter and leave tokio's wheel once per frame.
+        let ack_timer = tokio::time::sleep(ACK_DELAY);
+        tokio::pin!(ack_timer);
+        let mut armed = false;
         loop {
-            let ack_timer = async {
-                match ack_due {
-                    Some(due) => tokio::time::sleep_until(due).await,
-                    None => std::future::pending().await,
-                }
-            };
             let ack_now = tokio::select! {
                 frame = source.next() => {
                     let bytes = match frame {
@@ -642,19 +640,20 @@ impl Inbound {
                         None => return Ok(()),
                     };
                     let delivered = self.deliver(epoch, state, &bytes).await?;
-                    if delivered == acked {
-                        false
-                    } else if delivered.saturating_sub(acked) >= ACK_FRAMES_MAX {
+                    if delivered.saturating_sub(acked) >= ACK_FRAMES_MAX {
                         true
                     } else {
-                        ack_due.get_or_insert_with(|| Instant::now() + ACK_DELAY);
+                        if delivered != acked && !armed {
+                            ack_timer.as_mut().reset(Instant::now() + ACK_DELAY);
+                            armed = true;
+                        }
                         false
                     }
                 }
-                _ = ack_timer => true,
+                _ = &mut ack_timer, if armed => true,
             };
             if ack_now {
-                ack_due = None;
+                armed = false;
                 let delivered = state.lock().await.delivered;
                 if delivered != acked {
                     acked = delivered;
