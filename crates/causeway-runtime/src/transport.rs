@@ -747,12 +747,18 @@ mod tests {
         }
     }
 
+    /// Node 0's inbound side on a fresh port: its address and the inbox it delivers to.
+    async fn inbound(inbox_max: usize) -> (SocketAddr, mpsc::Receiver<NetMsg>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, inbox) = mpsc::channel(inbox_max);
+        tokio::spawn(Inbound::new(identity(0), tx).serve(listener));
+        (addr, inbox)
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_link_stays_fifo_without_loss_or_duplicates_across_a_cut_connection() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let inbound_addr = listener.local_addr().unwrap();
-        let (tx, mut inbox) = mpsc::channel(1024);
-        tokio::spawn(Inbound::new(identity(0), tx).serve(listener));
+        let (inbound_addr, mut inbox) = inbound(1024).await;
         let (relay_addr, conns) = relay(inbound_addr).await;
         let link = spawn_link(
             identity(1),
@@ -792,10 +798,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_receiver_acknowledges_a_few_frames_late_and_many_at_once() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (tx, mut inbox) = mpsc::channel(4096);
-        tokio::spawn(Inbound::new(identity(0), tx).serve(listener));
+        let (addr, mut inbox) = inbound(4096).await;
         let link = spawn_link(identity(1), NodeId(0), addr, Duration::ZERO, 4096);
         let mut pushed = 0;
         let mut push = |n: u64| {
