@@ -131,17 +131,28 @@ impl Layout {
     /// Deletes every database but the one at `keep`: other generations, and the one at
     /// the directory itself unless it is `keep`. Only names this layout or fjall gives.
     pub(crate) fn remove_others(&self, keep: Place) -> Result<()> {
-        let entries = std::fs::read_dir(&self.root)
-            .map_err(|e| io_err(&self.root, "cannot list the directory", e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| io_err(&self.root, "cannot list the directory", e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if is_doomed(&name, keep) {
-                remove(&entry.path())?;
-            }
-        }
-        Ok(())
+        remove_others_in(&self.root, keep)
     }
+
+    /// The node directory.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// [`Layout::remove_others`] for the directory `root`, callable off the thread that holds
+/// the layout (the lock stays with it).
+pub(crate) fn remove_others_in(root: &Path, keep: Place) -> Result<()> {
+    let entries =
+        std::fs::read_dir(root).map_err(|e| io_err(root, "cannot list the directory", e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| io_err(root, "cannot list the directory", e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if is_doomed(&name, keep) {
+            remove(&entry.path())?;
+        }
+    }
+    Ok(())
 }
 
 /// Whether the directory entry `name` belongs to a database other than `keep`'s.

@@ -418,12 +418,44 @@ fn fjall_log_moves_an_old_directory_to_generations() {
     assert_eq!(lsns(&log), (1..=50).collect::<Vec<_>>());
     log.put_snapshot(40, b"state").unwrap();
     log.truncate_before(41).unwrap();
-    assert_eq!(entries(&dir), ["CURRENT", "causeway.lock", "gen-1"]);
+    // The old database goes, and the next generation opens ahead, on the log's own
+    // thread; closing the log waits for it and deletes the one opened ahead.
     drop(log);
+    assert_eq!(entries(&dir), ["CURRENT", "causeway.lock", "gen-1"]);
     let log = FjallLog::open(&dir).unwrap();
     assert_eq!(lsns(&log), (41..=50).collect::<Vec<_>>());
     assert_eq!(log.get_meta("epoch").unwrap(), Some(b"7".to_vec()));
     assert_eq!(log.snapshot().unwrap(), Some((40, b"state".to_vec())));
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A truncation leaves closing and deleting the old generation, and opening the next one,
+/// to a thread of the log's own; the next truncation fills that one, and records written
+/// in between, the snapshot and the metadata all survive a reopen.
+#[test]
+fn fjall_log_opens_the_next_generation_ahead() {
+    let dir = scratch("ahead");
+    let mut log = FjallLog::open(&dir).unwrap();
+    append_synced(&mut log, 1..=100);
+    log.put_meta("epoch", b"3").unwrap();
+    log.put_snapshot(60, b"first").unwrap();
+    log.truncate_before(61).unwrap();
+    append_synced(&mut log, 101..=150);
+    log.put_snapshot(120, b"second").unwrap();
+    log.truncate_before(121).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while entries(&dir) != ["CURRENT", "causeway.lock", "gen-2", "gen-3"] {
+        assert!(std::time::Instant::now() < deadline, "{:?}", entries(&dir));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    append_synced(&mut log, 151..=160);
+    drop(log);
+    assert_eq!(entries(&dir), ["CURRENT", "causeway.lock", "gen-2"]);
+    let log = FjallLog::open(&dir).unwrap();
+    assert_eq!(lsns(&log), (121..=160).collect::<Vec<_>>());
+    assert_eq!(log.snapshot().unwrap(), Some((120, b"second".to_vec())));
+    assert_eq!(log.get_meta("epoch").unwrap(), Some(b"3".to_vec()));
     drop(log);
     let _ = std::fs::remove_dir_all(&dir);
 }
