@@ -20,7 +20,7 @@
 //! makes it current with one atomic rename, then deletes the old database. Opening a
 //! fjall database (10-13 ms here), closing the old one and deleting it (another 9 ms)
 //! stalled every record behind the truncation, once per checkpoint: a thread of the log's
-//! own ([`Tidying`]) now closes and deletes the old generation and opens the next one,
+//! own ([`tidy`]) now closes and deletes the old generation and opens the next one,
 //! empty, ahead of time; the truncation only fills it (under a millisecond). A crash before
 //! the rename keeps the old database whole, after it the new one: either way the durable
 //! snapshot covers whatever is missing. So the node directory holds one database whose
@@ -128,7 +128,7 @@ impl FjallLog {
             // The first truncation finds its generation open too. Not for a directory
             // still in the layout before generations: it moves at its first truncation.
             tidying: match place {
-                Place::Gen(_) => Some(tidy(None, layout.root().to_path_buf(), place)),
+                Place::Gen(_) => tidy(None, layout.root().to_path_buf(), place),
                 Place::Root => None,
             },
             layout,
@@ -340,11 +340,7 @@ impl Log for FjallLog {
         self.unsynced = false;
         // The copy synced every record the old database held: it closes, and goes, off
         // this thread.
-        self.tidying = Some(tidy(
-            Some(old),
-            self.layout.root().to_path_buf(),
-            self.place,
-        ));
+        self.tidying = tidy(Some(old), self.layout.root().to_path_buf(), self.place);
         Ok(())
     }
 }
@@ -358,23 +354,36 @@ struct Tidied {
 
 /// Closes `old` and deletes the generations but `current` in `root` (`old`'s among them;
 /// none when the log just opened), then opens generation `current + 1` empty, for the next
-/// truncation. One thread at a time
-/// (the log waits for it before the next truncation and on close), so it never races
-/// another deletion or opening in the directory.
-fn tidy(old: Option<Store>, root: PathBuf, current: Place) -> JoinHandle<Tidied> {
-    std::thread::spawn(move || {
-        let removed = match old {
-            Some(old) => {
-                drop(old);
-                remove_others_in(&root, current)
-            }
-            None => Ok(()),
-        };
-        let n = current.next();
-        let path = root.join(format!("gen-{n}"));
-        let spare = Store::open(&path).map(|store| (n, store));
-        Tidied { removed, spare }
-    })
+/// truncation. One such thread at a time (the log waits for it before the next truncation
+/// and on close), so it never races another deletion or opening in the directory. `None`
+/// when the thread cannot start: `old` is then closed and deleted here, as before.
+fn tidy(old: Option<Store>, root: PathBuf, current: Place) -> Option<JoinHandle<Tidied>> {
+    let job = {
+        let root = root.clone();
+        move || {
+            let removed = match old {
+                Some(old) => {
+                    drop(old);
+                    remove_others_in(&root, current)
+                }
+                None => Ok(()),
+            };
+            let n = current.next();
+            let spare = Store::open(&root.join(format!("gen-{n}"))).map(|store| (n, store));
+            Tidied { removed, spare }
+        }
+    };
+    match std::thread::Builder::new()
+        .name("log-tidy".into())
+        .spawn(job)
+    {
+        Ok(handle) => Some(handle),
+        // The job, and `old` with it, was dropped: what is left is the deletion.
+        Err(_) => {
+            let _ = remove_others_in(&root, current);
+            None
+        }
+    }
 }
 
 impl Drop for FjallLog {
