@@ -33,7 +33,7 @@
 //! truncation never deletes above `upto`, so that is the last lsn before the crash or
 //! close (minus records never synced).
 
-use crate::generation::{remove_others_in, Layout, Place};
+use crate::generation::{path_in, remove_others_in, Layout, Place};
 use crate::{
     check_meta, check_order, check_snapshot, check_truncate, Log, LogStats, Result, StorageError,
 };
@@ -369,7 +369,7 @@ fn tidy(old: Option<Store>, root: PathBuf, current: Place) -> Option<JoinHandle<
                 None => Ok(()),
             };
             let n = current.next();
-            let spare = Store::open(&root.join(format!("gen-{n}"))).map(|store| (n, store));
+            let spare = Store::open(&path_in(&root, Place::Gen(n))).map(|store| (n, store));
             Tidied { removed, spare }
         }
     };

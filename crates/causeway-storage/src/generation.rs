@@ -109,10 +109,7 @@ impl Layout {
 
     /// The directory of the database at `place`.
     pub(crate) fn path(&self, place: Place) -> PathBuf {
-        match place {
-            Place::Root => self.root.clone(),
-            Place::Gen(n) => self.root.join(format!("gen-{n}")),
-        }
+        path_in(&self.root, place)
     }
 
     /// Makes generation `n` the current one, durably and atomically.
@@ -137,6 +134,14 @@ impl Layout {
     /// The node directory.
     pub(crate) fn root(&self) -> &Path {
         &self.root
+    }
+}
+
+/// [`Layout::path`] for the directory `root`, callable off the thread that holds the layout.
+pub(crate) fn path_in(root: &Path, place: Place) -> PathBuf {
+    match place {
+        Place::Root => root.to_path_buf(),
+        Place::Gen(n) => root.join(format!("gen-{n}")),
     }
 }
 
