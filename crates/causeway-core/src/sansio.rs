@@ -191,4 +191,11 @@ pub trait ClientSession {
     fn take_overwrites(&mut self) -> Vec<(OpId, Option<OpId>)> {
         Vec::new()
     }
+    /// The driver needs the values its reads return but not the ids of the writes they
+    /// observed ([`crate::ReadValue::observed`]): a session may then answer reads with
+    /// `observed` empty and spare the nodes computing and shipping them (a hot set's read
+    /// carries a tag per concurrent add). Drivers that keep a history for a checker, and
+    /// the native client API, keep them; the RESP front end does not. Protocols that
+    /// compute nothing extra for them ignore it.
+    fn skip_observed(&mut self) {}
 }

@@ -228,6 +228,8 @@ pub trait AnySession: Send {
     fn poll_timeout(&self) -> Option<Nanos>;
     fn check_invariants(&self) -> Result<(), String>;
     fn take_overwrites(&mut self) -> Vec<(causeway_core::OpId, Option<causeway_core::OpId>)>;
+    /// [`causeway_core::ClientSession::skip_observed`].
+    fn skip_observed(&mut self);
 }
 
 pub type BoxedNode = Box<dyn AnyNode>;
@@ -347,6 +349,9 @@ where
     }
     fn take_overwrites(&mut self) -> Vec<(causeway_core::OpId, Option<causeway_core::OpId>)> {
         self.0.take_overwrites()
+    }
+    fn skip_observed(&mut self) {
+        self.0.skip_observed()
     }
 }
 

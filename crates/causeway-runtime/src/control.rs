@@ -26,6 +26,10 @@ pub enum Control {
         session: SessionId,
         requests: Vec<Request>,
         reply: oneshot::Sender<Vec<Response>>,
+        /// Whether the session's reads answer with the ids of the writes they observed
+        /// (`ClientSession::skip_observed`); applied when the node task creates the
+        /// session's machine, at its first batch.
+        observed: bool,
     },
     /// The session is gone: drop its machine and its timer.
     Close { session: SessionId },

@@ -125,6 +125,7 @@ impl Gateway {
             live: inner.live.clone(),
             refusal,
             used: false,
+            observed: true,
         }
     }
 }
@@ -136,11 +137,21 @@ pub struct GatewaySession {
     live: Arc<AtomicUsize>,
     refusal: Option<String>,
     used: bool,
+    /// Whether its reads carry `ReadValue::observed` ([`GatewaySession::skip_observed`]).
+    observed: bool,
 }
 
 impl GatewaySession {
     pub fn id(&self) -> SessionId {
         self.id
+    }
+
+    /// Its reads answer without the ids of the writes they observed
+    /// (`ReadValue::observed` empty; `ClientSession::skip_observed`), sparing the nodes
+    /// that work. Only before the session's first call, which creates its machine.
+    pub fn skip_observed(&mut self) {
+        assert!(!self.used, "skip_observed before the session's first call");
+        self.observed = false;
     }
 
     /// Why the node refused this session, if it did.
@@ -186,6 +197,7 @@ impl GatewaySession {
             session: self.id,
             requests,
             reply: tx,
+            observed: self.observed,
         };
         self.used = true;
         if self.control.send(submit).is_err() {

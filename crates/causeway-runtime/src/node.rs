@@ -489,7 +489,8 @@ impl NodeTask {
                 session,
                 requests,
                 reply,
-            } => self.submit(session, requests, reply),
+                observed,
+            } => self.submit(session, requests, reply, observed),
             Control::Close { session } => {
                 self.sessions.remove(&session);
                 self.rearm(Target::Session(session), None, self.last_clock);
@@ -502,6 +503,7 @@ impl NodeTask {
         session: SessionId,
         requests: Vec<Request>,
         reply: oneshot::Sender<Vec<Response>>,
+        observed: bool,
     ) {
         let answer = |e: Error| vec![Response::Error(e)];
         if requests.is_empty() || requests.len() > BATCH_REQUESTS_MAX {
@@ -509,7 +511,7 @@ impl NodeTask {
             let _ = reply.send(answer(Error::InvalidState(why)));
             return;
         }
-        if let Err(e) = self.host(session) {
+        if let Err(e) = self.host(session, observed) {
             let _ = reply.send(answer(Error::Unavailable(e)));
             return;
         }
@@ -554,13 +556,16 @@ impl NodeTask {
     }
 
     /// Creates the session's machine on its first request.
-    fn host(&mut self, session: SessionId) -> Result<(), String> {
+    fn host(&mut self, session: SessionId, observed: bool) -> Result<(), String> {
         if self.sessions.contains_key(&session) {
             return Ok(());
         }
         let s = &self.setup;
         let (topo, params, section) = (&s.topology, &s.params, &s.section);
-        let machine = new_session(&s.protocol, session, s.dc, topo, params, section)?;
+        let mut machine = new_session(&s.protocol, session, s.dc, topo, params, section)?;
+        if !observed {
+            machine.skip_observed();
+        }
         let hosted = Hosted {
             machine,
             running: None,

@@ -23,8 +23,9 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// Version of this frame format; nodes refuse peers speaking another. 3: a set add's
 /// effect names the tags it replaces (the optimized OR-set). 4: mutual challenge-response
 /// authentication (`Hello` carries a nonce; `Challenge` and `Proof` frames). 5: PaRiS's
-/// PREPARE says whether its partition commits the txn alone (one-phase commit).
-pub const PEER_WIRE_VERSION: u32 = 5;
+/// PREPARE says whether its partition commits the txn alone (one-phase commit). 6: Cure's
+/// START says whether the txn's read answers carry the observed ids.
+pub const PEER_WIRE_VERSION: u32 = 6;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {

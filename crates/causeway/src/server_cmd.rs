@@ -151,8 +151,11 @@ impl SessionHandle for RespSession {
 impl SessionFactory for RespFactory {
     type Handle = RespSession;
 
+    /// RESP replies never show which writes a read observed, so its sessions skip them.
     fn open(&self) -> RespSession {
-        RespSession(self.0.open_session())
+        let mut session = self.0.open_session();
+        session.skip_observed();
+        RespSession(session)
     }
 
     fn info(&self) -> ServerInfo {

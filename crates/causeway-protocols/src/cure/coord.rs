@@ -59,6 +59,19 @@ pub struct Txn {
     /// Its read is served in place and its commit is one phase at this node's partition
     /// (`Waiting::Read::direct`): prepared in the same step as the read.
     direct: bool,
+    /// Whether its read answers carry `ReadValue::observed` (`Msg::StartWith`).
+    observed: bool,
+}
+
+/// What a START says of its txn, besides the session's past and the first request.
+#[derive(Debug)]
+pub(super) struct Start {
+    pub txn: TxnId,
+    pub kind: TxnKind,
+    /// Its type (declared conflict relations).
+    pub label: Option<String>,
+    /// Whether its read answers carry `ReadValue::observed`.
+    pub observed: bool,
 }
 
 /// A START not yet served, with the first request that came with it, if any.
@@ -67,6 +80,7 @@ struct PendingStart {
     txn: TxnId,
     kind: TxnKind,
     label: Option<String>,
+    observed: bool,
     client: Addr,
     cvc: Vc,
     first: First,
@@ -106,11 +120,16 @@ impl Node {
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: Addr,
-        txn: TxnId,
-        (kind, label): (TxnKind, Option<String>),
+        start: Start,
         cvc: Vc,
         first: First,
     ) {
+        let Start {
+            txn,
+            kind,
+            label,
+            observed,
+        } = start;
         if kind == TxnKind::Strong && self.strong.is_none() {
             let e = Error::Unsupported {
                 protocol: self.flavor.name().into(),
@@ -126,6 +145,7 @@ impl Node {
             txn,
             kind,
             label,
+            observed,
             client: from,
             cvc,
             first,
@@ -165,6 +185,7 @@ impl Node {
                 label: s.label.clone(),
                 then: None,
                 direct: false,
+                observed: s.observed,
             };
             self.coord.txns.insert(s.txn, Box::new(t));
             self.go_on(ctx, s);
@@ -377,7 +398,7 @@ impl Node {
                 false => got.get(&key).cloned(),
             };
             let obj = obj.unwrap_or_else(|| Err(Error::Unavailable("no reply".into())));
-            match obj.and_then(|o| read_value(&t.buffer, &key, o)) {
+            match obj.and_then(|o| read_value(&t.buffer, &key, o, t.observed)) {
                 Ok(v) => values.push(v),
                 Err(e) => {
                     result = Err(e);

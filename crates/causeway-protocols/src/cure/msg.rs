@@ -77,6 +77,9 @@ pub enum Msg {
         label: Option<String>,
         cvc: Vc,
         first: First,
+        /// Whether the txn's read answers carry `ReadValue::observed`
+        /// (`ClientSession::skip_observed`).
+        observed: bool,
     },
     /// READ_OBJECTS, carrying the updates buffered since the last request.
     Read {

@@ -3,7 +3,7 @@
 //! recovery from persisted records, the dispatch of inputs, the partition side of reads
 //! and 2PC, timers and the persist-before-release plumbing.
 
-use super::coord::Coord;
+use super::coord::{Coord, Start};
 use super::msg::Msg;
 use super::part::{Part, Phase, Prepared, Waiting};
 use super::record::Record;
@@ -758,7 +758,16 @@ impl Node {
                 label,
                 cvc,
                 first,
-            } => self.on_start(ctx, from, txn, (kind, label), cvc, first),
+                observed,
+            } => {
+                let start = Start {
+                    txn,
+                    kind,
+                    label,
+                    observed,
+                };
+                self.on_start(ctx, from, start, cvc, first)
+            }
             Msg::Read {
                 txn,
                 req,

@@ -142,6 +142,7 @@ fn pending_commit(net: &mut Net, adds: &[(&Key, i64)]) -> u64 {
         label: None,
         cvc: Vc::zero(1),
         first,
+        observed: true,
     };
     // The START, then the PREPARE the coordinator sends to its own partition (or the votes
     // its partitions send it); what the node sends elsewhere is dropped (nothing else is

@@ -131,6 +131,7 @@ impl Client {
         let txn = core.txn_id();
         let cvc = self.cvc.clone();
         let (kind, label) = (self.kind, self.label.clone());
+        let observed = core.observed;
         self.send(
             ctx,
             Msg::StartWith {
@@ -139,6 +140,7 @@ impl Client {
                 label,
                 cvc,
                 first,
+                observed,
             },
         );
     }

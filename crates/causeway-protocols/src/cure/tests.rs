@@ -168,6 +168,46 @@ fn or_set_concurrent_add_and_remove_converge_add_wins() {
     assert_eq!(read(&mut net, 1, &keys), vec![ObjValue::Set(vec![])]);
 }
 
+/// A session told to skip the observed ids (`ClientSession::skip_observed`, the RESP
+/// front end's) reads the same values with `observed` empty; one that keeps them gets the
+/// ids of the adds and the assignment it saw. Over two partitions, so the coordinator
+/// reads one of them remotely.
+#[test]
+fn a_session_that_skips_observed_ids_reads_the_same_values_without_them() {
+    let topo = Topology::full(1, 2, 4);
+    let mut net = net(topo.clone(), None);
+    let (photo, set) = key_pair_on_two_partitions(&topo);
+    net.session(1, 0);
+    net.session(2, 0);
+    net.session_call(2, |s, _| s.skip_observed());
+    net.run(20);
+    let add = |e: &str| Request::Update {
+        key: set.clone(),
+        update: Update::Add(e.as_bytes().to_vec()),
+    };
+    net.txn(1, vec![add("x"), add("y"), assign(&photo, "p")]);
+    net.txn(2, vec![add("z")]);
+    net.run(300);
+    let keys = vec![(photo.clone(), ObjType::Lww), (set.clone(), ObjType::Set)];
+    let answers =
+        |net: &mut Net, s| match &net.txn(s, vec![Request::Read { keys: keys.clone() }])[1] {
+            Response::Values(v) => v.clone(),
+            other => panic!("read answered {other:?}"),
+        };
+    let (kept, skipped) = (answers(&mut net, 1), answers(&mut net, 2));
+    let values =
+        |v: &[causeway_core::ReadValue]| v.iter().map(|r| r.value.clone()).collect::<Vec<_>>();
+    assert_eq!(values(&kept), values(&skipped));
+    let members: Vec<Vec<u8>> = ["x", "y", "z"]
+        .iter()
+        .map(|m| m.as_bytes().to_vec())
+        .collect();
+    assert_eq!(values(&kept)[1], ObjValue::Set(members));
+    assert_eq!(kept[0].observed.len(), 1, "the assignment read");
+    assert_eq!(kept[1].observed.len(), 3, "one tag per add");
+    assert!(skipped.iter().all(|r| r.observed.is_empty()), "{skipped:?}");
+}
+
 /// START waits until the GSS covers the session's past (Alg. 1 l.2-3).
 #[test]
 fn start_waits_for_the_gss_to_cover_the_session_past() {

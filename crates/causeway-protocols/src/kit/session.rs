@@ -38,6 +38,9 @@ pub struct SessionCore {
     deadline: Option<Nanos>,
     /// The type label of the last BEGIN (declared conflict relations).
     pub label: Option<String>,
+    /// Whether read answers carry the ids of the writes they observed
+    /// (`ClientSession::skip_observed` turns it off).
+    pub observed: bool,
 }
 
 impl SessionCore {
@@ -59,6 +62,7 @@ impl SessionCore {
             req: 0,
             deadline: None,
             label: None,
+            observed: true,
         }
     }
 
@@ -367,5 +371,8 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
 
     fn take_overwrites(&mut self) -> Vec<(causeway_core::OpId, Option<causeway_core::OpId>)> {
         self.client.take_overwrites()
+    }
+    fn skip_observed(&mut self) {
+        self.core.observed = false;
     }
 }

@@ -361,13 +361,20 @@ pub fn effect_type(effect: &Effect) -> ObjType {
     }
 }
 
-/// Builds the read result of `key` from a snapshot object plus the transaction's own writes.
-pub fn read_value(buffer: &TxnBuffer, key: &Key, mut obj: Object) -> Result<ReadValue, Error> {
+/// Builds the read result of `key` from a snapshot object plus the transaction's own
+/// writes; with `observed` false, without the ids of the writes it observed
+/// (`ClientSession::skip_observed`).
+pub fn read_value(
+    buffer: &TxnBuffer,
+    key: &Key,
+    mut obj: Object,
+    observed: bool,
+) -> Result<ReadValue, Error> {
     buffer.overlay(key, &mut obj)?;
     Ok(ReadValue {
         key: key.clone(),
         value: obj.value(),
-        observed: obj.observed(),
+        observed: if observed { obj.observed() } else { Vec::new() },
     })
 }
 
@@ -419,6 +426,41 @@ mod tests {
         let mut one = vec![assign("a", "1", 0)];
         coalesce_txn_ops(&mut one, false);
         assert_eq!(one, vec![assign("a", "1", 0)]);
+    }
+
+    /// `read_value` with `observed` false answers the same value, with the transaction's
+    /// own buffered add overlaid, and no ids; with true, the ids of every tag.
+    #[test]
+    fn a_read_value_without_observed_ids_keeps_the_value() {
+        let txn = TxnId {
+            session: SessionId(2),
+            seq: 5,
+        };
+        let mut obj = Object::new(ObjType::Set);
+        let earlier = OpId {
+            txn: TxnId { seq: 1, ..txn },
+            index: 0,
+        };
+        obj.apply_effect(&Op {
+            id: earlier,
+            ts: ArbTs::default(),
+            effect: Effect::Add {
+                elem: b"x".to_vec(),
+                replaces: Vec::new(),
+            },
+        });
+        let mut buffer = TxnBuffer::new(txn, TxnKind::Causal);
+        let key = Key::from("s");
+        let own = buffer
+            .push(key.clone(), Update::Add(b"y".to_vec()))
+            .expect("ok");
+        let kept = read_value(&buffer, &key, obj.clone(), true).expect("ok");
+        let skipped = read_value(&buffer, &key, obj, false).expect("ok");
+        let members = vec![b"x".to_vec(), b"y".to_vec()];
+        assert_eq!(kept.value, causeway_core::ObjValue::Set(members));
+        assert_eq!(skipped.value, kept.value);
+        assert_eq!(kept.observed, vec![earlier, own]);
+        assert!(skipped.observed.is_empty());
     }
 
     fn id(index: u32) -> OpId {
