@@ -301,7 +301,9 @@ impl NodeTask {
                     Some(DiskEvent::Failed(e)) => self.disk_failed(e),
                     None => self.disk_failed("the storage thread stopped".into()),
                 },
-                _ = tokio::time::sleep(Duration::from_millis(5)), if !open => {}
+                // Lazy: the select evaluates a disabled branch's future too, and a sleep
+                // reads the clock and builds a timer entry on every turn.
+                _ = async { tokio::time::sleep(Duration::from_millis(5)).await }, if !open => {}
                 _ = &mut sleep, if open && deadline.is_some() && !near => self.fire_timers().await,
                 _ = tokio::task::yield_now(), if open && near => self.fire_timers().await,
                 Some(c) = inputs.control.recv(), if open => self.control(c).await,
@@ -341,10 +343,12 @@ impl NodeTask {
         crate::samples::log_events(&samples);
         self.machine_metrics.samples(&samples);
         self.samples.record(samples);
-        if self.gauges_at.elapsed() < GAUGES_INTERVAL {
+        // The turn's reading, not another clock read per input.
+        let now = self.reading().at;
+        if now.saturating_duration_since(self.gauges_at) < GAUGES_INTERVAL {
             return;
         }
-        self.gauges_at = Instant::now();
+        self.gauges_at = now;
         let gauges = self.node.gauges(self.last_clock);
         self.machine_metrics.gauges(&gauges);
         let mut board = self.samples.gauges(gauges);

@@ -112,7 +112,9 @@ impl Identity {
 
 struct Queued {
     seq: u64,
-    due: Instant,
+    /// When it may go: now + the emulated latency; None without one (within a DC, or no
+    /// emulation), so a push and a send read no clock.
+    due: Option<Instant>,
     frame: Bytes,
 }
 
@@ -167,7 +169,7 @@ impl Link {
         let seq = s.next_seq;
         match peer::encode(&PeerFrame::Data { seq, from, to, msg }) {
             Ok(frame) => {
-                let due = Instant::now() + self.latency;
+                let due = (!self.latency.is_zero()).then(|| Instant::now() + self.latency);
                 s.queue.push_back(Queued { seq, due, frame });
             }
             Err(e) => {
@@ -403,7 +405,7 @@ async fn pump_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 link.notify.notified().await;
                 continue;
             };
-            if due > Instant::now() {
+            if let Some(due) = due.filter(|due| *due > Instant::now()) {
                 if let Err(e) = SinkExt::<Bytes>::flush(&mut sink).await {
                     return e.to_string();
                 }
@@ -422,7 +424,7 @@ async fn pump_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 }
 
 /// The first queued frame with sequence number at least `cursor`.
-fn next_frame(link: &Link, cursor: u64) -> Option<(u64, Instant, Bytes)> {
+fn next_frame(link: &Link, cursor: u64) -> Option<(u64, Option<Instant>, Bytes)> {
     let s = link.state.lock().expect("link lock");
     let front = s.queue.front()?.seq;
     let index = cursor.saturating_sub(front) as usize;
@@ -781,6 +783,30 @@ mod tests {
         }
         expect(&mut inbox, 201..=400).await;
         assert!(inbox.try_recv().is_err(), "no duplicates after the resend");
+    }
+
+    /// A link with an emulated latency delivers no message sooner than that after its push,
+    /// in order; one without (within a DC) at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_message_leaves_once_its_emulated_latency_has_passed() {
+        let latency = Duration::from_millis(60);
+        let (addr, mut inbox) = inbound(1024).await;
+        let link = spawn_link(identity(1), NodeId(0), addr, latency, 1024);
+        for round in 0..2u64 {
+            let start = Instant::now();
+            for i in 1..=3 {
+                let (from, to, m) = msg(round * 3 + i);
+                link.push(from, to, m);
+            }
+            expect(&mut inbox, round * 3 + 1..=round * 3 + 3).await;
+            let waited = start.elapsed();
+            assert!(waited >= latency, "delivered after {waited:?}");
+        }
+        let (addr, mut inbox) = inbound(1024).await;
+        let link = spawn_link(identity(1), NodeId(0), addr, Duration::ZERO, 1024);
+        let (from, to, m) = msg(1);
+        link.push(from, to, m);
+        expect(&mut inbox, 1..=1).await;
     }
 
     /// Waits until `link` holds at most `depth_max` messages; how long that took.
