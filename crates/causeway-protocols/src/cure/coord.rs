@@ -77,10 +77,7 @@ pub(super) struct Start {
 /// A START not yet served, with the first request that came with it, if any.
 #[derive(Debug)]
 struct PendingStart {
-    txn: TxnId,
-    kind: TxnKind,
-    label: Option<String>,
-    observed: bool,
+    start: Start,
     client: Addr,
     cvc: Vc,
     first: First,
@@ -124,13 +121,8 @@ impl Node {
         cvc: Vc,
         first: First,
     ) {
-        let Start {
-            txn,
-            kind,
-            label,
-            observed,
-        } = start;
-        if kind == TxnKind::Strong && self.strong.is_none() {
+        let txn = start.txn;
+        if start.kind == TxnKind::Strong && self.strong.is_none() {
             let e = Error::Unsupported {
                 protocol: self.flavor.name().into(),
                 capability: "strong transactions".into(),
@@ -142,10 +134,7 @@ impl Node {
             return Coord::reply(ctx, from, refusal(txn, first, e));
         }
         self.coord.starts.push(PendingStart {
-            txn,
-            kind,
-            label,
-            observed,
+            start,
             client: from,
             cvc,
             first,
@@ -176,25 +165,25 @@ impl Node {
             let t = Txn {
                 client: s.client,
                 svc,
-                buffer: TxnBuffer::new(s.txn, s.kind),
+                buffer: TxnBuffer::new(s.start.txn, s.start.kind),
                 step: Step::Idle,
                 last_active: clock,
                 started: clock,
-                kind: s.kind,
+                kind: s.start.kind,
                 reads: Default::default(),
-                label: s.label.clone(),
+                label: s.start.label.clone(),
                 then: None,
                 direct: false,
-                observed: s.observed,
+                observed: s.start.observed,
             };
-            self.coord.txns.insert(s.txn, Box::new(t));
+            self.coord.txns.insert(s.start.txn, Box::new(t));
             self.go_on(ctx, s);
         }
     }
 
     /// A started txn: serve the request that came with its START.
     fn go_on(&mut self, ctx: &mut Ctx<Msg>, s: PendingStart) {
-        let (txn, client) = (s.txn, s.client);
+        let (txn, client) = (s.start.txn, s.client);
         match s.first {
             First::Read { req, keys, updates } => {
                 self.on_read(ctx, client, txn, req, keys, updates)
