@@ -15,6 +15,11 @@
 //! yielding to the scheduler (other inputs still run) instead of sleeping: a prepare that
 //! waits 50 µs for `svc[d] <= Clock` is served after about that long, not after 1-2 ms.
 //!
+//! Turns: each input is a turn of its own (its clock reading, then the local messages it
+//! caused, a due checkpoint, its samples). Peer messages and client batches already
+//! waiting are taken up to `INPUTS_PER_SELECT_MAX` at a time without another pass through
+//! the `select!`, whose earlier branches register their wakers again on every pass.
+//!
 //! Batches: a `Control::Submit` carries up to `BATCH_REQUESTS_MAX` requests of one
 //! session; the task submits the next one as soon as the session answers the previous
 //! one, stops after the first `Error` or `Aborted`, and answers the whole batch at once.
@@ -68,6 +73,10 @@ pub const LOCAL_QUEUE_MAX: usize = 1 << 20;
 /// and syncs it in one batch; these bound the wait when inputs never stop coming.
 const UNSENT_RECORDS_MAX: usize = 256;
 const UNSENT_TURNS_MAX: u32 = 64;
+/// Most inputs of one kind (peer messages, or client batches) the task takes per pass
+/// through its `select!` when they are already waiting; each is still a turn of its own.
+/// It bounds how long the other inputs (disk, timers) wait behind a burst.
+const INPUTS_PER_SELECT_MAX: usize = 16;
 
 /// The records the task holds back from the storage thread until the end of a burst.
 #[derive(Default)]
@@ -306,15 +315,60 @@ impl NodeTask {
                 _ = async { tokio::time::sleep(Duration::from_millis(5)).await }, if !open => {}
                 _ = &mut sleep, if open && deadline.is_some() && !near => self.fire_timers().await,
                 _ = tokio::task::yield_now(), if open && near => self.fire_timers().await,
-                Some(c) = inputs.control.recv(), if open => self.control(c).await,
-                Some(m) = inputs.net.recv(), if open => self.deliver(m).await,
+                Some(c) = inputs.control.recv(), if open => {
+                    self.control(c).await;
+                    self.more_control(&mut inputs.control).await;
+                }
+                Some(m) = inputs.net.recv(), if open => {
+                    self.deliver(m).await;
+                    self.more_net(&mut inputs.net).await;
+                }
                 // Nothing else is ready: the burst ended.
                 _ = std::future::ready(()), if !self.unsent.is_empty() => self.hand_over().await,
             }
-            self.drain_local().await;
-            self.try_checkpoint().await;
-            self.collect_samples();
-            self.hand_over_if_held_long().await;
+            self.end_turn().await;
+        }
+    }
+
+    /// What follows every input: the messages it sent to this process, a due checkpoint,
+    /// its samples, and the held records if they waited long enough.
+    async fn end_turn(&mut self) {
+        self.drain_local().await;
+        self.try_checkpoint().await;
+        self.collect_samples();
+        self.hand_over_if_held_long().await;
+    }
+
+    /// Whether the task may take another waiting input without going back through the
+    /// `select!`: not while a checkpoint waits for a quiescent moment.
+    fn takes_more(&self) -> bool {
+        self.checkpoints.draining_since.is_none()
+    }
+
+    /// Peer messages already waiting, each its own turn, without another pass through the
+    /// `select!` (whose earlier branches register their wakers again on every pass).
+    async fn more_net(&mut self, net: &mut mpsc::Receiver<NetMsg>) {
+        for _ in 1..INPUTS_PER_SELECT_MAX {
+            if !self.takes_more() {
+                return;
+            }
+            let Ok(m) = net.try_recv() else { return };
+            self.end_turn().await; // the previous input's; the loop ends the last one's
+            self.reading = None;
+            self.deliver(m).await;
+        }
+    }
+
+    /// [`Self::more_net`] for client batches.
+    async fn more_control(&mut self, control: &mut mpsc::UnboundedReceiver<Control>) {
+        for _ in 1..INPUTS_PER_SELECT_MAX {
+            if !self.takes_more() {
+                return;
+            }
+            let Ok(c) = control.try_recv() else { return };
+            self.end_turn().await; // the previous input's; the loop ends the last one's
+            self.reading = None;
+            self.control(c).await;
         }
     }
 
