@@ -112,6 +112,19 @@ impl Held {
     }
 }
 
+/// Which inputs [`NodeTask::more`] takes.
+#[derive(Clone, Copy)]
+enum Kind {
+    Net,
+    Control,
+}
+
+/// One input [`NodeTask::more`] took.
+enum Input {
+    Net(NetMsg),
+    Control(Control),
+}
+
 /// Who a timer wakes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Target {
@@ -317,11 +330,11 @@ impl NodeTask {
                 _ = tokio::task::yield_now(), if open && near => self.fire_timers().await,
                 Some(c) = inputs.control.recv(), if open => {
                     self.control(c).await;
-                    self.more_control(&mut inputs.control).await;
+                    self.more(&mut inputs, Kind::Control).await;
                 }
                 Some(m) = inputs.net.recv(), if open => {
                     self.deliver(m).await;
-                    self.more_net(&mut inputs.net).await;
+                    self.more(&mut inputs, Kind::Net).await;
                 }
                 // Nothing else is ready: the burst ended.
                 _ = std::future::ready(()), if !self.unsent.is_empty() => self.hand_over().await,
@@ -345,30 +358,24 @@ impl NodeTask {
         self.checkpoints.draining_since.is_none()
     }
 
-    /// Peer messages already waiting, each its own turn, without another pass through the
-    /// `select!` (whose earlier branches register their wakers again on every pass).
-    async fn more_net(&mut self, net: &mut mpsc::Receiver<NetMsg>) {
+    /// Inputs of `kind` already waiting, each its own turn, without another pass through
+    /// the `select!` (whose earlier branches register their wakers again on every pass).
+    async fn more(&mut self, inputs: &mut Inputs, kind: Kind) {
         for _ in 1..INPUTS_PER_SELECT_MAX {
             if !self.takes_more() {
                 return;
             }
-            let Ok(m) = net.try_recv() else { return };
+            let input = match kind {
+                Kind::Net => inputs.net.try_recv().ok().map(Input::Net),
+                Kind::Control => inputs.control.try_recv().ok().map(Input::Control),
+            };
+            let Some(input) = input else { return };
             self.end_turn().await; // the previous input's; the loop ends the last one's
             self.reading = None;
-            self.deliver(m).await;
-        }
-    }
-
-    /// [`Self::more_net`] for client batches.
-    async fn more_control(&mut self, control: &mut mpsc::UnboundedReceiver<Control>) {
-        for _ in 1..INPUTS_PER_SELECT_MAX {
-            if !self.takes_more() {
-                return;
+            match input {
+                Input::Net(m) => self.deliver(m).await,
+                Input::Control(c) => self.control(c).await,
             }
-            let Ok(c) = control.try_recv() else { return };
-            self.end_turn().await; // the previous input's; the loop ends the last one's
-            self.reading = None;
-            self.control(c).await;
         }
     }
 
