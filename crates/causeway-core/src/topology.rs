@@ -1,6 +1,9 @@
 //! The shape of a cluster: DCs, nodes per DC, partitions, and which DCs replicate which
-//! partition. Partition `p` lives, inside each DC that replicates it, on node
-//! `p % nodes_per_dc` of that DC. Node ids are global: DC `d`'s nodes are
+//! partition. A key belongs to the partition whose range of Redis Cluster hash slots holds
+//! the key's slot ([`key_slot`]: CRC16 of the key or of its `{hash tag}`, modulo 16384), so
+//! a cluster-aware Redis client routes each key to its node (`CLUSTER SLOTS`) and keys
+//! sharing a tag share a partition. Partition `p` lives, inside each DC that replicates it,
+//! on node `p % nodes_per_dc` of that DC. Node ids are global: DC `d`'s nodes are
 //! `d * nodes_per_dc .. (d + 1) * nodes_per_dc`.
 //!
 //! Placement under partial replication (PaRiS, Occult): partition `p` is replicated by
@@ -40,6 +43,38 @@ pub fn paris_rtt_ms(a: DcId, b: DcId) -> f64 {
 }
 use serde::{Deserialize, Serialize};
 
+/// Redis Cluster's hash slots: a key's slot is [`key_slot`], and a cluster has at most
+/// this many partitions (each holds a range of at least one slot).
+pub const SLOTS: usize = 16384;
+
+/// CRC16/XMODEM (polynomial 0x1021, initial 0), the checksum Redis Cluster hashes keys with.
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for b in bytes {
+        crc ^= u16::from(*b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// A key's Redis Cluster hash slot: CRC16 of the key modulo [`SLOTS`], or of its hash tag
+/// (the bytes between the first `{` and the first `}` after it, when not empty), as Redis
+/// Cluster specifies, so cluster-aware clients send each key to the node holding it.
+pub fn key_slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|b| *b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let close = rest.iter().position(|b| *b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    crc16(tagged.unwrap_or(key)) % SLOTS as u16
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Topology {
     pub dcs: u16,
@@ -54,6 +89,10 @@ impl Topology {
         assert!(
             dcs > 0 && nodes_per_dc > 0 && partitions > 0,
             "empty topology"
+        );
+        assert!(
+            partitions as usize <= SLOTS,
+            "{partitions} partitions: at most one per slot ({SLOTS})"
         );
         Topology {
             dcs,
@@ -85,6 +124,7 @@ impl Topology {
     }
 
     /// FNV-1a of the key: stable across platforms and versions, unlike std's hasher.
+    /// Occult's shards use it; partitions use [`key_slot`].
     pub fn key_hash(key: &Key) -> u64 {
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         for b in &key.0 {
@@ -94,8 +134,30 @@ impl Topology {
         hash
     }
 
+    /// The partition holding `key`: the one whose slot range holds its Redis Cluster slot
+    /// ([`key_slot`]), so keys sharing a `{hash tag}` share a partition.
     pub fn partition_of(&self, key: &Key) -> PartitionId {
-        PartitionId((Self::key_hash(key) % u64::from(self.partitions)) as u32)
+        self.partition_of_slot(key_slot(&key.0))
+    }
+
+    /// Partition `p` holds the slots `p * SLOTS / partitions ..` up to the next one's.
+    pub fn partition_of_slot(&self, slot: u16) -> PartitionId {
+        assert!(usize::from(slot) < SLOTS, "slot {slot} out of range");
+        let p = u64::from(slot) * u64::from(self.partitions) / SLOTS as u64;
+        PartitionId(p as u32)
+    }
+
+    /// The first and last slot of `partition` (inclusive).
+    pub fn slots_of(&self, partition: PartitionId) -> (u16, u16) {
+        assert!(
+            partition.0 < self.partitions,
+            "no partition {}",
+            partition.0
+        );
+        let start = |p: u64| (p * SLOTS as u64).div_ceil(u64::from(self.partitions));
+        let first = start(u64::from(partition.0));
+        let next = start(u64::from(partition.0) + 1);
+        (first as u16, (next - 1) as u16)
     }
 
     pub fn dc_of(&self, node: NodeId) -> DcId {
@@ -301,5 +363,42 @@ mod tests {
         assert_eq!(t.nearest_replica_paris(DcId(3), PartitionId(4)), DcId(5));
         // From Oregon (1), Sydney is 157.13 ms: closer than 200.
         assert_eq!(t.nearest_replica_paris(DcId(1), PartitionId(4)), DcId(4));
+    }
+
+    #[test]
+    fn key_slots_are_redis_cluster_slots() {
+        // The CRC16 test vector of the Redis Cluster specification, then slots that
+        // `CLUSTER KEYSLOT` of Redis 7 answers.
+        assert_eq!(crc16(b"123456789"), 0x31c3);
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"bar"), 5061);
+        assert_eq!(key_slot(b"hello"), 866);
+        // Hash tags: the first `{...}` that is not empty.
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"{user1000}.followers"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"foo{bar}{zap}"), 5061);
+        assert_eq!(key_slot(b"foo{}{bar}"), crc16(b"foo{}{bar}") % SLOTS as u16);
+        assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
+        assert_eq!(key_slot(b"foo{bar"), crc16(b"foo{bar") % SLOTS as u16);
+    }
+
+    #[test]
+    fn partitions_hold_contiguous_slot_ranges_that_cover_every_slot() {
+        for partitions in [1, 3, 8, 100, 16384] {
+            let t = Topology::full(1, 1, partitions);
+            let mut next = 0u32;
+            for p in 0..partitions {
+                let (first, last) = t.slots_of(PartitionId(p));
+                assert_eq!(u32::from(first), next, "{partitions} partitions, p {p}");
+                assert!(first <= last);
+                assert_eq!(t.partition_of_slot(first), PartitionId(p));
+                assert_eq!(t.partition_of_slot(last), PartitionId(p));
+                next = u32::from(last) + 1;
+            }
+            assert_eq!(next as usize, SLOTS);
+        }
+        let t = Topology::full(1, 2, 8);
+        let tagged = |k: &str| t.partition_of(&Key(k.as_bytes().to_vec()));
+        assert_eq!(tagged("{cart:7}.items"), tagged("{cart:7}.total"));
     }
 }

@@ -1,5 +1,6 @@
 //! Connection-management commands, answered by the front end without a transaction:
-//! `HELLO`, `AUTH`, `CLIENT`, `SELECT`, `QUIT`, `INFO`, `COMMAND` and `CONFIG GET`.
+//! `HELLO`, `AUTH`, `CLIENT`, `SELECT`, `QUIT`, `INFO`, `COMMAND`, `CONFIG GET` and
+//! `CLUSTER` (in `cluster`).
 
 use crate::commands::{Spec, COMMANDS};
 use crate::conn::{arity_error, Conn, Outcome};
@@ -35,6 +36,7 @@ pub async fn connection<F: SessionFactory>(
         "INFO" => info(conn, &args[1..]),
         "COMMAND" => command(args),
         "CONFIG" => config(args),
+        "CLUSTER" => crate::cluster::cluster(conn.shared().factory.cluster(), args),
         other => Reply::err(format!("'{other}' is not a connection command")),
     };
     reply.into()

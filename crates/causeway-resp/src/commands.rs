@@ -311,6 +311,14 @@ pub static COMMANDS: &[Spec] = &[
         (0, 0, 0),
         "CONFIG GET, for tools.",
     ),
+    spec(
+        "CLUSTER",
+        -2,
+        Conn,
+        &["loading", "stale"],
+        (0, 0, 0),
+        "CLUSTER NODES, SLOTS, SHARDS, MYID, INFO, KEYSLOT: the DC as a Redis Cluster.",
+    ),
 ];
 
 /// Looks a command up by name, case-insensitively.

@@ -20,6 +20,7 @@
 //! [`server`] owns the sockets, [`limits`] bounds everything.
 
 pub mod admin;
+pub mod cluster;
 pub mod commands;
 pub mod conn;
 pub mod data;

@@ -75,6 +75,12 @@ pub trait SessionFactory: Send + Sync + 'static {
 
     /// The DC's current facts, for `INFO` and `HELLO`.
     fn info(&self) -> ServerInfo;
+
+    /// The DC as a Redis Cluster (`CLUSTER NODES`, `SLOTS`): empty when the front end
+    /// has none to show, and `CLUSTER` then says cluster support is disabled.
+    fn cluster(&self) -> &[crate::cluster::ClusterNode] {
+        &[]
+    }
 }
 
 /// What `INFO` reports about the DC and its protocol.

@@ -40,6 +40,7 @@
 //! transparent_huge_pages = false # false: off for the node process (default), as Redis does
 //! ```
 
+use causeway_core::topology::SLOTS;
 use causeway_core::{DcId, NodeId, PartitionId, Topology};
 use causeway_protocols::{NodeConfig, Params, PROTOCOLS};
 use serde::{Deserialize, Serialize};
@@ -605,12 +606,12 @@ impl ClusterConfig {
             (None, Some(p)) => p.saturating_mul(per_dc),
             (None, None) => per_dc,
         };
-        if total < per_dc || total > 1 << 20 {
+        if total < per_dc || total as usize > SLOTS {
             let problem = format!("{total} partitions for {per_dc} nodes per DC");
             return Err(field(
                 "partitions",
                 problem,
-                "give at least one partition per node (and at most 1048576)",
+                "give at least one partition per node, and at most one per hash slot (16384)",
             ));
         }
         Ok(total)

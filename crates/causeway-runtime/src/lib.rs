@@ -247,10 +247,15 @@ fn recover_machine(
     let name = &placement.spec.name;
     let dir = config.node_dir(&placement.spec);
     let began = Instant::now();
-    let recovered = storage::recover(&dir)?;
+    let topology = config.topology();
+    let layout = format!(
+        "slots-v1 partitions={} nodes_per_dc={}",
+        topology.partitions, topology.nodes_per_dc
+    );
+    let recovered = storage::recover(&dir, &layout)?;
     let node_config = NodeConfig {
         node: placement.id,
-        topology: config.topology(),
+        topology,
         params: config.params(),
         section: config.section(),
     };

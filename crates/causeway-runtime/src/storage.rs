@@ -70,6 +70,32 @@ pub enum DiskEvent {
     Failed(String),
 }
 
+/// Refuses a directory written with another key layout (a node holds the keys the layout
+/// places on it, and after a change its records would sit in the wrong partitions), or by
+/// a build before layouts were recorded (one that placed keys by FNV-1a hash, not by hash
+/// slot); records the layout on a directory's first boot.
+fn check_layout(log: &mut FjallLog, dir: &Path, layout: &str, booted: bool) -> Result<(), String> {
+    let stored = log.get_meta("key_layout").map_err(|e| e.to_string())?;
+    match stored {
+        Some(s) if s == layout.as_bytes() => Ok(()),
+        Some(s) => Err(format!(
+            "node directory {} holds keys placed by layout '{}', but the cluster file gives \
+             '{layout}'; fix: restore the cluster file's partitions and nodes, or start from \
+             an empty data directory",
+            dir.display(),
+            String::from_utf8_lossy(&s)
+        )),
+        None if booted => Err(format!(
+            "node directory {} was written by an older Causeway that placed keys by FNV-1a \
+             hash, not by hash slot; fix: start from an empty data directory",
+            dir.display()
+        )),
+        None => log
+            .put_meta("key_layout", layout.as_bytes())
+            .map_err(|e| e.to_string()),
+    }
+}
+
 /// What a node recovers from its directory.
 pub struct Recovered {
     pub log: FjallLog,
@@ -85,13 +111,16 @@ pub struct Recovered {
     pub epoch: u64,
 }
 
-/// Opens the node's log, bumps and syncs its boot epoch, and reads every durable record.
-pub fn recover(dir: &Path) -> Result<Recovered, String> {
+/// Opens the node's log, checks that it was written with the same key `layout` (which
+/// keys the node holds: see [`check_layout`]), bumps and syncs its boot epoch, and reads
+/// every durable record.
+pub fn recover(dir: &Path, layout: &str) -> Result<Recovered, String> {
     let mut log = FjallLog::open(dir).map_err(|e| e.to_string())?;
-    let epoch = meta_u64(&log, "boot_epoch")
+    let booted = meta_u64(&log, "boot_epoch")
         .map_err(|e| e.to_string())?
-        .unwrap_or(0)
-        + 1;
+        .unwrap_or(0);
+    check_layout(&mut log, dir, layout, booted > 0)?;
+    let epoch = booted + 1;
     if epoch > EPOCH_MAX {
         return Err(format!(
             "node directory {} has been booted {epoch} times, more than {EPOCH_MAX}",
@@ -578,16 +607,40 @@ mod tests {
     fn recovery_bumps_the_epoch_and_reads_the_records() {
         let dir = std::env::temp_dir().join(format!("causeway-rt-recover-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let mut r = recover(&dir).unwrap();
+        let mut r = recover(&dir, "L1").unwrap();
         assert_eq!((r.epoch, r.last_lsn), (1, 0));
         r.log.append(1, b"a").unwrap();
         r.log.append(2, b"b").unwrap();
         r.log.sync().unwrap();
         drop(r);
-        let r = recover(&dir).unwrap();
+        let r = recover(&dir, "L1").unwrap();
         assert_eq!((r.epoch, r.last_lsn), (2, 2));
         assert_eq!(r.records, vec![b"a".to_vec(), b"b".to_vec()]);
         drop(r);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn recovery_refuses_another_key_layout_or_a_directory_without_one() {
+        let dir = std::env::temp_dir().join(format!("causeway-rt-layout-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        drop(recover(&dir, "slots-v1 partitions=8").unwrap());
+        let e = recover(&dir, "slots-v1 partitions=16")
+            .err()
+            .expect("refused");
+        assert!(e.contains("layout 'slots-v1 partitions=8'"), "{e}");
+        let r = recover(&dir, "slots-v1 partitions=8").unwrap();
+        assert_eq!(r.epoch, 2, "the refused boot did not count");
+        drop(r);
+        // A directory an older build booted: a boot epoch and no layout.
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut log = FjallLog::open(&dir).unwrap();
+        log.put_meta("boot_epoch", &1u64.to_le_bytes()).unwrap();
+        drop(log);
+        let e = recover(&dir, "slots-v1 partitions=8")
+            .err()
+            .expect("refused");
+        assert!(e.contains("older Causeway"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -9,8 +9,15 @@
 //! [`Gateway`]. A standalone command's `Begin`, operations and `Commit` reach the node task
 //! as one batch (`call_batch`), and `INFO` shows every gauge the node publishes (the
 //! protocol's own, its latest samples, and the number of open `sessions`).
+//!
+//! `CLUSTER NODES` and `CLUSTER SLOTS` show the node's DC as a Redis Cluster
+//! ([`cluster_view`]): each node with a `resp_addr` owns the hash slots of its partitions,
+//! and the node answering owns those of the nodes without one (it serves them through the
+//! hop), so cluster-aware clients send each key straight to its node.
 
+use causeway_core::{DcId, PartitionId};
 use causeway_core::{Request, Response};
+use causeway_resp::cluster::{push_range, ClusterNode};
 use causeway_resp::{RespConfig, ServerInfo, SessionFactory, SessionHandle};
 use causeway_runtime::{ClusterConfig, Gateway, GatewaySession, Server};
 use clap::Args;
@@ -111,7 +118,10 @@ pub fn run(args: ServerArgs) -> ExitCode {
                 tls: causeway_runtime::load_tls(&config)?.map(|t| t.clients_config.clone()),
                 ..RespConfig::default()
             };
-            let factory = RespFactory(server.gateway());
+            let factory = RespFactory {
+                gateway: server.gateway(),
+                cluster: cluster_view(&config, &args.node),
+            };
             server.attach_task(tokio::spawn(async move {
                 if let Err(e) = causeway_resp::serve(listener, factory, resp).await {
                     tracing::error!("the RESP endpoint failed: {e}");
@@ -132,7 +142,70 @@ pub fn run(args: ServerArgs) -> ExitCode {
 }
 
 /// The RESP front end's session factory: one gateway session per RESP connection.
-pub struct RespFactory(pub Gateway);
+pub struct RespFactory {
+    pub gateway: Gateway,
+    /// The DC as a Redis Cluster, for `CLUSTER`.
+    pub cluster: Vec<ClusterNode>,
+}
+
+/// The Redis Cluster view of `me`'s DC: its nodes with a `resp_addr`, each with the slot
+/// ranges of its partitions; `me` also owns the slots of the nodes without one. A node
+/// id is 40 hex digits from the cluster's and the node's names, the same on every node.
+pub fn cluster_view(config: &ClusterConfig, me: &str) -> Vec<ClusterNode> {
+    let placements = config.placements();
+    let Some(mine) = placements.iter().find(|p| p.spec.name == me) else {
+        return Vec::new();
+    };
+    let topology = config.topology();
+    let in_dc: Vec<_> = placements.iter().filter(|p| p.dc == mine.dc).collect();
+    let mut view: Vec<ClusterNode> = in_dc
+        .iter()
+        .filter(|p| p.spec.resp_addr.is_some() || p.spec.name == me)
+        .map(|p| ClusterNode {
+            id: node_id(&config.cluster, &p.spec.name),
+            ip: p
+                .spec
+                .resp_addr
+                .map_or(String::new(), |a| a.ip().to_string()),
+            port: p.spec.resp_addr.map_or(0, |a| a.port()),
+            myself: p.spec.name == me,
+            slots: Vec::new(),
+        })
+        .collect();
+    for p in (0..topology.partitions).map(PartitionId) {
+        let owner = topology.node_of(DcId(mine.dc.0), p);
+        let serves = |n: &&mut ClusterNode| {
+            let spec = &in_dc
+                .iter()
+                .find(|q| q.id == owner)
+                .expect("a DC node")
+                .spec;
+            match spec.resp_addr.is_some() {
+                true => n.id == node_id(&config.cluster, &spec.name),
+                false => n.myself,
+            }
+        };
+        let node = view
+            .iter_mut()
+            .find(serves)
+            .expect("a node serves every slot");
+        push_range(&mut node.slots, topology.slots_of(p));
+    }
+    view
+}
+
+/// 40 hex digits (a Redis Cluster node id) from FNV-1a of the cluster's and node's names.
+fn node_id(cluster: &str, node: &str) -> String {
+    let fnv = |text: &str, seed: u64| {
+        text.bytes().fold(seed, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    };
+    let a = fnv(cluster, 0xcbf2_9ce4_8422_2325);
+    let b = fnv(node, a);
+    let c = fnv(node, b ^ 0x9e37_79b9_7f4a_7c15);
+    format!("{a:016x}{b:016x}{:08x}", c as u32)
+}
 
 /// A gateway session as the RESP front end's session handle.
 pub struct RespSession(GatewaySession);
@@ -153,20 +226,80 @@ impl SessionFactory for RespFactory {
 
     /// RESP replies never show which writes a read observed, so its sessions skip them.
     fn open(&self) -> RespSession {
-        let mut session = self.0.open_session();
+        let mut session = self.gateway.open_session();
         session.skip_observed();
         RespSession(session)
     }
 
     fn info(&self) -> ServerInfo {
-        let info = self.0.info();
-        let mut gauges = self.0.gauges();
-        gauges.push(("sessions".to_string(), self.0.live_sessions() as f64));
+        let info = self.gateway.info();
+        let mut gauges = self.gateway.gauges();
+        gauges.push(("sessions".to_string(), self.gateway.live_sessions() as f64));
         ServerInfo {
             protocol: info.protocol.clone(),
             dc: u32::from(info.dc.0) + 1,
             dcs: info.dc_names.clone(),
             gauges,
         }
+    }
+
+    fn cluster(&self) -> &[ClusterNode] {
+        &self.cluster
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::topology::{key_slot, SLOTS};
+    use causeway_core::Key;
+    use std::net::SocketAddr;
+
+    fn two_dcs(resp_on_every_node: bool) -> ClusterConfig {
+        let dir = PathBuf::from("/tmp/causeway-cluster-view");
+        let mut config = causeway_runtime::local_cluster("cure", 2, 2, dir, 7400, 7600).unwrap();
+        if resp_on_every_node {
+            for (i, n) in config.nodes.iter_mut().enumerate() {
+                n.resp_addr = Some(SocketAddr::from(([127, 0, 0, 1], 7700 + i as u16)));
+            }
+        }
+        config
+    }
+
+    #[test]
+    fn each_key_slot_goes_to_the_node_holding_its_partition() {
+        let config = two_dcs(true);
+        let topology = config.topology();
+        let view = cluster_view(&config, "dc2-n1");
+        let ports: Vec<u16> = view.iter().map(|n| n.port).collect();
+        assert_eq!(ports, [7702, 7703], "the DC's own nodes, in order");
+        assert!(view[0].myself && !view[1].myself);
+        assert_eq!(view, cluster_view(&config, "dc2-n1"), "ids are stable");
+        assert_ne!(view[0].id, view[1].id);
+        assert_eq!(view[0].id.len(), 40);
+        let mut owner = vec![None; SLOTS];
+        for (i, n) in view.iter().enumerate() {
+            for &(a, b) in &n.slots {
+                for s in a..=b {
+                    assert!(owner[usize::from(s)].replace(i).is_none(), "slot {s} twice");
+                }
+            }
+        }
+        for key in ["foo", "bar", "{user:1}.name", "k17"] {
+            let key = Key(key.as_bytes().to_vec());
+            let node = topology.node_of(DcId(1), topology.partition_of(&key));
+            let at = owner[usize::from(key_slot(&key.0))].expect("every slot has a node");
+            assert_eq!(u32::from(view[at].port) - 7700, node.0);
+        }
+    }
+
+    #[test]
+    fn the_node_answering_owns_the_slots_of_nodes_without_a_resp_port() {
+        let config = two_dcs(false);
+        let view = cluster_view(&config, "dc1-n1");
+        assert_eq!(view.len(), 1);
+        assert!(view[0].myself);
+        assert_eq!(view[0].slots, [(0, SLOTS as u16 - 1)]);
+        assert!(cluster_view(&config, "no-such-node").is_empty());
     }
 }
