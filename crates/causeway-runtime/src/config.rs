@@ -33,6 +33,7 @@
 //! [storage]                      # optional
 //! durability = "sync"            # or "batched": fsync at most every batched_sync_interval_ms
 //! batched_sync_interval_ms = 100
+//! group_commit = "thread"        # or "node": the node task fsyncs each burst itself (sync only)
 //! checkpoint_records = 100000    # checkpoint and truncate the log every this many records (0: never)
 //!
 //! [runtime]                      # optional
@@ -110,6 +111,21 @@ pub enum Durability {
     Batched,
 }
 
+/// Which thread appends and fsyncs a node's records (`[storage] group_commit`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupCommit {
+    /// A storage thread: the node task hands it each burst's records and goes on while it
+    /// appends and fsyncs them; the next batch gathers during the fsync.
+    #[default]
+    Thread,
+    /// The node task itself, at the end of each burst of inputs, as Redis's event loop
+    /// does with `appendfsync always`: no hand-over between threads and one batch per
+    /// burst, but nothing else runs on the node (peer messages, timers, other clients)
+    /// during the fsync. Only with `durability = "sync"`.
+    Node,
+}
+
 impl Durability {
     pub fn name(self) -> &'static str {
         match self {
@@ -156,6 +172,8 @@ pub struct StorageConfig {
     /// protocols that offer them: cure, cureft, unistore without strong txns), stores it
     /// as the log's snapshot and drops the records it covers; 0 turns it off.
     pub checkpoint_records: u64,
+    /// Which thread appends and fsyncs the records.
+    pub group_commit: GroupCommit,
 }
 
 impl Default for StorageConfig {
@@ -164,6 +182,7 @@ impl Default for StorageConfig {
             durability: Durability::Sync,
             batched_sync_interval_ms: 100,
             checkpoint_records: CHECKPOINT_RECORDS_DEFAULT,
+            group_commit: GroupCommit::Thread,
         }
     }
 }
@@ -392,6 +411,15 @@ impl ClusterConfig {
                 "storage.batched_sync_interval_ms",
                 format!("{interval_ms} is out of range"),
                 &format!("give 1..={BATCHED_SYNC_INTERVAL_MS_MAX}"),
+            ));
+        }
+        if self.storage.group_commit == GroupCommit::Node
+            && self.storage.durability == Durability::Batched
+        {
+            return Err(field(
+                "storage.group_commit",
+                "\"node\" fsyncs every batch, so it cannot go with durability = \"batched\"",
+                "keep group_commit = \"thread\" (the default) with batched",
             ));
         }
         if self.storage.checkpoint_records > CHECKPOINT_RECORDS_MAX {
@@ -1004,6 +1032,24 @@ mod tests {
         );
         let e = ClusterConfig::parse(&text.replace("worker_threads", "workers")).unwrap_err();
         assert!(e.contains("workers"), "{e}");
+    }
+
+    #[test]
+    fn group_commit_is_the_storage_threads_by_default_and_node_refuses_batched() {
+        let mut c = local();
+        assert_eq!(c.storage.group_commit, GroupCommit::Thread);
+        c.storage.group_commit = GroupCommit::Node;
+        let text = c.to_toml();
+        assert!(text.contains("group_commit = \"node\""), "{text}");
+        assert_eq!(ClusterConfig::parse(&text).unwrap(), c);
+        c.storage.durability = Durability::Batched;
+        let e = c.validate().unwrap_err();
+        assert!(
+            e.contains("storage.group_commit") && e.contains("batched"),
+            "{e}"
+        );
+        let e = ClusterConfig::parse(&text.replace("\"node\"", "\"disk\"")).unwrap_err();
+        assert!(e.contains("disk"), "{e}");
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub mod telemetry;
 pub mod tls;
 pub mod transport;
 
-pub use config::{local_cluster, ClusterConfig, Placement};
+pub use config::{local_cluster, ClusterConfig, GroupCommit, Placement};
 pub use gateway::{Gateway, GatewayInfo, GatewaySession};
 
 use causeway_core::NodeId;
@@ -53,7 +53,8 @@ pub struct Server {
     gateway: Gateway,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<Result<(), String>>,
-    disk: std::thread::JoinHandle<storage::GroupCommitStats>,
+    /// The storage thread (none when the node task writes: `group_commit = "node"`).
+    disk: Option<std::thread::JoinHandle<storage::GroupCommitStats>>,
     background: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -90,15 +91,19 @@ impl Server {
         let (persist_tx, persist_rx) = mpsc::channel(config.limits.persist_queue_max);
         let (disk_tx, disk_rx) = mpsc::unbounded_channel();
         let disk_stats = storage::SharedDiskStats::default();
-        let disk = storage::spawn(
+        let writer = storage::Writer::new(
             node_name.to_string(),
             Box::new(recovered.log),
-            persist_rx,
             disk_tx,
             metrics.disk(),
             storage::DiskSetup::from_config(&config.storage),
             disk_stats.clone(),
         );
+        // With `group_commit = "node"` the node task owns the writer; otherwise a thread.
+        let (disk, writer) = match config.storage.group_commit {
+            GroupCommit::Thread => (Some(storage::spawn(writer, persist_rx)), None),
+            GroupCommit::Node => (None, Some(writer)),
+        };
         let (net_tx, net_rx) = mpsc::channel(config.limits.inbox_max);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -126,6 +131,7 @@ impl Server {
             stop: stop_rx,
         };
         let node_task = NodeTask::new(setup, machine, links, persist_tx, gauges, &metrics)
+            .with_writer(writer)
             .with_disk_stats(disk_stats)
             .with_checkpoints(recovered.lsn_offset, config.storage.checkpoint_records);
         let task = tokio::spawn(node_task.run(inputs));
@@ -168,12 +174,14 @@ impl Server {
             task.abort();
         }
         let name = self.placement.spec.name.clone();
-        let disk = self.disk;
-        let stats = tokio::task::spawn_blocking(move || disk.join())
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|_| "the storage thread panicked".to_string())?;
-        storage::report(&name, &stats);
+        // The node task reported its own writer's counters as it stopped.
+        if let Some(disk) = self.disk {
+            let stats = tokio::task::spawn_blocking(move || disk.join())
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|_| "the storage thread panicked".to_string())?;
+            storage::report(&name, &stats);
+        }
         tracing::info!(node = %name, "stopped");
         result.map_err(|e| format!("node task failed: {e}"))?
     }

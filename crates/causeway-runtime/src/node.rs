@@ -38,12 +38,15 @@
 //! `UNSENT_TURNS_MAX` turns later), so a burst of requests costs one wake-up of that
 //! thread and one fdatasync instead of a sync for its first record and another for the
 //! rest. Nothing waits on a record before it is durable, so holding it changes no outcome.
+//! With `[storage] group_commit = "node"` the task appends and fsyncs the held records
+//! itself at that point (Redis's event loop with `appendfsync always`): the persisted
+//! event comes back through the same channel, so the rest of the task is the same.
 //!
 //! The task talks to the gateway only through [`crate::control`].
 
 use crate::control::{session_host, stops, Control, SharedGauges, BATCH_REQUESTS_MAX};
 use crate::samples::LatestSamples;
-use crate::storage::{DiskEvent, PersistReq, SharedDiskStats};
+use crate::storage::{DiskEvent, PersistReq, SharedDiskStats, Writer};
 use crate::telemetry::{MachineMetrics, NodeMetrics, TxnMetrics};
 use crate::transport::{Link, NetMsg};
 use causeway_core::{
@@ -197,6 +200,9 @@ pub struct NodeTask {
     /// The clocks read for this turn of the loop ([`NodeTask::reading`]).
     reading: Option<Reading>,
     persist: mpsc::Sender<PersistReq>,
+    /// With `[storage] group_commit = "node"`: the log's writer, driven at the end of
+    /// each burst ([`NodeTask::hand_over`]) instead of a storage thread.
+    writer: Option<Writer>,
     /// Records not yet handed to the storage thread.
     unsent: Held,
     gauges: SharedGauges,
@@ -263,6 +269,7 @@ impl NodeTask {
             last_clock: 0,
             reading: None,
             persist,
+            writer: None,
             unsent: Held::default(),
             gauges,
             samples: LatestSamples::default(),
@@ -286,6 +293,12 @@ impl NodeTask {
     }
 
     /// Where the storage thread publishes its counters (for the `disk_*` gauges).
+    /// The node task appends and fsyncs its records itself (`group_commit = "node"`).
+    pub fn with_writer(mut self, writer: Option<Writer>) -> NodeTask {
+        self.writer = writer;
+        self
+    }
+
     pub fn with_disk_stats(mut self, disk_stats: SharedDiskStats) -> NodeTask {
         self.disk_stats = disk_stats;
         self
@@ -317,7 +330,13 @@ impl NodeTask {
             let open = self.checkpoints.draining_since.is_none();
             tokio::select! {
                 biased;
-                _ = inputs.stop.changed() => return Ok(()),
+                _ = inputs.stop.changed() => {
+                    if let Some(w) = self.writer.take() {
+                        let name = w.name().to_string();
+                        crate::storage::report(&name, &w.finish());
+                    }
+                    return Ok(());
+                }
                 ev = inputs.disk.recv(), if self.disk_failed.is_none() => match ev {
                     Some(DiskEvent::Persisted(lsns)) => self.persisted(lsns).await,
                     Some(DiskEvent::Failed(e)) => self.disk_failed(e),
@@ -379,8 +398,13 @@ impl NodeTask {
         }
     }
 
-    /// Hands the held records to the storage thread, in lsn order.
+    /// Hands the held records to the storage thread, in lsn order (or, with a writer of
+    /// its own, appends and fsyncs them now).
     async fn hand_over(&mut self) {
+        if let Some(w) = self.writer.as_mut() {
+            w.write_now(self.unsent.take());
+            return;
+        }
         for req in self.unsent.take() {
             if self.persist.send(req).await.is_err() {
                 self.disk_failed("the storage thread is gone".into());
@@ -484,6 +508,10 @@ impl NodeTask {
         let req = PersistReq::snapshot(upto, checkpoint);
         // The records it covers go first.
         self.hand_over().await;
+        if let Some(w) = self.writer.as_mut() {
+            w.write_now(vec![req]);
+            return;
+        }
         if self.persist.send(req).await.is_err() {
             self.disk_failed("the storage thread is gone".into());
         }

@@ -252,7 +252,7 @@ impl DiskSetup {
 }
 
 /// What the storage thread owns.
-struct Writer {
+pub struct Writer {
     name: String,
     log: Box<dyn Log>,
     events: mpsc::UnboundedSender<DiskEvent>,
@@ -265,34 +265,69 @@ struct Writer {
     unsynced_since: Option<Instant>,
 }
 
-/// Runs the storage thread until the node task drops its sender or the disk fails;
-/// returns the counters.
+impl Writer {
+    /// The writer of node `name`'s log: it reports each batch on `events`, to the
+    /// node's `metrics` and to `shared` (`INFO`).
+    pub fn new(
+        name: String,
+        log: Box<dyn Log>,
+        events: mpsc::UnboundedSender<DiskEvent>,
+        metrics: DiskMetrics,
+        setup: DiskSetup,
+        shared: SharedDiskStats,
+    ) -> Writer {
+        let stats = GroupCommitStats {
+            batched: setup.durability == Durability::Batched,
+            ..GroupCommitStats::default()
+        };
+        Writer {
+            name,
+            log,
+            events,
+            metrics,
+            setup,
+            stats,
+            shared,
+            last_report: Instant::now(),
+            unsynced_since: None,
+        }
+    }
+
+    /// With `[storage] group_commit = "node"`: appends and syncs `batch` on the calling
+    /// thread (the node task's), then reports it on `events` as the thread would. After
+    /// a failure, nothing more is written: the batch is dropped, never reported.
+    pub fn write_now(&mut self, batch: Vec<PersistReq>) {
+        assert!(
+            self.setup.durability == Durability::Sync,
+            "the node task writes only with durability = sync (config validation)"
+        );
+        if batch.is_empty() || self.stats.failed {
+            return;
+        }
+        if let Err(e) = self.write(batch) {
+            self.fail(e);
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The counters at the end (the log's included).
+    pub fn finish(mut self) -> GroupCommitStats {
+        self.stats.log = self.log.stats();
+        self.stats
+    }
+}
+
+/// Runs a storage thread over `writer` until the node task drops its sender or the disk
+/// fails; returns the counters.
 pub fn spawn(
-    name: String,
-    log: Box<dyn Log>,
+    writer: Writer,
     rx: mpsc::Receiver<PersistReq>,
-    events: mpsc::UnboundedSender<DiskEvent>,
-    metrics: DiskMetrics,
-    setup: DiskSetup,
-    shared: SharedDiskStats,
 ) -> std::thread::JoinHandle<GroupCommitStats> {
-    let stats = GroupCommitStats {
-        batched: setup.durability == Durability::Batched,
-        ..GroupCommitStats::default()
-    };
-    let writer = Writer {
-        name: name.clone(),
-        log,
-        events,
-        metrics,
-        setup,
-        stats,
-        shared,
-        last_report: Instant::now(),
-        unsynced_since: None,
-    };
     std::thread::Builder::new()
-        .name(format!("{name}-disk"))
+        .name(format!("{}-disk", writer.name))
         .spawn(move || writer.run(rx))
         .expect("spawn the storage thread")
 }
@@ -336,8 +371,7 @@ impl Writer {
         if let Err(e) = self.interval_sync() {
             self.fail(e);
         }
-        self.stats.log = self.log.stats();
-        self.stats
+        self.finish()
     }
 
     /// With unsynced records, how long until their fsync is due (zero when overdue).
@@ -521,13 +555,15 @@ mod tests {
         let setup = DiskSetup::from_config(&StorageConfig::default());
         let shared = SharedDiskStats::default();
         let stats = spawn(
-            "t".into(),
-            Box::new(MemLog::new()),
+            Writer::new(
+                "t".into(),
+                Box::new(MemLog::new()),
+                ev_tx,
+                metrics.disk(),
+                setup,
+                shared.clone(),
+            ),
             rx,
-            ev_tx,
-            metrics.disk(),
-            setup,
-            shared.clone(),
         )
         .join()
         .unwrap();
@@ -563,13 +599,15 @@ mod tests {
         };
         let shared = SharedDiskStats::default();
         let thread = spawn(
-            "b".into(),
-            Box::new(MemLog::new()),
+            Writer::new(
+                "b".into(),
+                Box::new(MemLog::new()),
+                ev_tx,
+                metrics.disk(),
+                setup,
+                shared.clone(),
+            ),
             rx,
-            ev_tx,
-            metrics.disk(),
-            setup,
-            shared.clone(),
         );
         for lsn in 1..=5 {
             let record = vec![lsn as u8];
@@ -601,6 +639,41 @@ mod tests {
         drop(tx);
         let end = thread.join().unwrap();
         assert_eq!((end.log.records, end.log.syncs), (5, 1), "{end:?}");
+    }
+
+    #[test]
+    fn the_node_task_writes_a_batch_and_hears_of_it_as_from_the_thread() {
+        let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+        let labels = crate::telemetry::NodeLabels {
+            protocol: "p".into(),
+            dc: "d".into(),
+            node: "n".into(),
+        };
+        let metrics = crate::telemetry::NodeMetrics::new(&labels);
+        let setup = DiskSetup::from_config(&StorageConfig::default());
+        let shared = SharedDiskStats::default();
+        let log = Box::new(MemLog::new());
+        let mut writer = Writer::new("n".into(), log, ev_tx, metrics.disk(), setup, shared);
+        let batch = |lsns: std::ops::RangeInclusive<u64>| {
+            lsns.map(|l| PersistReq::record(l, vec![l as u8])).collect()
+        };
+        writer.write_now(batch(1..=3));
+        writer.write_now(Vec::new());
+        writer.write_now(batch(4..=4));
+        let mut heard = Vec::new();
+        while let Ok(DiskEvent::Persisted(lsns)) = ev_rx.try_recv() {
+            heard.push(lsns);
+        }
+        assert_eq!(
+            heard,
+            [vec![1, 2, 3], vec![4]],
+            "one report per batch, at once"
+        );
+        let stats = writer.finish();
+        assert_eq!(
+            (stats.log.records, stats.log.syncs, stats.batches),
+            (4, 2, 2)
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! and the node answering owns those of the nodes without one (it serves them through the
 //! hop), so cluster-aware clients send each key straight to its node.
 
-use causeway_core::{DcId, PartitionId};
+use causeway_core::PartitionId;
 use causeway_core::{Request, Response};
 use causeway_resp::cluster::{push_range, ClusterNode};
 use causeway_resp::{RespConfig, ServerInfo, SessionFactory, SessionHandle};
@@ -156,11 +156,12 @@ pub fn cluster_view(config: &ClusterConfig, me: &str) -> Vec<ClusterNode> {
     let Some(mine) = placements.iter().find(|p| p.spec.name == me) else {
         return Vec::new();
     };
-    let topology = config.topology();
-    let in_dc: Vec<_> = placements.iter().filter(|p| p.dc == mine.dc).collect();
-    let mut view: Vec<ClusterNode> = in_dc
+    let shown: Vec<_> = placements
         .iter()
-        .filter(|p| p.spec.resp_addr.is_some() || p.spec.name == me)
+        .filter(|p| p.dc == mine.dc && (p.spec.resp_addr.is_some() || p.spec.name == me))
+        .collect();
+    let mut view: Vec<ClusterNode> = shown
+        .iter()
         .map(|p| ClusterNode {
             id: node_id(&config.cluster, &p.spec.name),
             ip: p
@@ -172,24 +173,12 @@ pub fn cluster_view(config: &ClusterConfig, me: &str) -> Vec<ClusterNode> {
             slots: Vec::new(),
         })
         .collect();
+    let me_at = shown.iter().position(|p| p.spec.name == me).expect("shown");
+    let topology = config.topology();
     for p in (0..topology.partitions).map(PartitionId) {
-        let owner = topology.node_of(DcId(mine.dc.0), p);
-        let serves = |n: &&mut ClusterNode| {
-            let spec = &in_dc
-                .iter()
-                .find(|q| q.id == owner)
-                .expect("a DC node")
-                .spec;
-            match spec.resp_addr.is_some() {
-                true => n.id == node_id(&config.cluster, &spec.name),
-                false => n.myself,
-            }
-        };
-        let node = view
-            .iter_mut()
-            .find(serves)
-            .expect("a node serves every slot");
-        push_range(&mut node.slots, topology.slots_of(p));
+        let owner = topology.node_of(mine.dc, p);
+        let at = shown.iter().position(|q| q.id == owner).unwrap_or(me_at);
+        push_range(&mut view[at].slots, topology.slots_of(p));
     }
     view
 }
@@ -252,7 +241,7 @@ impl SessionFactory for RespFactory {
 mod tests {
     use super::*;
     use causeway_core::topology::{key_slot, SLOTS};
-    use causeway_core::Key;
+    use causeway_core::{DcId, Key};
     use std::net::SocketAddr;
 
     fn two_dcs(resp_on_every_node: bool) -> ClusterConfig {

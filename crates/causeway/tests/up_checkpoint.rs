@@ -103,9 +103,20 @@ fn promptcc_checkpoints_bound_what_a_restart_replays_and_lose_nothing() {
     checkpoints_bound_what_a_restart_replays_and_lose_nothing("promptcc");
 }
 
+/// The node task appending and fsyncing its own records (`group_commit = "node"`), the
+/// checkpoints' snapshots included, loses nothing either.
+#[test]
+fn cure_checkpoints_with_the_node_task_writing_lose_nothing() {
+    let node_writes = "--cluster-set=storage.group_commit=node";
+    checkpoints_lose_nothing("cure", "checkpoint-cure-node", &[node_writes]);
+}
+
 fn checkpoints_bound_what_a_restart_replays_and_lose_nothing(protocol: &str) {
+    checkpoints_lose_nothing(protocol, &format!("checkpoint-{protocol}"), &[]);
+}
+
+fn checkpoints_lose_nothing(protocol: &str, name: &str, extra: &[&str]) {
     let every = format!("--cluster-set=storage.checkpoint_records={CHECKPOINT_RECORDS}");
-    let name = format!("checkpoint-{protocol}");
     let (dcs, nodes) = if protocol == "promptcc" {
         (1, 2)
     } else {
@@ -113,8 +124,9 @@ fn checkpoints_bound_what_a_restart_replays_and_lose_nothing(protocol: &str) {
     };
     // A short WAN: Occult's writes from DC 2 go to their master in DC 1, one round trip
     // each, and 600 of them at the default 88 ms took a minute.
-    let args = ["--protocol", protocol, "--rtt-ms", "10", &every];
-    let mut up = Up::start(&name, dcs, nodes, &args);
+    let mut args = vec!["--protocol", protocol, "--rtt-ms", "10", &every];
+    args.extend_from_slice(extra);
+    let mut up = Up::start(name, dcs, nodes, &args);
     let names: Vec<String> = up.pids.iter().map(|(n, _, _)| n.clone()).collect();
     assert_eq!(names.len(), usize::from(dcs * nodes), "{:?}", up.pids);
     let mut acked: BTreeSet<String> = write_both(&up, dcs, "a", 600).into_iter().collect();
