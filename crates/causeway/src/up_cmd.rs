@@ -112,7 +112,8 @@ pub struct UpArgs {
     /// Serve RESP on every node, not only on the first of each DC: node k (from 0, in DC
     /// order) other than a DC's first listens at 127.0.0.1:RESP_PORT_BASE+64+k. Any node
     /// accepts every key (its sessions reach the key's partition in one intra-DC hop), so
-    /// clients spread over a DC's nodes spread the load.
+    /// clients spread over a DC's nodes spread the load; a Redis Cluster client
+    /// (`redis-benchmark --cluster`) reads `CLUSTER SLOTS` and skips the hop.
     #[arg(long)]
     resp_every_node: bool,
     /// TLS everywhere: node links (mutual TLS), client and RESP ports, with a throwaway CA
