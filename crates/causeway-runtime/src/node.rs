@@ -292,13 +292,13 @@ impl NodeTask {
         self
     }
 
-    /// Where the storage thread publishes its counters (for the `disk_*` gauges).
     /// The node task appends and fsyncs its records itself (`group_commit = "node"`).
     pub fn with_writer(mut self, writer: Option<Writer>) -> NodeTask {
         self.writer = writer;
         self
     }
 
+    /// Where the storage thread publishes its counters (for the `disk_*` gauges).
     pub fn with_disk_stats(mut self, disk_stats: SharedDiskStats) -> NodeTask {
         self.disk_stats = disk_stats;
         self

@@ -251,7 +251,8 @@ impl DiskSetup {
     }
 }
 
-/// What the storage thread owns.
+/// What writes a node's log: the storage thread (`spawn`), or the node task itself with
+/// `[storage] group_commit = "node"` (`Writer::write_now`).
 pub struct Writer {
     name: String,
     log: Box<dyn Log>,
@@ -537,6 +538,15 @@ mod tests {
     use super::*;
     use causeway_storage::MemLog;
 
+    /// The metrics of node `node` of protocol `p` in DC `d`.
+    fn node_metrics(node: &str) -> crate::telemetry::NodeMetrics {
+        crate::telemetry::NodeMetrics::new(&crate::telemetry::NodeLabels {
+            protocol: "p".into(),
+            dc: "d".into(),
+            node: node.into(),
+        })
+    }
+
     #[test]
     fn the_thread_reports_lsns_only_after_sync_and_batches_waiting_records() {
         let (tx, rx) = mpsc::channel(64);
@@ -546,12 +556,7 @@ mod tests {
                 .unwrap();
         }
         drop(tx);
-        let labels = crate::telemetry::NodeLabels {
-            protocol: "p".into(),
-            dc: "d".into(),
-            node: "t".into(),
-        };
-        let metrics = crate::telemetry::NodeMetrics::new(&labels);
+        let metrics = node_metrics("t");
         let setup = DiskSetup::from_config(&StorageConfig::default());
         let shared = SharedDiskStats::default();
         let stats = spawn(
@@ -587,12 +592,7 @@ mod tests {
     fn batched_durability_reports_before_the_fsync_and_syncs_within_the_interval() {
         let (tx, rx) = mpsc::channel(64);
         let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
-        let labels = crate::telemetry::NodeLabels {
-            protocol: "p".into(),
-            dc: "d".into(),
-            node: "b".into(),
-        };
-        let metrics = crate::telemetry::NodeMetrics::new(&labels);
+        let metrics = node_metrics("b");
         let setup = DiskSetup {
             durability: Durability::Batched,
             batched_sync_interval: Duration::from_millis(20),
@@ -644,12 +644,7 @@ mod tests {
     #[test]
     fn the_node_task_writes_a_batch_and_hears_of_it_as_from_the_thread() {
         let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
-        let labels = crate::telemetry::NodeLabels {
-            protocol: "p".into(),
-            dc: "d".into(),
-            node: "n".into(),
-        };
-        let metrics = crate::telemetry::NodeMetrics::new(&labels);
+        let metrics = node_metrics("n");
         let setup = DiskSetup::from_config(&StorageConfig::default());
         let shared = SharedDiskStats::default();
         let log = Box::new(MemLog::new());
