@@ -15,7 +15,7 @@
 //! and the node answering owns those of the nodes without one (it serves them through the
 //! hop), so cluster-aware clients send each key straight to its node.
 
-use causeway_core::PartitionId;
+use causeway_core::{Key, PartitionId, Topology};
 use causeway_core::{Request, Response};
 use causeway_resp::cluster::{push_range, ClusterNode};
 use causeway_resp::{RespConfig, ServerInfo, SessionFactory, SessionHandle};
@@ -183,17 +183,13 @@ pub fn cluster_view(config: &ClusterConfig, me: &str) -> Vec<ClusterNode> {
     view
 }
 
-/// 40 hex digits (a Redis Cluster node id) from FNV-1a of the cluster's and node's names.
+/// 40 hex digits (a Redis Cluster node id) from the cluster's and the node's names,
+/// hashed with the topology's FNV-1a (`Topology::key_hash`).
 fn node_id(cluster: &str, node: &str) -> String {
-    let fnv = |text: &str, seed: u64| {
-        text.bytes().fold(seed, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        })
-    };
-    let a = fnv(cluster, 0xcbf2_9ce4_8422_2325);
-    let b = fnv(node, a);
-    let c = fnv(node, b ^ 0x9e37_79b9_7f4a_7c15);
-    format!("{a:016x}{b:016x}{:08x}", c as u32)
+    let hash = |text: String| Topology::key_hash(&Key(text.into_bytes()));
+    let (a, b) = (hash(cluster.to_string()), hash(format!("{cluster}/{node}")));
+    let c = hash(format!("{node}/{cluster}")) as u32;
+    format!("{a:016x}{b:016x}{c:08x}")
 }
 
 /// A gateway session as the RESP front end's session handle.
@@ -241,7 +237,7 @@ impl SessionFactory for RespFactory {
 mod tests {
     use super::*;
     use causeway_core::topology::{key_slot, SLOTS};
-    use causeway_core::{DcId, Key};
+    use causeway_core::DcId;
     use std::net::SocketAddr;
 
     fn two_dcs(resp_on_every_node: bool) -> ClusterConfig {
