@@ -555,7 +555,7 @@ async fn oversized_keys_and_values_are_refused() {
 }
 
 #[tokio::test]
-async fn a_re_add_wins_over_a_concurrent_remove_across_dcs() {
+async fn a_sadd_of_a_member_it_sees_writes_nothing_and_a_new_add_wins_across_dcs() {
     let cluster = MemoryCluster::new(options(2));
     let mut dc1 = Conn::new(shared(&cluster, 0, None), 1);
     let mut dc2 = Conn::new(shared(&cluster, 1, None), 2);
@@ -569,20 +569,24 @@ async fn a_re_add_wins_over_a_concurrent_remove_across_dcs() {
     );
     cluster.replicate();
     for c in [&mut dc1, &mut dc2] {
-        assert_eq!(run(c, "SISMEMBER s a").await, Reply::Int(1), "the add wins");
         assert_eq!(
-            run(c, "SISMEMBER s b").await,
+            run(c, "SISMEMBER s a").await,
             Reply::Int(0),
-            "the remove of b stands"
+            "the SADD wrote nothing: the remove stands, as if it came after it"
         );
     }
-    assert_eq!(run(&mut dc2, "SREM s a").await, Reply::Int(1));
+    // An add of a member the adder does not see wins over a concurrent remove of the
+    // tags the remover saw (add-wins OR-set).
+    run(&mut dc1, "SADD s c").await;
     cluster.replicate();
-    assert_eq!(
-        run(&mut dc1, "SCARD s").await,
-        Reply::Int(0),
-        "a remove that saw the add"
-    );
+    assert_eq!(run(&mut dc2, "SREM s c").await, Reply::Int(1));
+    assert_eq!(run(&mut dc1, "SREM s c").await, Reply::Int(1));
+    assert_eq!(run(&mut dc1, "SADD s c").await, Reply::Int(1));
+    cluster.replicate();
+    for c in [&mut dc1, &mut dc2] {
+        assert_eq!(run(c, "SISMEMBER s c").await, Reply::Int(1), "the add wins");
+        assert_eq!(run(c, "SCARD s").await, Reply::Int(1));
+    }
 }
 
 #[tokio::test]
@@ -1035,8 +1039,8 @@ async fn a_group_sends_a_re_add_of_a_member_it_added_once() {
     assert_eq!(replies, [Reply::Int(0), Reply::Int(0), members]);
     assert_eq!(
         adds_sent(&counts),
-        1,
-        "a member present before the group is re-added once (add-wins), not twice"
+        0,
+        "a member present before the group is not written again (Redis writes nothing)"
     );
     assert_eq!(run(&mut c, "SREM s a").await, Reply::Int(1));
     assert_eq!(run(&mut c, "SCARD s").await, Reply::Int(1));
@@ -1059,8 +1063,8 @@ async fn a_groups_later_sadd_of_several_members_counts_only_the_new_ones() {
     assert_eq!(reads_sent(&counts), 1, "s read once, by the first SADD");
     assert_eq!(
         adds_sent(&counts),
-        5,
-        "a, b, c, d once each, and x re-added (add-wins)"
+        4,
+        "a, b, c, d once each; x was there, so it is not written again"
     );
 }
 
@@ -1180,7 +1184,7 @@ async fn planned_pipelines_answer_what_the_same_commands_answer_one_by_one() {
 }
 
 #[tokio::test]
-async fn a_group_whose_writes_need_no_read_is_one_call() {
+async fn a_planned_group_is_one_call_and_two_when_it_adds_to_a_set() {
     let cluster = MemoryCluster::new(options(1));
     let (mut c, counts) = counting_conn(&cluster, false);
     let sadds = ["SADD s a"; 16];
@@ -1188,8 +1192,20 @@ async fn a_group_whose_writes_need_no_read_is_one_call() {
     let mut want = vec![Reply::Int(0); 16];
     want[0] = Reply::Int(1);
     assert_eq!(replies, want);
-    assert_eq!(calls(&counts), 1, "read, add and commit in one batch");
+    assert_eq!(
+        calls(&counts),
+        2,
+        "the read, then the add with the commit (SADD writes what the read lacks)"
+    );
     assert_eq!((reads_sent(&counts), adds_sent(&counts)), (1, 1));
+    // The member is there now: the group is a read and a read-only commit.
+    let replies = pipeline(&mut c, &sadds).await;
+    assert_eq!(replies, vec![Reply::Int(0); 16]);
+    assert_eq!(
+        (calls(&counts), adds_sent(&counts)),
+        (4, 1),
+        "nothing written"
+    );
     let (mut c, counts) = counting_conn(&cluster, false);
     let cmds = [
         "GET k",
@@ -1222,7 +1238,11 @@ async fn a_group_whose_writes_need_no_read_is_one_call() {
         replies, want,
         "each sees the snapshot and the earlier writes"
     );
-    assert_eq!(calls(&counts), 1);
+    assert_eq!(
+        calls(&counts),
+        2,
+        "the read, then the writes and the commit"
+    );
     assert_eq!(reads_sent(&counts), 4, "k, n, s and x, once each");
     let mut other = Conn::new(shared(&cluster, 0, None), 2);
     let all = Reply::Array(["v", "1", "2", "5"].map(bulk).to_vec());
@@ -1271,7 +1291,7 @@ async fn exec<F: crate::session::SessionFactory>(c: &mut Conn<F>, queue: &[&str]
 }
 
 #[tokio::test]
-async fn an_exec_whose_writes_need_no_read_is_one_call() {
+async fn an_exec_whose_writes_need_no_read_is_planned() {
     let cluster = MemoryCluster::new(options(1));
     let (mut c, counts) = counting_conn(&cluster, false);
     let queue = [
@@ -1287,7 +1307,11 @@ async fn an_exec_whose_writes_need_no_read_is_one_call() {
         Reply::Int(1),
     ];
     assert_eq!(got, Reply::Array(want.to_vec()));
-    assert_eq!(calls(&counts), 1, "read, updates and commit in one batch");
+    assert_eq!(
+        calls(&counts),
+        2,
+        "the read, then the updates and the commit (SADD writes what the read lacks)"
+    );
     // Refused by the store (an increment that would overflow): run one by one in one
     // transaction, the error in its place, the rest applied.
     let max = format!("INCRBY n {}", i64::MAX);

@@ -7,10 +7,12 @@
 //! Which groups ([`plan`]): `GET`, `SET` without conditions, `MSET`, `INCRBY` and friends,
 //! `SADD`, `SCARD`, `SISMEMBER` and `SMEMBERS`, with each key used as one type. Their
 //! writes are the same whatever the group reads: `SET` assigns, `INCRBY` increments, `SADD`
-//! adds. What a read could have refused, the store refuses at the commit: an update of a
-//! key of another type (`WRONGTYPE`) and an increment that would overflow the value it
-//! observes (`crdt::COUNTER_OVERFLOW`) fail the commit, the group takes no effect, and
-//! each command runs again alone (`Conn::run_pipelined`), as when the group path fails.
+//! adds (all but the members the read shows: a group with set adds goes as two batches,
+//! its read, then its writes and the commit, `Tx::read_and_commit`). What a read could
+//! have refused, the store refuses at the commit: an update of a key of another type
+//! (`WRONGTYPE`) and an increment that would overflow the value it observes
+//! (`crdt::COUNTER_OVERFLOW`) fail the commit, the group takes no effect, and each
+//! command runs again alone (`Conn::run_pipelined`), as when the group path fails.
 //! So a group answers what its commands answer one by one, as the other path does.
 //!
 //! Why: the other path (`Conn::group_together`) reads when the first command needs a key

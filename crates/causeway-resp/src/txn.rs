@@ -277,6 +277,11 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
 
     /// A standalone transaction's one batch: its `Begin`, `Read(keys)`, `updates` and
     /// `Commit` (a planned pipelined group, [`crate::plan`]). Returns what was read.
+    ///
+    /// With set `Add`s among the updates it is two batches: the read, then the updates
+    /// without the adds of members the read shows ([`without_present_adds`]), and the
+    /// commit; a `SADD` writes only what its view lacks (`data::sadd`), so a group that
+    /// adds nothing new commits read-only and costs no durable record.
     pub async fn read_and_commit(
         &mut self,
         keys: Vec<(Key, ObjType)>,
@@ -286,9 +291,26 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             self.scope == Scope::Command && !self.commit_sent,
             "read_and_commit ends a command's transaction once"
         );
+        let adds = updates.iter().any(|r| {
+            matches!(
+                r,
+                Request::Update {
+                    update: Update::Add(_),
+                    ..
+                }
+            )
+        });
         let mut batch = std::mem::take(&mut self.pending);
         batch.reserve(updates.len() + 2);
         batch.push(Request::Read { keys });
+        if adds {
+            let values = self.run(batch).await?.unwrap_or_default();
+            let mut batch = without_present_adds(updates, &values);
+            batch.push(Request::Commit);
+            self.commit_sent = true;
+            self.run(batch).await?;
+            return Ok(values);
+        }
         batch.extend(updates);
         batch.push(Request::Commit);
         self.commit_sent = true;
@@ -496,4 +518,36 @@ impl Shape {
             _ => Kind::Update,
         }
     }
+}
+
+/// `updates` without the set `Add`s of members that `values` (a read of their keys)
+/// shows: those adds would write nothing a reader could see (`data::sadd`).
+pub fn without_present_adds(updates: Vec<Request>, values: &[ReadValue]) -> Vec<Request> {
+    // Each set read, sorted once (the stores return members sorted; checked, not assumed).
+    let sets: BTreeMap<&Key, std::borrow::Cow<'_, [Value]>> = values
+        .iter()
+        .filter_map(|v| match &v.value {
+            ObjValue::Set(members) if members.is_sorted() => Some((&v.key, members.into())),
+            ObjValue::Set(members) => {
+                let mut sorted = members.clone();
+                sorted.sort();
+                Some((&v.key, sorted.into()))
+            }
+            _ => None,
+        })
+        .collect();
+    let shows = |key: &Key, elem: &Value| {
+        sets.get(key)
+            .is_some_and(|members| members.binary_search(elem).is_ok())
+    };
+    updates
+        .into_iter()
+        .filter(|r| match r {
+            Request::Update {
+                key,
+                update: Update::Add(e),
+            } => !shows(key, e),
+            _ => true,
+        })
+        .collect()
 }
