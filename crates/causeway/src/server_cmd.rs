@@ -102,6 +102,7 @@ pub fn run(args: ServerArgs) -> ExitCode {
     if !config.runtime.transparent_huge_pages {
         disable_transparent_huge_pages();
     }
+    seed_key_index();
     let runtime = runtime_builder(config.runtime.worker_threads)
         .enable_all()
         .build()
@@ -146,6 +147,23 @@ pub struct RespFactory {
     pub gateway: Gateway,
     /// The DC as a Redis Cluster, for `CLUSTER`.
     pub cluster: Vec<ClusterNode>,
+}
+
+/// Seeds the stores' key index from the OS before any node is built, so clients cannot
+/// choose keys that collide in it (`kit::mvstore::set_key_hash_seed`; Redis seeds its dict
+/// hash the same way). Without randomness the index keeps its fixed seed, with a warning.
+fn seed_key_index() {
+    let mut bytes = [0u8; 8];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => {
+            let fresh =
+                causeway_protocols::kit::mvstore::set_key_hash_seed(u64::from_le_bytes(bytes));
+            assert!(fresh, "the key index is seeded once, before any store");
+        }
+        Err(e) => {
+            tracing::warn!("no randomness to seed the key index ({e}): it keeps its fixed seed")
+        }
+    }
 }
 
 /// The Redis Cluster view of `me`'s DC: its nodes with a `resp_addr`, each with the slot
