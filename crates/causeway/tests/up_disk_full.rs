@@ -2,6 +2,9 @@
 //! not on disk, the node refuses writes with a clear error and log line instead of dying,
 //! and after the disk is fixed every acknowledged write is there.
 //!
+//! Both ways a node writes its log are covered: the storage thread (the default) and the
+//! node task itself (`group_commit = "node"`).
+//!
 //! The node's data directory is a 16 MiB tmpfs: mounting one needs root (CAP_SYS_ADMIN),
 //! so without it the test says so and passes vacuously.
 
@@ -77,13 +80,26 @@ fn copy_tree(from: &Path, to: &Path) {
 
 #[test]
 fn a_full_disk_stops_writes_and_loses_nothing_acknowledged() {
-    let name = "diskfull";
+    full_disk_stops_writes_and_loses_nothing("diskfull", &[]);
+}
+
+/// The same with the node task appending and fsyncing its own records
+/// (`group_commit = "node"`): its writer fails the same way the storage thread's does.
+#[test]
+fn a_full_disk_under_the_node_tasks_own_writes_loses_nothing_either() {
+    let node_writes = "--cluster-set=storage.group_commit=node";
+    full_disk_stops_writes_and_loses_nothing("diskfull-node", &[node_writes]);
+}
+
+fn full_disk_stops_writes_and_loses_nothing(name: &str, extra: &[&str]) {
     let data = std::env::temp_dir().join(format!("causeway-it-{name}-{}", std::process::id()));
     let Some(mount) = Mount::try_new(&data) else {
         eprintln!("cannot mount a tmpfs (not root?): the disk-full test is skipped");
         return;
     };
-    let mut up = Up::start(name, 1, 1, &["--protocol", "cure"]);
+    let mut args = vec!["--protocol", "cure"];
+    args.extend_from_slice(extra);
+    let mut up = Up::start(name, 1, 1, &args);
     let (acked, errors) = fill(&up.resp_addr(0));
     eprintln!(
         "{} SETs acknowledged before the disk filled; errors: {errors:?}",
