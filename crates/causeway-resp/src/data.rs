@@ -186,36 +186,38 @@ impl DataCmd {
         }
     }
 
-    /// The keys the command names.
-    fn keys(&self) -> Vec<&Key> {
+    /// Calls `on_key` with each key the command names and `on_value` with each value
+    /// (register values, set elements), without collecting them: every command is
+    /// checked, and two vectors per command were a visible share of a pipelined run.
+    fn visit(&self, mut on_key: impl FnMut(&Key), mut on_value: impl FnMut(&Value)) {
         match self {
             DataCmd::Get(k)
-            | DataCmd::Set { key: k, .. }
             | DataCmd::Type(k)
             | DataCmd::IncrBy(k, _)
-            | DataCmd::SAdd(k, _)
-            | DataCmd::SRem(k, _)
             | DataCmd::SMembers(k)
-            | DataCmd::SIsMember(k, _)
-            | DataCmd::SCard(k) => vec![k],
-            DataCmd::Del(ks) | DataCmd::Exists(ks) | DataCmd::MGet(ks) => ks.iter().collect(),
-            DataCmd::MSet(pairs) => pairs.iter().map(|(k, _)| k).collect(),
-            DataCmd::Ping(_) | DataCmd::Echo(_) => Vec::new(),
+            | DataCmd::SCard(k) => on_key(k),
+            DataCmd::Set { key, value, .. } | DataCmd::SIsMember(key, value) => {
+                on_key(key);
+                on_value(value);
+            }
+            DataCmd::SAdd(k, vs) | DataCmd::SRem(k, vs) => {
+                on_key(k);
+                vs.iter().for_each(on_value);
+            }
+            DataCmd::Del(ks) | DataCmd::Exists(ks) | DataCmd::MGet(ks) => {
+                ks.iter().for_each(on_key);
+            }
+            DataCmd::MSet(pairs) => {
+                for (k, v) in pairs {
+                    on_key(k);
+                    on_value(v);
+                }
+            }
+            DataCmd::Ping(_) | DataCmd::Echo(_) => {}
         }
     }
 
-    /// The values (register values, set elements) the command names.
-    fn values(&self) -> Vec<&Value> {
-        match self {
-            DataCmd::Set { value, .. } | DataCmd::SIsMember(_, value) => vec![value],
-            DataCmd::SAdd(_, vs) | DataCmd::SRem(_, vs) => vs.iter().collect(),
-            DataCmd::MSet(pairs) => pairs.iter().map(|(_, v)| v).collect(),
-            _ => Vec::new(),
-        }
-    }
-
-    /// Refuses keys, values and counts beyond the store's limits before any request is
-    /// sent, so the answer is the same whatever the protocol.
+    /// Refuses a command over the store's limits on keys, values and their lengths.
     fn check_limits(&self) -> Result<(), Reply> {
         let over = |what: &str, max: usize| {
             let e = Error::LimitExceeded {
@@ -224,18 +226,28 @@ impl DataCmd {
             };
             Err(Reply::err(e.to_string()))
         };
-        let keys = self.keys();
-        let values = self.values();
-        if keys.len() > READ_KEYS_MAX {
+        let (mut keys, mut values) = (0usize, 0usize);
+        let (mut key_too_long, mut value_too_long) = (false, false);
+        self.visit(
+            |k| {
+                keys += 1;
+                key_too_long |= k.0.len() > KEY_LEN_MAX;
+            },
+            |v| {
+                values += 1;
+                value_too_long |= v.len() > VALUE_LEN_MAX;
+            },
+        );
+        if keys > READ_KEYS_MAX {
             return over("keys in one command", READ_KEYS_MAX);
         }
-        if values.len() > TXN_UPDATES_MAX {
+        if values > TXN_UPDATES_MAX {
             return over("values in one command", TXN_UPDATES_MAX);
         }
-        if keys.iter().any(|k| k.0.len() > KEY_LEN_MAX) {
+        if key_too_long {
             return over("key length in bytes", KEY_LEN_MAX);
         }
-        if values.iter().any(|v| v.len() > VALUE_LEN_MAX) {
+        if value_too_long {
             return over("value length in bytes", VALUE_LEN_MAX);
         }
         Ok(())
