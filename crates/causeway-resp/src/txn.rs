@@ -551,3 +551,55 @@ pub fn without_present_adds(updates: Vec<Request>, values: &[ReadValue]) -> Vec<
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(k: &str) -> Key {
+        Key(k.as_bytes().to_vec())
+    }
+
+    fn set(k: &str, members: &[&str]) -> ReadValue {
+        ReadValue {
+            key: key(k),
+            value: ObjValue::Set(members.iter().map(|m| m.as_bytes().to_vec()).collect()),
+            observed: Vec::new(),
+        }
+    }
+
+    fn update(k: &str, update: Update) -> Request {
+        Request::Update {
+            key: key(k),
+            update,
+        }
+    }
+
+    fn add(k: &str, m: &str) -> Request {
+        update(k, Update::Add(m.as_bytes().to_vec()))
+    }
+
+    /// Only adds of members their key's read shows go; other keys' adds, removes,
+    /// assignments and adds to keys not read stay, in order; an unsorted read counts too.
+    #[test]
+    fn only_the_adds_of_members_the_read_shows_are_dropped() {
+        let values = [set("s", &["a", "c"]), set("u", &["z", "y"])];
+        let updates = vec![
+            add("s", "a"),
+            add("s", "b"),
+            update("s", Update::Remove(b"c".to_vec())),
+            add("t", "a"),
+            add("u", "y"),
+            update("k", Update::Assign(b"v".to_vec())),
+            add("s", "c"),
+        ];
+        let kept = without_present_adds(updates, &values);
+        let want = vec![
+            add("s", "b"),
+            update("s", Update::Remove(b"c".to_vec())),
+            add("t", "a"),
+            update("k", Update::Assign(b"v".to_vec())),
+        ];
+        assert_eq!(kept, want);
+    }
+}
