@@ -1279,27 +1279,38 @@ mod tests {
         k.versions.iter().filter(|v| v.ct.le(point)).count()
     }
 
+    /// A deterministic LCG standing in for a seeded generator: `next(n)` is below `n`.
+    fn lcg(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        }
+    }
+
+    /// Txn `seq`'s commit vector over three DCs: its own DC's entry (a random one) is its
+    /// clock, `seq * 10`, the others a snapshot lagging by up to 60.
+    fn concurrent_ct(seq: u64, next: &mut impl FnMut(u64) -> u64) -> Vc {
+        let mut ct = Vc::zero(3);
+        for d in 0..3 {
+            ct.set(d, (seq * 10).saturating_sub(next(60)));
+        }
+        ct.set(next(3) as usize, seq * 10);
+        ct
+    }
+
     /// The skip of a blocked key ([`KeyVersions::blocked`]) changes nothing: GC'd several
     /// times between inserts at points that go up and down (a strong entry included), a
     /// key folds exactly what the GC without the skip folds, and some ticks do skip.
     #[test]
     fn a_gc_that_skips_a_blocked_key_folds_what_the_full_gc_folds() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut next = lcg(0x9e37_79b9_7f4a_7c15);
         let mut skipped = 0;
         for _ in 0..100 {
             let (mut fast, mut full) = (KeyVersions::<Vc>::default(), KeyVersions::default());
             for seq in 1..=40u64 {
-                let mut ct = Vc::zero(3);
-                for d in 0..3 {
-                    ct.set(d, (seq * 10).saturating_sub(next(60)));
-                }
-                ct.set(next(3) as usize, seq * 10);
+                let mut ct = concurrent_ct(seq, &mut next);
                 if next(3) == 0 {
                     ct.set_extra(Extra::Strong, seq);
                 }
@@ -1338,23 +1349,13 @@ mod tests {
         // Three DCs' commits of one counter with concurrent vectors (each txn's own entry
         // is its DC's clock, the others a lagging snapshot), GC'd at random points between
         // inserts; a deterministic LCG stands in for a seeded generator.
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut next = lcg(0x2545_f491_4f6c_dd1d);
         let (mut folds, mut held_back) = (0, 0);
         for _ in 0..200 {
             let mut store: Store<Vc> = Store::default();
             let mut reference = KeyVersions::<Vc>::default();
             for seq in 1..=60u64 {
-                let mut ct = Vc::zero(3);
-                for d in 0..3 {
-                    ct.set(d, (seq * 10).saturating_sub(next(60)));
-                }
-                ct.set(next(3) as usize, seq * 10);
+                let ct = concurrent_ct(seq, &mut next);
                 store.insert(txn(seq), &ct, &incr(seq, seq as i64));
                 reference.insert(Version {
                     ct,
