@@ -148,14 +148,6 @@ pub struct KeyVersions<T> {
     /// Whether a read replayed versions since the last GC (see `stable`).
     #[serde(skip)]
     missed: Cell<bool>,
-    /// A hint, not state (skipped as `latest` is): why the first version did not fold at
-    /// the last GC, set by [`KeyVersions::gc`] and dropped by every other change of the
-    /// versions. While it holds, a GC of this key would do nothing, and the tick skips it
-    /// with one integer compare: under WAN replication each key holds its versions for a
-    /// round trip, and comparing its first version's vector every 5 ms tick was a sixth
-    /// of a 3-DC replica's CPU.
-    #[serde(skip)]
-    blocked: Option<Blocker>,
 }
 
 /// The fewest versions a stable prefix is built over from the checkpoint
@@ -205,7 +197,6 @@ fn fold_into<T: SnapshotTs>(base: &mut Option<Object>, base_vc: &mut T, v: &Vers
 
 impl<T: SnapshotTs> KeyVersions<T> {
     fn insert(&mut self, v: Version<T>) {
-        self.blocked = None;
         // A key's versions mostly arrive in order (a DC's commits, a sibling's stream):
         // one comparison with the last instead of a search.
         let order = v.order();
@@ -402,28 +393,15 @@ impl<T: SnapshotTs> KeyVersions<T> {
     /// replication holds every version of the last round trip (a fold waits for every
     /// sibling's acknowledgement; past the limit from about 40,000 writes a second), and
     /// checking them all every tick was a tenth of a replica's CPU.
-    fn gc(&mut self, point: &T, durable: &T) {
-        let idle = !self.missed.get() && self.versions.len() <= VERSIONS_PER_KEY_MAX;
-        if idle && self.blocked.is_some_and(|b| b.holds(point)) {
-            // Nothing folds (the first version is above `point`, so the leading run is
-            // empty), nothing is past the limit, and no read asks for the stable prefix.
-            return;
-        }
-        self.gc_body(point, durable);
-        self.blocked = self.versions.front().and_then(|v| v.ct.above(point));
-    }
-
-    /// What a store may skip this key's GC visits on until the key changes: its
-    /// [`KeyVersions::blocked`], unless the key is past the version limit (a forced fold
-    /// may be due whatever the point). A read that asks for the stable prefix clears the
-    /// store's copy (`Store::missed_keys`).
-    fn skip_hint(&self) -> Option<Blocker> {
-        self.blocked
-            .filter(|_| self.versions.len() <= VERSIONS_PER_KEY_MAX)
-    }
-
-    /// [`KeyVersions::gc`] without the skip.
-    fn gc_body(&mut self, point: &T, durable: &T) {
+    ///
+    /// Returns why nothing more folds, if a later GC of this key would do nothing while
+    /// it holds: an entry of the first version's timestamp above `point`'s ([`Blocker`]),
+    /// with the key within the version limit (past it, a forced fold may be due whatever
+    /// the point). The store skips the key's visits on it until the key changes or a read
+    /// asks for its stable prefix (`Store::unfolded`): under WAN replication each key
+    /// holds its versions for a round trip, and comparing its first vector every 5 ms
+    /// tick was a sixth of a 3-DC replica's CPU.
+    fn gc(&mut self, point: &T, durable: &T) -> Option<Blocker> {
         self.gc_below(point);
         let excess = self.versions.len().saturating_sub(VERSIONS_PER_KEY_MAX);
         if excess > 0 {
@@ -435,6 +413,9 @@ impl<T: SnapshotTs> KeyVersions<T> {
             self.gc_below(point); // what the forced run held back
         }
         self.extend_stable(durable);
+        let within = self.versions.len() <= VERSIONS_PER_KEY_MAX;
+        let first = self.versions.front().filter(|_| within);
+        first.and_then(|v| v.ct.above(point))
     }
 
     /// Extends [`KeyVersions::stable`] over the leading run of the versions after it with
@@ -484,7 +465,6 @@ impl<T: SnapshotTs> KeyVersions<T> {
     fn forget_caches(&mut self) {
         self.latest = None;
         self.stable = None;
-        self.blocked = None;
     }
 
     /// Past the limit with a version in the way that is not durable everywhere yet: every
@@ -559,7 +539,6 @@ impl<T: SnapshotTs> KeyVersions<T> {
     /// Folds the versions `fold` picks (by commit timestamp and txn) into the checkpoint.
     /// In place and keeping the cache, as [`KeyVersions::gc`].
     fn gc_where(&mut self, fold: &dyn Fn(&T, TxnId) -> bool) {
-        self.blocked = None;
         let mut folded = false;
         let (base, base_vc) = (&mut self.base, &mut self.base_vc);
         self.versions.retain(|v| {
@@ -690,7 +669,7 @@ pub struct Store<T> {
     /// to do). A superset: a key enters when it gains a version and leaves when a GC
     /// leaves it none. `None` in a restored store: the next GC lists the keys.
     ///
-    /// Each with the key's [`KeyVersions::skip_hint`] as of its last GC visit (`None`:
+    /// Each with the hint its last GC visit returned ([`KeyVersions::gc`]) (`None`:
     /// visit it), cleared by every change of the key's versions and by a read that asks
     /// for its stable prefix (`missed_keys`), so a tick skips a blocked key without even
     /// looking it up: the lookups were a seventh of a 3-DC node's CPU under random keys.
@@ -862,13 +841,7 @@ impl<T: SnapshotTs> Store<T> {
     pub fn gc(&mut self, point: &T, durable: &T) {
         let mut point = point.clone();
         point.meet(durable);
-        self.gc_unfolded(
-            |hint| hint.holds(&point),
-            |k| {
-                k.gc(&point, durable);
-                k.skip_hint()
-            },
-        );
+        self.gc_unfolded(|hint| hint.holds(&point), |k| k.gc(&point, durable));
     }
 
     /// GC by a rule of the protocol's own (PrompTCC §VII folds by the time a version
@@ -1372,41 +1345,49 @@ mod tests {
         ct
     }
 
-    /// The skip of a blocked key ([`KeyVersions::blocked`]) changes nothing: GC'd several
-    /// times between inserts at points that go up and down (a strong entry included), a
-    /// key folds exactly what the GC without the skip folds, and some ticks do skip.
+    /// A GC point at txn `seq`'s time: each DC's entry lagging its clock by up to 90.
+    fn lagging_point(seq: u64, next: &mut impl FnMut(u64) -> u64) -> Vc {
+        let mut point = Vc::zero(3);
+        for d in 0..3 {
+            point.set(d, (seq * 10).saturating_sub(next(90)));
+        }
+        point
+    }
+
+    /// The hint a GC returns is exact: some exactly when the key's first version is above
+    /// the point, and while it holds another GC of the unchanged key changes nothing.
+    /// GC'd several times between inserts at points that go up and down (a strong entry
+    /// included); some of those GCs fall while the hint holds.
     #[test]
-    fn a_gc_that_skips_a_blocked_key_folds_what_the_full_gc_folds() {
+    fn a_gc_hint_holds_exactly_while_a_gc_would_change_nothing() {
         let mut next = lcg(0x9e37_79b9_7f4a_7c15);
         let mut skipped = 0;
         for _ in 0..100 {
-            let (mut fast, mut full) = (KeyVersions::<Vc>::default(), KeyVersions::default());
+            let mut key = KeyVersions::<Vc>::default();
             for seq in 1..=40u64 {
                 let mut ct = concurrent_ct(seq, &mut next);
                 if next(3) == 0 {
                     ct.set_extra(Extra::Strong, seq);
                 }
-                let version = Version {
+                key.insert(Version {
                     ct,
                     txn: txn(seq),
                     ops: vec![incr(seq, seq as i64).remove(0).1],
-                };
-                fast.insert(version.clone());
-                full.insert(version);
+                });
+                let mut hint = None;
                 for _ in 0..next(4) {
-                    let mut point = Vc::zero(3);
-                    for d in 0..3 {
-                        point.set(d, (seq * 10).saturating_sub(next(90)));
-                    }
+                    let mut point = lagging_point(seq, &mut next);
                     point.set_extra(Extra::Strong, seq.saturating_sub(next(4)));
-                    let blocked = fast.blocked.is_some_and(|b| b.holds(&point));
-                    skipped += usize::from(blocked);
-                    fast.gc(&point, &point);
-                    full.gc_body(&point, &point);
-                    assert_eq!(fast, full, "gc at {point:?} after txn {seq}");
-                    let first = fast.versions.front();
+                    let before = key.clone();
+                    let holds = hint.is_some_and(|b: Blocker| b.holds(&point));
+                    hint = key.gc(&point, &point);
+                    if holds {
+                        skipped += 1;
+                        assert_eq!(key, before, "a held hint's GC at {point:?} folds nothing");
+                    }
+                    let first = key.versions.front();
                     assert_eq!(
-                        fast.blocked.is_some(),
+                        hint.is_some(),
                         first.is_some_and(|v| !v.ct.le(&point)),
                         "blocked exactly when the first version is above the point"
                     );
@@ -1439,10 +1420,7 @@ mod tests {
                     }
                 }
                 for _ in 0..next(4) {
-                    let mut point = Vc::zero(3);
-                    for d in 0..3 {
-                        point.set(d, (seq * 10).saturating_sub(next(90)));
-                    }
+                    let point = lagging_point(seq, &mut next);
                     let hints = hinted.unfolded.as_ref().expect("built");
                     skipped += hints.values().flatten().filter(|b| b.holds(&point)).count();
                     hinted.gc(&point, &point);
