@@ -5,7 +5,7 @@
 //! order (records become durable in order).
 
 use causeway_core::{Addr, Ctx, Lsn};
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 /// Most records in flight (persisted, not yet durable) before the machine must be
 /// considered stuck: a disk that never answers is a bug or a dead node.
@@ -23,7 +23,10 @@ pub enum Held<M, A> {
 pub struct Durability<M, A> {
     last_lsn: Lsn,
     durable_lsn: Lsn,
-    held: BTreeMap<Lsn, Vec<Held<M, A>>>,
+    /// What waits, each with the lsn it waits for, in lsn order: every hold is taken at
+    /// the last lsn handed out, which never goes down, so a queue keeps the order and a
+    /// release pops a prefix (no tree to split per durable batch).
+    held: VecDeque<(Lsn, Held<M, A>)>,
 }
 
 impl<M, A> Durability<M, A> {
@@ -32,7 +35,7 @@ impl<M, A> Durability<M, A> {
         Durability {
             last_lsn,
             durable_lsn: last_lsn,
-            held: BTreeMap::new(),
+            held: VecDeque::new(),
         }
     }
 
@@ -45,8 +48,9 @@ impl<M, A> Durability<M, A> {
         self.last_lsn += 1;
         ctx.persist(self.last_lsn, record);
         if !then.is_empty() {
-            let held = then.into_iter().map(|(to, m)| Held::Send(to, m));
-            self.held.entry(self.last_lsn).or_default().extend(held);
+            let lsn = self.last_lsn;
+            let held = then.into_iter().map(|(to, m)| (lsn, Held::Send(to, m)));
+            self.held.extend(held);
         }
         self.last_lsn
     }
@@ -57,10 +61,7 @@ impl<M, A> Durability<M, A> {
         if self.durable_lsn >= self.last_lsn {
             return Some(action);
         }
-        self.held
-            .entry(self.last_lsn)
-            .or_default()
-            .push(Held::Run(action));
+        self.held.push_back((self.last_lsn, Held::Run(action)));
         None
     }
 
@@ -69,10 +70,7 @@ impl<M, A> Durability<M, A> {
         if self.durable_lsn >= self.last_lsn {
             return ctx.send(to, msg);
         }
-        self.held
-            .entry(self.last_lsn)
-            .or_default()
-            .push(Held::Send(to, msg));
+        self.held.push_back((self.last_lsn, Held::Send(to, msg)));
     }
 
     /// Every record up to `lsn` is durable: sends the held messages and returns the held
@@ -80,10 +78,8 @@ impl<M, A> Durability<M, A> {
     pub fn persisted(&mut self, ctx: &mut Ctx<M>, lsn: Lsn) -> Vec<A> {
         assert!(lsn <= self.last_lsn, "lsn {lsn} was never handed out");
         self.durable_lsn = self.durable_lsn.max(lsn);
-        let later = self.held.split_off(&(lsn + 1));
-        let ready = std::mem::replace(&mut self.held, later);
         let mut actions = Vec::new();
-        for held in ready.into_values().flatten() {
+        while let Some((_, held)) = self.held.pop_front_if(|(at, _)| *at <= lsn) {
             match held {
                 Held::Send(to, m) => ctx.send(to, m),
                 Held::Run(a) => actions.push(a),
@@ -108,10 +104,13 @@ impl<M, A> Durability<M, A> {
 
     /// Lsns with something still waiting on them.
     pub fn held_count(&self) -> usize {
-        self.held.len()
+        let mut lsns: Vec<Lsn> = self.held.iter().map(|(lsn, _)| *lsn).collect();
+        lsns.dedup();
+        lsns.len()
     }
 
-    /// `durable <= last`, and nothing waits on an lsn that is durable already.
+    /// `durable <= last`, what waits is in lsn order, and nothing waits on an lsn that is
+    /// durable already.
     pub fn check_invariants(&self) -> Result<(), String> {
         if self.durable_lsn > self.last_lsn {
             return Err(format!(
@@ -119,7 +118,13 @@ impl<M, A> Durability<M, A> {
                 self.durable_lsn, self.last_lsn
             ));
         }
-        match self.held.keys().next() {
+        let mut lsns = self.held.iter().map(|(lsn, _)| *lsn);
+        if let Some(prev) = lsns.next() {
+            if lsns.try_fold(prev, |p, l| (p <= l).then_some(l)).is_none() {
+                return Err("held outputs out of lsn order".into());
+            }
+        }
+        match self.held.front().map(|(lsn, _)| lsn) {
             Some(first) if *first <= self.durable_lsn => Err(format!(
                 "outputs held on lsn {first}, durable since lsn {}",
                 self.durable_lsn
@@ -176,6 +181,32 @@ mod tests {
         assert_eq!(d.persisted(&mut c, 1), vec!["later"]);
         assert_eq!(sent(&c), vec![5]);
         assert_eq!(d.held_count(), 0);
+    }
+
+    #[test]
+    fn one_release_of_a_batch_frees_its_prefix_in_lsn_order_and_keeps_the_rest() {
+        let mut d: Durability<u32, u32> = Durability::starting_after(0);
+        let to = Addr::Node(NodeId(2));
+        let mut c = ctx();
+        for lsn in 1..=4u32 {
+            d.persist(
+                &mut c,
+                vec![lsn as u8],
+                vec![(to, 10 * lsn), (to, 10 * lsn + 1)],
+            );
+            assert_eq!(d.after_durable(lsn), None);
+        }
+        assert_eq!(d.held_count(), 4);
+        d.check_invariants().unwrap();
+        let mut c = ctx();
+        assert_eq!(d.persisted(&mut c, 3), vec![1, 2, 3]);
+        assert_eq!(sent(&c), vec![10, 11, 20, 21, 30, 31]);
+        assert_eq!(d.held_count(), 1, "lsn 4's hold waits");
+        d.check_invariants().unwrap();
+        let mut c = ctx();
+        assert_eq!(d.persisted(&mut c, 4), vec![4]);
+        assert_eq!(sent(&c), vec![40, 41]);
+        assert!(d.quiescent());
     }
 
     #[test]
