@@ -6,9 +6,12 @@
 //! Time: `Ctx::clock` is the system clock in nanoseconds since the Unix epoch, made
 //! monotonic per process; `Ctx::now` is the task's monotonic time. Both are read once per
 //! turn of the loop ([`Reading`]). Timers are deadlines:
-//! after every call into a machine the task asks it for `poll_timeout` and keeps exactly
-//! one wake-up per machine (node or hosted session) at that clock reading, so a request
-//! answered before its timeout leaves no timer behind; at most `TIMERS_MAX` are armed.
+//! after every call into a machine the task asks it for `poll_timeout` and keeps at most
+//! one wake-up per machine (node or hosted session), never later than that deadline; at
+//! most `TIMERS_MAX` are armed. A deadline that goes away or moves later keeps the
+//! wake-up it had (a request answered before its timeout, the next request's timeout):
+//! that wake-up, once due, finds nothing or re-arms at the deadline then in force, so a
+//! request costs two hash-map updates instead of a B-tree insertion and removal.
 //! A wake-up that finds the node's clock still short of its deadline (the system clock
 //! was set back) re-arms for the rest. tokio's timer wheel
 //! has a 1 ms resolution, so a deadline less than `TIMER_SPIN_NS` away is waited for by
@@ -54,7 +57,8 @@ use causeway_core::{
     TrueTime, TxnKind,
 };
 use causeway_protocols::{new_session, BoxedNode, BoxedSession, Msg, Params};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use foldhash::fast::FixedState;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -128,6 +132,94 @@ enum Input {
     Control(Control),
 }
 
+/// A machine's wake-up and its deadline: the clock reading and the instant it maps to.
+/// The wake-up is never later than the deadline; `None` when the deadline went away
+/// after the wake-up was armed.
+struct Armed {
+    wake: Instant,
+    deadline: Option<(Nanos, Instant)>,
+}
+
+/// The node task's timers: at most one wake-up per machine, never later than its
+/// deadline. A deadline that goes away or moves later keeps the wake-up it had, which
+/// once due finds nothing ([`Wakeups::pop_due`] drops it) or re-arms at the deadline then
+/// in force: a request's timeout set and cleared costs two hash-map updates, not a
+/// B-tree insertion and removal.
+#[derive(Default)]
+struct Wakeups {
+    /// Ordered by time, and by machine.
+    timers: BTreeSet<(Instant, Target)>,
+    armed: HashMap<Target, Armed, FixedState>,
+}
+
+impl Wakeups {
+    /// `target`'s deadline (a clock reading) is `deadline` already: nothing to do.
+    fn unchanged(&self, target: Target, deadline: Option<Nanos>) -> bool {
+        let armed = self.armed.get(&target);
+        armed.and_then(|a| a.deadline.map(|(d, _)| d)) == deadline
+    }
+
+    /// Sets `target`'s deadline (`at`: the instant of clock reading `deadline`); false
+    /// when it needs a new wake-up and `TIMERS_MAX` are armed.
+    fn set(&mut self, target: Target, deadline: Option<(Nanos, Instant)>) -> bool {
+        if let Some(a) = self.armed.get_mut(&target) {
+            a.deadline = deadline;
+            if let Some((_, at)) = deadline.filter(|(_, at)| *at < a.wake) {
+                self.timers.remove(&(a.wake, target));
+                a.wake = at;
+                self.timers.insert((at, target));
+            }
+            return true;
+        }
+        let Some((_, at)) = deadline else {
+            return true;
+        };
+        if self.timers.len() >= TIMERS_MAX {
+            return false;
+        }
+        self.timers.insert((at, target));
+        self.armed.insert(target, Armed { wake: at, deadline });
+        true
+    }
+
+    /// The first wake-up.
+    fn first(&self) -> Option<Instant> {
+        self.timers.first().map(|(at, _)| *at)
+    }
+
+    /// Takes the next wake-up due at `now`: `Some(Some(target))` when its deadline is due
+    /// too, `Some(None)` when it was early (re-armed at the deadline) or stale (dropped),
+    /// `None` when nothing is due.
+    fn pop_due(&mut self, now: Instant) -> Option<Option<Target>> {
+        let (wake, target) = *self.timers.first().filter(|(wake, _)| *wake <= now)?;
+        self.timers.pop_first();
+        let armed = self.armed.get_mut(&target).expect("a wake-up is armed");
+        assert!(armed.wake == wake, "one wake-up per machine");
+        match armed.deadline {
+            Some((_, at)) if at > now => {
+                armed.wake = at;
+                self.timers.insert((at, target));
+                Some(None)
+            }
+            Some(_) => {
+                self.armed.remove(&target);
+                Some(Some(target))
+            }
+            None => {
+                self.armed.remove(&target);
+                Some(None)
+            }
+        }
+    }
+
+    /// Forgets `target`'s wake-up and deadline (a session closed).
+    fn disarm(&mut self, target: Target) {
+        if let Some(armed) = self.armed.remove(&target) {
+            self.timers.remove(&(armed.wake, target));
+        }
+    }
+}
+
 /// Who a timer wakes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Target {
@@ -188,13 +280,11 @@ struct Reading {
 pub struct NodeTask {
     setup: NodeSetup,
     node: BoxedNode,
-    sessions: BTreeMap<SessionId, Hosted>,
+    sessions: HashMap<SessionId, Hosted, FixedState>,
     links: HashMap<NodeId, Link>,
     local: VecDeque<NetMsg>,
-    /// One wake-up per machine with a deadline: ordered by time, and by machine.
-    timers: BTreeSet<(Instant, Target)>,
-    /// Each armed machine's deadline (its clock reading) and the wake-up it maps to.
-    deadlines: HashMap<Target, (Nanos, Instant)>,
+    /// At most one wake-up per machine, never later than its deadline.
+    timers: Wakeups,
     base: Instant,
     last_clock: Nanos,
     /// The clocks read for this turn of the loop ([`NodeTask::reading`]).
@@ -260,11 +350,10 @@ impl NodeTask {
         NodeTask {
             setup,
             node,
-            sessions: BTreeMap::new(),
+            sessions: HashMap::default(),
             links,
             local: VecDeque::new(),
-            timers: BTreeSet::new(),
-            deadlines: HashMap::new(),
+            timers: Wakeups::default(),
             base: Instant::now(),
             last_clock: 0,
             reading: None,
@@ -316,7 +405,7 @@ impl NodeTask {
         loop {
             // Read the clocks again on first use after this turn's input arrives.
             self.reading = None;
-            let deadline = self.timers.first().map(|(t, _)| *t);
+            let deadline = self.timers.first();
             if deadline != armed_at {
                 if let Some(at) = deadline {
                     sleep.as_mut().reset(at);
@@ -548,21 +637,16 @@ impl NodeTask {
 
     async fn fire_timers(&mut self) {
         let now = self.reading().at;
-        if let Some((first, _)) = self.timers.first() {
-            let late = now.saturating_duration_since(*first);
+        if let Some(first) = self.timers.first() {
+            let late = now.saturating_duration_since(first);
             if late >= TIMER_LATE_WARN {
                 let ms = late.as_millis() as u64;
                 tracing::warn!(ms, "a timer fired late: the node task was starved of CPU");
             }
         }
         let mut due = BTreeSet::new();
-        while let Some(first) = self.timers.first().copied() {
-            if first.0 > now {
-                break;
-            }
-            self.timers.pop_first();
-            self.deadlines.remove(&first.1);
-            due.insert(first.1);
+        while let Some(woken) = self.timers.pop_due(now) {
+            due.extend(woken);
         }
         for target in due {
             let mut ctx = self.ctx();
@@ -594,7 +678,7 @@ impl NodeTask {
             } => self.submit(session, requests, reply, observed),
             Control::Close { session } => {
                 self.sessions.remove(&session);
-                self.rearm(Target::Session(session), None, self.last_clock);
+                self.timers.disarm(Target::Session(session));
             }
         }
     }
@@ -841,27 +925,20 @@ impl NodeTask {
         }
     }
 
-    /// Keeps one wake-up for `target` at its machine's `deadline` (a clock reading,
-    /// converted with the reading `clock` taken for the call that produced it). A deadline
-    /// already armed keeps its wake-up: most calls leave the machine's deadline as it was
-    /// (a replication tick), and recomputing it cost a B-tree removal and insertion each.
+    /// Keeps a wake-up for `target` no later than its machine's `deadline` (a clock
+    /// reading, converted with the reading `clock` taken for the call that produced it).
+    /// An unchanged deadline costs one lookup (most calls: a replication tick).
     fn rearm(&mut self, target: Target, deadline: Option<Nanos>, clock: Nanos) {
-        let old = self.deadlines.get(&target).copied();
-        if old.map(|(d, _)| d) == deadline {
+        if self.timers.unchanged(target, deadline) {
             return;
         }
-        if let Some((_, old)) = old {
-            self.timers.remove(&(old, target));
-            self.deadlines.remove(&target);
-        }
-        let Some(deadline) = deadline else { return };
-        let at = self.reading().at + Duration::from_nanos(deadline.saturating_sub(clock));
-        if self.timers.len() >= TIMERS_MAX {
+        let deadline = deadline.map(|d| {
+            let at = self.reading().at + Duration::from_nanos(d.saturating_sub(clock));
+            (d, at)
+        });
+        if !self.timers.set(target, deadline) {
             tracing::error!("{TIMERS_MAX} timers armed: dropping a timer request");
-            return;
         }
-        self.timers.insert((at, target));
-        self.deadlines.insert(target, (deadline, at));
     }
 }
 
@@ -871,6 +948,68 @@ mod tests {
 
     fn lsns(records: Vec<PersistReq>) -> Vec<Lsn> {
         records.into_iter().map(|r| r.lsn).collect()
+    }
+
+    /// Every wake-up due at `now`, and the machines due with them.
+    fn due(w: &mut Wakeups, now: Instant) -> (usize, Vec<Target>) {
+        let (mut woken, mut due) = (0, Vec::new());
+        while let Some(d) = w.pop_due(now) {
+            woken += 1;
+            due.extend(d);
+        }
+        (woken, due)
+    }
+
+    #[test]
+    fn a_cleared_deadline_leaves_a_wake_up_that_finds_nothing_and_goes() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let s = Target::Session(SessionId(7));
+        let mut w = Wakeups::default();
+        assert!(w.set(s, Some((10, ms(10)))));
+        assert!(w.unchanged(s, Some(10)) && !w.unchanged(s, None));
+        assert!(w.set(s, None));
+        assert!(w.unchanged(s, None), "the deadline is gone");
+        assert_eq!(w.first(), Some(ms(10)), "its wake-up stays");
+        assert_eq!(due(&mut w, ms(9)), (0, vec![]));
+        assert_eq!(due(&mut w, ms(10)), (1, vec![]), "woken for nothing");
+        assert_eq!(w.first(), None);
+        assert!(w.armed.is_empty());
+    }
+
+    #[test]
+    fn a_later_deadline_keeps_the_wake_up_which_re_arms_and_an_earlier_one_moves_it() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let (a, b) = (Target::Session(SessionId(1)), Target::Node);
+        let mut w = Wakeups::default();
+        w.set(a, Some((10, ms(10))));
+        w.set(a, Some((30, ms(30))));
+        assert_eq!(w.first(), Some(ms(10)), "still the earlier wake-up");
+        assert_eq!(due(&mut w, ms(12)), (1, vec![]), "early: re-armed at 30");
+        assert_eq!(w.first(), Some(ms(30)));
+        w.set(b, Some((20, ms(20))));
+        w.set(b, Some((15, ms(15))));
+        assert_eq!(w.timers.len(), 2, "one wake-up per machine");
+        assert_eq!(w.first(), Some(ms(15)), "moved earlier");
+        assert_eq!(due(&mut w, ms(30)), (2, vec![b, a]));
+        assert_eq!(w.first(), None);
+    }
+
+    #[test]
+    fn a_disarmed_machine_has_no_wake_up_and_the_limit_holds() {
+        let t0 = Instant::now();
+        let s = Target::Session(SessionId(3));
+        let mut w = Wakeups::default();
+        w.set(s, Some((5, t0)));
+        w.disarm(s);
+        assert_eq!((w.first(), w.armed.len()), (None, 0));
+        assert_eq!(due(&mut w, t0 + Duration::from_secs(1)), (0, vec![]));
+        for i in 0..TIMERS_MAX as u64 {
+            w.timers.insert((t0, Target::Session(SessionId(1_000 + i))));
+        }
+        assert!(!w.set(s, Some((5, t0))), "refused at TIMERS_MAX");
+        assert!(w.set(s, None), "nothing to arm");
     }
 
     #[test]
