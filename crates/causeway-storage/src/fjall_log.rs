@@ -1,7 +1,9 @@
 //! [`FjallLog`]: the log on fjall 3, one database at a time per node directory.
 //!
-//! Records live in keyspace `log` under their lsn (8 bytes, big-endian, so that key order
-//! is lsn order); metadata in keyspace `meta`. The database is opened with
+//! Records live in keyspace `log` in runs (`runs.rs`): one entry per run of records written
+//! together, under its first lsn, so that key order is lsn order (a directory written
+//! before runs holds an entry per record under its bare lsn, read the same way); metadata
+//! in keyspace `meta`. The database is opened with
 //! `manual_journal_persist(true)`: appends go to a write batch in memory, and `sync`
 //! commits that batch to the journal and calls `persist(PersistMode::SyncData)` once:
 //! that one fdatasync is the group commit for every record of the batch.
@@ -34,6 +36,7 @@
 //! close (minus records never synced).
 
 use crate::generation::{path_in, remove_others_in, Layout, Place};
+use crate::runs::{decode_entry, key_bound, put_frame, run_key, Pending, RUN_BYTES_MAX};
 use crate::{
     check_meta, check_order, check_snapshot, check_truncate, Log, LogStats, Result, StorageError,
 };
@@ -42,8 +45,11 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, Pers
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
-/// Most records one batch of a truncation's copy holds, to bound its memory.
+/// Most entries one batch of a truncation's copy holds, to bound its memory (with
+/// [`COPY_CHUNK_BYTES`]).
 const COPY_CHUNK: usize = 64 * 1024;
+/// Most bytes one batch of a truncation's copy holds.
+const COPY_CHUNK_BYTES: usize = 64 * RUN_BYTES_MAX;
 const UPTO_KEY: &str = "upto";
 const DATA_KEY: &str = "data";
 const FLOOR_KEY: &str = "floor";
@@ -58,7 +64,7 @@ pub struct FjallLog {
     snap_upto: Option<Lsn>,
     /// No record below this lsn is kept.
     floor: Lsn,
-    pending: Vec<(Lsn, Vec<u8>)>,
+    pending: Pending,
     /// Records were flushed to the OS but not fsynced since.
     unsynced: bool,
     last: Lsn,
@@ -120,7 +126,7 @@ impl FjallLog {
             snap,
             snap_upto,
             floor,
-            pending: Vec::new(),
+            pending: Pending::default(),
             unsynced: false,
             last,
             stats: LogStats::default(),
@@ -167,9 +173,20 @@ fn snapshot_options() -> KeyspaceCreateOptions {
 
 /// The lsn of the last durable record, 0 when there is none.
 fn last_record(log: &Keyspace, path: &Path) -> Result<Lsn> {
-    match log.last_key_value() {
-        Some(guard) => decode_lsn(path, &guard.key().map_err(|e| err(path, "read", e))?),
-        None => Ok(0),
+    let Some(guard) = log.last_key_value() else {
+        return Ok(0);
+    };
+    let (k, v) = guard.into_inner().map_err(|e| err(path, "read", e))?;
+    let records = decode_entry(&k, &v).map_err(|e| err(path, "read", e))?;
+    Ok(records.last().map_or(0, |(lsn, _)| *lsn))
+}
+
+/// The key to read `log` from for the records from `from` on: that of the entry holding
+/// `from` or the last below it (a run may start below `from` and hold it), else `from`'s.
+fn start_key(log: &Keyspace, path: &Path, from: Lsn) -> Result<Vec<u8>> {
+    match log.range(..=key_bound(from)).next_back() {
+        Some(guard) => Ok(guard.key().map_err(|e| err(path, "read", e))?.to_vec()),
+        None => Ok(from.to_be_bytes().to_vec()),
     }
 }
 
@@ -194,17 +211,15 @@ fn decode_lsn(path: &Path, key: &[u8]) -> Result<Lsn> {
 
 impl FjallLog {
     /// Commits the appended records to the journal (its in-process buffer): one write
-    /// batch, counted in the stats; `sync` or `flush` then persists it.
+    /// batch of their runs, counted in the stats; `sync` or `flush` then persists it.
     fn write_pending(&mut self) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
         let mut batch = self.db.batch();
-        let mut bytes = 0u64;
-        let records = self.pending.len() as u64;
-        for (lsn, record) in self.pending.drain(..) {
-            bytes += record.len() as u64;
-            batch.insert(&self.log, lsn.to_be_bytes(), record);
+        let (runs, records, bytes) = self.pending.take();
+        for (first, run) in runs {
+            batch.insert(&self.log, run_key(first), run);
         }
         batch
             .commit()
@@ -219,7 +234,7 @@ impl Log for FjallLog {
     fn append(&mut self, lsn: Lsn, record: &[u8]) -> Result<()> {
         check_order(self.last, lsn)?;
         self.last = lsn;
-        self.pending.push((lsn, record.to_vec()));
+        self.pending.push(lsn, record);
         Ok(())
     }
 
@@ -251,11 +266,14 @@ impl Log for FjallLog {
 
     fn read_all(&self) -> Result<Vec<(Lsn, Vec<u8>)>> {
         let mut out = Vec::new();
-        for guard in self.log.range(self.floor.to_be_bytes()..) {
+        let start = start_key(&self.log, &self.path, self.floor)?;
+        for guard in self.log.range(start..) {
             let (k, v) = guard
                 .into_inner()
                 .map_err(|e| err(&self.path, "cannot read the log", e))?;
-            out.push((decode_lsn(&self.path, &k)?, v.to_vec()));
+            let records = decode_entry(&k, &v).map_err(|e| err(&self.path, "read", e))?;
+            let kept = records.into_iter().filter(|(lsn, _)| *lsn >= self.floor);
+            out.extend(kept.map(|(lsn, r)| (lsn, r.to_vec())));
         }
         Ok(out)
     }
@@ -313,7 +331,7 @@ impl Log for FjallLog {
 
     fn truncate_before(&mut self, lsn: Lsn) -> Result<()> {
         check_truncate(self.snap_upto, lsn)?;
-        self.pending.retain(|(l, _)| *l >= lsn);
+        self.pending.retain_from(lsn);
         if lsn <= self.floor {
             return Ok(());
         }
@@ -343,6 +361,14 @@ impl Log for FjallLog {
         self.tidying = tidy(Some(old), self.layout.root().to_path_buf(), self.place);
         Ok(())
     }
+}
+
+/// What a truncation's copy keeps of a `log` entry.
+enum Tail {
+    Whole,
+    /// The records from the copy's start on, as a run from this lsn.
+    Part(Lsn, Vec<u8>),
+    None,
 }
 
 /// What a truncation's [`tidy`] thread did: whether the old generation is gone, and the
@@ -480,21 +506,29 @@ impl FjallLog {
             .map_err(|e| err(&self.path, "cannot write the new generation", e))
     }
 
-    /// Copies the records from `from` on, in batches of at most [`COPY_CHUNK`].
+    /// Copies the records from `from` on, in batches of at most [`COPY_CHUNK`] entries
+    /// and [`COPY_CHUNK_BYTES`]. Entries wholly at or above `from` are copied as they are;
+    /// a run holding records below it is copied as a run of the rest.
     fn copy_records(&self, fresh: &Store, from: Lsn) -> Result<()> {
         let mut batch = fresh.db.batch();
-        let mut held = 0;
-        for guard in self.log.range(from.to_be_bytes()..) {
+        let (mut held, mut held_bytes) = (0, 0);
+        let start = start_key(&self.log, &self.path, from)?;
+        for guard in self.log.range(start..) {
             let (k, v) = guard
                 .into_inner()
                 .map_err(|e| err(&self.path, "cannot read the log", e))?;
-            batch.insert(&fresh.log, k, v);
+            held_bytes += v.len();
+            match self.tail_from(&k, &v, from)? {
+                Tail::Whole => batch.insert(&fresh.log, k, v),
+                Tail::Part(first, run) => batch.insert(&fresh.log, run_key(first), run),
+                Tail::None => {}
+            }
             held += 1;
-            if held == COPY_CHUNK {
+            if held == COPY_CHUNK || held_bytes >= COPY_CHUNK_BYTES {
                 let full = std::mem::replace(&mut batch, fresh.db.batch());
                 full.commit()
                     .map_err(|e| err(&self.path, "cannot write the new generation", e))?;
-                held = 0;
+                (held, held_bytes) = (0, 0);
             }
         }
         batch
@@ -502,9 +536,74 @@ impl FjallLog {
             .map_err(|e| err(&self.path, "cannot write the new generation", e))
     }
 
+    /// What of entry `key` (value `value`) a copy from `from` keeps.
+    fn tail_from(&self, key: &[u8], value: &[u8], from: Lsn) -> Result<Tail> {
+        let records = decode_entry(key, value).map_err(|e| err(&self.path, "read", e))?;
+        let kept: Vec<_> = records.iter().filter(|(lsn, _)| *lsn >= from).collect();
+        if kept.len() == records.len() {
+            return Ok(Tail::Whole);
+        }
+        let Some((first, _)) = kept.first() else {
+            return Ok(Tail::None);
+        };
+        let mut run = Vec::with_capacity(value.len());
+        for (lsn, record) in &kept {
+            put_frame(&mut run, *lsn, record);
+        }
+        Ok(Tail::Part(*first, run))
+    }
+
     fn persist(&self, what: &str) -> Result<()> {
         self.db
             .persist(PersistMode::SyncData)
             .map_err(|e| err(&self.path, what, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lsns(log: &FjallLog) -> Vec<Lsn> {
+        log.read_all().unwrap().iter().map(|(l, _)| *l).collect()
+    }
+
+    #[test]
+    fn a_log_written_before_runs_reads_on_beside_runs_and_truncates_through_both() {
+        let dir = std::env::temp_dir().join(format!("causeway-runs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        {
+            // Records 1-4 as a log before runs wrote them: an entry each, under the lsn.
+            let log = FjallLog::open(&dir).unwrap();
+            for lsn in 1..=4u64 {
+                log.log
+                    .insert(lsn.to_be_bytes(), format!("old {lsn}"))
+                    .unwrap();
+            }
+            log.persist("test").unwrap();
+        }
+        let mut log = FjallLog::open(&dir).unwrap();
+        assert_eq!(log.last_lsn(), 4, "the last bare key's lsn");
+        for lsn in 5..=9 {
+            log.append(lsn, format!("new {lsn}").as_bytes()).unwrap();
+        }
+        log.sync().unwrap();
+        assert_eq!(log.log.len().unwrap(), 5, "four bare entries and one run");
+        drop(log);
+        let mut log = FjallLog::open(&dir).unwrap();
+        assert_eq!(log.last_lsn(), 9, "the last run's last record");
+        assert_eq!(lsns(&log), (1..=9).collect::<Vec<_>>());
+        log.put_snapshot(6, b"s6").unwrap();
+        log.truncate_before(7).unwrap();
+        drop(log);
+        let log = FjallLog::open(&dir).unwrap();
+        let records = log.read_all().unwrap();
+        let expected: Vec<(Lsn, Vec<u8>)> = (7..=9)
+            .map(|l| (l, format!("new {l}").into_bytes()))
+            .collect();
+        assert_eq!(records, expected, "the run cut at 7, the bare keys gone");
+        assert_eq!(log.last_lsn(), 9);
+        drop(log);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

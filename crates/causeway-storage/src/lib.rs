@@ -39,6 +39,7 @@
 mod fjall_log;
 mod generation;
 mod mem;
+mod runs;
 
 pub use fjall_log::FjallLog;
 pub use mem::MemLog;
