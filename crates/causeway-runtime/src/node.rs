@@ -275,6 +275,9 @@ fn system_ns() -> Nanos {
 struct Reading {
     at: Instant,
     system_ns: Nanos,
+    /// `at` in nanoseconds since the task's base, the machines' `Ctx::now` (computed
+    /// once per turn: a turn makes a context per machine call).
+    since_base_ns: Nanos,
 }
 
 pub struct NodeTask {
@@ -533,16 +536,21 @@ impl NodeTask {
 
     /// This turn's clock readings, read on first use.
     fn reading(&mut self) -> Reading {
-        *self.reading.get_or_insert_with(|| Reading {
-            at: Instant::now(),
-            system_ns: system_ns(),
+        let base = self.base;
+        *self.reading.get_or_insert_with(|| {
+            let at = Instant::now();
+            Reading {
+                at,
+                system_ns: system_ns(),
+                since_base_ns: at.saturating_duration_since(base).as_nanos() as Nanos,
+            }
         })
     }
 
     fn ctx(&mut self) -> Ctx<Msg> {
         let reading = self.reading();
         self.last_clock = self.last_clock.max(reading.system_ns);
-        let now = TrueTime(reading.at.saturating_duration_since(self.base).as_nanos() as Nanos);
+        let now = TrueTime(reading.since_base_ns);
         let spare = std::mem::take(&mut self.spare_outputs);
         Ctx::with_buffer(now, self.last_clock, spare)
     }
