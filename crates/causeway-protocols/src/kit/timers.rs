@@ -13,12 +13,16 @@ pub const TIMERS_MAX: usize = 64;
 #[derive(Clone, Debug)]
 pub struct Timers<K: Ord + Copy> {
     table: BTreeMap<K, Nanos>,
+    /// The earliest deadline, kept by every change: drivers ask for it after every
+    /// call into the machine (several times per request), the table changes less often.
+    next: Option<Nanos>,
 }
 
 impl<K: Ord + Copy + std::fmt::Debug> Default for Timers<K> {
     fn default() -> Self {
         Timers {
             table: BTreeMap::new(),
+            next: None,
         }
     }
 }
@@ -26,8 +30,13 @@ impl<K: Ord + Copy + std::fmt::Debug> Default for Timers<K> {
 impl<K: Ord + Copy + std::fmt::Debug> Timers<K> {
     /// Sets (or moves) the deadline of `key`.
     pub fn set(&mut self, key: K, at: Nanos) {
-        self.table.insert(key, at);
+        let old = self.table.insert(key, at);
         assert!(self.table.len() <= TIMERS_MAX, "timer table overflow");
+        match old {
+            // The earliest moved later: another may be first now.
+            Some(old) if Some(old) == self.next && at > old => self.recompute_next(),
+            _ => self.next = Some(self.next.map_or(at, |n| n.min(at))),
+        }
     }
 
     /// Sets `key` to `at` unless it is already due earlier.
@@ -37,7 +46,17 @@ impl<K: Ord + Copy + std::fmt::Debug> Timers<K> {
     }
 
     pub fn cancel(&mut self, key: K) {
-        self.table.remove(&key);
+        if self
+            .table
+            .remove(&key)
+            .is_some_and(|at| Some(at) == self.next)
+        {
+            self.recompute_next();
+        }
+    }
+
+    fn recompute_next(&mut self) {
+        self.next = self.table.values().copied().min();
     }
 
     pub fn get(&self, key: K) -> Option<Nanos> {
@@ -46,7 +65,8 @@ impl<K: Ord + Copy + std::fmt::Debug> Timers<K> {
 
     /// The earliest deadline (what `poll_timeout` answers).
     pub fn next(&self) -> Option<Nanos> {
-        self.table.values().copied().min()
+        debug_assert_eq!(self.next, self.table.values().copied().min());
+        self.next
     }
 
     /// Removes and returns every key due at `clock`, in key order.
@@ -59,6 +79,9 @@ impl<K: Ord + Copy + std::fmt::Debug> Timers<K> {
             .collect();
         for k in &due {
             self.table.remove(k);
+        }
+        if !due.is_empty() {
+            self.recompute_next();
         }
         due
     }
@@ -106,5 +129,33 @@ mod tests {
         assert_eq!(t.take_due(10), vec![T::A]);
         assert_eq!(t.take_due(100), vec![T::B]);
         assert!(t.is_empty());
+    }
+
+    /// A small deterministic generator for the model test below.
+    fn lcg(state: &mut u64) -> u64 {
+        *state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *state >> 33
+    }
+
+    #[test]
+    fn the_kept_earliest_deadline_matches_a_scan_after_any_changes() {
+        let keys = [T::A, T::B];
+        let mut t = Timers::default();
+        let mut seed = 7;
+        for _ in 0..5_000 {
+            let key = keys[(lcg(&mut seed) % 2) as usize];
+            let at = lcg(&mut seed) % 100;
+            match lcg(&mut seed) % 4 {
+                0 => t.set(key, at),
+                1 => t.set_min(key, at),
+                2 => t.cancel(key),
+                _ => {
+                    t.take_due(at);
+                }
+            }
+            assert_eq!(t.next(), t.table.values().copied().min());
+        }
     }
 }
