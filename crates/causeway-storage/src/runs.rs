@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn keys_of_both_kinds_sort_in_lsn_order_and_the_bound_covers_them() {
-        let mut keys = vec![
+        let mut keys = [
             run_key(300).to_vec(),
             5u64.to_be_bytes().to_vec(),
             run_key(7).to_vec(),
