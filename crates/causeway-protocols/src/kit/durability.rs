@@ -79,7 +79,8 @@ impl<M, A> Durability<M, A> {
         assert!(lsn <= self.last_lsn, "lsn {lsn} was never handed out");
         self.durable_lsn = self.durable_lsn.max(lsn);
         let mut actions = Vec::new();
-        while let Some((_, held)) = self.held.pop_front_if(|(at, _)| *at <= lsn) {
+        while self.held.front().is_some_and(|(at, _)| *at <= lsn) {
+            let (_, held) = self.held.pop_front().expect("a front");
             match held {
                 Held::Send(to, m) => ctx.send(to, m),
                 Held::Run(a) => actions.push(a),
