@@ -177,7 +177,7 @@ fn last_record(log: &Keyspace, path: &Path) -> Result<Lsn> {
         return Ok(0);
     };
     let (k, v) = guard.into_inner().map_err(|e| err(path, "read", e))?;
-    let records = decode_entry(&k, &v).map_err(|e| err(path, "read", e))?;
+    let records = decode_entry(&k, &v).map_err(|e| err(path, "cannot read the log", e))?;
     Ok(records.last().map_or(0, |(lsn, _)| *lsn))
 }
 
@@ -271,7 +271,8 @@ impl Log for FjallLog {
             let (k, v) = guard
                 .into_inner()
                 .map_err(|e| err(&self.path, "cannot read the log", e))?;
-            let records = decode_entry(&k, &v).map_err(|e| err(&self.path, "read", e))?;
+            let records =
+                decode_entry(&k, &v).map_err(|e| err(&self.path, "cannot read the log", e))?;
             let kept = records.into_iter().filter(|(lsn, _)| *lsn >= self.floor);
             out.extend(kept.map(|(lsn, r)| (lsn, r.to_vec())));
         }
@@ -538,7 +539,8 @@ impl FjallLog {
 
     /// What of entry `key` (value `value`) a copy from `from` keeps.
     fn tail_from(&self, key: &[u8], value: &[u8], from: Lsn) -> Result<Tail> {
-        let records = decode_entry(key, value).map_err(|e| err(&self.path, "read", e))?;
+        let records =
+            decode_entry(key, value).map_err(|e| err(&self.path, "cannot read the log", e))?;
         let kept: Vec<_> = records.iter().filter(|(lsn, _)| *lsn >= from).collect();
         if kept.len() == records.len() {
             return Ok(Tail::Whole);
@@ -604,6 +606,29 @@ mod tests {
         assert_eq!(records, expected, "the run cut at 7, the bare keys gone");
         assert_eq!(log.last_lsn(), 9);
         drop(log);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_run_is_refused_naming_the_directory_and_the_damage() {
+        let dir = std::env::temp_dir().join(format!("causeway-badrun-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        {
+            let log = FjallLog::open(&dir).unwrap();
+            // A run whose frame claims 9 bytes and holds 2.
+            let mut run = 3u64.to_be_bytes().to_vec();
+            run.extend(9u32.to_be_bytes());
+            run.extend(b"ab");
+            log.log.insert(run_key(3), run).unwrap();
+            log.persist("test").unwrap();
+        }
+        let e = FjallLog::open(&dir)
+            .err()
+            .expect("a damaged run refused")
+            .to_string();
+        assert!(e.contains("cannot read the log"), "{e}");
+        assert!(e.contains("inside a record"), "{e}");
+        assert!(e.contains(&dir.display().to_string()), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
