@@ -1324,16 +1324,6 @@ mod tests {
         k.versions.iter().filter(|v| v.ct.le(point)).count()
     }
 
-    /// A deterministic LCG standing in for a seeded generator: `next(n)` is below `n`.
-    fn lcg(mut seed: u64) -> impl FnMut(u64) -> u64 {
-        move |n| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        }
-    }
-
     /// Txn `seq`'s commit vector over three DCs: its own DC's entry (a random one) is its
     /// clock, `seq * 10`, the others a snapshot lagging by up to 60.
     fn concurrent_ct(seq: u64, next: &mut impl FnMut(u64) -> u64) -> Vc {
@@ -1360,7 +1350,7 @@ mod tests {
     /// included); some of those GCs fall while the hint holds.
     #[test]
     fn a_gc_hint_holds_exactly_while_a_gc_would_change_nothing() {
-        let mut next = lcg(0x9e37_79b9_7f4a_7c15);
+        let mut next = crate::kit::xorshift(0x9e37_79b9_7f4a_7c15);
         let mut skipped = 0;
         for _ in 0..100 {
             let mut key = KeyVersions::<Vc>::default();
@@ -1403,7 +1393,7 @@ mod tests {
     /// keys, points that go up and down, and reads that ask for the stable prefix.
     #[test]
     fn a_store_gc_that_skips_hinted_keys_keeps_what_a_full_visit_keeps() {
-        let mut next = lcg(0x5851_f42d_4c95_7f2d);
+        let mut next = crate::kit::xorshift(0x5851_f42d_4c95_7f2d);
         let mut skipped = 0;
         for _ in 0..40 {
             let (mut hinted, mut visited) = (Store::<Vc>::default(), Store::<Vc>::default());
@@ -1442,7 +1432,7 @@ mod tests {
         // Three DCs' commits of one counter with concurrent vectors (each txn's own entry
         // is its DC's clock, the others a lagging snapshot), GC'd at random points between
         // inserts; a deterministic LCG stands in for a seeded generator.
-        let mut next = lcg(0x2545_f491_4f6c_dd1d);
+        let mut next = crate::kit::xorshift(0x2545_f491_4f6c_dd1d);
         let (mut folds, mut held_back) = (0, 0);
         for _ in 0..200 {
             let mut store: Store<Vc> = Store::default();

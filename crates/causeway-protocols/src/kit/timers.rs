@@ -131,23 +131,15 @@ mod tests {
         assert!(t.is_empty());
     }
 
-    /// A small deterministic generator for the model test below.
-    fn lcg(state: &mut u64) -> u64 {
-        *state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        *state >> 33
-    }
-
     #[test]
     fn the_kept_earliest_deadline_matches_a_scan_after_any_changes() {
         let keys = [T::A, T::B];
         let mut t = Timers::default();
-        let mut seed = 7;
+        let mut next = crate::kit::xorshift(0x2545_f491_4f6c_dd1d);
         for _ in 0..5_000 {
-            let key = keys[(lcg(&mut seed) % 2) as usize];
-            let at = lcg(&mut seed) % 100;
-            match lcg(&mut seed) % 4 {
+            let key = keys[next(2) as usize];
+            let at = next(100);
+            match next(4) {
                 0 => t.set(key, at),
                 1 => t.set_min(key, at),
                 2 => t.cancel(key),
