@@ -33,7 +33,8 @@
 //! [storage]                      # optional
 //! durability = "sync"            # or "batched": fsync at most every batched_sync_interval_ms
 //! batched_sync_interval_ms = 100
-//! group_commit = "thread"        # or "node": the node task fsyncs each burst itself (sync only)
+//! group_commit = "auto"          # or "thread" or "node" (sync only): who appends and fsyncs
+//! auto_inline_max_us = 1000      # auto: the node task fsyncs itself while batches take less
 //! checkpoint_records = 100000    # checkpoint and truncate the log every this many records (0: never)
 //!
 //! [runtime]                      # optional
@@ -115,9 +116,13 @@ pub enum Durability {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GroupCommit {
+    /// The node task itself (as `Node`) while recent batches' append and fsync took less
+    /// than `auto_inline_max_us` each and the storage thread holds nothing; the storage
+    /// thread (as `Thread`) otherwise. With `durability = "batched"`, the thread.
+    #[default]
+    Auto,
     /// A storage thread: the node task hands it each burst's records and goes on while it
     /// appends and fsyncs them; the next batch gathers during the fsync.
-    #[default]
     Thread,
     /// The node task itself, at the end of each burst of inputs, as Redis's event loop
     /// does with `appendfsync always`: no hand-over between threads and one batch per
@@ -141,6 +146,12 @@ impl Durability {
 pub const CHECKPOINT_RECORDS_DEFAULT: u64 = 100_000;
 /// Largest `checkpoint_records`.
 pub const CHECKPOINT_RECORDS_MAX: u64 = 1 << 32;
+
+/// Default `auto_inline_max_us`: a node stalls for at most about a millisecond per burst
+/// (an SSD's fsync takes 0.05-0.5 ms; a spinning disk's 5-10 ms sends it to the thread).
+pub const AUTO_INLINE_MAX_US_DEFAULT: u64 = 1_000;
+/// Largest `auto_inline_max_us`.
+pub const AUTO_INLINE_MAX_US_MAX: u64 = 1_000_000;
 
 /// Largest `batched_sync_interval_ms`.
 pub const BATCHED_SYNC_INTERVAL_MS_MAX: u64 = 10_000;
@@ -174,6 +185,9 @@ pub struct StorageConfig {
     pub checkpoint_records: u64,
     /// Which thread appends and fsyncs the records.
     pub group_commit: GroupCommit,
+    /// With `group_commit = "auto"`: the node task fsyncs its records itself while recent
+    /// batches took less than this each (µs).
+    pub auto_inline_max_us: u64,
 }
 
 impl Default for StorageConfig {
@@ -182,7 +196,8 @@ impl Default for StorageConfig {
             durability: Durability::Sync,
             batched_sync_interval_ms: 100,
             checkpoint_records: CHECKPOINT_RECORDS_DEFAULT,
-            group_commit: GroupCommit::Thread,
+            group_commit: GroupCommit::Auto,
+            auto_inline_max_us: AUTO_INLINE_MAX_US_DEFAULT,
         }
     }
 }
@@ -419,7 +434,15 @@ impl ClusterConfig {
             return Err(field(
                 "storage.group_commit",
                 "\"node\" fsyncs every batch, so it cannot go with durability = \"batched\"",
-                "keep group_commit = \"thread\" (the default) with batched",
+                "use group_commit = \"auto\" (the default) or \"thread\" with batched",
+            ));
+        }
+        let inline_us = self.storage.auto_inline_max_us;
+        if inline_us == 0 || inline_us > AUTO_INLINE_MAX_US_MAX {
+            return Err(field(
+                "storage.auto_inline_max_us",
+                format!("{inline_us} is out of range"),
+                &format!("give 1..={AUTO_INLINE_MAX_US_MAX}"),
             ));
         }
         if self.storage.checkpoint_records > CHECKPOINT_RECORDS_MAX {
@@ -1035,9 +1058,20 @@ mod tests {
     }
 
     #[test]
-    fn group_commit_is_the_storage_threads_by_default_and_node_refuses_batched() {
+    fn group_commit_is_auto_by_default_and_node_refuses_batched() {
         let mut c = local();
-        assert_eq!(c.storage.group_commit, GroupCommit::Thread);
+        assert_eq!(c.storage.group_commit, GroupCommit::Auto);
+        assert_eq!(c.storage.auto_inline_max_us, AUTO_INLINE_MAX_US_DEFAULT);
+        c.storage.durability = Durability::Batched;
+        c.validate()
+            .expect("auto goes with batched (the thread writes)");
+        c.storage.durability = Durability::Sync;
+        c.storage.auto_inline_max_us = 0;
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("storage.auto_inline_max_us"), "{e}");
+        c.storage.auto_inline_max_us = AUTO_INLINE_MAX_US_MAX + 1;
+        assert!(c.validate().is_err(), "above the limit");
+        c.storage.auto_inline_max_us = 250;
         c.storage.group_commit = GroupCommit::Node;
         let text = c.to_toml();
         assert!(text.contains("group_commit = \"node\""), "{text}");

@@ -99,11 +99,7 @@ impl Server {
             storage::DiskSetup::from_config(&config.storage),
             disk_stats.clone(),
         );
-        // With `group_commit = "node"` the node task owns the writer; otherwise a thread.
-        let (disk, writer) = match config.storage.group_commit {
-            GroupCommit::Thread => (Some(storage::spawn(writer, persist_rx)), None),
-            GroupCommit::Node => (None, Some(writer)),
-        };
+        let (disk, writer) = disk_path(&config.storage, writer, persist_rx);
         let (net_tx, net_rx) = mpsc::channel(config.limits.inbox_max);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -131,7 +127,7 @@ impl Server {
             stop: stop_rx,
         };
         let node_task = NodeTask::new(setup, machine, links, persist_tx, gauges, &metrics)
-            .with_writer(writer)
+            .with_disk_path(writer)
             .with_disk_stats(disk_stats)
             .with_checkpoints(recovered.lsn_offset, config.storage.checkpoint_records);
         let task = tokio::spawn(node_task.run(inputs));
@@ -184,6 +180,31 @@ impl Server {
         }
         tracing::info!(node = %name, "stopped");
         result.map_err(|e| format!("node task failed: {e}"))?
+    }
+}
+
+/// Who writes the log (`[storage] group_commit`): with `node` the node task owns the
+/// writer; with `thread` (or `auto` with `durability = "batched"`) a thread does; with
+/// `auto` they share it.
+fn disk_path(
+    config: &config::StorageConfig,
+    writer: storage::Writer,
+    rx: mpsc::Receiver<storage::PersistReq>,
+) -> (
+    Option<std::thread::JoinHandle<storage::GroupCommitStats>>,
+    node::DiskPath,
+) {
+    let batched = config.durability == config::Durability::Batched;
+    match config.group_commit {
+        GroupCommit::Node => (None, node::DiskPath::Node(Box::new(writer))),
+        GroupCommit::Thread => (Some(storage::spawn(writer, rx)), node::DiskPath::Thread),
+        GroupCommit::Auto if batched => (Some(storage::spawn(writer, rx)), node::DiskPath::Thread),
+        GroupCommit::Auto => {
+            let inline_max = Duration::from_micros(config.auto_inline_max_us);
+            let shared = storage::Shared::new(writer, inline_max);
+            let thread = storage::spawn_shared(shared.clone(), rx);
+            (Some(thread), node::DiskPath::Auto(shared))
+        }
     }
 }
 

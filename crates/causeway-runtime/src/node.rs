@@ -43,13 +43,15 @@
 //! rest. Nothing waits on a record before it is durable, so holding it changes no outcome.
 //! With `[storage] group_commit = "node"` the task appends and fsyncs the held records
 //! itself at that point (Redis's event loop with `appendfsync always`): the persisted
-//! event comes back through the same channel, so the rest of the task is the same.
+//! event comes back through the same channel, so the rest of the task is the same. With
+//! `"auto"` (the default) it does so while the disk is fast and the thread holds nothing,
+//! and hands them to the thread otherwise ([`crate::storage::Shared`]).
 //!
 //! The task talks to the gateway only through [`crate::control`].
 
 use crate::control::{session_host, stops, Control, SharedGauges, BATCH_REQUESTS_MAX};
 use crate::samples::LatestSamples;
-use crate::storage::{DiskEvent, PersistReq, SharedDiskStats, Writer};
+use crate::storage::{DiskEvent, PersistReq, Shared, SharedDiskStats, Writer};
 use crate::telemetry::{MachineMetrics, NodeMetrics, TxnMetrics};
 use crate::transport::{Link, NetMsg};
 use causeway_core::{
@@ -91,11 +93,14 @@ struct Held {
     records: Vec<PersistReq>,
     /// Turns of the loop ended since the first of them was held.
     turns: u32,
+    /// Some of them were written in a turn that began with a peer's message.
+    from_peer: bool,
 }
 
 impl Held {
-    fn hold(&mut self, req: PersistReq) {
+    fn hold(&mut self, req: PersistReq, from_peer: bool) {
         self.records.push(req);
+        self.from_peer |= from_peer;
     }
 
     fn is_empty(&self) -> bool {
@@ -115,8 +120,19 @@ impl Held {
     /// The held records, in the order they were held.
     fn take(&mut self) -> Vec<PersistReq> {
         self.turns = 0;
+        self.from_peer = false;
         std::mem::take(&mut self.records)
     }
+}
+
+/// Who appends and fsyncs the records the node task hands over (`[storage] group_commit`).
+pub enum DiskPath {
+    /// The storage thread, through the persist channel.
+    Thread,
+    /// The node task itself (`"node"`).
+    Node(Box<Writer>),
+    /// The node task while the disk is fast and the thread idle, else the thread (`"auto"`).
+    Auto(Shared),
 }
 
 /// Which inputs [`NodeTask::more`] takes.
@@ -293,11 +309,13 @@ pub struct NodeTask {
     /// The clocks read for this turn of the loop ([`NodeTask::reading`]).
     reading: Option<Reading>,
     persist: mpsc::Sender<PersistReq>,
-    /// With `[storage] group_commit = "node"`: the log's writer, driven at the end of
-    /// each burst ([`NodeTask::hand_over`]) instead of a storage thread.
-    writer: Option<Writer>,
+    /// Who appends and fsyncs the records handed over at the end of each burst
+    /// ([`NodeTask::hand_over`]).
+    disk_path: DiskPath,
     /// Records not yet handed to the storage thread.
     unsent: Held,
+    /// This turn began with a message from another node (see [`DiskPath::Auto`]).
+    peer_turn: bool,
     gauges: SharedGauges,
     samples: LatestSamples,
     gauges_at: Instant,
@@ -361,8 +379,9 @@ impl NodeTask {
             last_clock: 0,
             reading: None,
             persist,
-            writer: None,
+            disk_path: DiskPath::Thread,
             unsent: Held::default(),
+            peer_turn: false,
             gauges,
             samples: LatestSamples::default(),
             gauges_at: Instant::now(),
@@ -384,9 +403,9 @@ impl NodeTask {
         self
     }
 
-    /// The node task appends and fsyncs its records itself (`group_commit = "node"`).
-    pub fn with_writer(mut self, writer: Option<Writer>) -> NodeTask {
-        self.writer = writer;
+    /// Who appends and fsyncs the node's records (`[storage] group_commit`).
+    pub fn with_disk_path(mut self, disk_path: DiskPath) -> NodeTask {
+        self.disk_path = disk_path;
         self
     }
 
@@ -408,6 +427,7 @@ impl NodeTask {
         loop {
             // Read the clocks again on first use after this turn's input arrives.
             self.reading = None;
+            self.peer_turn = false;
             let deadline = self.timers.first();
             if deadline != armed_at {
                 if let Some(at) = deadline {
@@ -423,7 +443,7 @@ impl NodeTask {
             tokio::select! {
                 biased;
                 _ = inputs.stop.changed() => {
-                    if let Some(w) = self.writer.take() {
+                    if let DiskPath::Node(w) = std::mem::replace(&mut self.disk_path, DiskPath::Thread) {
                         let name = w.name().to_string();
                         crate::storage::report(&name, &w.finish());
                     }
@@ -444,6 +464,7 @@ impl NodeTask {
                     self.more(&mut inputs, Kind::Control).await;
                 }
                 Some(m) = inputs.net.recv(), if open => {
+                    self.peer_turn = true;
                     self.deliver(m).await;
                     self.more(&mut inputs, Kind::Net).await;
                 }
@@ -483,6 +504,7 @@ impl NodeTask {
             let Some(input) = input else { return };
             self.end_turn().await; // the previous input's; the loop ends the last one's
             self.reading = None;
+            self.peer_turn = matches!(input, Input::Net(_));
             match input {
                 Input::Net(m) => self.deliver(m).await,
                 Input::Control(c) => self.control(c).await,
@@ -493,11 +515,27 @@ impl NodeTask {
     /// Hands the held records to the storage thread, in lsn order (or, with a writer of
     /// its own, appends and fsyncs them now).
     async fn hand_over(&mut self) {
-        if let Some(w) = self.writer.as_mut() {
-            w.write_now(self.unsent.take());
-            return;
-        }
-        for req in self.unsent.take() {
+        let batch = match &mut self.disk_path {
+            DiskPath::Node(w) => return w.write_now(self.unsent.take()),
+            // A peer's message is one stage of a pipeline whose other stages go on
+            // while this node fsyncs, so overlapping its fsync with the next messages
+            // pays; the node's own clients' requests have nothing to overlap with, and
+            // the hand-over costs them more than it saves (BENCHMARKS.md).
+            DiskPath::Auto(shared) if self.unsent.from_peer => {
+                shared.hand_to_thread(self.unsent.take())
+            }
+            DiskPath::Auto(shared) => match shared.write_or_hand_back(self.unsent.take()) {
+                Some(batch) => batch,
+                None => return,
+            },
+            DiskPath::Thread => self.unsent.take(),
+        };
+        self.send_to_thread(batch).await;
+    }
+
+    /// Sends records to the storage thread, in lsn order.
+    async fn send_to_thread(&mut self, batch: Vec<PersistReq>) {
+        for req in batch {
             if self.persist.send(req).await.is_err() {
                 self.disk_failed("the storage thread is gone".into());
                 return;
@@ -605,13 +643,13 @@ impl NodeTask {
         let req = PersistReq::snapshot(upto, checkpoint);
         // The records it covers go first.
         self.hand_over().await;
-        if let Some(w) = self.writer.as_mut() {
-            w.write_now(vec![req]);
-            return;
-        }
-        if self.persist.send(req).await.is_err() {
-            self.disk_failed("the storage thread is gone".into());
-        }
+        let batch = match &mut self.disk_path {
+            DiskPath::Node(w) => return w.write_now(vec![req]),
+            // A checkpoint is large and its truncation slow: the thread stores it.
+            DiskPath::Auto(shared) => shared.hand_to_thread(vec![req]),
+            DiskPath::Thread => vec![req],
+        };
+        self.send_to_thread(batch).await;
     }
 
     /// Counts a record handed to the storage thread; starts draining for a checkpoint
@@ -834,7 +872,8 @@ impl NodeTask {
                     } else {
                         self.count_record(lsn);
                         let log_lsn = lsn + self.checkpoints.lsn_offset;
-                        self.unsent.hold(PersistReq::record(log_lsn, record));
+                        let req = PersistReq::record(log_lsn, record);
+                        self.unsent.hold(req, self.peer_turn);
                     }
                 }
                 Output::Reply(_) => {
@@ -1024,15 +1063,25 @@ mod tests {
     fn held_records_wait_for_the_burst_to_end_but_at_most_the_turn_limit() {
         let mut held = Held::default();
         assert!(!held.turn_ended(), "nothing held, nothing to hand over");
-        held.hold(PersistReq::record(1, vec![1]));
-        held.hold(PersistReq::record(2, vec![2]));
+        held.hold(PersistReq::record(1, vec![1]), false);
+        assert!(!held.from_peer);
+        held.hold(PersistReq::record(2, vec![2]), true);
+        held.hold(PersistReq::record(3, vec![3]), false);
+        assert!(
+            held.from_peer,
+            "one record of a peer's turn marks the burst"
+        );
+        assert_eq!(lsns(held.take()), vec![1, 2, 3]);
+        assert!(!held.from_peer, "the mark goes with the records");
+        held.hold(PersistReq::record(1, vec![1]), false);
+        held.hold(PersistReq::record(2, vec![2]), false);
         for turn in 1..UNSENT_TURNS_MAX {
             assert!(!held.turn_ended(), "handed over after only {turn} turns");
         }
         assert!(held.turn_ended(), "held past the turn limit");
         assert_eq!(lsns(held.take()), vec![1, 2]);
         assert!(held.is_empty());
-        held.hold(PersistReq::record(3, vec![3]));
+        held.hold(PersistReq::record(3, vec![3]), false);
         assert!(
             !held.turn_ended(),
             "the turn count starts again after a hand-over"
@@ -1043,10 +1092,13 @@ mod tests {
     fn held_records_go_at_once_when_they_reach_the_record_limit() {
         let mut held = Held::default();
         for lsn in 1..UNSENT_RECORDS_MAX as Lsn {
-            held.hold(PersistReq::record(lsn, Vec::new()));
+            held.hold(PersistReq::record(lsn, Vec::new()), false);
         }
         assert!(!held.turn_ended());
-        held.hold(PersistReq::record(UNSENT_RECORDS_MAX as Lsn, Vec::new()));
+        held.hold(
+            PersistReq::record(UNSENT_RECORDS_MAX as Lsn, Vec::new()),
+            false,
+        );
         assert!(held.turn_ended(), "the record limit forces a hand-over");
         let taken = lsns(held.take());
         assert_eq!(taken.len(), UNSENT_RECORDS_MAX);

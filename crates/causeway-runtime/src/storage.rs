@@ -14,6 +14,13 @@
 //! `batched_sync_interval_ms` after the first record not yet synced: a crashed process
 //! loses nothing acknowledged, a power failure the last interval (`appendfsync everysec`).
 //!
+//! With `[storage] group_commit = "auto"` (the default) the node task and the thread share
+//! the writer ([`Shared`]): the node task appends and fsyncs a burst itself when the thread
+//! holds nothing and recent batches took under `auto_inline_max_us` each (a fast disk:
+//! the Redis way, no hand-over), and hands it to the thread otherwise (a slow disk: the
+//! node goes on during the fsync). Records stay in lsn order because the node writes only
+//! when every record it sent is written.
+//!
 //! A failed write or fsync stops the thread for good (retrying an fsync after an error can
 //! report success for pages the kernel already dropped): the node is told, and no record
 //! is reported durable after it.
@@ -23,6 +30,7 @@ use crate::telemetry::DiskMetrics;
 use causeway_core::Lsn;
 use causeway_storage::{meta_u64, FjallLog, Log, LogStats, BATCH_BYTES_MAX, BATCH_RECORDS_MAX};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -181,6 +189,10 @@ pub struct GroupCommitStats {
     pub snapshot_bytes_last: u64,
     /// The longest time storing one checkpoint and truncating took, in ms.
     pub snapshot_ms_max: u64,
+    /// Recent batches' append-and-sync time, in µs (each batch weighs 1/8).
+    pub write_us_recent: u64,
+    /// Batches the node task wrote itself (`group_commit` `node`, or `auto` on a fast disk).
+    pub batches_inline: u64,
 }
 
 impl GroupCommitStats {
@@ -202,6 +214,8 @@ impl GroupCommitStats {
             ),
             ("disk_batch_write_ms_mean", per_batch(self.write_ms_total)),
             ("disk_batches", self.batches as f64),
+            ("disk_batches_inline", self.batches_inline as f64),
+            ("disk_batch_write_us_recent", self.write_us_recent as f64),
             ("disk_durability_batched", flag(self.batched)),
             ("disk_failed", flag(self.failed)),
             ("disk_flushes", self.log.flushes as f64),
@@ -302,6 +316,14 @@ impl Writer {
             self.setup.durability == Durability::Sync,
             "the node task writes only with durability = sync (config validation)"
         );
+        if !batch.is_empty() && !self.stats.failed {
+            self.stats.batches_inline += 1;
+        }
+        self.write_or_fail(batch);
+    }
+
+    /// Appends and syncs `batch` and reports it; after a failure, drops it unreported.
+    fn write_or_fail(&mut self, batch: Vec<PersistReq>) {
         if batch.is_empty() || self.stats.failed {
             return;
         }
@@ -310,15 +332,101 @@ impl Writer {
         }
     }
 
+    /// Whether recent batches were fast enough for the node task to write the next.
+    fn fast(&self, inline_max: Duration) -> bool {
+        Duration::from_micros(self.stats.write_us_recent) < inline_max
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The counters at the end (the log's included).
     pub fn finish(mut self) -> GroupCommitStats {
+        self.final_stats()
+    }
+
+    fn final_stats(&mut self) -> GroupCommitStats {
         self.stats.log = self.log.stats();
         self.stats
     }
+}
+
+/// With `group_commit = "auto"`: the writer the node task and the storage thread share.
+#[derive(Clone)]
+pub struct Shared {
+    writer: Arc<Mutex<Writer>>,
+    /// Records sent to the thread and not yet written by it.
+    sent: Arc<AtomicUsize>,
+    /// The longest recent append-and-sync for which the node task writes itself.
+    inline_max: Duration,
+}
+
+impl Shared {
+    pub fn new(writer: Writer, inline_max: Duration) -> Shared {
+        assert!(
+            writer.setup.durability == Durability::Sync,
+            "auto group commit only with durability = sync (the server falls back to the thread)"
+        );
+        Shared {
+            writer: Arc::new(Mutex::new(writer)),
+            sent: Arc::new(AtomicUsize::new(0)),
+            inline_max,
+        }
+    }
+
+    /// The node task's part: writes `batch` now when the thread holds no record and the
+    /// disk was fast (`None`), or gives it back to be sent to the thread, counted as sent.
+    pub fn write_or_hand_back(&self, batch: Vec<PersistReq>) -> Option<Vec<PersistReq>> {
+        // Acquire: pairs with the thread's release after its write, so the writer's
+        // state is the thread's last (the lock orders it too; this keeps it obvious).
+        if self.sent.load(Ordering::Acquire) == 0 {
+            let mut writer = self.writer.lock().expect("writer lock");
+            if writer.fast(self.inline_max) {
+                writer.write_now(batch);
+                return None;
+            }
+        }
+        Some(self.hand_to_thread(batch))
+    }
+
+    /// Counts `batch` as sent to the thread (the node task sends it next).
+    pub fn hand_to_thread(&self, batch: Vec<PersistReq>) -> Vec<PersistReq> {
+        self.sent.fetch_add(batch.len(), Ordering::AcqRel);
+        batch
+    }
+
+    /// Records sent to the thread and not yet written.
+    pub fn sent(&self) -> usize {
+        self.sent.load(Ordering::Acquire)
+    }
+}
+
+/// Runs the storage thread of `group_commit = "auto"` until the node task drops its
+/// sender: it writes what the node task sent, under the shared writer's lock.
+pub fn spawn_shared(
+    shared: Shared,
+    mut rx: mpsc::Receiver<PersistReq>,
+) -> std::thread::JoinHandle<GroupCommitStats> {
+    let name = shared.writer.lock().expect("writer lock").name.clone();
+    std::thread::Builder::new()
+        .name(format!("{name}-disk"))
+        .spawn(move || {
+            while let Some(first) = rx.blocking_recv() {
+                let batch = take_batch(first, &mut rx);
+                let records = batch.len();
+                shared
+                    .writer
+                    .lock()
+                    .expect("writer lock")
+                    .write_or_fail(batch);
+                // Only now may the node task write again: this batch precedes its next.
+                let before = shared.sent.fetch_sub(records, Ordering::AcqRel);
+                assert!(before >= records, "more records written than sent");
+            }
+            shared.writer.lock().expect("writer lock").final_stats()
+        })
+        .expect("spawn the storage thread")
 }
 
 /// Runs a storage thread over `writer` until the node task drops its sender or the disk
@@ -411,6 +519,8 @@ impl Writer {
         self.stats.batches += 1;
         self.stats.batch_records_max = self.stats.batch_records_max.max(batch.len() as u64);
         self.stats.write_ms_total += took.as_secs_f64() * 1e3;
+        let took_us = took.as_micros().min(u128::from(u32::MAX)) as u64;
+        self.stats.write_us_recent = (self.stats.write_us_recent * 7 + took_us) / 8;
         note_sync(&self.name, &mut self.stats, took, batch.len());
         self.metrics.batch(batch.len(), took);
         let lsns = batch.iter().map(|r| r.lsn).collect();
@@ -669,6 +779,143 @@ mod tests {
             (stats.log.records, stats.log.syncs, stats.batches),
             (4, 2, 2)
         );
+    }
+
+    /// A log whose every sync takes `sync_ms` (a slow disk).
+    struct SlowLog {
+        inner: MemLog,
+        sync_ms: u64,
+    }
+
+    impl Log for SlowLog {
+        fn append(&mut self, lsn: Lsn, record: &[u8]) -> causeway_storage::Result<()> {
+            self.inner.append(lsn, record)
+        }
+        fn sync(&mut self) -> causeway_storage::Result<()> {
+            std::thread::sleep(Duration::from_millis(self.sync_ms));
+            self.inner.sync()
+        }
+        fn read_all(&self) -> causeway_storage::Result<Vec<(Lsn, Vec<u8>)>> {
+            self.inner.read_all()
+        }
+        fn last_lsn(&self) -> Lsn {
+            self.inner.last_lsn()
+        }
+        fn get_meta(&self, name: &str) -> causeway_storage::Result<Option<Vec<u8>>> {
+            self.inner.get_meta(name)
+        }
+        fn put_meta(&mut self, name: &str, value: &[u8]) -> causeway_storage::Result<()> {
+            self.inner.put_meta(name, value)
+        }
+        fn stats(&self) -> LogStats {
+            self.inner.stats()
+        }
+        fn put_snapshot(&mut self, upto: Lsn, snapshot: &[u8]) -> causeway_storage::Result<()> {
+            self.inner.put_snapshot(upto, snapshot)
+        }
+        fn snapshot(&self) -> causeway_storage::Result<Option<(Lsn, Vec<u8>)>> {
+            self.inner.snapshot()
+        }
+        fn truncate_before(&mut self, lsn: Lsn) -> causeway_storage::Result<()> {
+            self.inner.truncate_before(lsn)
+        }
+    }
+
+    fn records(lsns: std::ops::RangeInclusive<u64>) -> Vec<PersistReq> {
+        lsns.map(|l| PersistReq::record(l, vec![l as u8])).collect()
+    }
+
+    /// Every lsn reported durable, in order, until `upto` was.
+    fn heard_upto(ev_rx: &mut mpsc::UnboundedReceiver<DiskEvent>, upto: Lsn) -> Vec<Lsn> {
+        let mut heard = Vec::new();
+        while heard.last() != Some(&upto) {
+            match ev_rx.blocking_recv() {
+                Some(DiskEvent::Persisted(lsns)) => heard.extend(lsns),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        heard
+    }
+
+    #[test]
+    fn auto_writes_on_the_node_while_the_disk_is_fast_and_hands_over_when_slow() {
+        let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(64);
+        let log = Box::new(SlowLog {
+            inner: MemLog::new(),
+            sync_ms: 3,
+        });
+        let setup = DiskSetup::from_config(&StorageConfig::default());
+        let shared_stats = SharedDiskStats::default();
+        let metrics = node_metrics("a");
+        let writer = Writer::new("a".into(), log, ev_tx, metrics.disk(), setup, shared_stats);
+        let shared = Shared::new(writer, Duration::from_millis(1));
+        let thread = spawn_shared(shared.clone(), rx);
+        // Nothing written yet: the node task writes, until recent syncs average 1 ms.
+        let mut next = 1;
+        let mut inline = 0;
+        while shared.write_or_hand_back(records(next..=next)).is_none() {
+            inline += 1;
+            next += 1;
+            assert!(inline < 100, "a 3 ms sync never counted as slow");
+        }
+        assert!(
+            inline >= 2,
+            "the first fast batches were the node's: {inline}"
+        );
+        assert_eq!(shared.sent(), 1, "the slow disk's batch went to the thread");
+        tx.blocking_send(PersistReq::record(next, vec![0])).unwrap();
+        let heard = heard_upto(&mut ev_rx, next);
+        assert_eq!(heard, (1..=next).collect::<Vec<_>>(), "in lsn order");
+        drop(tx);
+        let stats = thread.join().unwrap();
+        assert_eq!(stats.batches_inline, inline);
+        assert_eq!(stats.batches, inline + 1);
+        assert_eq!(shared.sent(), 0);
+    }
+
+    #[test]
+    fn auto_hands_over_while_the_thread_holds_records_so_the_order_holds() {
+        let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(64);
+        let setup = DiskSetup::from_config(&StorageConfig::default());
+        let metrics = node_metrics("o");
+        let log = Box::new(MemLog::new());
+        let writer = Writer::new(
+            "o".into(),
+            log,
+            ev_tx,
+            metrics.disk(),
+            setup,
+            Default::default(),
+        );
+        let shared = Shared::new(writer, Duration::from_secs(1));
+        // The thread is not running yet: what is sent stays sent.
+        for req in shared.hand_to_thread(records(1..=3)) {
+            tx.blocking_send(req).unwrap();
+        }
+        let batch = shared.write_or_hand_back(records(4..=5));
+        let batch = batch.expect("the node must not write past records the thread holds");
+        assert_eq!(shared.sent(), 5);
+        for req in batch {
+            tx.blocking_send(req).unwrap();
+        }
+        let thread = spawn_shared(shared.clone(), rx);
+        assert_eq!(heard_upto(&mut ev_rx, 5), (1..=5).collect::<Vec<_>>());
+        // Once the thread wrote them all (it counts down after each batch), the node writes.
+        let waited = Instant::now();
+        while shared.sent() > 0 {
+            assert!(
+                waited.elapsed() < Duration::from_secs(5),
+                "never counted down"
+            );
+            std::thread::yield_now();
+        }
+        assert!(shared.write_or_hand_back(records(6..=6)).is_none());
+        assert_eq!(heard_upto(&mut ev_rx, 6), vec![6]);
+        drop(tx);
+        let stats = thread.join().unwrap();
+        assert_eq!((stats.batches_inline, stats.log.records), (1, 6));
     }
 
     #[test]

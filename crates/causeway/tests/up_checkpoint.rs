@@ -111,6 +111,15 @@ fn cure_checkpoints_with_the_node_task_writing_lose_nothing() {
     checkpoints_lose_nothing("cure", "checkpoint-cure-node", &[node_writes]);
 }
 
+/// The storage thread writing every record and snapshot (`group_commit = "thread"`; the
+/// default `auto` has the node task write while the disk is fast and the thread store
+/// snapshots) loses nothing either.
+#[test]
+fn cure_checkpoints_with_the_storage_thread_writing_lose_nothing() {
+    let thread_writes = "--cluster-set=storage.group_commit=thread";
+    checkpoints_lose_nothing("cure", "checkpoint-cure-thread", &[thread_writes]);
+}
+
 fn checkpoints_bound_what_a_restart_replays_and_lose_nothing(protocol: &str) {
     checkpoints_lose_nothing(protocol, &format!("checkpoint-{protocol}"), &[]);
 }

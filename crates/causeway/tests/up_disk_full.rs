@@ -2,8 +2,9 @@
 //! not on disk, the node refuses writes with a clear error and log line instead of dying,
 //! and after the disk is fixed every acknowledged write is there.
 //!
-//! Both ways a node writes its log are covered: the storage thread (the default) and the
-//! node task itself (`group_commit = "node"`).
+//! Every way a node writes its log is covered: `group_commit = "auto"` (the default: the
+//! node task while the disk is fast), the storage thread (`"thread"`) and the node task
+//! alone (`"node"`).
 //!
 //! The node's data directory is a 16 MiB tmpfs: mounting one needs root (CAP_SYS_ADMIN),
 //! so without it the test says so and passes vacuously.
@@ -81,6 +82,14 @@ fn copy_tree(from: &Path, to: &Path) {
 #[test]
 fn a_full_disk_stops_writes_and_loses_nothing_acknowledged() {
     full_disk_stops_writes_and_loses_nothing("diskfull", &[]);
+}
+
+/// The same with the storage thread appending and fsyncing every record
+/// (`group_commit = "thread"`).
+#[test]
+fn a_full_disk_under_the_storage_threads_writes_loses_nothing_either() {
+    let thread_writes = "--cluster-set=storage.group_commit=thread";
+    full_disk_stops_writes_and_loses_nothing("diskfull-thread", &[thread_writes]);
 }
 
 /// The same with the node task appending and fsyncing its own records
