@@ -90,8 +90,11 @@ struct Store {
 }
 
 impl Store {
+    /// Opens the database at `path` and fills its journal's holes (nothing writes it yet:
+    /// see `journal_fill.rs`; best effort, a failure leaves them as they are).
     fn open(path: &Path) -> Result<Store> {
         let db = open_db(path)?;
+        let _ = crate::journal_fill::fill_journal_holes(path);
         Ok(Store {
             log: open_keyspace(&db, path, "log", KeyspaceCreateOptions::default)?,
             meta: open_keyspace(&db, path, "meta", KeyspaceCreateOptions::default)?,

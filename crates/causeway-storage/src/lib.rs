@@ -38,10 +38,12 @@
 
 mod fjall_log;
 mod generation;
+mod journal_fill;
 mod mem;
 mod runs;
 
 pub use fjall_log::FjallLog;
+pub use journal_fill::FILL_BYTES_MAX as JOURNAL_FILL_BYTES_MAX;
 pub use mem::MemLog;
 
 use causeway_core::Lsn;
