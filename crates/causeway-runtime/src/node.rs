@@ -93,14 +93,15 @@ struct Held {
     records: Vec<PersistReq>,
     /// Turns of the loop ended since the first of them was held.
     turns: u32,
-    /// Some of them were written in a turn that began with a peer's message.
-    from_peer: bool,
+    /// Some of them were written in a turn that did not begin with a request of a client
+    /// this node hosts (a peer's message, a timer, a durable batch).
+    not_clients: bool,
 }
 
 impl Held {
-    fn hold(&mut self, req: PersistReq, from_peer: bool) {
+    fn hold(&mut self, req: PersistReq, client_turn: bool) {
         self.records.push(req);
-        self.from_peer |= from_peer;
+        self.not_clients |= !client_turn;
     }
 
     fn is_empty(&self) -> bool {
@@ -120,7 +121,7 @@ impl Held {
     /// The held records, in the order they were held.
     fn take(&mut self) -> Vec<PersistReq> {
         self.turns = 0;
-        self.from_peer = false;
+        self.not_clients = false;
         std::mem::take(&mut self.records)
     }
 }
@@ -314,8 +315,8 @@ pub struct NodeTask {
     disk_path: DiskPath,
     /// Records not yet handed to the storage thread.
     unsent: Held,
-    /// This turn began with a message from another node (see [`DiskPath::Auto`]).
-    peer_turn: bool,
+    /// This turn began with a request of a client this node hosts ([`DiskPath::Auto`]).
+    client_turn: bool,
     gauges: SharedGauges,
     samples: LatestSamples,
     gauges_at: Instant,
@@ -381,7 +382,7 @@ impl NodeTask {
             persist,
             disk_path: DiskPath::Thread,
             unsent: Held::default(),
-            peer_turn: false,
+            client_turn: false,
             gauges,
             samples: LatestSamples::default(),
             gauges_at: Instant::now(),
@@ -427,7 +428,7 @@ impl NodeTask {
         loop {
             // Read the clocks again on first use after this turn's input arrives.
             self.reading = None;
-            self.peer_turn = false;
+            self.client_turn = false;
             let deadline = self.timers.first();
             if deadline != armed_at {
                 if let Some(at) = deadline {
@@ -460,11 +461,11 @@ impl NodeTask {
                 _ = &mut sleep, if open && deadline.is_some() && !near => self.fire_timers().await,
                 _ = tokio::task::yield_now(), if open && near => self.fire_timers().await,
                 Some(c) = inputs.control.recv(), if open => {
+                    self.client_turn = true;
                     self.control(c).await;
                     self.more(&mut inputs, Kind::Control).await;
                 }
                 Some(m) = inputs.net.recv(), if open => {
-                    self.peer_turn = true;
                     self.deliver(m).await;
                     self.more(&mut inputs, Kind::Net).await;
                 }
@@ -504,7 +505,7 @@ impl NodeTask {
             let Some(input) = input else { return };
             self.end_turn().await; // the previous input's; the loop ends the last one's
             self.reading = None;
-            self.peer_turn = matches!(input, Input::Net(_));
+            self.client_turn = matches!(input, Input::Control(_));
             match input {
                 Input::Net(m) => self.deliver(m).await,
                 Input::Control(c) => self.control(c).await,
@@ -517,11 +518,13 @@ impl NodeTask {
     async fn hand_over(&mut self) {
         let batch = match &mut self.disk_path {
             DiskPath::Node(w) => return w.write_now(self.unsent.take()),
-            // A peer's message is one stage of a pipeline whose other stages go on
-            // while this node fsyncs, so overlapping its fsync with the next messages
-            // pays; the node's own clients' requests have nothing to overlap with, and
-            // the hand-over costs them more than it saves (BENCHMARKS.md).
-            DiskPath::Auto(shared) if self.unsent.from_peer => {
+            // Only the records of the node's own clients' requests: those have nothing to
+            // overlap with the fsync, and the hand-over costs them more than it saves.
+            // A peer's message is one stage of a pipeline whose other stages go on while
+            // this node fsyncs, and a timer's record (a clock lease) waits in no
+            // client's path: written inline, either stalled the node's other work for
+            // an fsync and cost the two-node INCR of BENCHMARKS.md 8%.
+            DiskPath::Auto(shared) if self.unsent.not_clients => {
                 shared.hand_to_thread(self.unsent.take())
             }
             DiskPath::Auto(shared) => match shared.write_or_hand_back(self.unsent.take()) {
@@ -873,7 +876,7 @@ impl NodeTask {
                         self.count_record(lsn);
                         let log_lsn = lsn + self.checkpoints.lsn_offset;
                         let req = PersistReq::record(log_lsn, record);
-                        self.unsent.hold(req, self.peer_turn);
+                        self.unsent.hold(req, self.client_turn);
                     }
                 }
                 Output::Reply(_) => {
@@ -1063,16 +1066,16 @@ mod tests {
     fn held_records_wait_for_the_burst_to_end_but_at_most_the_turn_limit() {
         let mut held = Held::default();
         assert!(!held.turn_ended(), "nothing held, nothing to hand over");
-        held.hold(PersistReq::record(1, vec![1]), false);
-        assert!(!held.from_peer);
-        held.hold(PersistReq::record(2, vec![2]), true);
-        held.hold(PersistReq::record(3, vec![3]), false);
+        held.hold(PersistReq::record(1, vec![1]), true);
+        assert!(!held.not_clients);
+        held.hold(PersistReq::record(2, vec![2]), false);
+        held.hold(PersistReq::record(3, vec![3]), true);
         assert!(
-            held.from_peer,
-            "one record of a peer's turn marks the burst"
+            held.not_clients,
+            "one record of another turn marks the burst"
         );
         assert_eq!(lsns(held.take()), vec![1, 2, 3]);
-        assert!(!held.from_peer, "the mark goes with the records");
+        assert!(!held.not_clients, "the mark goes with the records");
         held.hold(PersistReq::record(1, vec![1]), false);
         held.hold(PersistReq::record(2, vec![2]), false);
         for turn in 1..UNSENT_TURNS_MAX {
