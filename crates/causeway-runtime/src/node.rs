@@ -522,8 +522,8 @@ impl NodeTask {
             // overlap with the fsync, and the hand-over costs them more than it saves.
             // A peer's message is one stage of a pipeline whose other stages go on while
             // this node fsyncs, and a timer's record (a clock lease) waits in no
-            // client's path: written inline, either stalled the node's other work for
-            // an fsync and cost the two-node INCR of BENCHMARKS.md 8%.
+            // client's path. With the timers' records inline too, the two-node INCR of
+            // BENCHMARKS.md lost 8% (how the stalls added up to that is not pinned down).
             DiskPath::Auto(shared) if self.unsent.not_clients => {
                 shared.hand_to_thread(self.unsent.take())
             }
