@@ -3,9 +3,10 @@
 //!
 //! fjall preallocates each journal file to 64 MiB by extending it: a sparse file. Every
 //! fdatasync of records written into a hole then also allocates the blocks and writes the
-//! inode, a second synchronous write before the flush (on this project's ext4 disk, 138 µs
-//! against 94 µs for 1 KB appended and fdatasynced, and 11% more SET per second on one
-//! node: BENCHMARKS.md). With the holes filled, an fdatasync writes the data only, as
+//! inode, a second synchronous write before the flush (on this project's ext4 disk,
+//! `scripts/fsync-holes`: 120 µs per 2,500-byte write and fdatasync into a sparse file,
+//! 88 µs into one written with zeros first; one node served 11-15% more SET per second:
+//! BENCHMARKS.md). With the holes filled, an fdatasync writes the data only, as
 //! PostgreSQL's zero-filled WAL segments do (`wal_init_zero`).
 //!
 //! Reading a hole or the zeros written over it gives the same bytes, so fjall reads
