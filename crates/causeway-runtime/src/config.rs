@@ -336,6 +336,18 @@ fn field(name: &str, problem: impl std::fmt::Display, fix: &str) -> String {
     format!("cluster file: field `{name}`: {problem}; fix: {fix}")
 }
 
+/// Refuses `value` of field `name` outside `1..=max`.
+fn positive_at_most(name: &str, value: u64, max: u64) -> Result<(), String> {
+    if value == 0 || value > max {
+        return Err(field(
+            name,
+            format!("{value} is out of range"),
+            &format!("give 1..={max}"),
+        ));
+    }
+    Ok(())
+}
+
 impl ClusterConfig {
     /// Parses and validates a cluster file's text.
     pub fn parse(text: &str) -> Result<ClusterConfig, String> {
@@ -420,14 +432,11 @@ impl ClusterConfig {
                 ));
             }
         }
-        let interval_ms = self.storage.batched_sync_interval_ms;
-        if interval_ms == 0 || interval_ms > BATCHED_SYNC_INTERVAL_MS_MAX {
-            return Err(field(
-                "storage.batched_sync_interval_ms",
-                format!("{interval_ms} is out of range"),
-                &format!("give 1..={BATCHED_SYNC_INTERVAL_MS_MAX}"),
-            ));
-        }
+        positive_at_most(
+            "storage.batched_sync_interval_ms",
+            self.storage.batched_sync_interval_ms,
+            BATCHED_SYNC_INTERVAL_MS_MAX,
+        )?;
         if self.storage.group_commit == GroupCommit::Node
             && self.storage.durability == Durability::Batched
         {
@@ -437,14 +446,11 @@ impl ClusterConfig {
                 "use group_commit = \"auto\" (the default) or \"thread\" with batched",
             ));
         }
-        let inline_us = self.storage.auto_inline_max_us;
-        if inline_us == 0 || inline_us > AUTO_INLINE_MAX_US_MAX {
-            return Err(field(
-                "storage.auto_inline_max_us",
-                format!("{inline_us} is out of range"),
-                &format!("give 1..={AUTO_INLINE_MAX_US_MAX}"),
-            ));
-        }
+        positive_at_most(
+            "storage.auto_inline_max_us",
+            self.storage.auto_inline_max_us,
+            AUTO_INLINE_MAX_US_MAX,
+        )?;
         if self.storage.checkpoint_records > CHECKPOINT_RECORDS_MAX {
             return Err(field(
                 "storage.checkpoint_records",
