@@ -93,7 +93,11 @@ fn holes(file: &File, len: u64) -> io::Result<Vec<(u64, u64)>> {
             Err(rustix::io::Errno::NXIO) => len,
             Err(e) => return Err(e.into()),
         };
-        assert!(data > hole, "a hole of no bytes at {hole}");
+        // A filesystem answering with no progress is not ours to crash on: the fill is
+        // an optimization, so it takes the holes found so far.
+        if data <= hole {
+            break;
+        }
         out.push((hole, data));
         at = data;
     }
