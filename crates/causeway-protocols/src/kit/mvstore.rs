@@ -1431,7 +1431,7 @@ mod tests {
     fn gc_folds_the_leading_run_below_the_point_and_nothing_is_lost() {
         // Three DCs' commits of one counter with concurrent vectors (each txn's own entry
         // is its DC's clock, the others a lagging snapshot), GC'd at random points between
-        // inserts; a deterministic LCG stands in for a seeded generator.
+        // inserts; the kit's seeded `xorshift` picks them.
         let mut next = crate::kit::xorshift(0x2545_f491_4f6c_dd1d);
         let (mut folds, mut held_back) = (0, 0);
         for _ in 0..200 {
