@@ -24,8 +24,9 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// effect names the tags it replaces (the optimized OR-set). 4: mutual challenge-response
 /// authentication (`Hello` carries a nonce; `Challenge` and `Proof` frames). 5: PaRiS's
 /// PREPARE says whether its partition commits the txn alone (one-phase commit). 6: Cure's
-/// START says whether the txn's read answers carry the observed ids.
-pub const PEER_WIRE_VERSION: u32 = 6;
+/// START says whether the txn's read answers carry the observed ids. 7: Cure's
+/// `ReadCommitResult` (a direct read-then-commit answered in one message).
+pub const PEER_WIRE_VERSION: u32 = 7;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {

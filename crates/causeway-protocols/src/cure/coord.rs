@@ -3,14 +3,16 @@
 //! the DC with the commit decision persisted before any COMMIT leaves (presumed abort).
 
 use super::msg::{First, Msg, Updates};
-use super::node::{Deferred, Node, Participant};
+use super::node::{Deferred, Node};
 use super::part::{Phase, Waiting};
 use super::record::Record;
 use crate::kit::twopc::{Answer, Decisions, Votes};
 use crate::kit::txn::{check_read, limit, read_value, TxnBuffer};
 use causeway_core::crdt::ObjType;
 use causeway_core::limits::{COORD_TXNS_MAX, TXN_UPDATES_MAX};
-use causeway_core::{Addr, Ctx, Error, Key, NodeId, Object, PartitionId, TxnId, TxnKind, Vc};
+use causeway_core::{
+    Addr, Ctx, Error, Key, NodeId, Object, PartitionId, ReadValue, TxnId, TxnKind, Vc,
+};
 use std::collections::BTreeMap;
 
 /// Why a txn whose votes did not all arrive in time ends.
@@ -22,6 +24,10 @@ pub(super) enum Step {
     Idle,
     /// A strong txn's COMMIT_STRONG (strong.rs).
     Strong(super::strong::StrongStep),
+    /// A direct read-then-commit's read, parked at its partition here (`direct.rs`).
+    ReadingHere {
+        req: u64,
+    },
     Reading {
         req: u64,
         rid: u64,
@@ -56,11 +62,11 @@ pub struct Txn {
     /// A read-then-commit's updates after the read (`First::ReadCommit`): committed as
     /// soon as the read is answered.
     pub(super) then: Option<Updates>,
-    /// Its read is served in place and its commit is one phase at this node's partition
-    /// (`Waiting::Read::direct`): prepared in the same step as the read.
-    direct: bool,
     /// Whether its read answers carry `ReadValue::observed` (`Msg::StartWith`).
-    observed: bool,
+    pub(super) observed: bool,
+    /// A direct read-then-commit's read answer (`direct.rs`), held until its commit's
+    /// answer, which carries it (`Msg::ReadCommitResult`).
+    pub(super) held: Option<(Vec<ReadValue>, Vc)>,
 }
 
 /// What a START says of its txn, besides the session's past and the first request.
@@ -108,6 +114,24 @@ impl Coord {
 
     fn reply(ctx: &mut Ctx<Msg>, to: Addr, m: Msg) {
         ctx.send(to, m);
+    }
+
+    /// The answer to a txn's commit: a `CommitResult`, or a `ReadCommitResult` when its
+    /// read's answer was held for it (`Txn::held`).
+    pub(super) fn commit_answer(
+        (txn, req): (TxnId, u64),
+        held: Option<(Vec<ReadValue>, Vc)>,
+        result: Result<Vc, Error>,
+    ) -> Msg {
+        match held {
+            Some(read) => Msg::ReadCommitResult {
+                txn,
+                req,
+                read,
+                commit: result,
+            },
+            None => Msg::CommitResult { txn, req, result },
+        }
     }
 }
 
@@ -173,8 +197,8 @@ impl Node {
                 reads: Default::default(),
                 label: s.start.label.clone(),
                 then: None,
-                direct: false,
                 observed: s.start.observed,
+                held: None,
             };
             self.coord.txns.insert(s.start.txn, Box::new(t));
             self.go_on(ctx, s);
@@ -223,7 +247,7 @@ impl Node {
     }
 
     /// Appends updates shipped with a request; None (after answering) if the txn is gone.
-    fn take_updates(&mut self, txn: TxnId, updates: Updates) -> Result<(), Error> {
+    pub(super) fn take_updates(&mut self, txn: TxnId, updates: Updates) -> Result<(), Error> {
         let clock = self.time.clock;
         let Some(t) = self.coord.txns.get_mut(&txn) else {
             return Err(Error::Aborted(
@@ -261,6 +285,9 @@ impl Node {
                 },
             );
         }
+        if let Some(partition) = self.direct_partition(txn, &keys) {
+            return self.read_here(ctx, (txn, req), partition, keys);
+        }
         let mut groups: BTreeMap<PartitionId, Vec<(Key, ObjType)>> = BTreeMap::new();
         for (k, t) in &keys {
             groups
@@ -288,21 +315,6 @@ impl Node {
         };
         self.coord.reads.insert(rid, txn);
         let dc = DcIdOf::dc(self.d);
-        if let Some(partition) = self.commits_here(txn, &groups) {
-            let keys = groups.into_values().flatten().collect();
-            self.coord.txns.get_mut(&txn).expect("checked above").direct = true;
-            let arrived = self.time.clock;
-            let coord = self.me;
-            let w = Waiting::Read {
-                coord,
-                rid,
-                svc,
-                keys,
-                arrived,
-                direct: true,
-            };
-            return self.park(ctx, partition, w);
-        }
         for (partition, keys) in groups {
             let to = Addr::Node(self.topo.node_of(dc, partition));
             let m = Msg::ReadKeys {
@@ -314,24 +326,6 @@ impl Node {
             ctx.send(to, m);
         }
         self.finish_read(ctx, txn);
-    }
-
-    /// The partition of this node where a read-then-commit both reads and commits in one
-    /// phase, if it does (a causal txn whose reads and updates are all there).
-    fn commits_here(
-        &self,
-        txn: TxnId,
-        groups: &BTreeMap<PartitionId, Vec<(Key, ObjType)>>,
-    ) -> Option<PartitionId> {
-        let t = self.coord.txns.get(&txn)?;
-        let then = t.then.as_ref()?;
-        let partition = *groups.keys().next()?;
-        let topo = &self.topo;
-        let here = |k: &Key| topo.partition_of(k) == partition;
-        let all_here = groups.len() == 1
-            && t.buffer.updates.iter().chain(then).all(|(k, _, _)| here(k))
-            && topo.node_of(DcIdOf::dc(self.d), partition) == self.me;
-        (all_here && t.kind == TxnKind::Causal && self.cfg.one_phase).then_some(partition)
     }
 
     pub(super) fn on_read_reply(
@@ -400,7 +394,6 @@ impl Node {
         // A read-then-commit whose read failed commits nothing: the session may go on
         // with the txn (another read, its own commit), which is then an ordinary one.
         let then = t.then.take().filter(|_| result.is_ok());
-        t.direct &= then.is_some();
         if matches!(result, Err(Error::Aborted(_))) {
             self.coord.txns.remove(&txn); // the session ends it too (session.rs)
         }
@@ -419,15 +412,8 @@ impl Node {
         updates: Updates,
     ) {
         if let Err(e) = self.take_updates(txn, updates) {
-            return Coord::reply(
-                ctx,
-                from,
-                Msg::CommitResult {
-                    txn,
-                    req,
-                    result: Err(e),
-                },
-            );
+            let held = self.coord.txns.get_mut(&txn).and_then(|t| t.held.take());
+            return Coord::reply(ctx, from, Coord::commit_answer((txn, req), held, Err(e)));
         }
         let dc = DcIdOf::dc(self.d);
         let t = self
@@ -441,15 +427,8 @@ impl Node {
         if t.buffer.updates.is_empty() {
             // Read-only: the snapshot is the txn's place in causality.
             let t = self.coord.txns.remove(&txn).expect("present");
-            return Coord::reply(
-                ctx,
-                t.client,
-                Msg::CommitResult {
-                    txn,
-                    req,
-                    result: Ok(t.svc),
-                },
-            );
+            let answer = Coord::commit_answer((txn, req), t.held, Ok(t.svc));
+            return Coord::reply(ctx, t.client, answer);
         }
         let topo = &self.topo;
         let groups = t.buffer.group_by(|k| topo.partition_of(k));
@@ -467,19 +446,6 @@ impl Node {
             votes: Votes::new(groups.keys().copied(), deadline),
             phase,
         };
-        if t.direct && one_phase {
-            // Read-then-commit: prepared on the state its read saw, in the same step.
-            let (partition, updates) = groups.into_iter().next().expect("one group");
-            let svc = t.svc.clone();
-            let coord = self.me;
-            let to = Participant {
-                partition,
-                coord,
-                txn,
-                phase,
-            };
-            return self.prepare(ctx, to, svc, updates);
-        }
         let mut svc = Some(t.svc.clone());
         let last = groups.len() - 1;
         for (i, (partition, updates)) in groups.into_iter().enumerate() {
@@ -563,8 +529,8 @@ impl Node {
         let Step::Preparing { req, .. } = t.step else {
             unreachable!("matched above")
         };
-        let result = Ok(ct);
-        Coord::reply(ctx, t.client, Msg::CommitResult { txn, req, result });
+        let answer = Coord::commit_answer((txn, req), t.held, Ok(ct));
+        Coord::reply(ctx, t.client, answer);
     }
 
     /// Commit time and commit vector (Alg. 1 l.31-36); the decision is persisted before
@@ -594,7 +560,8 @@ impl Node {
             participants.is_empty(),
             "a one-node txn has no participant elsewhere"
         );
-        let then = Self::commit_messages((txn, req), t.client, &ct, &participants);
+        let answer = Coord::commit_answer((txn, req), t.held, Ok(ct.clone()));
+        let then = Self::commit_messages(txn, (t.client, answer), &ct, &participants);
         let mine: Vec<PartitionId> = mine.into_iter().map(|(p, _)| p).collect();
         let record = if mine.is_empty() {
             Record::Decision {
@@ -620,7 +587,8 @@ impl Node {
                 ct,
             };
             if self.mutation.node_commit_early {
-                self.run_deferred(commit); // visible before it is durable
+                let done = self.run_deferred(commit); // visible before it is durable
+                assert!(done.is_none(), "a node commit answers with its decision");
             } else {
                 self.after_durable(commit);
             }
@@ -637,8 +605,8 @@ impl Node {
     /// What leaves once a commit decision is durable: COMMIT to each participant
     /// elsewhere (Alg. 1 l.34-35) and the answer to the session (l.36).
     fn commit_messages(
-        (txn, req): (TxnId, u64),
-        client: Addr,
+        txn: TxnId,
+        answer: (Addr, Msg),
         ct: &Vc,
         participants: &BTreeMap<PartitionId, NodeId>,
     ) -> Vec<(Addr, Msg)> {
@@ -651,8 +619,7 @@ impl Node {
             (Addr::Node(*n), m)
         };
         let mut then: Vec<(Addr, Msg)> = participants.iter().map(commit).collect();
-        let result = Ok(ct.clone());
-        then.push((client, Msg::CommitResult { txn, req, result }));
+        then.push(answer);
         then
     }
 
@@ -710,7 +677,8 @@ impl Node {
             } else {
                 Err(Error::Aborted(why.to_string()))
             };
-            Coord::reply(ctx, t.client, Msg::CommitResult { txn, req, result });
+            let answer = Coord::commit_answer((txn, req), t.held, result);
+            Coord::reply(ctx, t.client, answer);
         }
     }
 

@@ -139,6 +139,7 @@
 
 mod checkpoint;
 mod coord;
+mod direct;
 mod msg;
 mod node;
 mod part;

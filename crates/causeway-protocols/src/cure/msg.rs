@@ -54,7 +54,9 @@ pub enum First {
     },
     /// A read followed by only updates and the commit (`kit::session` read-then-commit):
     /// the read (seeing `updates`, not `then`), then the commit with `then` added. The
-    /// session gets the `ReadResult`, then the `CommitResult` (both with `req`).
+    /// session gets the `ReadResult`, then the `CommitResult` (both with `req`), or both
+    /// in one `ReadCommitResult` when the read was served and committed in one step at
+    /// the coordinator's own partition (`coord.rs`, direct).
     ReadCommit {
         req: u64,
         keys: Vec<(Key, ObjType)>,
@@ -110,6 +112,15 @@ pub enum Msg {
         txn: TxnId,
         req: u64,
         result: Result<Vc, Error>,
+    },
+    /// A direct read-then-commit's `ReadResult` (which succeeded) and `CommitResult` in
+    /// one message: the read's answer waits for the commit's, which the session waits
+    /// for anyway, and saves a message and a session turn per INCR or SADD.
+    ReadCommitResult {
+        txn: TxnId,
+        req: u64,
+        read: (Vec<ReadValue>, Vc),
+        commit: Result<Vc, Error>,
     },
     // ---- coordinator <-> partition ----
     /// READ_KEY(svc, keys) (Alg. 1 l.19, Alg. 2 l.1).

@@ -63,11 +63,13 @@ pub enum Deferred {
         partition: PartitionId,
         seq: u64,
     },
-    /// A one-phase commit's record is durable: the txn commits at its partition.
+    /// A one-phase commit's record is durable: the txn commits at its partition, and
+    /// its coordinator learns it: without a message when it is this node (`here`).
     OnePhase {
         partition: PartitionId,
         txn: TxnId,
         ct: Vc,
+        here: bool,
     },
     /// A one-node commit's record is durable: the txn commits at each of its partitions.
     NodeCommit {
@@ -319,11 +321,14 @@ impl Node {
     /// Runs `action` once everything persisted so far is durable.
     pub(super) fn after_durable(&mut self, action: Deferred) {
         if let Some(now) = self.durability.after_durable(action) {
-            self.run_deferred(now);
+            let done = self.run_deferred(now);
+            assert!(done.is_none(), "a one-phase commit waits for its record");
         }
     }
 
-    pub(super) fn run_deferred(&mut self, action: Deferred) {
+    /// Runs `action`; a one-phase txn coordinated here is returned, to be answered.
+    #[must_use]
+    pub(super) fn run_deferred(&mut self, action: Deferred) -> Option<(TxnId, Vc)> {
         match action {
             Deferred::Lease(until) => {
                 self.time.lease_durable(until);
@@ -339,9 +344,15 @@ impl Node {
             }
             Deferred::Decision(txn) => self.coord.decision_durable(txn),
             Deferred::Paxos { partition, seq } => self.strong_persisted(partition, seq),
-            Deferred::OnePhase { partition, txn, ct } => {
+            Deferred::OnePhase {
+                partition,
+                txn,
+                ct,
+                here,
+            } => {
                 let d = self.d;
                 self.part(partition).commit(d, txn, &ct, false);
+                return here.then_some((txn, ct));
             }
             Deferred::NodeCommit {
                 partitions,
@@ -355,6 +366,7 @@ impl Node {
             }
             Deferred::Transfer { partition, claims } => self.transfer_durable(partition, &claims),
         }
+        None
     }
 
     /// Replays a txn prepared and committed by one record (`OnePhase`, `NodeCommit`) at
@@ -454,9 +466,16 @@ impl Node {
     fn refuse(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, w: Waiting, e: Error) {
         match w {
             Waiting::Read {
-                coord, rid, keys, ..
+                coord,
+                rid,
+                keys,
+                direct,
+                ..
             } => {
                 let objects = keys.into_iter().map(|(k, _)| (k, Err(e.clone()))).collect();
+                if let Some(txn) = direct {
+                    return self.read_here_served(ctx, txn, partition, objects);
+                }
                 let m = Msg::ReadReply {
                     rid,
                     partition,
@@ -516,9 +535,9 @@ impl Node {
                     // Read-then-commit served in place, its prepare in this step:
                     // pvc_direct <= Clock, so its prepare time (issued above Clock)
                     // exceeds svc[d] as Alg. 2 l.8 requires.
-                    Waiting::Read { direct: true, .. } => {
-                        pvc_direct >= s && known_strong >= w.svc_strong()
-                    }
+                    Waiting::Read {
+                        direct: Some(_), ..
+                    } => pvc_direct >= s && known_strong >= w.svc_strong(),
                     Waiting::Read { .. } => m.no_read_wait || stable,
                     // Cure Alg. 2 l.7: wait until svc[d] <= Clock; the prepare time
                     // is then issued above Clock (l.8, `Time::issue`), so it exceeds
@@ -547,11 +566,11 @@ impl Node {
                     let objects = self.parts[&pid].read(&svc, &keys);
                     let waited = self.time.clock.saturating_sub(arrived);
                     self.sample("read_wait_ns", waited);
-                    if direct {
-                        // The coordinator is here: it answers and prepares the commit
-                        // now, on the state just read.
+                    if let Some(txn) = direct {
+                        // The coordinator is here: it prepares the commit now, on the
+                        // state just read.
                         self.sample("read_commit_wait_ns", waited);
-                        self.on_read_reply(ctx, rid, pid, objects);
+                        self.read_here_served(ctx, txn, pid, objects);
                         continue;
                     }
                     let m = Msg::ReadReply {
@@ -690,13 +709,24 @@ impl Node {
             ct: ct.clone(),
             ops,
         };
-        let done = Msg::OnePhaseDone {
-            txn,
+        // The coordinator learns it once the record is durable: by a message, or, when
+        // it is this node, from the deferred commit itself (`handle_persisted`).
+        let here = to.coord == self.me;
+        let mut then = Vec::new();
+        if !here {
+            let ct = ct.clone();
+            then.push((
+                Addr::Node(to.coord),
+                Msg::OnePhaseDone { txn, partition, ct },
+            ));
+        }
+        self.persist(ctx, record, then);
+        self.after_durable(Deferred::OnePhase {
             partition,
-            ct: ct.clone(),
-        };
-        self.persist(ctx, record, vec![(Addr::Node(to.coord), done)]);
-        self.after_durable(Deferred::OnePhase { partition, txn, ct });
+            txn,
+            ct,
+            here,
+        });
     }
 
     /// COMMIT (Cure Alg. 2 l.13-16); the ack leaves once the commit is durable.
@@ -790,7 +820,7 @@ impl Node {
                     svc,
                     keys,
                     arrived,
-                    direct: false,
+                    direct: None,
                 };
                 self.park(ctx, partition, w);
             }
@@ -869,7 +899,10 @@ impl Node {
                 let w = ClientWait::new(from, req, past, true);
                 self.on_client_wait(ctx, w)
             }
-            Msg::ReadResult { .. } | Msg::CommitResult { .. } | Msg::WaitDone { .. } => {}
+            Msg::ReadResult { .. }
+            | Msg::CommitResult { .. }
+            | Msg::ReadCommitResult { .. }
+            | Msg::WaitDone { .. } => {}
             msg => self.dispatch_strong(ctx, from_node, msg),
         }
     }
@@ -1010,7 +1043,9 @@ impl ServerNode for Node {
     fn handle_persisted(&mut self, ctx: &mut Ctx<Msg>, lsn: Lsn) {
         self.time.read(ctx.clock);
         for action in self.durability.persisted(ctx, lsn) {
-            self.run_deferred(action);
+            if let Some((txn, ct)) = self.run_deferred(action) {
+                self.on_one_phase_done(ctx, txn, ct);
+            }
         }
         self.serve_waiting(ctx);
         self.pump_strong(ctx);

@@ -62,10 +62,11 @@ pub enum Waiting {
         svc: Vc,
         keys: Vec<(Key, ObjType)>,
         arrived: u64,
-        /// The read of a read-then-commit coordinated on this node whose commit is one
-        /// phase here: served in place, its commit prepared in the same step
-        /// (`Node::serve_waiting`), and it need not wait for one-phase txns.
-        direct: bool,
+        /// The read of a direct read-then-commit (`direct.rs`) of this txn, coordinated
+        /// on this node, whose commit is one phase here: served in place, its commit
+        /// prepared in the same step (`Node::serve_waiting`), and it need not wait for
+        /// one-phase txns.
+        direct: Option<TxnId>,
     },
     Prepare {
         coord: NodeId,

@@ -366,3 +366,69 @@ fn a_failed_read_drops_the_promised_commit() {
     assert_eq!(value(&mut net, 1, &n), 0, "nothing was incremented");
     net.check_invariants().expect("invariants hold");
 }
+
+/// Holds the messages a direct read-then-commit no longer sends: the separate read and
+/// commit answers, and the partition's `OnePhaseDone` to a coordinator on its own node.
+fn hold_separate_answers(_: &Topology, _: Addr, _: Addr, m: &Msg) -> bool {
+    matches!(
+        m,
+        Msg::ReadResult { .. } | Msg::CommitResult { .. } | Msg::OnePhaseDone { .. }
+    )
+}
+
+/// Holds `OnePhaseDone` only: a one-phase commit coordinated at its partition's node
+/// does not send it.
+fn hold_one_phase_done(_: &Topology, _: Addr, _: Addr, m: &Msg) -> bool {
+    matches!(m, Msg::OnePhaseDone { .. })
+}
+
+/// A read-then-commit served at the coordinator's own partition answers its read and
+/// its commit in one `ReadCommitResult`, and a one-phase commit coordinated there learns
+/// its record is durable without a message to itself: with the separate messages held,
+/// both still complete.
+#[test]
+fn a_direct_read_then_commit_answers_in_one_message() {
+    let topo = Topology::full(1, 2, 4);
+    let mut net = Net::new(topo, Params::default(), T);
+    let key = Key::from("n");
+    net.session(1, 0);
+    net.run(20);
+    net.hold = hold_one_phase_done;
+    assert_eq!(net.txn(1, vec![incr(&key, 4)])[2], Response::Committed);
+    net.hold = hold_separate_answers;
+    let r = incr_promised(&mut net, 1, &key);
+    assert_eq!(counter(&r[0]), 4, "the read sees the committed increment");
+    assert!(matches!(r[1], Response::Updated { .. }), "{:?}", r[1]);
+    assert_eq!(r[2], Response::Committed);
+    net.release();
+    net.deliver_all();
+    assert_eq!(value(&mut net, 1, &key), 5);
+    net.check_invariants().expect("invariants hold");
+}
+
+/// A direct read-then-commit whose commit fails (an increment that would overflow the
+/// value it read) answers the read, then the abort, in the one message; nothing is
+/// written.
+#[test]
+fn a_direct_read_then_commit_whose_commit_fails_answers_both() {
+    let topo = Topology::full(1, 1, 4);
+    let mut net = Net::new(topo, Params::default(), T);
+    let key = Key::from("n");
+    net.session(1, 0);
+    net.run(20);
+    assert_eq!(
+        net.txn(1, vec![incr(&key, i64::MAX)])[2],
+        Response::Committed
+    );
+    net.hold = hold_separate_answers;
+    let r = incr_promised(&mut net, 1, &key);
+    assert_eq!(counter(&r[0]), i64::MAX, "the read is answered");
+    match &r[2] {
+        Response::Aborted { reason } => assert!(reason.contains("overflow"), "{reason}"),
+        other => panic!("the commit answered {other:?}"),
+    }
+    net.release();
+    net.deliver_all();
+    assert_eq!(value(&mut net, 1, &key), i64::MAX, "nothing was written");
+    net.check_invariants().expect("invariants hold");
+}

@@ -10,7 +10,9 @@
 //! Read-then-commit (`kit::session`): a txn whose first read is followed by only updates
 //! and its commit (INCR, SADD, GETSET through RESP) sends all of it with the START
 //! (`First::ReadCommit`); the coordinator answers the read, then commits at once. The
-//! `Commit` request is answered with that commit's result, which may arrive first.
+//! `Commit` request is answered with that commit's result, which may arrive first. When
+//! the coordinator served the read on its own partition and committed there in one phase,
+//! both answers come in one `ReadCommitResult`.
 
 use super::msg::{First, Msg, Updates};
 use super::Flavor;
@@ -406,7 +408,7 @@ impl ClientProtocol for Client {
         core.answer(ctx, Response::Error(e));
     }
 
-    fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, _from: Addr, msg: Msg) {
+    fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         if let Msg::WaitDone { req, result } = msg {
             if matches!(self.pending, Pending::Wait { .. }) && core.is_current(req) {
                 self.wait_done(core, ctx, result);
@@ -415,6 +417,18 @@ impl ClientProtocol for Client {
         }
         if let Msg::CommitResult { txn, req, result } = msg {
             return self.on_commit_result(core, ctx, (txn, req), result);
+        }
+        if let Msg::ReadCommitResult {
+            txn,
+            req,
+            read,
+            commit,
+        } = msg
+        {
+            // As the two messages it replaces, in their order.
+            let result = Ok(read);
+            self.on_message(core, ctx, from, Msg::ReadResult { txn, req, result });
+            return self.on_commit_result(core, ctx, (txn, req), commit);
         }
         if core.txn.is_none() || !core.running() {
             return; // stale: a request that timed out
