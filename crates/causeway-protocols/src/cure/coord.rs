@@ -257,7 +257,11 @@ impl Node {
         if t.buffer.updates.len() + updates.len() > TXN_UPDATES_MAX {
             return Err(limit("updates in one transaction", TXN_UPDATES_MAX));
         }
-        t.buffer.updates.extend(updates); // Alg. 1 l.8-14
+        // Alg. 1 l.8-14. The first shipment becomes the buffer (no copy).
+        match t.buffer.updates.is_empty() {
+            true => t.buffer.updates = updates,
+            false => t.buffer.updates.extend(updates),
+        }
         t.last_active = clock;
         Ok(())
     }
@@ -431,7 +435,8 @@ impl Node {
             return Coord::reply(ctx, t.client, answer);
         }
         let topo = &self.topo;
-        let groups = t.buffer.group_by(|k| topo.partition_of(k));
+        // Taken: nothing reads a committing txn's buffer (strong txns returned above).
+        let groups = t.buffer.take_by(|k| topo.partition_of(k));
         let deadline = self.time.clock + self.cfg.prepare_timeout_ns;
         let here = |p: &PartitionId| topo.node_of(dc, *p) == self.me;
         let phase = match groups.len() {

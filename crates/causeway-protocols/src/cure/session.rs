@@ -230,6 +230,19 @@ impl Client {
         out
     }
 
+    /// The updates not shipped yet, for the commit that ships the last of them: moved out
+    /// of the buffer, not copied (nothing reads a committing txn's buffer here), and
+    /// coalesced ([`coalesce_updates`]).
+    fn take_unshipped(&mut self, core: &mut SessionCore) -> Updates {
+        let buffer = core.txn.as_mut().expect("a transaction is open");
+        let mut out = match self.shipped {
+            0 => std::mem::take(&mut buffer.updates),
+            n => buffer.updates.split_off(n),
+        };
+        coalesce_updates(&mut out, self.keep_first_assign);
+        out
+    }
+
     /// `updates` as one message carries them: coalesced (the rest of the buffer stays as
     /// it is, for the txn's own reads).
     fn shippable(&self, updates: &[(Key, Update, OpId)]) -> Updates {
@@ -364,7 +377,7 @@ impl ClientProtocol for Client {
         if core.buffer().updates.is_empty() && (!self.started || self.svc.is_some()) && !certify {
             return self.commit_locally(core, ctx);
         }
-        let updates = self.unshipped(core);
+        let updates = self.take_unshipped(core);
         self.pending = Pending::Commit;
         let req = core.start_request(ctx);
         if !self.started {

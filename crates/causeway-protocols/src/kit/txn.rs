@@ -56,6 +56,29 @@ impl TxnBuffer {
         Ok(())
     }
 
+    /// Takes the buffered updates, grouped by a routing function (partition, node...):
+    /// moved, not copied, and the buffer left empty. All in one group (every single-key
+    /// command) is one move of the whole vector.
+    pub fn take_by<T: Ord>(
+        &mut self,
+        mut route: impl FnMut(&Key) -> T,
+    ) -> BTreeMap<T, Vec<(Key, Update, OpId)>> {
+        let updates = std::mem::take(&mut self.updates);
+        let mut groups: BTreeMap<T, Vec<_>> = BTreeMap::new();
+        let Some((first, rest)) = updates.split_first() else {
+            return groups;
+        };
+        let first = route(&first.0);
+        if rest.iter().all(|u| route(&u.0) == first) {
+            groups.insert(first, updates);
+            return groups;
+        }
+        for u in updates {
+            groups.entry(route(&u.0)).or_default().push(u);
+        }
+        groups
+    }
+
     /// Buffered updates grouped by a routing function (partition, node...).
     pub fn group_by<T: Ord>(
         &self,
@@ -394,6 +417,27 @@ pub fn typed(stored: Option<&Object>, obj_type: ObjType) -> Result<Object, Error
 mod tests {
     use super::*;
     use causeway_core::SessionId;
+
+    /// `take_by` groups as `group_by` does, in buffer order within each group, whether
+    /// the updates fall in one group or several, and leaves the buffer empty.
+    #[test]
+    fn take_by_moves_the_groups_group_by_copies() {
+        let txn = TxnId {
+            session: SessionId(1),
+            seq: 1,
+        };
+        let route = |k: &Key| k.0[0] % 3;
+        for keys in [&["a", "d", "g"][..], &["a", "b", "d", "c", "g"][..], &[][..]] {
+            let mut buffer = TxnBuffer::new(txn, TxnKind::Causal);
+            for k in keys {
+                buffer.push(Key::from(*k), Update::Increment(1)).expect("buffered");
+            }
+            let copied = buffer.group_by(route);
+            let taken = buffer.take_by(route);
+            assert_eq!(taken, copied, "keys {keys:?}");
+            assert!(buffer.updates.is_empty(), "the buffer is taken");
+        }
+    }
 
     /// Only an assignment that a later one of its key in the txn overwrites goes; other
     /// keys' assignments and other effects stay, in order.
