@@ -474,6 +474,19 @@ impl Node {
                 self.park(ctx, partition, w);
                 continue;
             }
+            if node == self.me {
+                // A partition of this node (a one-phase txn's, or any with one-phase
+                // commit off) gets its PREPARE (Alg. 2 l.6) without a message to itself.
+                let w = Waiting::Prepare {
+                    coord: self.me,
+                    txn,
+                    svc,
+                    updates,
+                    phase: if one_phase { Phase::One } else { Phase::Two },
+                };
+                self.park(ctx, partition, w);
+                continue;
+            }
             let m = Msg::Prepare {
                 txn,
                 partition,
