@@ -193,6 +193,15 @@ impl Part {
     /// The effects of a txn's updates, each prepared against the snapshot at `svc` plus the
     /// txn's earlier updates of the key: exactly what the coordinator's overlay showed.
     pub fn effects(&self, svc: &Vc, updates: &Updates) -> Result<Vec<(Key, OpId, Effect)>, Error> {
+        // One update that reads its object (INCR, SADD): the object read, the effect
+        // prepared, nothing kept for later updates (a map of objects for none was a
+        // sixth of an INCR's prepare).
+        if let [(key, update, id)] = &updates[..] {
+            if !matches!(update, Update::Assign(_)) {
+                let obj = self.store.read_state(key, svc, update.obj_type())?;
+                return Ok(vec![(key.clone(), *id, obj.prepare(update)?)]);
+            }
+        }
         let mut objs: BTreeMap<Key, causeway_core::Object> = BTreeMap::new();
         let mut out = Vec::with_capacity(updates.len());
         let mut blind: BTreeSet<&Key> = BTreeSet::new();
