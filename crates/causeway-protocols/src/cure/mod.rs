@@ -57,7 +57,8 @@
 //! `node.rs`: the node's state, recovery, dispatch, the partition side of reads and 2PC,
 //! timers (`kit::timers`), invariants, persist-before-release (`kit::durability`) and the
 //! clock and lease (`kit::clock`). `coord.rs`: the TC (Alg. 1), its 2PC bookkeeping on
-//! `kit::twopc`. `part.rs`: one partition replica (`pvc`, prepared txns, parked requests)
+//! `kit::twopc`; `direct.rs`: a read-then-commit read and prepared in one step at the
+//! coordinator's own partition, answered in one message. `part.rs`: one partition replica (`pvc`, prepared txns, parked requests)
 //! over the kit's multi-version store (`kit::mvstore`) and replication log
 //! (`kit::repl`). `repl.rs`: replication, catch-up and relaying (`kit::repl`) and the
 //! GSS / GC exchange inside the DC (`kit::gossip`). `session.rs`: the client side on the

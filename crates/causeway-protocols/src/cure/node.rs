@@ -659,18 +659,22 @@ impl Node {
             phase,
         };
         self.part(partition).prepared.insert(txn, p);
+        match phase {
+            Phase::One => return self.commit_one_phase(ctx, to, svc, prep_time, ops),
+            // The coordinator is this node: the record of its decision holds these
+            // effects (`Node::node_commit_record`), and it takes the vote without a
+            // message to itself.
+            Phase::Node => {
+                assert_eq!(coord, self.me, "a one-node commit is coordinated here");
+                return self.on_prepared(ctx, txn, partition, Ok(prep_time));
+            }
+            Phase::Two => {}
+        }
         let vote = Msg::Prepared {
             txn,
             partition,
             result: Ok(prep_time),
         };
-        match phase {
-            Phase::One => return self.commit_one_phase(ctx, to, svc, prep_time, ops),
-            // The coordinator is this node: the record of its decision holds these
-            // effects (`Node::node_commit_record`).
-            Phase::Node => return ctx.send(Addr::Node(coord), vote),
-            Phase::Two => {}
-        }
         let record = Record::Prepare {
             partition,
             txn,

@@ -427,10 +427,16 @@ mod tests {
             seq: 1,
         };
         let route = |k: &Key| k.0[0] % 3;
-        for keys in [&["a", "d", "g"][..], &["a", "b", "d", "c", "g"][..], &[][..]] {
+        for keys in [
+            &["a", "d", "g"][..],
+            &["a", "b", "d", "c", "g"][..],
+            &[][..],
+        ] {
             let mut buffer = TxnBuffer::new(txn, TxnKind::Causal);
             for k in keys {
-                buffer.push(Key::from(*k), Update::Increment(1)).expect("buffered");
+                buffer
+                    .push(Key::from(*k), Update::Increment(1))
+                    .expect("buffered");
             }
             let copied = buffer.group_by(route);
             let taken = buffer.take_by(route);
