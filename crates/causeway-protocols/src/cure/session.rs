@@ -20,7 +20,8 @@ use crate::kit::session::{ClientProtocol, SessionCore};
 use crate::kit::txn::coalesce_updates;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
-    Addr, Ctx, Error, Key, NodeId, OpId, PartitionId, Response, Topology, TxnId, TxnKind, Vc,
+    Addr, Ctx, Error, Key, NodeId, OpId, PartitionId, ReadValue, Response, Topology, TxnId,
+    TxnKind, Vc,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -286,6 +287,47 @@ impl Client {
             Err(e) => core.answer(ctx, Response::Error(e)),
         }
     }
+
+    /// READ's answer (or a `ReadCommitResult`'s read): the values and the txn's snapshot,
+    /// or why it failed.
+    fn on_read_result(
+        &mut self,
+        core: &mut SessionCore,
+        ctx: &mut Ctx<Msg>,
+        (txn, req): (TxnId, u64),
+        result: Result<(Vec<ReadValue>, Vc), Error>,
+    ) {
+        let current = core.txn.as_ref().is_some_and(|b| b.txn == txn) && core.running();
+        if !current || self.pending != Pending::Read || !core.is_current(req) {
+            return; // stale: a request that timed out
+        }
+        self.pending = Pending::None;
+        let response = match result {
+            Ok((values, svc)) => {
+                self.svc = Some(svc);
+                Response::Values(values)
+            }
+            // A read-then-commit whose read failed does not commit.
+            Err(e) if self.combined.take().is_some() => {
+                self.early = None;
+                match e {
+                    Error::Aborted(reason) => {
+                        core.txn = None;
+                        Response::Aborted { reason }
+                    }
+                    e => Response::Error(e),
+                }
+            }
+            // The coordinator dropped the txn (e.g. "snapshot too old"): it is
+            // over here too, so the session is idle again.
+            Err(Error::Aborted(reason)) => {
+                core.txn = None;
+                Response::Aborted { reason }
+            }
+            Err(e) => Response::Error(e),
+        };
+        core.answer(ctx, response);
+    }
 }
 
 impl ClientProtocol for Client {
@@ -421,7 +463,7 @@ impl ClientProtocol for Client {
         core.answer(ctx, Response::Error(e));
     }
 
-    fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
+    fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, _from: Addr, msg: Msg) {
         if let Msg::WaitDone { req, result } = msg {
             if matches!(self.pending, Pending::Wait { .. }) && core.is_current(req) {
                 self.wait_done(core, ctx, result);
@@ -439,51 +481,11 @@ impl ClientProtocol for Client {
         } = msg
         {
             // As the two messages it replaces, in their order.
-            let result = Ok(read);
-            self.on_message(core, ctx, from, Msg::ReadResult { txn, req, result });
+            self.on_read_result(core, ctx, (txn, req), Ok(read));
             return self.on_commit_result(core, ctx, (txn, req), commit);
         }
-        if core.txn.is_none() || !core.running() {
-            return; // stale: a request that timed out
-        }
-        let txn = core.txn_id();
-        match (msg, self.pending.clone()) {
-            (
-                Msg::ReadResult {
-                    txn: t,
-                    req,
-                    result,
-                },
-                Pending::Read,
-            ) if t == txn && core.is_current(req) => {
-                self.pending = Pending::None;
-                let response = match result {
-                    Ok((values, svc)) => {
-                        self.svc = Some(svc);
-                        Response::Values(values)
-                    }
-                    // A read-then-commit whose read failed does not commit.
-                    Err(e) if self.combined.take().is_some() => {
-                        self.early = None;
-                        match e {
-                            Error::Aborted(reason) => {
-                                core.txn = None;
-                                Response::Aborted { reason }
-                            }
-                            e => Response::Error(e),
-                        }
-                    }
-                    // The coordinator dropped the txn (e.g. "snapshot too old"): it is
-                    // over here too, so the session is idle again.
-                    Err(Error::Aborted(reason)) => {
-                        core.txn = None;
-                        Response::Aborted { reason }
-                    }
-                    Err(e) => Response::Error(e),
-                };
-                core.answer(ctx, response);
-            }
-            _ => {} // stale: a request that timed out
+        if let Msg::ReadResult { txn, req, result } = msg {
+            self.on_read_result(core, ctx, (txn, req), result);
         }
     }
 
