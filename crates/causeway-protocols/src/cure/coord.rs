@@ -416,8 +416,8 @@ impl Node {
         updates: Updates,
     ) {
         if let Err(e) = self.take_updates(txn, updates) {
-            let held = self.coord.txns.get_mut(&txn).and_then(|t| t.held.take());
-            return Coord::reply(ctx, from, Coord::commit_answer((txn, req), held, Err(e)));
+            let result = Err(e);
+            return Coord::reply(ctx, from, Msg::CommitResult { txn, req, result });
         }
         let dc = DcIdOf::dc(self.d);
         let t = self
@@ -431,8 +431,8 @@ impl Node {
         if t.buffer.updates.is_empty() {
             // Read-only: the snapshot is the txn's place in causality.
             let t = self.coord.txns.remove(&txn).expect("present");
-            let answer = Coord::commit_answer((txn, req), t.held, Ok(t.svc));
-            return Coord::reply(ctx, t.client, answer);
+            let result = Ok(t.svc);
+            return Coord::reply(ctx, t.client, Msg::CommitResult { txn, req, result });
         }
         let topo = &self.topo;
         // Taken: nothing reads a committing txn's buffer (strong txns returned above).
@@ -578,8 +578,9 @@ impl Node {
             participants.is_empty(),
             "a one-node txn has no participant elsewhere"
         );
-        let answer = Coord::commit_answer((txn, req), t.held, Ok(ct.clone()));
-        let then = Self::commit_messages(txn, (t.client, answer), &ct, &participants);
+        // A direct read-then-commit (the only holder of a read) commits in one phase.
+        assert!(t.held.is_none(), "a decided txn holds no read");
+        let then = Self::commit_messages((txn, req), t.client, &ct, &participants);
         let mine: Vec<PartitionId> = mine.into_iter().map(|(p, _)| p).collect();
         let record = if mine.is_empty() {
             Record::Decision {
@@ -623,8 +624,8 @@ impl Node {
     /// What leaves once a commit decision is durable: COMMIT to each participant
     /// elsewhere (Alg. 1 l.34-35) and the answer to the session (l.36).
     fn commit_messages(
-        txn: TxnId,
-        answer: (Addr, Msg),
+        (txn, req): (TxnId, u64),
+        client: Addr,
         ct: &Vc,
         participants: &BTreeMap<PartitionId, NodeId>,
     ) -> Vec<(Addr, Msg)> {
@@ -637,7 +638,8 @@ impl Node {
             (Addr::Node(*n), m)
         };
         let mut then: Vec<(Addr, Msg)> = participants.iter().map(commit).collect();
-        then.push(answer);
+        let result = Ok(ct.clone());
+        then.push((client, Msg::CommitResult { txn, req, result }));
         then
     }
 
