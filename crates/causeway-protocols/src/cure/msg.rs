@@ -145,7 +145,9 @@ pub enum Msg {
         updates: Updates,
         one_phase: bool,
     },
-    /// A one-phase commit is durable at the partition: the txn's commit vector.
+    /// A one-phase commit is durable at the partition: the txn's commit vector, to a
+    /// coordinator on another node (one on the partition's node learns it without a
+    /// message: `Deferred::OnePhase::here`).
     OnePhaseDone {
         txn: TxnId,
         partition: PartitionId,
