@@ -60,7 +60,7 @@ impl Node {
         t.step = Step::ReadingHere { req };
         let w = Waiting::Read {
             coord: self.me,
-            rid: 0,
+            rid: 0, // unused: a direct read is answered by `direct`, not by read id
             svc: t.svc.clone(),
             keys,
             arrived: self.time.clock,
@@ -81,7 +81,9 @@ impl Node {
         objects: Vec<(Key, Result<Object, Error>)>,
     ) {
         let Some(t) = self.coord.txns.get_mut(&txn) else {
-            return; // dropped meanwhile (idle), answered then
+            // Dropped meanwhile (idle past `txn_idle_ns`, `coord_tick`): nothing is
+            // answered, and the session's request times out, as for a general read.
+            return;
         };
         let Step::ReadingHere { req } = t.step else {
             return;
