@@ -1,6 +1,7 @@
 //! The `causeway` binary: one CLI for the simulator (`sim`), the checker (`check`) and the
 //! cluster commands. Each subcommand lives in its own module; this file only parses.
 
+mod alloc;
 mod bench_cmd;
 mod check_cmd;
 mod cli_cmd;
@@ -15,8 +16,9 @@ use std::process::ExitCode;
 
 /// mimalloc instead of glibc's malloc: under redis-benchmark's SET a node spent 18% of its
 /// CPU in glibc's malloc and free (`perf`, BENCHMARKS.md, issue 14's fifth session).
+/// Entered through [`alloc::Allocator`], which spares word-aligned blocks the aligned path.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::Allocator = alloc::Allocator;
 
 #[derive(Parser)]
 #[command(
