@@ -10,6 +10,60 @@
 
 use std::collections::BTreeMap;
 
+/// A value per sample name, found by the name's address first: a machine reports its
+/// samples under string literals, so one name is nearly always the same pointer, and the
+/// node task looks up every sample of every input (a `BTreeMap` of names compared bytes
+/// for bytes cost about 150 instructions a sample; BENCHMARKS.md, issue 14's twenty-fifth
+/// session). Equal names at different addresses are the same entry.
+#[derive(Debug)]
+pub struct NameMap<V> {
+    entries: Vec<(&'static str, V)>,
+}
+
+impl<V> Default for NameMap<V> {
+    fn default() -> Self {
+        NameMap {
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<V> NameMap<V> {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn position(&self, name: &'static str) -> Option<usize> {
+        let same = |(n, _): &(&'static str, V)| std::ptr::eq(*n, name);
+        let equal = |(n, _): &(&'static str, V)| *n == name;
+        let entries = &self.entries;
+        entries
+            .iter()
+            .position(same)
+            .or_else(|| entries.iter().position(equal))
+    }
+
+    pub fn get_mut(&mut self, name: &'static str) -> Option<&mut V> {
+        let i = self.position(name)?;
+        Some(&mut self.entries[i].1)
+    }
+
+    /// Adds `name` (not present: callers looked it up first) with `value`.
+    pub fn insert_new(&mut self, name: &'static str, value: V) -> &mut V {
+        debug_assert!(self.position(name).is_none());
+        self.entries.push((name, value));
+        &mut self.entries.last_mut().expect("just pushed").1
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &V)> {
+        self.entries.iter().map(|(n, v)| (*n, v))
+    }
+}
+
 /// Most distinct sample names kept; a machine reporting more has the extra names ignored
 /// (names are `&'static str`, so only a machine bug can get here).
 pub const SAMPLE_NAMES_MAX: usize = 256;
@@ -17,7 +71,7 @@ pub const SAMPLE_NAMES_MAX: usize = 256;
 /// The latest value per sample name.
 #[derive(Debug, Default)]
 pub struct LatestSamples {
-    latest: BTreeMap<&'static str, u64>,
+    latest: NameMap<u64>,
     /// Whether a name was refused, so the overflow is logged once, not on every input.
     overflowed: bool,
 }
@@ -26,8 +80,10 @@ impl LatestSamples {
     /// Keeps each sample as the latest value of its name.
     pub fn record(&mut self, samples: impl IntoIterator<Item = (&'static str, u64)>) {
         for (name, value) in samples {
-            if self.latest.len() < SAMPLE_NAMES_MAX || self.latest.contains_key(name) {
-                self.latest.insert(name, value);
+            if let Some(latest) = self.latest.get_mut(name) {
+                *latest = value;
+            } else if self.latest.len() < SAMPLE_NAMES_MAX {
+                self.latest.insert_new(name, value);
             } else if !self.overflowed {
                 self.overflowed = true;
                 tracing::warn!(
@@ -45,7 +101,7 @@ impl LatestSamples {
             .into_iter()
             .map(|(name, value)| (name.to_string(), value))
             .collect();
-        for (name, value) in &self.latest {
+        for (name, value) in self.latest.iter() {
             let (name, value) = sample_gauge(name, *value);
             out.entry(name).or_insert(value);
         }
@@ -101,6 +157,10 @@ pub fn events(samples: &[(&'static str, u64)]) -> Vec<(bool, &'static str, u64)>
 
 /// Logs the event samples among `samples` ([`events`]).
 pub fn log_events(samples: &[(&'static str, u64)]) {
+    let is_event = |(name, _): &(&'static str, u64)| EVENTS.iter().any(|(n, _, _)| n == name);
+    if !samples.iter().any(is_event) {
+        return; // the common case, without building the list
+    }
     for (warn, line, keys) in events(samples) {
         match warn {
             true => tracing::warn!(keys, "{line}"),
@@ -152,6 +212,17 @@ mod tests {
             samples.gauges(vec![("lag_ms", 1.0)]),
             owned(&[("lag_ms", 1.0)])
         );
+    }
+
+    /// A name at another address (built at run time) is the same entry as the literal.
+    #[test]
+    fn equal_names_at_different_addresses_share_their_entry() {
+        let mut samples = LatestSamples::default();
+        samples.record([("wait_ns", 1_000_000)]);
+        let copy: &'static str = Box::leak("wait_ns".to_string().into_boxed_str());
+        assert!(!std::ptr::eq(copy, "wait_ns"));
+        samples.record([(copy, 3_000_000)]);
+        assert_eq!(samples.gauges(Vec::new()), owned(&[("wait_ms", 3.0)]));
     }
 
     #[test]

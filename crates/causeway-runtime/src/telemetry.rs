@@ -171,7 +171,7 @@ impl NodeMetrics {
     pub fn machine(&self) -> MachineMetrics {
         MachineMetrics {
             metrics: self.clone(),
-            samples: BTreeMap::new(),
+            samples: crate::samples::NameMap::default(),
             gauges: BTreeMap::new(),
             overflowed: false,
         }
@@ -249,7 +249,7 @@ impl DiskMetrics {
 /// The machine's samples and gauges, exported under names derived from theirs.
 pub struct MachineMetrics {
     metrics: NodeMetrics,
-    samples: BTreeMap<&'static str, (Histogram, f64)>,
+    samples: crate::samples::NameMap<(Histogram, f64)>,
     gauges: BTreeMap<&'static str, Gauge>,
     /// Whether a name was refused, so the overflow is logged once.
     overflowed: bool,
@@ -297,15 +297,14 @@ impl MachineMetrics {
     /// Records every sample into its name's histogram.
     pub fn samples(&mut self, samples: &[(&'static str, u64)]) {
         for (name, value) in samples {
-            if !self.samples.contains_key(name) && !self.room(name) {
-                continue;
-            }
-            let metrics = &self.metrics;
-            let (histogram, scale) = self.samples.entry(name).or_insert_with(|| {
+            if let Some((histogram, scale)) = self.samples.get_mut(name) {
+                histogram.record(*value as f64 * *scale);
+            } else if self.room(name) {
                 let (series, scale) = sample_series(name);
-                (metrics.histogram(&series), scale)
-            });
-            histogram.record(*value as f64 * *scale);
+                let histogram = self.metrics.histogram(&series);
+                histogram.record(*value as f64 * scale);
+                self.samples.insert_new(name, (histogram, scale));
+            }
         }
     }
 

@@ -569,7 +569,6 @@ impl Node {
                     if let Some(txn) = direct {
                         // The coordinator is here: it prepares the commit now, on the
                         // state just read.
-                        self.sample("read_commit_wait_ns", waited);
                         self.read_here_served(ctx, txn, pid, objects);
                         continue;
                     }
