@@ -140,6 +140,9 @@ struct Hosted {
     later: Vec<Request>,
     /// A batch is running: its last answer has not come.
     running: bool,
+    /// A submitted request awaits its answer; a reply without one answers the next of
+    /// `pending`, which the session answered ahead (`submit_ahead`).
+    submitted: bool,
 }
 
 /// A message on its way: from, to, what.
@@ -194,6 +197,7 @@ impl Driver {
                 pending: VecDeque::new(),
                 later: Vec::new(),
                 running: false,
+                submitted: false,
             })
             .collect();
         let mut driver = Driver {
@@ -266,6 +270,13 @@ impl Driver {
     }
     /// Counts an answer; true when the batch goes on.
     fn answered(&mut self, s: usize, resp: Response) -> bool {
+        let hosted = &mut self.sessions[s];
+        if !std::mem::take(&mut hosted.submitted) {
+            hosted
+                .pending
+                .pop_front()
+                .expect("answered ahead of a promised request");
+        }
         match resp {
             Response::Committed => self.committed += 1,
             Response::Error(_) | Response::Aborted { .. } => {
@@ -294,6 +305,7 @@ impl Driver {
         let mut ctx = self.ctx();
         let began = Instant::now();
         let hosted = &mut self.sessions[s];
+        hosted.submitted = true;
         let ahead = hosted.pending.make_contiguous();
         hosted.machine.submit_ahead(&mut ctx, request, ahead);
         self.busy_ns[0] += began.elapsed().as_nanos() as u64;

@@ -174,6 +174,14 @@ pub trait ClientSession {
     /// an answer is an error or an abort (a driver's batch). A session may act on the
     /// promise: Cure ships a read followed by only updates and a commit as one message
     /// (`cure::session`). Drivers that cannot promise call `submit`.
+    ///
+    /// A session may also answer promised requests before they are submitted: in the
+    /// turn that answers `request` (or, while `request` runs, the turn that answers it),
+    /// every further [`Output::Reply`] answers the next request of `ahead`, in order, and
+    /// the driver does not submit the requests so answered (Cure answers a read-then-
+    /// commit's read, updates and commit in one turn when the commit's result came with
+    /// the read). A driver of `submit_ahead` must take them so; `submit` answers one
+    /// request per call, as before.
     fn submit_ahead(&mut self, ctx: &mut Ctx<Self::Msg>, request: Request, _ahead: &[Request]) {
         self.submit(ctx, request)
     }

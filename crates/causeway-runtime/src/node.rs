@@ -261,7 +261,11 @@ fn kind_label(kind: &TxnKind) -> &'static str {
 
 /// A batch of requests running on one session.
 struct Batch {
+    /// Requests not submitted yet, in order.
     pending: VecDeque<Request>,
+    /// Whether a submitted request awaits its answer; a reply without one answers the
+    /// next of `pending`, which the session answered ahead (`submit_ahead`'s contract).
+    submitted: bool,
     answers: Vec<Response>,
     reply: oneshot::Sender<Vec<Response>>,
 }
@@ -762,6 +766,7 @@ impl NodeTask {
         hosted.running = Some(Batch {
             answers: Vec::with_capacity(requests.len()),
             pending: requests.into(),
+            submitted: false,
             reply,
         });
         self.next_request(session);
@@ -823,6 +828,7 @@ impl NodeTask {
             let Some(request) = batch.pending.pop_front() else {
                 return;
             };
+            batch.submitted = true;
             if let Request::Begin { kind, .. } = &request {
                 hosted.began = Some((self.reading.expect("read by ctx").at, kind_label(kind)));
             }
@@ -943,6 +949,13 @@ impl NodeTask {
                 self.txn_metrics.aborted(reason);
             }
             _ => {}
+        }
+        if !std::mem::take(&mut batch.submitted) && batch.pending.pop_front().is_none() {
+            tracing::warn!(
+                session = session.0,
+                "a session answered a request never sent"
+            );
+            return false;
         }
         let stop = stops(&resp);
         batch.answers.push(resp);

@@ -22,7 +22,7 @@ use causeway_core::{
     TxnKind,
 };
 use causeway_protocols::{new_session, BoxedSession, Msg};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Keys per request of the final reads.
 const FINAL_READ_CHUNK: usize = 64;
@@ -82,6 +82,9 @@ pub(crate) struct ClientSlot {
     /// Its DC failed or the run is draining: it starts nothing and ignores replies.
     pub stopped: bool,
     pub(crate) timer_at: Option<Nanos>,
+    /// Answers the session gave ahead to promised requests (`submit_ahead`), in order:
+    /// the next step takes the first instead of submitting its request.
+    answered_ahead: VecDeque<Response>,
 }
 
 impl World {
@@ -123,6 +126,7 @@ impl World {
             done: false,
             stopped: false,
             timer_at: None,
+            answered_ahead: VecDeque::new(),
         });
         Ok(self.clients.len() - 1)
     }
@@ -170,12 +174,28 @@ impl World {
                 self.schedule(at, Ev::ClientTimer { client: c, at });
             }
         }
+        let mut replies = Vec::new();
         for out in ctx.outputs {
             match out {
                 Output::Send { to, msg } => self.send(Addr::Client(self.clients[c].id), to, msg),
-                Output::Reply(resp) => self.on_reply(c, resp),
+                Output::Reply(resp) => replies.push(resp),
                 Output::Persist { .. } => panic!("a client session asked to persist"),
             }
+        }
+        // Replies after the first answer promised requests ahead (`submit_ahead`).
+        let mut replies = replies.into_iter();
+        if let Some(first) = replies.next() {
+            self.clients[c].answered_ahead.extend(replies);
+            self.on_reply(c, first);
+        }
+    }
+
+    /// Submits `request` with `ahead` promised after it, unless the session answered it
+    /// ahead already (then that answer is taken as the reply).
+    fn submit_or_take(&mut self, c: usize, request: Request, ahead: Vec<Request>) {
+        match self.clients[c].answered_ahead.pop_front() {
+            Some(resp) => self.on_reply(c, resp),
+            None => self.with_client(c, |s, ctx| s.submit_ahead(ctx, request, &ahead)),
         }
     }
 
@@ -242,7 +262,7 @@ impl World {
         slot.phase = Phase::Stepping;
         let Some(step) = slot.steps.get(slot.next_step).cloned() else {
             slot.phase = Phase::Committing;
-            return self.submit(c, Request::Commit);
+            return self.submit_or_take(c, Request::Commit, Vec::new());
         };
         slot.next_step += 1;
         let ahead = Self::promised_after(slot);
@@ -263,7 +283,7 @@ impl World {
                 Request::Update { key, update }
             }
         };
-        self.with_client(c, |s, ctx| s.submit_ahead(ctx, request, &ahead));
+        self.submit_or_take(c, request, ahead);
     }
 
     /// What client `c` promises will follow its current step: the rest of its plan and
@@ -292,6 +312,7 @@ impl World {
             self.history.overwrites.insert(id, overwrote);
         }
         if self.clients[c].stopped {
+            self.clients[c].answered_ahead.clear();
             return; // its DC failed or the run ended: nobody is listening
         }
         let phase = self.clients[c].phase;
@@ -422,6 +443,11 @@ impl World {
         let now = self.now;
         let slot = &mut self.clients[c];
         slot.phase = Phase::Idle;
+        // An answer ahead is only ever to a request of this txn's promise.
+        assert!(
+            slot.answered_ahead.is_empty(),
+            "client {c}: answers ahead left over"
+        );
         if slot.final_reader {
             self.clients[c].done = true;
             return;

@@ -59,16 +59,56 @@ fn value(net: &mut Net, s: u64, key: &Key) -> i64 {
     counter(&r[1])
 }
 
+/// The answers of a read submitted with `ahead` promised, once it was answered: the
+/// read's, then each promised request's, taken as a driver does (answered ahead by the
+/// session, or submitted).
+fn promised_answers(net: &mut Net, s: u64, ahead: &[Request]) -> Vec<Response> {
+    let mut answers = vec![net.take_reply(s).expect("the read is answered")];
+    for request in ahead {
+        let answer = match net.take_reply(s) {
+            Some(early) => early,
+            None => net.request(s, request.clone()),
+        };
+        answers.push(answer);
+    }
+    answers
+}
+
 /// Runs INCR as the RESP front end does: BEGIN, then read, update and commit promised.
 fn incr_promised(net: &mut Net, s: u64, key: &Key) -> Vec<Response> {
     assert!(matches!(net.request(s, begin()), Response::Begun { .. }));
     let ahead = [incr(key, 1), Request::Commit];
     submit_ahead(net, s, read_counter(key), &ahead);
-    let read = net.replies.get_mut(&s).and_then(|q| q.pop_front());
-    let read = read.expect("the read is answered");
-    let update = net.request(s, incr(key, 1));
-    let commit = net.request(s, Request::Commit);
-    vec![read, update, commit]
+    promised_answers(net, s, &ahead)
+}
+
+/// A read-then-commit whose read comes with its commit's result (served and committed
+/// at the coordinator's own partition) has its promised update and commit answered in
+/// the read's turn: the driver submits neither (`ClientSession::submit_ahead`).
+#[test]
+fn a_settled_read_then_commit_answers_its_update_and_commit_in_the_reads_turn() {
+    let topo = Topology::full(1, 1, 2);
+    let mut net = Net::new(topo, Params::default(), T);
+    let key = Key::from("n");
+    net.session(1, 0);
+    net.run(20);
+    net.request(1, begin());
+    let ahead = [incr(&key, 1), Request::Commit];
+    submit_ahead(&mut net, 1, read_counter(&key), &ahead);
+    let replies: Vec<Response> = net.replies.remove(&1).unwrap_or_default().into();
+    assert_eq!(replies.len(), 3, "{replies:?}");
+    assert_eq!(counter(&replies[0]), 0);
+    assert!(matches!(replies[1], Response::Updated { op } if op.index == 0));
+    assert_eq!(replies[2], Response::Committed);
+    assert!(matches!(net.request(1, begin()), Response::Begun { .. }));
+    assert_eq!(
+        net.request(1, Request::Abort),
+        Response::Aborted {
+            reason: "aborted by the client".into()
+        }
+    );
+    assert_eq!(value(&mut net, 1, &key), 1);
+    net.check_invariants().expect("invariants hold");
 }
 
 #[test]
@@ -95,11 +135,18 @@ fn a_promised_read_then_commit_reads_before_its_updates_and_commits_them() {
     net.check_invariants().expect("invariants hold");
 }
 
+/// A promise over two partitions (read one key, add to another) is not answered ahead:
+/// its commit's result comes after the read's, so the driver submits the update, and one
+/// other than the promised one is refused.
 #[test]
 fn an_update_other_than_the_promised_one_is_refused() {
     let topo = Topology::full(1, 1, 2);
-    let mut net = Net::new(topo, Params::default(), T);
+    let mut net = Net::new(topo.clone(), Params::default(), T);
     let key = Key::from("n");
+    let other = (0..100)
+        .map(|i| Key::from(format!("m{i}").as_str()))
+        .find(|k| topo.partition_of(k) != topo.partition_of(&key))
+        .expect("a key of the other partition");
     net.session(1, 0);
     net.run(20);
     net.request(1, begin());
@@ -107,10 +154,12 @@ fn an_update_other_than_the_promised_one_is_refused() {
         &mut net,
         1,
         read_counter(&key),
-        &[incr(&key, 1), Request::Commit],
+        &[incr(&other, 1), Request::Commit],
     );
-    net.replies.get_mut(&1).and_then(|q| q.pop_front());
-    match net.request(1, incr(&key, 2)) {
+    let read = net.take_reply(1);
+    assert!(matches!(read, Some(Response::Values(_))), "{read:?}");
+    assert_eq!(net.take_reply(1), None, "nothing answered ahead");
+    match net.request(1, incr(&other, 2)) {
         Response::Error(e) => assert!(e.to_string().contains("promised"), "{e}"),
         other => panic!("a broken promise answered {other:?}"),
     }
@@ -314,14 +363,9 @@ fn waits_for_two_phase(mutation: Option<&str>) {
     );
     net.release();
     net.deliver_all();
-    let read = net.replies.get_mut(&1).and_then(|q| q.pop_front());
-    assert_eq!(
-        counter(&read.expect("answered")),
-        7,
-        "it sees the committed txn"
-    );
-    net.request(1, incr(&key, 1));
-    assert_eq!(net.request(1, Request::Commit), Response::Committed);
+    let r = promised_answers(&mut net, 1, &[incr(&key, 1), Request::Commit]);
+    assert_eq!(counter(&r[0]), 7, "it sees the committed txn");
+    assert_eq!(r[2], Response::Committed);
     assert_eq!(value(&mut net, 1, &key), 8);
 }
 

@@ -373,6 +373,12 @@ impl ClientProtocol for Client {
         );
     }
 
+    /// The read came with the commit's result (`ReadCommitResult`, or a `CommitResult`
+    /// ahead of the `ReadResult`): the promised commit answers at once.
+    fn commit_settled(&self, _core: &SessionCore) -> bool {
+        self.combined.is_some() && self.early.is_some()
+    }
+
     /// A causal txn's first read, when only updates and the commit follow.
     fn can_read_commit(&self, _core: &SessionCore) -> bool {
         !self.started && self.kind == TxnKind::Causal

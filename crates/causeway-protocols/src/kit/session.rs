@@ -10,6 +10,10 @@
 //! ids are the ones they would get one by one), hands the read to
 //! [`ClientProtocol::read_commit`], and answers each promised update from its record when
 //! it arrives. Any other request ends the promise (the driver stopped after an error).
+//! When the read's answer comes with the commit's result already known
+//! ([`ClientProtocol::commit_settled`]), the core answers the promised updates and the
+//! commit in the same turn, before the driver submits them (the contract of
+//! `ClientSession::submit_ahead`): one turn of the driver instead of one per request.
 
 use super::txn::{check_key, check_read, check_update, invalid_in_state, limit, TxnBuffer};
 use crate::Params;
@@ -154,6 +158,11 @@ pub trait ClientProtocol {
     }
     /// Commits the open transaction; the protocol clears `core.txn` when it ends.
     fn commit(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Self::Msg>);
+    /// Whether the commit of a read-then-commit whose read was just answered has its
+    /// result already, so that [`ClientProtocol::commit`] answers it at once.
+    fn commit_settled(&self, _core: &SessionCore) -> bool {
+        false
+    }
     /// Aborts the open transaction (the core clears it and answers afterwards).
     fn abort(&mut self, _core: &mut SessionCore, _ctx: &mut Ctx<Self::Msg>) {}
     fn token(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Self::Msg>) {
@@ -275,6 +284,21 @@ impl<C: ClientProtocol> Session<C> {
         self.core.answer(ctx, response);
     }
 
+    /// The read of a read-then-commit was just answered: when its commit's result is
+    /// known, answers the promised updates (the op ids they got) and the commit now, in
+    /// the driver's order, instead of one turn each (`ClientSession::submit_ahead`).
+    fn answer_ahead(&mut self, ctx: &mut Ctx<C::Msg>) {
+        let in_txn = self.core.txn.is_some();
+        if self.promised.is_empty() || !in_txn || !self.client.commit_settled(&self.core) {
+            return;
+        }
+        for (_, _, op) in self.promised.drain(..) {
+            ctx.reply(Response::Updated { op });
+        }
+        self.client.commit(&mut self.core, ctx);
+        assert!(!self.core.running(), "a settled commit answers at once");
+    }
+
     fn update(&mut self, ctx: &mut Ctx<C::Msg>, key: Key, update: causeway_core::Update) {
         let buffer = self.core.txn.as_mut().expect("inside a transaction");
         let pushed = buffer.push(key, update);
@@ -341,7 +365,11 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
     }
 
     fn handle_message(&mut self, ctx: &mut Ctx<C::Msg>, from: Addr, msg: C::Msg) {
+        let was_running = self.core.running();
         self.client.on_message(&mut self.core, ctx, from, msg);
+        if was_running && !self.core.running() {
+            self.answer_ahead(ctx);
+        }
     }
 
     fn handle_timeout(&mut self, ctx: &mut Ctx<C::Msg>) {

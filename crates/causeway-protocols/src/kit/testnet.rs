@@ -193,6 +193,11 @@ impl<P: Protocol> TestNet<P> {
     }
 
     /// Submits a request and runs until it is answered (panics after 2 s).
+    /// Session `s`'s oldest reply not taken yet.
+    pub fn take_reply(&mut self, s: u64) -> Option<Response> {
+        self.replies.get_mut(&s).and_then(VecDeque::pop_front)
+    }
+
     pub fn request(&mut self, s: u64, req: Request) -> Response {
         self.session_call(s, |m, ctx| m.submit(ctx, req));
         for _ in 0..2000 {
