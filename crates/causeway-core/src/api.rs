@@ -48,7 +48,7 @@ pub enum Request {
 /// The value of a read object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ObjValue {
-    Lww(Option<Value>),
+    Lww(#[serde(with = "serde_bytes")] Option<Value>),
     Counter(i64),
     Set(Vec<Value>),
     MvReg(Vec<Value>),

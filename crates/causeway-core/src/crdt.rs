@@ -62,15 +62,15 @@ pub const COUNTER_OVERFLOW: &str = "increment or decrement would overflow";
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Update {
     /// Register assignment (lww).
-    Assign(Value),
+    Assign(#[serde(with = "serde_bytes")] Value),
     /// Counter increment (negative to decrement).
     Increment(i64),
     /// Set insertion.
-    Add(Value),
+    Add(#[serde(with = "serde_bytes")] Value),
     /// Set removal of every add of the element that the transaction observed.
-    Remove(Value),
+    Remove(#[serde(with = "serde_bytes")] Value),
     /// Multi-value register assignment.
-    MvAssign(Value),
+    MvAssign(#[serde(with = "serde_bytes")] Value),
 }
 
 impl Update {
@@ -87,20 +87,23 @@ impl Update {
 /// The downstream effect of an update, prepared at the origin and applied everywhere.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Effect {
-    Assign(Value),
+    Assign(#[serde(with = "serde_bytes")] Value),
     Increment(i64),
     /// Set insertion of `elem` with the op's id as its tag, deleting the tags of `elem`
     /// the adding transaction observed (a re-add keeps one tag per member).
     Add {
+        #[serde(with = "serde_bytes")]
         elem: Value,
         replaces: Vec<OpId>,
     },
     /// Set removal of the tags of `elem` the removing transaction observed.
     Remove {
+        #[serde(with = "serde_bytes")]
         elem: Value,
         tags: Vec<OpId>,
     },
     MvAssign {
+        #[serde(with = "serde_bytes")]
         value: Value,
         dominated: Vec<OpId>,
     },
@@ -230,6 +233,7 @@ impl<'a> IntoIterator for &'a Tags {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum State {
     Lww {
+        #[serde(with = "serde_bytes")]
         value: Option<Value>,
         winner: Option<(ArbTs, OpId)>,
     },
@@ -477,6 +481,69 @@ impl Object {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Keys and values encode as byte strings (`serde_bytes`) exactly as they did as
+    /// sequences of u8, in postcard (records, the peer wire) and in JSON (histories), and
+    /// JSON arrays of bytes still decode: nothing written before changes meaning.
+    #[test]
+    fn byte_strings_encode_as_the_sequences_they_were() {
+        use crate::ids::Key;
+        #[derive(Serialize)]
+        struct SeqKey(Vec<u8>);
+        #[derive(Serialize)]
+        enum SeqEffect {
+            _Assign(Vec<u8>),
+            _Increment(i64),
+            Add { elem: Vec<u8>, replaces: Vec<OpId> },
+        }
+        let bytes: Vec<u8> = (0..=255)
+            .chain(b"key:000000000001".iter().copied())
+            .collect();
+        let key = Key(bytes.clone());
+        let plain = SeqKey(bytes.clone());
+        assert_eq!(
+            postcard::to_allocvec(&key).unwrap(),
+            postcard::to_allocvec(&plain).unwrap()
+        );
+        let json = serde_json::to_string(&key).unwrap();
+        assert_eq!(json, serde_json::to_string(&plain).unwrap());
+        assert_eq!(serde_json::from_str::<Key>(&json).unwrap(), key);
+        let op = OpId {
+            txn: TxnId {
+                session: SessionId(3),
+                seq: 4,
+            },
+            index: 1,
+        };
+        let add = Effect::Add {
+            elem: bytes.clone(),
+            replaces: vec![op],
+        };
+        let seq_add = SeqEffect::Add {
+            elem: bytes.clone(),
+            replaces: vec![op],
+        };
+        let encoded = postcard::to_allocvec(&add).unwrap();
+        assert_eq!(encoded, postcard::to_allocvec(&seq_add).unwrap());
+        assert_eq!(postcard::from_bytes::<Effect>(&encoded).unwrap(), add);
+        #[derive(Serialize)]
+        struct SeqLww(Option<Vec<u8>>);
+        for value in [None, Some(bytes.clone())] {
+            let lww = crate::api::ObjValue::Lww(value.clone());
+            let encoded = postcard::to_allocvec(&lww).unwrap();
+            assert_eq!(
+                encoded[1..],
+                postcard::to_allocvec(&SeqLww(value)).unwrap()[..]
+            );
+            assert_eq!(
+                postcard::from_bytes::<crate::api::ObjValue>(&encoded).unwrap(),
+                lww
+            );
+        }
+        let assign = Update::Assign(bytes.clone());
+        let json = serde_json::to_string(&assign).unwrap();
+        assert_eq!(serde_json::from_str::<Update>(&json).unwrap(), assign);
+    }
     use crate::ids::{SessionId, TxnId};
 
     fn id(seq: u64, index: u32) -> OpId {

@@ -45,7 +45,7 @@ pub enum Addr {
 
 /// A key: an arbitrary byte string.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Key(pub Vec<u8>);
+pub struct Key(#[serde(with = "serde_bytes")] pub Vec<u8>);
 
 /// A value stored in a register or a set: an arbitrary byte string.
 pub type Value = Vec<u8>;
