@@ -385,7 +385,7 @@ impl Node {
                 false => got.get(&key).cloned(),
             };
             let obj = obj.unwrap_or_else(|| Err(Error::Unavailable("no reply".into())));
-            match obj.and_then(|o| read_value(&t.buffer, &key, o, t.observed)) {
+            match obj.and_then(|o| read_value(&t.buffer, key, o, t.observed)) {
                 Ok(v) => values.push(v),
                 Err(e) => {
                     result = Err(e);

@@ -91,7 +91,7 @@ impl Node {
         t.step = Step::Idle;
         let values: Result<Vec<_>, Error> = objects
             .into_iter()
-            .map(|(key, obj)| obj.and_then(|o| read_value(&t.buffer, &key, o, t.observed)))
+            .map(|(key, obj)| obj.and_then(|o| read_value(&t.buffer, key, o, t.observed)))
             .collect();
         let then = t.then.take().expect("a direct read has its commit");
         let client = t.client;

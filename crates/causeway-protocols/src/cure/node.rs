@@ -21,6 +21,13 @@ use causeway_core::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
+/// One effect of a prepared txn: its key, its op id, the effect.
+type PreparedOp = (
+    causeway_core::Key,
+    causeway_core::OpId,
+    causeway_core::crdt::Effect,
+);
+
 /// Most measurement samples buffered between two `take_samples` calls.
 pub const SAMPLES_MAX: usize = 4096;
 
@@ -563,7 +570,7 @@ impl Node {
                     direct,
                 } => {
                     self.work += keys.len() as u64;
-                    let objects = self.parts[&pid].read(&svc, &keys);
+                    let objects = self.parts[&pid].read(&svc, keys);
                     let waited = self.time.clock.saturating_sub(arrived);
                     self.sample("read_wait_ns", waited);
                     if let Some(txn) = direct {
@@ -650,11 +657,13 @@ impl Node {
             prep_time > svc.get(self.d),
             "prepare time must exceed svc[d]"
         );
+        // The effects go into the record and come back to the prepared txn once it is
+        // encoded (`persist_ops`): one copy, not two.
         let p = Prepared {
             coord,
             prep_time,
             inquiry: Retry::sent_at(self.time.clock),
-            ops: ops.clone(),
+            ops: Vec::new(),
             phase,
         };
         self.part(partition).prepared.insert(txn, p);
@@ -665,6 +674,7 @@ impl Node {
             // message to itself.
             Phase::Node => {
                 assert_eq!(coord, self.me, "a one-node commit is coordinated here");
+                self.prepared_ops(partition, txn, ops);
                 return self.on_prepared(ctx, txn, partition, Ok(prep_time));
             }
             Phase::Two => {}
@@ -682,7 +692,35 @@ impl Node {
             prep_time,
             ops,
         };
-        self.persist(ctx, record, vec![(Addr::Node(coord), vote)]);
+        self.persist_ops(
+            ctx,
+            (partition, txn),
+            record,
+            vec![(Addr::Node(coord), vote)],
+        );
+    }
+
+    /// Sets the effects of the prepared txn `txn` at `partition`.
+    fn prepared_ops(&mut self, partition: PartitionId, txn: TxnId, ops: Vec<PreparedOp>) {
+        let p = self.part(partition).prepared.get_mut(&txn);
+        p.expect("prepared before its effects are set").ops = ops;
+    }
+
+    /// Persists a record holding the effects of the prepared txn `txn` (`Prepare` or
+    /// `OnePhase`), then gives them back to it: encoded from the record, not copied.
+    fn persist_ops(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        (partition, txn): (PartitionId, TxnId),
+        record: Record,
+        then: Vec<(Addr, Msg)>,
+    ) {
+        let bytes = record.encode();
+        let (Record::Prepare { ops, .. } | Record::OnePhase { ops, .. }) = record else {
+            unreachable!("a record of a prepared txn's effects");
+        };
+        self.prepared_ops(partition, txn, ops);
+        self.durability.persist(ctx, bytes, then);
     }
 
     /// One-phase commit of a single-partition txn: the partition is its own coordinator.
@@ -696,11 +734,7 @@ impl Node {
         to: Participant,
         svc: Vc,
         prep_time: u64,
-        ops: Vec<(
-            causeway_core::Key,
-            causeway_core::OpId,
-            causeway_core::crdt::Effect,
-        )>,
+        ops: Vec<PreparedOp>,
     ) {
         let mut ct = svc;
         ct.set(self.d, prep_time);
@@ -723,7 +757,7 @@ impl Node {
                 Msg::OnePhaseDone { txn, partition, ct },
             ));
         }
-        self.persist(ctx, record, then);
+        self.persist_ops(ctx, (partition, txn), record, then);
         self.after_durable(Deferred::OnePhase {
             partition,
             txn,

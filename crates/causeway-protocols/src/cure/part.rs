@@ -183,10 +183,13 @@ impl Part {
     pub fn read(
         &self,
         svc: &Vc,
-        keys: &[(Key, ObjType)],
+        keys: Vec<(Key, ObjType)>,
     ) -> Vec<(Key, Result<causeway_core::Object, Error>)> {
-        keys.iter()
-            .map(|(k, t)| (k.clone(), self.store.read_state(k, svc, *t)))
+        keys.into_iter()
+            .map(|(k, t)| {
+                let obj = self.store.read_state(&k, svc, t);
+                (k, obj)
+            })
             .collect()
     }
 

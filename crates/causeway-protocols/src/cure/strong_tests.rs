@@ -208,7 +208,7 @@ fn counters(node: &super::node::Node, keys: &[&str]) -> (Vec<i64>, Vec<u64>) {
     let values = keys.iter().map(|k| {
         let k = Key::from(*k);
         let part = &node.parts[&node.topo.partition_of(&k)];
-        match part.read(&all, &[(k, ObjType::Counter)]).remove(0).1 {
+        match part.read(&all, vec![(k, ObjType::Counter)]).remove(0).1 {
             Ok(o) => match o.value() {
                 ObjValue::Counter(n) => n,
                 other => panic!("a counter reads {other:?}"),

@@ -62,7 +62,7 @@ fn values(node: &Node, keys: &[Key]) -> Vec<String> {
     keys.iter()
         .map(|k| {
             let part = &node.parts[&node.topo.partition_of(k)];
-            let got = part.read(&all, &[(k.clone(), ObjType::Counter)]);
+            let got = part.read(&all, vec![(k.clone(), ObjType::Counter)]);
             format!("{k:?} = {:?}", got[0].1.as_ref().map(|o| o.value()))
         })
         .collect()

@@ -546,7 +546,7 @@ fn recovered_values(net: &Net, topo: &Topology, upto: usize, keys: &[&Key]) -> V
     keys.iter()
         .map(|k| {
             let part = &node.parts[&topo.partition_of(k)];
-            let got = part.read(&all, &[((*k).clone(), ObjType::Lww)]);
+            let got = part.read(&all, vec![((*k).clone(), ObjType::Lww)]);
             got[0].1.as_ref().expect("readable").value()
         })
         .collect()
@@ -689,7 +689,7 @@ fn everything(node: &Node, keys: &[Key]) -> Vec<String> {
     keys.iter()
         .filter_map(|k| {
             let part = node.parts.get(&node.topo.partition_of(k))?;
-            let got = part.read(&all, &[(k.clone(), ObjType::Lww)]);
+            let got = part.read(&all, vec![(k.clone(), ObjType::Lww)]);
             Some(format!(
                 "{k:?} = {:?}",
                 got[0].1.as_ref().map(|o| o.value())

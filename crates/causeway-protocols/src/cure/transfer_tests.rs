@@ -50,7 +50,7 @@ fn values(node: &Node, counter: &Key, regs: &[Key]) -> Vec<String> {
     typed
         .map(|(k, t)| {
             let part = &node.parts[&node.topo.partition_of(&k)];
-            let got = part.read(&all, &[(k.clone(), t)]);
+            let got = part.read(&all, vec![(k.clone(), t)]);
             format!("{k:?} = {:?}", got[0].1.as_ref().map(|o| o.value()))
         })
         .collect()

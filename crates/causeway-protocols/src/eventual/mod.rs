@@ -523,7 +523,7 @@ impl Client {
         let mut values = Vec::with_capacity(keys.len());
         for key in keys {
             let obj = got.get(&key).cloned().expect("every key answered");
-            match obj.and_then(|o| read_value(core.buffer(), &key, o, core.observed)) {
+            match obj.and_then(|o| read_value(core.buffer(), key, o, core.observed)) {
                 Ok(v) => values.push(v),
                 Err(e) => return core.answer(ctx, Response::Error(e)),
             }

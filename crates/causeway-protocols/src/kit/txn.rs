@@ -386,16 +386,16 @@ pub fn effect_type(effect: &Effect) -> ObjType {
 
 /// Builds the read result of `key` from a snapshot object plus the transaction's own
 /// writes; with `observed` false, without the ids of the writes it observed
-/// (`ClientSession::skip_observed`).
+/// (`ClientSession::skip_observed`). Takes the key: the answer carries it.
 pub fn read_value(
     buffer: &TxnBuffer,
-    key: &Key,
+    key: Key,
     mut obj: Object,
     observed: bool,
 ) -> Result<ReadValue, Error> {
-    buffer.overlay(key, &mut obj)?;
+    buffer.overlay(&key, &mut obj)?;
     Ok(ReadValue {
-        key: key.clone(),
+        key,
         value: obj.value(),
         observed: if observed { obj.observed() } else { Vec::new() },
     })
@@ -504,8 +504,8 @@ mod tests {
         let own = buffer
             .push(key.clone(), Update::Add(b"y".to_vec()))
             .expect("ok");
-        let kept = read_value(&buffer, &key, obj.clone(), true).expect("ok");
-        let skipped = read_value(&buffer, &key, obj, false).expect("ok");
+        let kept = read_value(&buffer, key.clone(), obj.clone(), true).expect("ok");
+        let skipped = read_value(&buffer, key, obj, false).expect("ok");
         let members = vec![b"x".to_vec(), b"y".to_vec()];
         assert_eq!(kept.value, causeway_core::ObjValue::Set(members));
         assert_eq!(skipped.value, kept.value);

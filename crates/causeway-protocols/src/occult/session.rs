@@ -260,7 +260,7 @@ impl Client {
                     ss: item.ss,
                 });
             }
-            match read_value(core.buffer(), &key, obj, core.observed) {
+            match read_value(core.buffer(), key, obj, core.observed) {
                 Ok(v) => values.push(v),
                 Err(e) => return core.answer(ctx, Response::Error(e)),
             }

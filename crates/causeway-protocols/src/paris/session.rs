@@ -97,7 +97,7 @@ impl Client {
                 }
             }
         }
-        read_value(core.buffer(), key, obj, core.observed)
+        read_value(core.buffer(), key.clone(), obj, core.observed)
     }
 
     fn on_read_result(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, result: ReadAnswer) {

@@ -281,7 +281,7 @@ impl Client {
                     .get(k)
                     .cloned()
                     .unwrap_or_else(|| Object::new(*t));
-                read_value(core.buffer(), k, o, core.observed)
+                read_value(core.buffer(), k.clone(), o, core.observed)
             })
             .collect();
         let response = values.map_or_else(Response::Error, Response::Values);
