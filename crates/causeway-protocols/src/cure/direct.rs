@@ -1,5 +1,5 @@
 //! The direct read-then-commit: a causal txn whose first read comes with only updates and
-//! its commit after it (`First::ReadCommit`: INCR, SADD, GETSET through RESP), all on one
+//! its commit after it (`First::ReadCommit`: RESP's standalone INCR and its kin), all on one
 //! partition of the coordinator's own node, is read and prepared in one step at that
 //! partition, and the session gets one answer (`Msg::ReadCommitResult`) once the commit's
 //! one record is durable.

@@ -8,7 +8,7 @@
 //! have different coordinators, so the START wait (Alg. 1 l.2-3) still matters.
 //!
 //! Read-then-commit (`kit::session`): a txn whose first read is followed by only updates
-//! and its commit (INCR, SADD, GETSET through RESP) sends all of it with the START
+//! and its commit (RESP's standalone INCR, INCRBY, DECR, DECRBY) sends all of it with the START
 //! (`First::ReadCommit`); the coordinator answers the read, then commits at once. The
 //! `Commit` request is answered with that commit's result, which may arrive first. When
 //! the coordinator served the read on its own partition and committed there in one phase,
