@@ -53,6 +53,80 @@ impl Prepared {
     }
 }
 
+/// The txns prepared at a partition, with their prepare times in order: `pvc[d]` is
+/// just below the oldest (Cure Alg. 2 l.20), asked for on every read and prepare, and a
+/// scan of every txn in flight (a group commit's worth) for it was 3% of an INCR's
+/// instructions. A prepared txn's time and phase never change (asserted on removal).
+#[derive(Clone, Debug, Default)]
+pub struct PreparedTxns {
+    txns: BTreeMap<TxnId, Prepared>,
+    /// `(prep_time, txn)` of every prepared txn.
+    times: BTreeSet<(u64, TxnId)>,
+    /// The same of those a coordinator decides (not [`Phase::One`]).
+    two_phase_times: BTreeSet<(u64, TxnId)>,
+}
+
+impl PreparedTxns {
+    /// Adds `txn` (replacing any earlier entry of it).
+    pub fn insert(&mut self, txn: TxnId, p: Prepared) {
+        self.remove(&txn);
+        self.times.insert((p.prep_time, txn));
+        if p.phase != Phase::One {
+            self.two_phase_times.insert((p.prep_time, txn));
+        }
+        self.txns.insert(txn, p);
+    }
+
+    pub fn remove(&mut self, txn: &TxnId) -> Option<Prepared> {
+        let p = self.txns.remove(txn)?;
+        let indexed = self.times.remove(&(p.prep_time, *txn));
+        let two_phase = p.phase == Phase::One || self.two_phase_times.remove(&(p.prep_time, *txn));
+        assert!(
+            indexed && two_phase,
+            "{txn:?}: prepare time or phase changed"
+        );
+        Some(p)
+    }
+
+    pub fn get(&self, txn: &TxnId) -> Option<&Prepared> {
+        self.txns.get(txn)
+    }
+
+    pub fn contains_key(&self, txn: &TxnId) -> bool {
+        self.txns.contains_key(txn)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.txns.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&TxnId, &Prepared)> {
+        self.txns.iter()
+    }
+
+    /// For the inquiries' pacing and the effects set after the record: a caller must not
+    /// change `prep_time` or `phase` (the index would lose the txn; `remove` asserts it).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&TxnId, &mut Prepared)> {
+        self.txns.iter_mut()
+    }
+
+    /// See [`PreparedTxns::iter_mut`].
+    pub fn get_mut(&mut self, txn: &TxnId) -> Option<&mut Prepared> {
+        self.txns.get_mut(txn)
+    }
+
+    /// The oldest prepare time.
+    pub fn oldest(&self) -> Option<u64> {
+        self.times.first().map(|(t, _)| *t)
+    }
+
+    /// The oldest prepare time of a txn a coordinator decides.
+    pub fn oldest_two_phase(&self) -> Option<u64> {
+        self.two_phase_times.first().map(|(t, _)| *t)
+    }
+}
+
 /// A request parked until `pvc[d] >= svc[d]` (reads) or also `svc[d] <= Clock` (prepares).
 #[derive(Clone, Debug)]
 pub enum Waiting {
@@ -84,6 +158,51 @@ pub enum Waiting {
     },
 }
 
+/// What a partition's waiting requests are judged against at one moment
+/// (`Node::serve_waiting`).
+#[derive(Clone, Copy, Debug)]
+pub struct Gate {
+    /// `pvc[d]` (Cure Alg. 2 l.19-21).
+    pub pvc_d: u64,
+    /// `pvc[d]` as a read-then-commit served in place sees it (`Part::pvc_two_phase`).
+    pub pvc_direct: u64,
+    /// The strong entry this partition knows delivered (UniStore).
+    pub known_strong: u64,
+}
+
+impl Gate {
+    /// Whether `w` may be served now, at clock `clock` of DC `d`.
+    pub fn admits(&self, w: &Waiting, d: usize, clock: u64, m: super::Mutation) -> bool {
+        let s = w.svc_local(d);
+        // UniStore Alg. 1 l.21: the snapshot's strong txns are delivered here.
+        let strong = self.known_strong >= w.svc_strong();
+        let stable = self.pvc_d >= s && strong;
+        match w {
+            // Cure Alg. 2 l.2: wait until pvc[d] >= svc[d].
+            // Read-then-commit served in place, its prepare in this step: pvc_direct <=
+            // Clock, so its prepare time (issued above Clock) exceeds svc[d] as Alg. 2
+            // l.8 requires.
+            Waiting::Read {
+                direct: Some(_), ..
+            } => self.pvc_direct >= s && strong,
+            Waiting::Read { .. } => m.no_read_wait || stable,
+            // Cure Alg. 2 l.7: wait until svc[d] <= Clock; the prepare time is then
+            // issued above Clock (l.8, `Time::issue`), so it exceeds svc[d]. Effects
+            // generated from the observed state (a set remove, an mvreg assignment) need
+            // the snapshot stable too, like a read; the others do not wait.
+            Waiting::Prepare { updates, .. } => s <= clock && (stable || !reads_snapshot(updates)),
+            Waiting::Effects { .. } => stable,
+        }
+    }
+}
+
+/// Whether some of `updates` are generated from the observed state.
+fn reads_snapshot(updates: &super::msg::Updates) -> bool {
+    updates
+        .iter()
+        .any(|(_, u, _)| matches!(u, Update::Remove(_) | Update::MvAssign(_)))
+}
+
 impl Waiting {
     pub fn svc_local(&self, d: usize) -> u64 {
         match self {
@@ -107,7 +226,7 @@ impl Waiting {
 #[derive(Debug)]
 pub struct Part {
     pub store: Store<Vc>,
-    pub prepared: BTreeMap<TxnId, Prepared>,
+    pub prepared: PreparedTxns,
     pub waiting: Vec<Waiting>,
     /// Remote entries: every txn of that origin with `ct <= pvc[k]` is durable here.
     /// The local entry is the last value computed by [`Part::pvc_local`].
@@ -142,7 +261,7 @@ impl Part {
         }
         Part {
             store: Store::default(),
-            prepared: BTreeMap::new(),
+            prepared: PreparedTxns::default(),
             waiting: Vec::new(),
             pvc,
             received: Received::new(me, dcs),
@@ -159,7 +278,7 @@ impl Part {
     pub fn pvc_local(&mut self, d: usize, clock: u64, lease: u64, ignore_prepared: bool) -> u64 {
         let mut v = clock.min(lease);
         if !ignore_prepared {
-            if let Some(min) = self.prepared.values().map(|p| p.prep_time).min() {
+            if let Some(min) = self.prepared.oldest() {
                 v = v.min(min - 1); // Cure Alg. 2 l.20
             }
         }
@@ -172,8 +291,7 @@ impl Part {
     /// step may be served at it (docs/ARCHITECTURE.md, "Read-then-commit"): a one-phase
     /// txn still being persisted is visible nowhere, so nothing read can depend on it.
     pub fn pvc_two_phase(&self, clock: u64, lease: u64) -> u64 {
-        let two_phase = self.prepared.values().filter(|p| p.phase != Phase::One);
-        match two_phase.map(|p| p.prep_time).min() {
+        match self.prepared.oldest_two_phase() {
             Some(min) => clock.min(lease).min(min - 1),
             None => clock.min(lease),
         }
@@ -314,6 +432,46 @@ mod tests {
         let mut vc = Vc::zero(1);
         vc.set(0, ts);
         vc
+    }
+
+    fn prepared_at(prep_time: u64, phase: Phase) -> Prepared {
+        Prepared {
+            phase,
+            ..Prepared::recovered(NodeId(0), prep_time, Vec::new())
+        }
+    }
+
+    /// The oldest prepare times follow every insertion and removal, the two-phase one
+    /// skipping one-phase txns, as a scan of every prepared txn finds them.
+    #[test]
+    fn prepared_txns_know_their_oldest_prepare_times() {
+        let mut p = PreparedTxns::default();
+        assert_eq!((p.oldest(), p.oldest_two_phase()), (None, None));
+        p.insert(txn(1), prepared_at(30, Phase::Two));
+        p.insert(txn(2), prepared_at(10, Phase::One));
+        p.insert(txn(3), prepared_at(20, Phase::Node));
+        p.insert(txn(4), prepared_at(10, Phase::Two));
+        assert_eq!((p.oldest(), p.oldest_two_phase()), (Some(10), Some(10)));
+        assert_eq!(p.remove(&txn(4)).map(|t| t.prep_time), Some(10));
+        assert_eq!((p.oldest(), p.oldest_two_phase()), (Some(10), Some(20)));
+        // A txn prepared again replaces its entry, time and all.
+        p.insert(txn(2), prepared_at(40, Phase::Two));
+        assert_eq!((p.oldest(), p.oldest_two_phase()), (Some(20), Some(20)));
+        assert!(p.remove(&txn(5)).is_none());
+        p.remove(&txn(3));
+        assert_eq!((p.oldest(), p.oldest_two_phase()), (Some(30), Some(30)));
+        p.remove(&txn(1));
+        p.remove(&txn(2));
+        assert_eq!((p.oldest(), p.oldest_two_phase(), p.len()), (None, None, 0));
+    }
+
+    #[test]
+    #[should_panic(expected = "prepare time or phase changed")]
+    fn prepared_txns_refuse_a_prepare_time_changed_in_place() {
+        let mut p = PreparedTxns::default();
+        p.insert(txn(1), prepared_at(30, Phase::Two));
+        p.get_mut(&txn(1)).expect("inserted").prep_time = 31;
+        p.remove(&txn(1));
     }
 
     /// A part holding a counter at `key`, committed at time 10.
