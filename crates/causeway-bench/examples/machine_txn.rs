@@ -296,6 +296,9 @@ impl Driver {
 
     fn next_request(&mut self, s: usize) {
         let hosted = &mut self.sessions[s];
+        if hosted.machine.running() {
+            return; // it took the next request ahead (`ClientSession::running`)
+        }
         if hosted.pending.is_empty() {
             hosted.pending = std::mem::take(&mut hosted.later).into();
         }

@@ -182,8 +182,20 @@ pub trait ClientSession {
     /// commit's read, updates and commit in one turn when the commit's result came with
     /// the read). A driver of `submit_ahead` must take them so; `submit` answers one
     /// request per call, as before.
+    ///
+    /// And a session may take the next promised request without answering it yet: when
+    /// it is [`ClientSession::running`] after a turn that answered every request it was
+    /// given, it runs the next one of `ahead` (Cure ships a transaction's commit, or its
+    /// read-then-commit, in the turn that answers its BEGIN and updates), and its next
+    /// reply answers that request. A driver of `submit_ahead` submits nothing while the
+    /// session is running.
     fn submit_ahead(&mut self, ctx: &mut Ctx<Self::Msg>, request: Request, _ahead: &[Request]) {
         self.submit(ctx, request)
+    }
+    /// Whether a request is running: one the driver submitted and the session has not
+    /// answered, or one of `ahead` it took (`submit_ahead`).
+    fn running(&self) -> bool {
+        false
     }
     fn handle_message(&mut self, ctx: &mut Ctx<Self::Msg>, from: Addr, msg: Self::Msg);
     /// Called once the clock reached [`ClientSession::poll_timeout`].

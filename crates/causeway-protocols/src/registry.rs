@@ -218,6 +218,8 @@ pub trait AnySession: Send {
     fn submit(&mut self, ctx: &mut Ctx<crate::Msg>, request: Request);
     /// [`causeway_core::ClientSession::submit_ahead`].
     fn submit_ahead(&mut self, ctx: &mut Ctx<crate::Msg>, request: Request, ahead: &[Request]);
+    /// [`causeway_core::ClientSession::running`].
+    fn running(&self) -> bool;
     fn handle_message(
         &mut self,
         ctx: &mut Ctx<crate::Msg>,
@@ -327,6 +329,10 @@ where
     }
     fn submit_ahead(&mut self, ctx: &mut Ctx<crate::Msg>, request: Request, ahead: &[Request]) {
         with_own_ctx::<P, _>(ctx, &mut self.1, |c| self.0.submit_ahead(c, request, ahead))
+    }
+
+    fn running(&self) -> bool {
+        self.0.running()
     }
     fn handle_message(
         &mut self,

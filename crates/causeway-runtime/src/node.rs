@@ -825,6 +825,9 @@ impl NodeTask {
             let Some(batch) = hosted.running.as_mut() else {
                 return;
             };
+            if hosted.machine.running() {
+                return; // it took the next request ahead: its answer comes with a message
+            }
             let Some(request) = batch.pending.pop_front() else {
                 return;
             };

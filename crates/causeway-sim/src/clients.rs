@@ -192,9 +192,12 @@ impl World {
 
     /// Submits `request` with `ahead` promised after it, unless the session answered it
     /// ahead already (then that answer is taken as the reply).
+    /// A session running a request it took ahead answers it with a later message: nothing
+    /// is submitted meanwhile.
     fn submit_or_take(&mut self, c: usize, request: Request, ahead: Vec<Request>) {
         match self.clients[c].answered_ahead.pop_front() {
             Some(resp) => self.on_reply(c, resp),
+            None if self.clients[c].session.running() => {}
             None => self.with_client(c, |s, ctx| s.submit_ahead(ctx, request, &ahead)),
         }
     }
@@ -253,7 +256,9 @@ impl World {
             ops: Vec::new(),
             outcome: Outcome::Unknown,
         });
-        self.submit(c, Request::Begin { kind, label });
+        // BEGIN promises the plan too (every other transaction, `promised_after`).
+        let ahead = Self::promised_after(&self.clients[c]);
+        self.submit_or_take(c, Request::Begin { kind, label }, ahead);
     }
 
     /// Submits client `c`'s next step, or the commit after the last one.

@@ -476,3 +476,102 @@ fn a_direct_read_then_commit_whose_commit_fails_answers_both() {
     assert_eq!(value(&mut net, 1, &key), i64::MAX, "nothing was written");
     net.check_invariants().expect("invariants hold");
 }
+
+fn set(key: &Key, value: &str) -> Request {
+    Request::Update {
+        key: key.clone(),
+        update: Update::Assign(value.as_bytes().to_vec()),
+    }
+}
+
+/// A BEGIN with updates and the commit promised (a SET, an MSET) answers the BEGIN and
+/// the updates in its turn and takes the commit: the session runs it, the driver
+/// submits nothing, and the commit's answer comes with the node's message
+/// (`ClientSession::submit_ahead`, `running`).
+#[test]
+fn a_begin_answers_its_promised_updates_and_takes_the_commit() {
+    let topo = Topology::full(1, 2, 4);
+    let mut net = Net::new(topo, Params::default(), T);
+    let (a, b) = (Key::from("a"), Key::from("b"));
+    net.session(1, 0);
+    net.run(20);
+    let ahead = [set(&a, "1"), set(&b, "2"), Request::Commit];
+    net.session_call(1, |m, ctx| m.submit_ahead(ctx, begin(), &ahead));
+    let replies: Vec<Response> = net.replies.remove(&1).unwrap_or_default().into();
+    assert_eq!(
+        replies.len(),
+        3,
+        "BEGIN and both updates at once: {replies:?}"
+    );
+    assert!(matches!(replies[0], Response::Begun { .. }));
+    assert!(matches!(replies[1], Response::Updated { op } if op.index == 0));
+    assert!(matches!(replies[2], Response::Updated { op } if op.index == 1));
+    assert!(net.sessions[&1].running(), "the commit is taken and runs");
+    net.deliver_all();
+    let replies: Vec<Response> = net.replies.remove(&1).unwrap_or_default().into();
+    assert_eq!(replies, vec![Response::Committed]);
+    assert!(!net.sessions[&1].running());
+    let r = net.txn(
+        1,
+        vec![Request::Read {
+            keys: vec![(a, ObjType::Lww), (b, ObjType::Lww)],
+        }],
+    );
+    match &r[1] {
+        Response::Values(v) => {
+            let got: Vec<&ObjValue> = v.iter().map(|r| &r.value).collect();
+            assert_eq!(
+                got,
+                [
+                    &ObjValue::Lww(Some(b"1".to_vec())),
+                    &ObjValue::Lww(Some(b"2".to_vec()))
+                ]
+            );
+        }
+        other => panic!("not values: {other:?}"),
+    }
+    net.check_invariants().expect("invariants hold");
+}
+
+/// A BEGIN with a read-then-commit promised (INCR) takes the read with its update and
+/// commit: one message, and the read's answer (with the rest, settled) comes with it.
+#[test]
+fn a_begin_takes_a_promised_read_then_commit() {
+    let topo = Topology::full(1, 1, 2);
+    let mut net = Net::new(topo, Params::default(), T);
+    let key = Key::from("n");
+    net.session(1, 0);
+    net.run(20);
+    for expected in 0..2 {
+        let ahead = [read_counter(&key), incr(&key, 1), Request::Commit];
+        net.session_call(1, |m, ctx| m.submit_ahead(ctx, begin(), &ahead));
+        let replies: Vec<Response> = net.replies.remove(&1).unwrap_or_default().into();
+        assert_eq!(replies.len(), 1, "only the BEGIN at once: {replies:?}");
+        assert!(net.sessions[&1].running(), "the read is taken and runs");
+        net.deliver_all();
+        let replies: Vec<Response> = net.replies.remove(&1).unwrap_or_default().into();
+        assert_eq!(replies.len(), 3, "{replies:?}");
+        assert_eq!(counter(&replies[0]), expected);
+        assert!(matches!(replies[1], Response::Updated { op } if op.index == 0));
+        assert_eq!(replies[2], Response::Committed);
+    }
+    assert_eq!(value(&mut net, 1, &key), 2);
+    net.check_invariants().expect("invariants hold");
+}
+
+/// An update refused ahead ends the promise: its error is the last answer, and the
+/// commit is not taken.
+#[test]
+fn a_begin_stops_taking_at_a_refused_update() {
+    let topo = Topology::full(1, 1, 2);
+    let mut net = Net::new(topo, Params::default(), T);
+    net.session(1, 0);
+    net.run(20);
+    let too_long = Key(vec![b'k'; causeway_core::limits::KEY_LEN_MAX + 1]);
+    let ahead = [set(&too_long, "1"), Request::Commit];
+    net.session_call(1, |m, ctx| m.submit_ahead(ctx, begin(), &ahead));
+    let replies: Vec<Response> = net.replies.remove(&1).unwrap_or_default().into();
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert!(matches!(replies[1], Response::Error(_)), "{replies:?}");
+    assert!(!net.sessions[&1].running(), "nothing taken after the error");
+}
