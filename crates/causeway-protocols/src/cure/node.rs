@@ -5,7 +5,7 @@
 
 use super::coord::{Coord, Start};
 use super::msg::Msg;
-use super::part::{Gate, Part, Phase, Prepared, Waiting};
+use super::part::{Part, Phase, Prepared, Waiting};
 use super::record::Record;
 use super::uniform::ClientWait;
 use super::{Config, Flavor, Mutation};
@@ -472,27 +472,12 @@ impl Node {
         }
         // Nothing else waits: `serve_waiting` would judge `w` alone, so judge it here
         // without the queue (a vector and two moves of `w` per read or prepare).
-        let gate = self.gate(partition);
-        if gate.admits(&w, self.d, self.time.last, self.mutation) {
+        let (d, clock, lease, m) = (self.d, self.time.last, self.time.lease, self.mutation);
+        let gate = self.part(partition).gate(d, clock, lease, m);
+        if gate.admits(&w, d, clock, m) {
             return self.serve(ctx, partition, w);
         }
         self.part(partition).waiting.push(w);
-    }
-
-    /// What a waiting request of `partition` is judged against now (and `pvc[d]`
-    /// brought up to date, Alg. 2 l.19-21).
-    fn gate(&mut self, partition: PartitionId) -> Gate {
-        let (d, clock, lease) = (self.d, self.time.last, self.time.lease);
-        let m = self.mutation;
-        let part = self.part(partition);
-        Gate {
-            pvc_d: part.pvc_local(d, clock, lease, m.pvc_ignores_prepared),
-            pvc_direct: match m.read_commit_no_wait {
-                true => clock.min(lease),
-                false => part.pvc_two_phase(clock, lease),
-            },
-            known_strong: part.pvc.get_extra(causeway_core::clock::Extra::Strong),
-        }
     }
 
     fn refuse(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, w: Waiting, e: Error) {
@@ -536,21 +521,18 @@ impl Node {
 
     /// Serves every parked request whose wait condition now holds.
     pub(super) fn serve_waiting(&mut self, ctx: &mut Ctx<Msg>) {
-        let (d, clock) = (self.d, self.time.last);
-        let m = self.mutation;
-        let pids: Vec<PartitionId> = self.parts.keys().copied().collect();
+        let (d, clock, lease, m) = (self.d, self.time.last, self.time.lease, self.mutation);
         let mut ready = Vec::new();
-        for pid in pids {
-            if self.parts[&pid].waiting.is_empty() {
+        for (pid, part) in self.parts.iter_mut() {
+            if part.waiting.is_empty() {
                 continue;
             }
-            let gate = self.gate(pid);
+            let gate = part.gate(d, clock, lease, m);
             // In place (`extract_if` keeps the rest in order): two new vectors for every
             // call were two of a SET's 50-odd allocations (callgrind: -2.2% of its
             // instructions).
-            let part = self.part(pid);
             let go = part.waiting.extract_if(.., |w| gate.admits(w, d, clock, m));
-            ready.extend(go.map(|w| (pid, w)));
+            ready.extend(go.map(|w| (*pid, w)));
         }
         for (pid, w) in ready {
             self.serve(ctx, pid, w);

@@ -286,6 +286,19 @@ impl Part {
         v
     }
 
+    /// What a waiting request is judged against now, with `pvc[d]` brought up to date
+    /// (Alg. 2 l.19-21).
+    pub fn gate(&mut self, d: usize, clock: u64, lease: u64, m: super::Mutation) -> Gate {
+        Gate {
+            pvc_d: self.pvc_local(d, clock, lease, m.pvc_ignores_prepared),
+            pvc_direct: match m.read_commit_no_wait {
+                true => clock.min(lease),
+                false => self.pvc_two_phase(clock, lease),
+            },
+            known_strong: self.pvc.get_extra(Extra::Strong),
+        }
+    }
+
     /// `pvc[d]` as if no one-phase txn were prepared: just below the oldest two-phase
     /// one, else the clock (and the lease). A read that commits one phase here in the same
     /// step may be served at it (docs/ARCHITECTURE.md, "Read-then-commit"): a one-phase
