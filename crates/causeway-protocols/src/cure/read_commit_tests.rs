@@ -4,6 +4,7 @@
 //! l.2) for a two-phase txn prepared below the snapshot.
 
 use super::msg::{First, Msg};
+use super::tests::assign;
 use super::Cure;
 use crate::kit::testnet::TestNet;
 use crate::Params;
@@ -477,11 +478,21 @@ fn a_direct_read_then_commit_whose_commit_fails_answers_both() {
     net.check_invariants().expect("invariants hold");
 }
 
-fn set(key: &Key, value: &str) -> Request {
-    Request::Update {
-        key: key.clone(),
-        update: Update::Assign(value.as_bytes().to_vec()),
-    }
+/// A network of one DC with session 1 at DC 0, after 20 rounds.
+fn started(nodes_per_dc: u32, partitions: u32) -> Net {
+    let mut net = Net::new(
+        Topology::full(1, nodes_per_dc, partitions),
+        Params::default(),
+        T,
+    );
+    net.session(1, 0);
+    net.run(20);
+    net
+}
+
+/// Every answer session `s` has had since the last call.
+fn take_replies(net: &mut Net, s: u64) -> Vec<Response> {
+    net.replies.remove(&s).unwrap_or_default().into()
 }
 
 /// A BEGIN with updates and the commit promised (a SET, an MSET) answers the BEGIN and
@@ -490,14 +501,11 @@ fn set(key: &Key, value: &str) -> Request {
 /// (`ClientSession::submit_ahead`, `running`).
 #[test]
 fn a_begin_answers_its_promised_updates_and_takes_the_commit() {
-    let topo = Topology::full(1, 2, 4);
-    let mut net = Net::new(topo, Params::default(), T);
     let (a, b) = (Key::from("a"), Key::from("b"));
-    net.session(1, 0);
-    net.run(20);
-    let ahead = [set(&a, "1"), set(&b, "2"), Request::Commit];
+    let mut net = started(2, 4);
+    let ahead = [assign(&a, "1"), assign(&b, "2"), Request::Commit];
     net.session_call(1, |m, ctx| m.submit_ahead(ctx, begin(), &ahead));
-    let replies: Vec<Response> = net.replies.remove(&1).unwrap_or_default().into();
+    let replies = take_replies(&mut net, 1);
     assert_eq!(
         replies.len(),
         3,
@@ -508,7 +516,7 @@ fn a_begin_answers_its_promised_updates_and_takes_the_commit() {
     assert!(matches!(replies[2], Response::Updated { op } if op.index == 1));
     assert!(net.sessions[&1].running(), "the commit is taken and runs");
     net.deliver_all();
-    let replies: Vec<Response> = net.replies.remove(&1).unwrap_or_default().into();
+    let replies = take_replies(&mut net, 1);
     assert_eq!(replies, vec![Response::Committed]);
     assert!(!net.sessions[&1].running());
     let r = net.txn(
@@ -537,19 +545,16 @@ fn a_begin_answers_its_promised_updates_and_takes_the_commit() {
 /// commit: one message, and the read's answer (with the rest, settled) comes with it.
 #[test]
 fn a_begin_takes_a_promised_read_then_commit() {
-    let topo = Topology::full(1, 1, 2);
-    let mut net = Net::new(topo, Params::default(), T);
     let key = Key::from("n");
-    net.session(1, 0);
-    net.run(20);
+    let mut net = started(1, 2);
     for expected in 0..2 {
         let ahead = [read_counter(&key), incr(&key, 1), Request::Commit];
         net.session_call(1, |m, ctx| m.submit_ahead(ctx, begin(), &ahead));
-        let replies: Vec<Response> = net.replies.remove(&1).unwrap_or_default().into();
+        let replies = take_replies(&mut net, 1);
         assert_eq!(replies.len(), 1, "only the BEGIN at once: {replies:?}");
         assert!(net.sessions[&1].running(), "the read is taken and runs");
         net.deliver_all();
-        let replies: Vec<Response> = net.replies.remove(&1).unwrap_or_default().into();
+        let replies = take_replies(&mut net, 1);
         assert_eq!(replies.len(), 3, "{replies:?}");
         assert_eq!(counter(&replies[0]), expected);
         assert!(matches!(replies[1], Response::Updated { op } if op.index == 0));
@@ -563,14 +568,11 @@ fn a_begin_takes_a_promised_read_then_commit() {
 /// commit is not taken.
 #[test]
 fn a_begin_stops_taking_at_a_refused_update() {
-    let topo = Topology::full(1, 1, 2);
-    let mut net = Net::new(topo, Params::default(), T);
-    net.session(1, 0);
-    net.run(20);
+    let mut net = started(1, 2);
     let too_long = Key(vec![b'k'; causeway_core::limits::KEY_LEN_MAX + 1]);
-    let ahead = [set(&too_long, "1"), Request::Commit];
+    let ahead = [assign(&too_long, "1"), Request::Commit];
     net.session_call(1, |m, ctx| m.submit_ahead(ctx, begin(), &ahead));
-    let replies: Vec<Response> = net.replies.remove(&1).unwrap_or_default().into();
+    let replies = take_replies(&mut net, 1);
     assert_eq!(replies.len(), 2, "{replies:?}");
     assert!(matches!(replies[1], Response::Error(_)), "{replies:?}");
     assert!(!net.sessions[&1].running(), "nothing taken after the error");
