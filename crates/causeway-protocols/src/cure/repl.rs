@@ -136,7 +136,7 @@ impl Node {
     /// Persists what a stream piece brought and applies it (Alg. 2 l.33-37); `pvc[origin]`
     /// advances once it is durable (so a crash cannot take back a `pvc` the DC's GSS
     /// already used). The txns are encoded into the record, then moved into the store and
-    /// the log: a copy of each was a twentieth of what a replicated SET cost a remote DC.
+    /// the log, not copied (a copy cost each txn an allocation of its commit vector).
     fn persist_remote(
         &mut self,
         ctx: &mut Ctx<Msg>,
