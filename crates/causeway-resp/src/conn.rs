@@ -280,6 +280,16 @@ impl<F: SessionFactory> Conn<F> {
     /// alone ([`Conn::standalone`]), and so it does when the commit is refused; a commit
     /// that failed without saying whether it took effect (unavailable) is answered to
     /// every command, as one alone would answer it.
+    /// One pipelinable command that arrived alone (no later one buffered): what
+    /// [`Conn::run_pipelined`] answers for a group of one, without the group's vectors.
+    pub async fn run_one(&mut self, cmd: DataCmd) -> Reply {
+        assert!(
+            matches!(self.mode, Mode::Idle),
+            "pipelined outside idle mode"
+        );
+        self.standalone(cmd).await
+    }
+
     pub async fn run_pipelined(&mut self, cmds: Vec<DataCmd>) -> Vec<Reply> {
         assert!(
             matches!(self.mode, Mode::Idle),

@@ -160,9 +160,12 @@ async fn run_session<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
     }
     let mut conn = Conn::new(shared.clone(), id);
     let mut signal = config.shutdown.clone();
+    // Biased: the branches in this order, not a random one drawn at every poll (each
+    // request polls this select). Shutdown first, so a busy connection still sees it.
     tokio::select! {
-        _ = serve_stream(&mut stream, &mut conn, config.idle_timeout_ms) => {}
+        biased;
         () = shutdown_raised(&mut signal) => {}
+        _ = serve_stream(&mut stream, &mut conn, config.idle_timeout_ms) => {}
     }
     let _ = stream.shutdown().await;
 }
@@ -203,8 +206,11 @@ async fn serve_stream<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
 ) -> io::Result<()> {
     let mut input = BytesMut::with_capacity(CONN_BUFFER_BYTES);
     let mut output = BytesMut::with_capacity(CONN_BUFFER_BYTES);
+    // The pipelinable commands gathered, kept across reads: a new vector for each
+    // command was an allocation per request.
+    let mut run: Vec<DataCmd> = Vec::new();
     loop {
-        let close = run_buffered(&mut input, &mut output, conn, stream).await?;
+        let close = run_buffered(&mut input, &mut output, &mut run, conn, stream).await?;
         if !output.is_empty() {
             stream.write_all(&output).await?;
             // A TLS stream may keep the last record buffered until flushed (a no-op on
@@ -230,20 +236,21 @@ async fn serve_stream<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
 async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
     input: &mut BytesMut,
     output: &mut BytesMut,
+    run: &mut Vec<DataCmd>,
     conn: &mut Conn<F>,
     stream: &mut S,
 ) -> io::Result<bool> {
+    assert!(run.is_empty(), "commands left from an earlier input");
     let mut batch_commands = 0;
-    let mut run: Vec<DataCmd> = Vec::new();
     loop {
         let args = match parse_command(input) {
             Ok(Some(args)) => args,
             Ok(None) => {
-                run_pipelined(conn, &mut run, output).await;
+                run_pipelined(conn, run, output).await;
                 return Ok(false);
             }
             Err(e) => {
-                run_pipelined(conn, &mut run, output).await;
+                run_pipelined(conn, run, output).await;
                 Reply::err(e.to_string()).encode(conn.proto(), output);
                 return Ok(true);
             }
@@ -253,9 +260,9 @@ async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
             if run.len() < PIPELINE_TXN_COMMANDS_MAX {
                 continue;
             }
-            batch_commands += run_pipelined(conn, &mut run, output).await;
+            batch_commands += run_pipelined(conn, run, output).await;
         } else {
-            batch_commands += run_pipelined(conn, &mut run, output).await;
+            batch_commands += run_pipelined(conn, run, output).await;
             let outcome = conn.execute(args).await;
             outcome.reply.encode(conn.proto(), output);
             if outcome.close {
@@ -279,8 +286,10 @@ async fn run_pipelined<F: SessionFactory>(
     run: &mut Vec<DataCmd>,
     output: &mut BytesMut,
 ) -> usize {
-    if run.is_empty() {
-        return 0;
+    if run.len() <= 1 {
+        let Some(cmd) = run.pop() else { return 0 };
+        conn.run_one(cmd).await.encode(conn.proto(), output);
+        return 1;
     }
     let replies = conn.run_pipelined(std::mem::take(run)).await;
     for reply in &replies {

@@ -234,7 +234,9 @@ impl Node {
             return Vec::new();
         }
         let d = self.d;
-        let gss = self.gss.stable().clone();
+        // Borrowed, not copied: the starts are another field (a copy was an allocation
+        // per START).
+        let gss = self.gss.stable();
         let covered = |cvc: &Vc| (0..gss.dcs.len()).all(|k| k == d || cvc.get(k) <= gss.get(k));
         // In place, as `serve_waiting` does (the rest keep their order).
         let go = self.coord.starts.extract_if(.., |s| covered(&s.cvc));

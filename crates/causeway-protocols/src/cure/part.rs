@@ -69,23 +69,31 @@ pub struct PreparedTxns {
 impl PreparedTxns {
     /// Adds `txn` (replacing any earlier entry of it).
     pub fn insert(&mut self, txn: TxnId, p: Prepared) {
-        self.remove(&txn);
-        self.times.insert((p.prep_time, txn));
-        if p.phase != Phase::One {
-            self.two_phase_times.insert((p.prep_time, txn));
+        let (time, phase) = (p.prep_time, p.phase);
+        // One lookup: an earlier entry comes back from the map's insert.
+        if let Some(old) = self.txns.insert(txn, p) {
+            self.unindex(&txn, &old);
         }
-        self.txns.insert(txn, p);
+        self.times.insert((time, txn));
+        if phase != Phase::One {
+            self.two_phase_times.insert((time, txn));
+        }
     }
 
     pub fn remove(&mut self, txn: &TxnId) -> Option<Prepared> {
         let p = self.txns.remove(txn)?;
+        self.unindex(txn, &p);
+        Some(p)
+    }
+
+    /// Drops `p`'s entries of the time indexes.
+    fn unindex(&mut self, txn: &TxnId, p: &Prepared) {
         let indexed = self.times.remove(&(p.prep_time, *txn));
         let two_phase = p.phase == Phase::One || self.two_phase_times.remove(&(p.prep_time, *txn));
         assert!(
             indexed && two_phase,
             "{txn:?}: prepare time or phase changed"
         );
-        Some(p)
     }
 
     pub fn get(&self, txn: &TxnId) -> Option<&Prepared> {
