@@ -250,15 +250,22 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         }
         let mut batch = std::mem::take(&mut self.pending);
         batch.push(Request::Read { keys });
-        let sent_updates: Vec<(Key, Update)> = after
-            .iter()
-            .filter_map(|r| match r {
-                Request::Update { key, update } => Some((key.clone(), update.clone())),
-                _ => None,
-            })
-            .collect();
+        let commits = finish && self.scope == Scope::Command;
+        // The updates sent, for what this transaction reads after them; one that commits
+        // in this batch (a standalone INCR) reads nothing after, and the copies of its
+        // keys were two allocations per command.
+        let sent_updates: Vec<(Key, Update)> = match commits {
+            true => Vec::new(),
+            false => after
+                .iter()
+                .filter_map(|r| match r {
+                    Request::Update { key, update } => Some((key.clone(), update.clone())),
+                    _ => None,
+                })
+                .collect(),
+        };
         batch.extend(after);
-        if finish && self.scope == Scope::Command {
+        if commits {
             batch.push(Request::Commit);
             self.commit_sent = true;
         }
