@@ -270,16 +270,6 @@ impl<F: SessionFactory> Conn<F> {
         cmd.local_reply().is_none().then_some(cmd)
     }
 
-    /// Runs standalone commands that arrived together in one pipeline as one causal
-    /// transaction, one reply each (our decision, not Redis's: a pipeline's effects become
-    /// visible together, which is stronger than one transaction per command and allowed by
-    /// it; every command still reads what the earlier ones wrote, Cure Alg. 1 l.20-21).
-    /// Only an outcome every command would have had alone is answered from the group:
-    /// on an abort or any error before the commit (a `WRONGTYPE` included, so a failed
-    /// command leaves nothing behind) nothing took effect and each command runs again
-    /// alone ([`Conn::standalone`]), and so it does when the commit is refused; a commit
-    /// that failed without saying whether it took effect (unavailable) is answered to
-    /// every command, as one alone would answer it.
     /// One pipelinable command that arrived alone (no later one buffered): what
     /// [`Conn::run_pipelined`] answers for a group of one, without the group's vectors.
     pub async fn run_one(&mut self, cmd: DataCmd) -> Reply {
@@ -290,6 +280,16 @@ impl<F: SessionFactory> Conn<F> {
         self.standalone(cmd).await
     }
 
+    /// Runs standalone commands that arrived together in one pipeline as one causal
+    /// transaction, one reply each (our decision, not Redis's: a pipeline's effects become
+    /// visible together, which is stronger than one transaction per command and allowed by
+    /// it; every command still reads what the earlier ones wrote, Cure Alg. 1 l.20-21).
+    /// Only an outcome every command would have had alone is answered from the group:
+    /// on an abort or any error before the commit (a `WRONGTYPE` included, so a failed
+    /// command leaves nothing behind) nothing took effect and each command runs again
+    /// alone ([`Conn::standalone`]), and so it does when the commit is refused; a commit
+    /// that failed without saying whether it took effect (unavailable) is answered to
+    /// every command, as one alone would answer it.
     pub async fn run_pipelined(&mut self, cmds: Vec<DataCmd>) -> Vec<Reply> {
         assert!(
             matches!(self.mode, Mode::Idle),
@@ -301,7 +301,7 @@ impl<F: SessionFactory> Conn<F> {
         );
         if cmds.len() == 1 {
             let cmd = cmds.into_iter().next().expect("one command");
-            return vec![self.standalone(cmd).await];
+            return vec![self.run_one(cmd).await];
         }
         let end = if cmds.iter().all(|c| matches!(c, DataCmd::Get(_))) {
             self.gets_together(&cmds).await
