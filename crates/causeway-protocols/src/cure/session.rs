@@ -127,9 +127,11 @@ impl Client {
         key_of[node]
     }
 
-    /// Sends the START with the txn's first request (Alg. 1 l.1 and the request).
-    fn start_with(&mut self, core: &SessionCore, ctx: &mut Ctx<Msg>, key: &Key, first: First) {
-        self.coord = Self::owner(core, key);
+    /// Sends the START with the txn's first request (Alg. 1 l.1 and the request) to
+    /// `coord`, the owner of the key it names ([`Client::owner`]: the callers ask before
+    /// the request takes their keys, so no key is copied for it).
+    fn start_with(&mut self, core: &SessionCore, ctx: &mut Ctx<Msg>, coord: NodeId, first: First) {
+        self.coord = coord;
         self.started = true;
         let txn = core.txn_id();
         let cvc = self.cvc.clone();
@@ -358,8 +360,8 @@ impl ClientProtocol for Client {
         self.pending = Pending::Read;
         let req = core.start_request(ctx);
         if !self.started {
-            let key = keys[0].0.clone();
-            return self.start_with(core, ctx, &key, First::Read { req, keys, updates });
+            let coord = Self::owner(core, &keys[0].0);
+            return self.start_with(core, ctx, coord, First::Read { req, keys, updates });
         }
         let txn = core.txn_id();
         self.send(
@@ -399,14 +401,14 @@ impl ClientProtocol for Client {
         let req = core.start_request(ctx);
         self.combined = Some(req);
         self.early = None;
-        let key = keys[0].0.clone();
+        let coord = Self::owner(core, &keys[0].0);
         let first = First::ReadCommit {
             req,
             keys,
             updates,
             then,
         };
-        self.start_with(core, ctx, &key, first);
+        self.start_with(core, ctx, coord, first);
     }
 
     fn commit(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
@@ -429,8 +431,8 @@ impl ClientProtocol for Client {
         self.pending = Pending::Commit;
         let req = core.start_request(ctx);
         if !self.started {
-            let key = Self::coordinating_key(core, &updates).clone();
-            return self.start_with(core, ctx, &key, First::Commit { req, updates });
+            let coord = Self::owner(core, Self::coordinating_key(core, &updates));
+            return self.start_with(core, ctx, coord, First::Commit { req, updates });
         }
         let txn = core.txn_id();
         self.send(ctx, Msg::Commit { txn, req, updates });
