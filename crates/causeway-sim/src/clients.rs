@@ -192,6 +192,7 @@ impl World {
 
     /// Submits `request` with `ahead` promised after it, unless the session answered it
     /// ahead already (then that answer is taken as the reply).
+    ///
     /// A session running a request it took ahead answers it with a later message: nothing
     /// is submitted meanwhile.
     fn submit_or_take(&mut self, c: usize, request: Request, ahead: Vec<Request>) {

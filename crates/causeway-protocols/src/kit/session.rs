@@ -309,11 +309,11 @@ impl<C: ClientProtocol> Session<C> {
         }
         let mut next = 0;
         while let Some(Request::Update { key, update }) = ahead.get(next) {
-            let buffer = self.core.txn.as_mut().expect("begun above");
-            match buffer.push(key.clone(), update.clone()) {
-                Ok(op) => ctx.reply(Response::Updated { op }),
-                // An error ends the promise: the driver submits nothing more.
-                Err(e) => return ctx.reply(Response::Error(e)),
+            let response = self.push_update(key.clone(), update.clone());
+            let refused = matches!(response, Response::Error(_));
+            ctx.reply(response);
+            if refused {
+                return; // an error ends the promise: the driver submits nothing more
             }
             next += 1;
         }
@@ -329,10 +329,15 @@ impl<C: ClientProtocol> Session<C> {
     }
 
     fn update(&mut self, ctx: &mut Ctx<C::Msg>, key: Key, update: causeway_core::Update) {
+        let response = self.push_update(key, update);
+        self.core.answer(ctx, response);
+    }
+
+    /// Buffers an update of the open transaction; its answer (the op id, or the refusal).
+    fn push_update(&mut self, key: Key, update: causeway_core::Update) -> Response {
         let buffer = self.core.txn.as_mut().expect("inside a transaction");
         let pushed = buffer.push(key, update);
-        let response = pushed.map_or_else(Response::Error, |op| Response::Updated { op });
-        self.core.answer(ctx, response);
+        pushed.map_or_else(Response::Error, |op| Response::Updated { op })
     }
 
     fn abort(&mut self, ctx: &mut Ctx<C::Msg>) {
