@@ -164,11 +164,13 @@ mod transfer_tests;
 mod uniform;
 #[cfg(test)]
 mod unistore_tests;
+mod wire;
 
 pub use msg::{Msg, ReplTxn, Stream};
 pub use node::Node;
 pub use session::Client;
 pub use strong::StrongConfig;
+pub use wire::{commit_ts, SharedStream};
 
 use crate::kit::session::{Session, SessionCore};
 use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};

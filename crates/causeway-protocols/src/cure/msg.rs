@@ -180,11 +180,12 @@ pub enum Msg {
     },
     // ---- partition <-> sibling partition in another DC ----
     /// REPLICATE_TX / HEARTBEAT (Alg. 2 l.25-37) plus the sender's `pvc` as acknowledgement.
+    /// The piece is shared by every sibling that gets it, and encoded once (`wire.rs`).
     Repl {
         partition: PartitionId,
         restarted: bool,
         acks: Vc,
-        stream: Option<Stream>,
+        stream: Option<super::wire::SharedStream>,
     },
     /// A chunk of a state transfer to a sibling that lacks txns our log dropped
     /// (`transfer.rs`); the last one (maybe empty) completes it.

@@ -406,10 +406,7 @@ impl Part {
             broken || ct.get(d) >= p.prep_time,
             "commit time below a prepare time"
         );
-        let ts = ArbTs {
-            primary: ct.max_entry(),
-            secondary: ct.sum(),
-        };
+        let ts = super::wire::commit_ts(ct);
         let ops: Vec<(Key, Op)> = p
             .ops
             .into_iter()

@@ -6,6 +6,7 @@
 use super::msg::{Msg, Stream};
 use super::node::{Deferred, Node};
 use super::record::Record;
+use super::wire::SharedStream;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};
 
@@ -18,8 +19,9 @@ impl Node {
             let ignore = self.mutation.pvc_ignores_prepared;
             let part = self.parts.get_mut(&pid).expect("hosted");
             let pvc_d = part.pvc_local(d, clock, lease, ignore); // Alg. 2 l.19-21
+            let mut made = None;
             for s in part.sibs.ids() {
-                self.replicate_to(ctx, pid, s, pvc_d);
+                self.replicate_to(ctx, pid, s, pvc_d, &mut made);
                 self.transfer_to(ctx, pid, s);
             }
             self.gc_log(pid);
@@ -27,11 +29,21 @@ impl Node {
     }
 
     /// Our stream (or a heartbeat) to sibling `s`, plus any catch-up it needs
-    /// (`kit::repl`): every message carries our `pvc` as acknowledgement.
-    fn replicate_to(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, s: DcId, pvc_d: u64) {
+    /// (`kit::repl`): every message carries our `pvc` as acknowledgement. `made` is the
+    /// piece of our stream this tick made for another sibling, reused if `s` goes on from
+    /// the same point (the usual case: then the piece is encoded once for all, `wire.rs`).
+    fn replicate_to(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        pid: PartitionId,
+        s: DcId,
+        pvc_d: u64,
+        made: &mut Option<SharedStream>,
+    ) {
         let (clock, grace) = (self.time.clock, self.cfg.lag_grace_ns);
         let to = Addr::Node(self.topo.node_of(s, pid));
         let restarted = self.announce.remove(&(pid, s));
+        let me = DcId(self.d as u16);
         let part = self.parts.get_mut(&pid).expect("hosted");
         let mut relays = part.sibs.lagging(s, &part.pvc, clock, grace);
         if self.mutation.no_forwarding {
@@ -41,7 +53,18 @@ impl Node {
         // heartbeat (l.25) when there are none.
         let own = part
             .sibs
-            .own_stream(s, &part.log, pvc_d, REPLICATION_BATCH_MAX);
+            .own_from(s, &part.log)
+            .filter(|from| pvc_d > *from);
+        let own = own.map(|from| match made.as_ref() {
+            Some(piece) if piece.stream().from == from => piece.clone(),
+            _ => {
+                let st = part.log.stream(me, from, pvc_d, REPLICATION_BATCH_MAX);
+                made.insert(SharedStream::new(st)).clone()
+            }
+        });
+        if let Some(piece) = &own {
+            part.sibs.sent_through(s, piece.stream().upto);
+        }
         let acks = part.pvc.clone();
         let mut msgs = vec![Msg::Repl {
             partition: pid,
@@ -58,7 +81,7 @@ impl Node {
                 partition: pid,
                 restarted: false,
                 acks: acks.clone(),
-                stream: Some(st),
+                stream: Some(SharedStream::new(st)),
             });
         }
         for m in msgs {
@@ -82,7 +105,7 @@ impl Node {
         pid: PartitionId,
         restarted: bool,
         acks: Vc,
-        stream: Option<Stream>,
+        stream: Option<SharedStream>,
     ) {
         let s = self.topo.dc_of(from);
         let clock = self.time.clock;
@@ -92,8 +115,8 @@ impl Node {
         if !part.sibs.heard(s, acks, restarted, clock) {
             return;
         }
-        if let Some(st) = stream {
-            self.accept(ctx, pid, st);
+        if let Some(piece) = stream {
+            self.accept(ctx, pid, piece.into_stream());
         }
     }
 

@@ -58,7 +58,7 @@ use crate::kit::paxos::{self, Output, Paxos};
 use crate::kit::twopc::{Retry, Votes};
 use causeway_core::clock::Extra;
 use causeway_core::conflict::ConflictRule;
-use causeway_core::crdt::{ArbTs, Effect, Op};
+use causeway_core::crdt::{Effect, Op};
 use causeway_core::{Addr, Ctx, DcId, Error, Key, Nanos, NodeId, OpId, PartitionId, TxnId, Vc};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -1044,10 +1044,7 @@ fn send_reply(ctx: &mut Ctx<Msg>, partition: PartitionId, r: Reply) {
 fn apply_delivery(part: &mut Part, d: Delivery) {
     let mut ct = d.svc;
     ct.set_extra(Extra::Strong, d.ts);
-    let ts = ArbTs {
-        primary: ct.max_entry(),
-        secondary: ct.sum(),
-    };
+    let ts = super::wire::commit_ts(&ct);
     let ops: Vec<(Key, Op)> = d
         .ops
         .into_iter()

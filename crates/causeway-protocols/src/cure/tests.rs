@@ -831,12 +831,12 @@ fn a_heartbeat_writes_nothing_and_pvc_waits_only_for_earlier_records() {
         partition: PartitionId(0),
         restarted: false,
         acks: Vc::zero(2),
-        stream: Some(super::msg::Stream {
+        stream: Some(super::wire::SharedStream::new(super::msg::Stream {
             origin: DcId(1),
             from,
             upto,
             txns,
-        }),
+        })),
     };
     let pvc_1 = |node: &Node| node.parts[&PartitionId(0)].pvc.get(1);
     let mut ctx = Ctx::new(TrueTime(T + MS), T + MS);

@@ -247,23 +247,35 @@ impl Siblings {
         upto: u64,
         batch_max: usize,
     ) -> Option<Stream<T>> {
-        let me = usize::from(self.me.0);
-        let sib = self.map.get_mut(&s)?;
-        let mut from = sib.sent_upto?;
-        if !log.serves_from(self.me, from) {
-            // A rewind went below what the log dropped; a state transfer may have brought
-            // the sibling past it since: go on from what it acknowledged (it holds that).
-            from = from.max(sib.acks.get(me));
-            if !log.serves_from(self.me, from) {
-                return None;
-            }
-        }
-        if upto <= from {
-            return None;
-        }
+        let from = self.own_from(s, log).filter(|from| upto > *from)?;
         let st = log.stream(self.me, from, upto, batch_max);
-        sib.sent_upto = Some(st.upto);
+        self.sent_through(s, st.upto);
         Some(st)
+    }
+
+    /// Where our stream to `s` goes on from, if the log still serves it: [`own_stream`]'s
+    /// first half, for a caller that builds one piece for several siblings.
+    ///
+    /// [`own_stream`]: Self::own_stream
+    pub fn own_from<T: Replicated>(&self, s: DcId, log: &ReplLog<T>) -> Option<u64> {
+        let sib = self.map.get(&s)?;
+        let from = sib.sent_upto?;
+        if log.serves_from(self.me, from) {
+            return Some(from);
+        }
+        // A rewind went below what the log dropped; a state transfer may have brought the
+        // sibling past it since: go on from what it acknowledged (it holds that).
+        let from = from.max(sib.acks.get(usize::from(self.me.0)));
+        log.serves_from(self.me, from).then_some(from)
+    }
+
+    /// Our stream to `s` was sent through `upto`: [`own_stream`]'s second half.
+    ///
+    /// [`own_stream`]: Self::own_stream
+    pub fn sent_through(&mut self, s: DcId, upto: u64) {
+        if let Some(sib) = self.map.get_mut(&s) {
+            sib.sent_upto = Some(upto);
+        }
     }
 
     /// Origins `s` lags on for longer than `grace` while it keeps talking: for our own

@@ -1,0 +1,361 @@
+//! A replication stream piece as it travels between sibling partitions: shared by the
+//! messages to every sibling that gets the same piece, encoded once for all of them, and
+//! in a compact form that leaves out what the receiver derives.
+//!
+//! A partition streams its committed txns to each sibling DC (Cure Alg. 2 l.23-31), and in
+//! steady state every sibling gets the same piece (the txns between the last tick's `pvc[d]`
+//! and this one's). Encoded per sibling, the piece cost a 3-DC cluster's DC1 about 1,500
+//! instructions per txn and sibling, two thirds of what replication added to a SET
+//! (BENCHMARKS.md, issue 14). [`SharedStream`] holds the piece once (`Arc`) and its bytes
+//! once (`OnceLock`): the first message to be encoded fills them, the others copy them.
+//!
+//! **The compact form.** Every op of a txn committed by Cure carries the txn's id in its
+//! op id and the arbitration timestamp [`commit_ts`] of the txn's commit vector
+//! (`Part::commit`, Alg. 2 l.14; UniStore's strong deliveries, `strong.rs`), so a txn whose
+//! ops all match goes as `Derived`: per op, only the key, the op's index and its effect;
+//! the receiver rebuilds the rest from the txn's id and vector. A txn whose ops do not
+//! all match (none that we know of) goes `Full`, op for op, so the form never changes
+//! what arrives. Records and checkpoints keep `ReplTxn`'s own encoding: this is the peer
+//! wire's alone (version 8).
+
+use super::msg::{ReplTxn, Stream};
+use causeway_core::crdt::{ArbTs, Effect, Op};
+use causeway_core::{DcId, Key, OpId, TxnId, Vc};
+use serde::de::{Error as _, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+/// The arbitration timestamp of every op of a txn committed at `ct`: its largest entry,
+/// ties broken by the sum (a vector above another entry-wise has a larger sum).
+pub fn commit_ts(ct: &Vc) -> ArbTs {
+    ArbTs {
+        primary: ct.max_entry(),
+        secondary: ct.sum(),
+    }
+}
+
+/// Bytes reserved for a piece's encoding per txn it holds (a one-key SET's txn takes
+/// about 40).
+const ENCODE_BYTES_PER_TXN: usize = 64;
+
+/// A stream piece shared by the messages that carry it, with its encoding once made.
+#[derive(Clone)]
+pub struct SharedStream(Arc<Piece>);
+
+struct Piece {
+    stream: Stream,
+    bytes: OnceLock<Vec<u8>>,
+}
+
+impl SharedStream {
+    pub fn new(stream: Stream) -> SharedStream {
+        SharedStream(Arc::new(Piece {
+            stream,
+            bytes: OnceLock::new(),
+        }))
+    }
+
+    pub fn stream(&self) -> &Stream {
+        &self.0.stream
+    }
+
+    /// The piece, moved out when this is its last holder (a received piece always is),
+    /// copied otherwise.
+    pub fn into_stream(self) -> Stream {
+        match Arc::try_unwrap(self.0) {
+            Ok(piece) => piece.stream,
+            Err(shared) => shared.stream.clone(),
+        }
+    }
+
+    /// The compact encoding, made by the first caller.
+    fn bytes(&self) -> &[u8] {
+        self.0.bytes.get_or_init(|| encode(&self.0.stream))
+    }
+}
+
+impl fmt::Debug for SharedStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.stream().fmt(f)
+    }
+}
+
+impl PartialEq for SharedStream {
+    fn eq(&self, other: &SharedStream) -> bool {
+        self.stream() == other.stream()
+    }
+}
+
+impl Eq for SharedStream {}
+
+impl Serialize for SharedStream {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.bytes())
+    }
+}
+
+impl<'de> Deserialize<'de> for SharedStream {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<SharedStream, D::Error> {
+        d.deserialize_bytes(PieceVisitor)
+    }
+}
+
+/// Reads a piece's bytes: borrowed or owned (postcard), or a sequence of numbers (JSON).
+struct PieceVisitor;
+
+impl<'de> Visitor<'de> for PieceVisitor {
+    type Value = SharedStream;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an encoded replication stream piece")
+    }
+
+    fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<SharedStream, E> {
+        decode(bytes).map_err(E::custom)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SharedStream, A::Error> {
+        let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+        while let Some(b) = seq.next_element::<u8>()? {
+            bytes.push(b);
+        }
+        decode(&bytes).map_err(A::Error::custom)
+    }
+}
+
+fn encode(st: &Stream) -> Vec<u8> {
+    let piece = PieceOut {
+        origin: st.origin,
+        from: st.from,
+        upto: st.upto,
+        txns: TxnsOut(&st.txns),
+    };
+    let buf = Vec::with_capacity(16 + st.txns.len() * ENCODE_BYTES_PER_TXN);
+    postcard::to_extend(&piece, buf).expect("a stream piece always encodes")
+}
+
+fn decode(bytes: &[u8]) -> Result<SharedStream, String> {
+    let piece: PieceIn =
+        postcard::from_bytes(bytes).map_err(|e| format!("a stream piece is corrupt: {e}"))?;
+    let txns = piece.txns.into_iter().map(TxnIn::into_txn).collect();
+    Ok(SharedStream::new(Stream {
+        origin: piece.origin,
+        from: piece.from,
+        upto: piece.upto,
+        txns,
+    }))
+}
+
+#[derive(Serialize)]
+struct PieceOut<'a> {
+    origin: DcId,
+    from: u64,
+    upto: u64,
+    txns: TxnsOut<'a>,
+}
+
+struct TxnsOut<'a>(&'a [ReplTxn]);
+
+impl Serialize for TxnsOut<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(TxnOut))
+    }
+}
+
+struct TxnOut<'a>(&'a ReplTxn);
+
+impl Serialize for TxnOut<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let t = self.0;
+        let ts = commit_ts(&t.ct);
+        let derived = t
+            .ops
+            .iter()
+            .all(|(_, op)| op.id.txn == t.txn && op.ts == ts);
+        let ops = if derived {
+            OpsOut::Derived(DerivedOut(&t.ops))
+        } else {
+            OpsOut::Full(&t.ops)
+        };
+        (&t.txn, &t.ct, ops).serialize(s)
+    }
+}
+
+/// The two forms of a txn's ops; `OpsIn` must list them in the same order.
+#[derive(Serialize)]
+enum OpsOut<'a> {
+    Derived(DerivedOut<'a>),
+    Full(&'a [(Key, Op)]),
+}
+
+struct DerivedOut<'a>(&'a [(Key, Op)]);
+
+impl Serialize for DerivedOut<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|(k, op)| (k, op.id.index, &op.effect)))
+    }
+}
+
+#[derive(Deserialize)]
+struct PieceIn {
+    origin: DcId,
+    from: u64,
+    upto: u64,
+    txns: Vec<TxnIn>,
+}
+
+#[derive(Deserialize)]
+struct TxnIn(TxnId, Vc, OpsIn);
+
+#[derive(Deserialize)]
+enum OpsIn {
+    Derived(Vec<(Key, u32, Effect)>),
+    Full(Vec<(Key, Op)>),
+}
+
+impl TxnIn {
+    fn into_txn(self) -> ReplTxn {
+        let TxnIn(txn, ct, ops) = self;
+        let ops = match ops {
+            OpsIn::Full(ops) => ops,
+            OpsIn::Derived(ops) => {
+                let ts = commit_ts(&ct);
+                ops.into_iter()
+                    .map(|(k, index, effect)| {
+                        let id = OpId { txn, index };
+                        (k, Op { id, ts, effect })
+                    })
+                    .collect()
+            }
+        };
+        ReplTxn {
+            txn,
+            ct,
+            ops: Arc::new(ops),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::SessionId;
+
+    fn txn(seq: u64) -> TxnId {
+        TxnId {
+            session: SessionId(7),
+            seq,
+        }
+    }
+
+    fn vc(entries: &[u64]) -> Vc {
+        let mut v = Vc::zero(entries.len());
+        for (i, e) in entries.iter().enumerate() {
+            v.set(i, *e);
+        }
+        v
+    }
+
+    /// A txn as `Part::commit` makes it: every op with the txn's id and `commit_ts`.
+    fn committed(seq: u64, ct: Vc, keys: &[&str]) -> ReplTxn {
+        let ts = commit_ts(&ct);
+        let ops = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let id = OpId {
+                    txn: txn(seq),
+                    index: i as u32,
+                };
+                let effect = Effect::Assign(format!("v{seq}").into_bytes());
+                (Key(k.as_bytes().to_vec()), Op { id, ts, effect })
+            })
+            .collect();
+        ReplTxn {
+            txn: txn(seq),
+            ct,
+            ops: Arc::new(ops),
+        }
+    }
+
+    fn piece(txns: Vec<ReplTxn>) -> Stream {
+        Stream {
+            origin: DcId(1),
+            from: 10,
+            upto: 40,
+            txns,
+        }
+    }
+
+    fn round_trip(st: &Stream) -> (Stream, usize) {
+        let bytes = postcard::to_allocvec(&SharedStream::new(st.clone())).expect("encodes");
+        let back: SharedStream = postcard::from_bytes(&bytes).expect("decodes");
+        (back.into_stream(), bytes.len())
+    }
+
+    #[test]
+    fn a_piece_arrives_as_it_left_and_smaller_than_its_txns_encoded_whole() {
+        let st = piece(vec![
+            committed(1, vc(&[3, 20, 5]), &["a", "b"]),
+            committed(2, vc(&[3, 30, 5]), &["c"]),
+        ]);
+        let (back, len) = round_trip(&st);
+        assert_eq!(back, st);
+        let whole = postcard::to_allocvec(&st).expect("encodes").len();
+        assert!(len < whole, "compact {len} bytes, whole {whole}");
+    }
+
+    #[test]
+    fn a_txn_whose_ops_do_not_derive_from_it_goes_op_for_op() {
+        let mut odd = committed(3, vc(&[1, 25, 2]), &["a", "b"]);
+        let mut ops = (*odd.ops).clone();
+        ops[1].1.ts.secondary += 1; // not the vector's timestamp
+        ops[0].1.id.txn = txn(99); // not the txn's id
+        odd.ops = Arc::new(ops);
+        let st = piece(vec![committed(1, vc(&[3, 20, 5]), &["x"]), odd]);
+        assert_eq!(round_trip(&st).0, st);
+    }
+
+    #[test]
+    fn the_messages_to_every_sibling_share_one_encoding() {
+        let shared = SharedStream::new(piece(vec![committed(1, vc(&[0, 12, 0]), &["k"])]));
+        let other = shared.clone();
+        let a = postcard::to_allocvec(&shared).expect("encodes");
+        assert!(
+            other.0.bytes.get().is_some(),
+            "the first encode fills the shared bytes"
+        );
+        let b = postcard::to_allocvec(&other).expect("encodes");
+        assert_eq!(a, b);
+        assert!(Arc::ptr_eq(&shared.0, &other.0));
+        assert_eq!(other.into_stream(), *shared.stream(), "a copy while shared");
+    }
+
+    #[test]
+    fn a_piece_reads_back_from_json_as_from_postcard() {
+        let st = piece(vec![committed(1, vc(&[2, 4]), &["k"])]);
+        let json = serde_json::to_string(&SharedStream::new(st.clone())).expect("encodes");
+        let back: SharedStream = serde_json::from_str(&json).expect("decodes");
+        assert_eq!(back.into_stream(), st);
+    }
+
+    #[test]
+    fn corrupt_bytes_are_an_error_not_a_panic() {
+        let st = piece(vec![committed(1, vc(&[1, 2]), &["k"])]);
+        let good = postcard::to_allocvec(&SharedStream::new(st)).expect("encodes");
+        for cut in 0..good.len() {
+            assert!(
+                postcard::from_bytes::<SharedStream>(&good[..cut]).is_err(),
+                "{cut}"
+            );
+        }
+        // Well-framed bytes whose piece inside is garbage, or cut short.
+        let inner = &good[1..];
+        let garbage = vec![0xff; inner.len()];
+        for bad in [&garbage[..], &inner[..inner.len() - 1]] {
+            let framed = postcard::to_allocvec(serde_bytes::Bytes::new(bad)).expect("encodes");
+            assert!(postcard::from_bytes::<SharedStream>(&framed).is_err());
+        }
+    }
+}
