@@ -367,6 +367,24 @@ impl Object {
         self.seen.extend(op.effect.deleted_ids().iter().copied());
     }
 
+    /// [`Object::apply_effect`] of an op its caller no longer needs: an assigned value
+    /// moves in instead of being copied (GC folds each version into its key's checkpoint
+    /// so, and drops the version).
+    pub fn apply_effect_owned(&mut self, op: Op) {
+        let Op { id, ts, effect } = op;
+        if let State::Lww { value, winner } = &mut self.state {
+            if let Effect::Assign(v) = effect {
+                let candidate = (ts, id);
+                if winner.is_none_or(|w| candidate > w) {
+                    *value = Some(v);
+                    *winner = Some(candidate);
+                }
+                return;
+            }
+        }
+        self.apply_effect(&Op { id, ts, effect });
+    }
+
     /// Applies without recording the id: for a transaction's private view of its own
     /// buffered writes on top of a snapshot, which is thrown away after the read.
     pub fn apply_effect(&mut self, op: &Op) {
@@ -553,6 +571,56 @@ mod tests {
                 seq,
             },
             index,
+        }
+    }
+
+    /// An op applied by value leaves the object as the same op applied by reference,
+    /// whichever effect and whether it wins or loses its register.
+    #[test]
+    fn an_op_applied_by_value_gives_what_it_gives_by_reference() {
+        let at = |primary, seq, effect| Op {
+            id: id(seq, 0),
+            ts: ArbTs {
+                primary,
+                secondary: primary,
+            },
+            effect,
+        };
+        let cases = [
+            (ObjType::Lww, at(5, 1, Effect::Assign(b"new".to_vec()))),
+            (ObjType::Lww, at(1, 1, Effect::Assign(b"old".to_vec()))),
+            (ObjType::Counter, at(5, 1, Effect::Increment(4))),
+            (
+                ObjType::Set,
+                at(
+                    5,
+                    1,
+                    Effect::Add {
+                        elem: b"m".to_vec(),
+                        replaces: vec![id(2, 0)],
+                    },
+                ),
+            ),
+        ];
+        for (t, op) in cases {
+            let mut by_ref = Object::new(t);
+            by_ref.apply_effect(&at(3, 2, first_effect(t)));
+            let mut by_value = by_ref.clone();
+            by_ref.apply_effect(&op);
+            by_value.apply_effect_owned(op.clone());
+            assert_eq!(by_value, by_ref, "{op:?}");
+        }
+    }
+
+    /// An object's state before the op under test: a register at time 3, etc.
+    fn first_effect(t: ObjType) -> Effect {
+        match t {
+            ObjType::Counter => Effect::Increment(1),
+            ObjType::Set => Effect::Add {
+                elem: b"m".to_vec(),
+                replaces: Vec::new(),
+            },
+            _ => Effect::Assign(b"mid".to_vec()),
         }
     }
 

@@ -250,6 +250,12 @@ impl Node {
                 origin,
                 upto,
                 txns,
+            }
+            | Record::RemoteTxns {
+                partition,
+                origin,
+                upto,
+                txns: super::wire::CompactTxns(txns),
             } => {
                 let part = self.part(partition);
                 for t in txns {

@@ -100,6 +100,14 @@ pub enum Record {
         parts: Vec<(PartitionId, Effects)>,
         participants: Vec<(PartitionId, NodeId)>,
     },
+    /// `Remote` with the txns in the replication stream's compact form (`wire.rs`): what
+    /// a partition writes for a received piece (older logs' `Remote` records replay too).
+    RemoteTxns {
+        partition: PartitionId,
+        origin: causeway_core::DcId,
+        upto: u64,
+        txns: super::wire::CompactTxns,
+    },
 }
 
 /// A txn's effects as prepared: (key, op id, effect) per update.
@@ -216,6 +224,15 @@ mod tests {
                     ct,
                     parts: Vec::new(),
                     participants: Vec::new(),
+                },
+            ),
+            (
+                14,
+                Record::RemoteTxns {
+                    partition: PartitionId(1),
+                    origin: causeway_core::DcId(2),
+                    upto: 7,
+                    txns: super::super::wire::CompactTxns(Vec::new()),
                 },
             ),
         ];

@@ -6,7 +6,7 @@
 use super::msg::{Msg, Stream};
 use super::node::{Deferred, Node};
 use super::record::Record;
-use super::wire::SharedStream;
+use super::wire::{CompactTxns, SharedStream};
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};
 
@@ -168,14 +168,18 @@ impl Node {
         upto: u64,
         txns: Vec<super::msg::ReplTxn>,
     ) {
-        let record = Record::Remote {
+        let record = Record::RemoteTxns {
             partition: pid,
             origin,
             upto,
-            txns,
+            txns: CompactTxns(txns),
         };
         let bytes = record.encode();
-        let Record::Remote { txns, .. } = record else {
+        let Record::RemoteTxns {
+            txns: CompactTxns(txns),
+            ..
+        } = record
+        else {
             unreachable!("the record just built");
         };
         let part = self.parts.get_mut(&pid).expect("hosted");

@@ -776,6 +776,7 @@ fn remote_records(outs: &[Output<Msg>]) -> Vec<(u64, usize)> {
         .filter_map(|o| match o {
             Output::Persist { record, .. } => match Record::decode(0, record) {
                 Ok(Record::Remote { upto, txns, .. }) => Some((upto, txns.len())),
+                Ok(Record::RemoteTxns { upto, txns, .. }) => Some((upto, txns.0.len())),
                 _ => None,
             },
             _ => None,

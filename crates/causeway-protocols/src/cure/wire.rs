@@ -15,8 +15,9 @@
 //! ops all match goes as `Derived`: per op, only the key, the op's index and its effect;
 //! the receiver rebuilds the rest from the txn's id and vector. A txn whose ops do not
 //! all match (none that we know of) goes `Full`, op for op, so the form never changes
-//! what arrives. Records and checkpoints keep `ReplTxn`'s own encoding: this is the peer
-//! wire's alone (version 8).
+//! what arrives. On the peer wire since its version 8; in a partition's records since
+//! `Record::RemoteTxns` ([`CompactTxns`]: a replica writes every piece it receives, so
+//! the form saves it as much there). Checkpoints keep `ReplTxn`'s own encoding.
 
 use super::msg::{ReplTxn, Stream};
 use causeway_core::crdt::{ArbTs, Effect, Op};
@@ -153,6 +154,23 @@ struct PieceOut<'a> {
     from: u64,
     upto: u64,
     txns: TxnsOut<'a>,
+}
+
+/// Txns in the compact form, as a record holds them (`Record::RemoteTxns`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompactTxns(pub Vec<ReplTxn>);
+
+impl Serialize for CompactTxns {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        TxnsOut(&self.0).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for CompactTxns {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<CompactTxns, D::Error> {
+        let txns = Vec::<TxnIn>::deserialize(d)?;
+        Ok(CompactTxns(txns.into_iter().map(TxnIn::into_txn).collect()))
+    }
 }
 
 struct TxnsOut<'a>(&'a [ReplTxn]);
@@ -330,6 +348,23 @@ mod tests {
         assert_eq!(a, b);
         assert!(Arc::ptr_eq(&shared.0, &other.0));
         assert_eq!(other.into_stream(), *shared.stream(), "a copy while shared");
+    }
+
+    #[test]
+    fn txns_in_a_record_read_back_as_written() {
+        let txns = CompactTxns(vec![
+            committed(1, vc(&[3, 20, 5]), &["a", "b"]),
+            committed(2, vc(&[3, 30, 5]), &["c"]),
+        ]);
+        let bytes = postcard::to_allocvec(&txns).expect("encodes");
+        let back: CompactTxns = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(back, txns);
+        let whole = postcard::to_allocvec(&txns.0).expect("encodes").len();
+        assert!(
+            bytes.len() < whole,
+            "compact {} bytes, whole {whole}",
+            bytes.len()
+        );
     }
 
     #[test]

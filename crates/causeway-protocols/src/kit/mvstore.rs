@@ -195,6 +195,18 @@ fn fold_into<T: SnapshotTs>(base: &mut Option<Object>, base_vc: &mut T, v: &Vers
     base_vc.join(&v.ct);
 }
 
+/// [`fold_into`] of a version that leaves the key: its values move into the checkpoint.
+fn fold_owned<T: SnapshotTs>(base: &mut Option<Object>, base_vc: &mut T, v: Version<T>) {
+    base_vc.join(&v.ct);
+    for op in v.ops {
+        let t = effect_type(&op.effect);
+        let base = base.get_or_insert_with(|| Object::new(t));
+        if base.obj_type() == t {
+            base.apply_effect_owned(op);
+        }
+    }
+}
+
 impl<T: SnapshotTs> KeyVersions<T> {
     fn insert(&mut self, v: Version<T>) {
         // A key's versions mostly arrive in order (a DC's commits, a sibling's stream):
@@ -500,15 +512,15 @@ impl<T: SnapshotTs> KeyVersions<T> {
     /// Folds the versions from the first for as long as `fold` picks them, at most `max`
     /// (they leave the queue from its front); returns how many.
     fn fold_leading(&mut self, max: usize, fold: impl Fn(&Version<T>) -> bool) -> usize {
-        let (base, base_vc) = (&mut self.base, &mut self.base_vc);
         let run = self
             .versions
             .iter()
             .take(max)
             .take_while(|v| fold(v))
-            .inspect(|v| fold_into(base, base_vc, v))
             .count();
-        self.versions.drain(..run);
+        for v in self.versions.drain(..run) {
+            fold_owned(&mut self.base, &mut self.base_vc, v);
+        }
         // The checkpoint now holds the prefix's first `run` versions: the same object.
         match &mut self.stable {
             Some(p) if p.len > run => p.len -= run,
