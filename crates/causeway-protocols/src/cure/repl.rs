@@ -7,6 +7,7 @@ use super::msg::{Msg, Stream};
 use super::node::{Deferred, Node};
 use super::record::Record;
 use super::wire::{CompactTxns, SharedStream};
+use crate::kit::wire::reuse_or_make;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};
 
@@ -55,12 +56,10 @@ impl Node {
             .sibs
             .own_from(s, &part.log)
             .filter(|from| pvc_d > *from);
-        let own = own.map(|from| match made.as_ref() {
-            Some(piece) if piece.stream().from == from => piece.clone(),
-            _ => {
-                let st = part.log.stream(me, from, pvc_d, REPLICATION_BATCH_MAX);
-                made.insert(SharedStream::new(st)).clone()
-            }
+        let own = own.map(|from| {
+            reuse_or_make(made, from, || {
+                part.log.stream(me, from, pvc_d, REPLICATION_BATCH_MAX)
+            })
         });
         if let Some(piece) = &own {
             part.sibs.sent_through(s, piece.stream().upto);

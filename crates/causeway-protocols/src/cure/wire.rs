@@ -1,31 +1,21 @@
-//! A replication stream piece as it travels between sibling partitions: shared by the
-//! messages to every sibling that gets the same piece, encoded once for all of them, and
-//! in a compact form that leaves out what the receiver derives.
+//! Cure's compact form of its replication stream's txns, on the peer wire (the
+//! [`WireForm`] of a piece shared by every sibling, `kit::wire`) and in a replica's
+//! records ([`CompactTxns`], `Record::RemoteTxns`).
 //!
-//! A partition streams its committed txns to each sibling DC (Cure Alg. 2 l.23-31), and in
-//! steady state every sibling gets the same piece (the txns between the last tick's `pvc[d]`
-//! and this one's). Encoded per sibling, the piece cost a 3-DC cluster's DC1 about 1,500
-//! instructions per txn and sibling, two thirds of what replication added to a SET
-//! (BENCHMARKS.md, issue 14). [`SharedStream`] holds the piece once (`Arc`) and its bytes
-//! once (`OnceLock`): the first message to be encoded fills them, the others copy them.
-//!
-//! **The compact form.** Every op of a txn committed by Cure carries the txn's id in its
-//! op id and the arbitration timestamp [`commit_ts`] of the txn's commit vector
-//! (`Part::commit`, Alg. 2 l.14; UniStore's strong deliveries, `strong.rs`), so a txn whose
-//! ops all match goes as `Derived`: per op, only the key, the op's index and its effect;
-//! the receiver rebuilds the rest from the txn's id and vector. A txn whose ops do not
-//! all match (none that we know of) goes `Full`, op for op, so the form never changes
-//! what arrives. On the peer wire since its version 8; in a partition's records since
-//! `Record::RemoteTxns` ([`CompactTxns`]: a replica writes every piece it receives, so
-//! the form saves it as much there). Checkpoints keep `ReplTxn`'s own encoding.
+//! Every op of a txn committed by Cure carries the txn's id in its op id and the
+//! arbitration timestamp [`commit_ts`] of the txn's commit vector (`Part::commit`, Alg. 2
+//! l.14; UniStore's strong deliveries, `strong.rs`), so a txn whose ops all match goes as
+//! `Derived`: per op, only the key, the op's index and its effect; the receiver rebuilds
+//! the rest from the txn's id and vector. A txn whose ops do not all match (none that we
+//! know of) goes `Full`, op for op, so the form never changes what arrives. On the peer
+//! wire since its version 8; checkpoints keep `ReplTxn`'s own encoding.
 
 use super::msg::{ReplTxn, Stream};
+use crate::kit::wire::{WireForm, ENCODE_BYTES_PER_ITEM};
 use causeway_core::crdt::{ArbTs, Effect, Op};
 use causeway_core::{DcId, Key, OpId, TxnId, Vc};
-use serde::de::{Error as _, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// The arbitration timestamp of every op of a txn committed at `ct`: its largest entry,
 /// ties broken by the sum (a vector above another entry-wise has a larger sum).
@@ -36,116 +26,31 @@ pub fn commit_ts(ct: &Vc) -> ArbTs {
     }
 }
 
-/// Bytes reserved for a piece's encoding per txn it holds (a one-key SET's txn takes
-/// about 40).
-const ENCODE_BYTES_PER_TXN: usize = 64;
+/// A piece of Cure's stream, shared by the messages to every sibling that gets it.
+pub type SharedStream = crate::kit::wire::SharedStream<ReplTxn>;
 
-/// A stream piece shared by the messages that carry it, with its encoding once made.
-#[derive(Clone)]
-pub struct SharedStream(Arc<Piece>);
-
-struct Piece {
-    stream: Stream,
-    bytes: OnceLock<Vec<u8>>,
-}
-
-impl SharedStream {
-    pub fn new(stream: Stream) -> SharedStream {
-        SharedStream(Arc::new(Piece {
-            stream,
-            bytes: OnceLock::new(),
-        }))
+impl WireForm for ReplTxn {
+    fn encode_piece(st: &Stream) -> Vec<u8> {
+        let piece = PieceOut {
+            origin: st.origin,
+            from: st.from,
+            upto: st.upto,
+            txns: TxnsOut(&st.txns),
+        };
+        let buf = Vec::with_capacity(16 + st.txns.len() * ENCODE_BYTES_PER_ITEM);
+        postcard::to_extend(&piece, buf).expect("a stream piece always encodes")
     }
 
-    pub fn stream(&self) -> &Stream {
-        &self.0.stream
+    fn decode_piece(bytes: &[u8]) -> Result<Stream, String> {
+        let piece: PieceIn =
+            postcard::from_bytes(bytes).map_err(|e| format!("a stream piece is corrupt: {e}"))?;
+        Ok(Stream {
+            origin: piece.origin,
+            from: piece.from,
+            upto: piece.upto,
+            txns: piece.txns.into_iter().map(TxnIn::into_txn).collect(),
+        })
     }
-
-    /// The piece, moved out when this is its last holder (a received piece always is),
-    /// copied otherwise.
-    pub fn into_stream(self) -> Stream {
-        match Arc::try_unwrap(self.0) {
-            Ok(piece) => piece.stream,
-            Err(shared) => shared.stream.clone(),
-        }
-    }
-
-    /// The compact encoding, made by the first caller.
-    fn bytes(&self) -> &[u8] {
-        self.0.bytes.get_or_init(|| encode(&self.0.stream))
-    }
-}
-
-impl fmt::Debug for SharedStream {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.stream().fmt(f)
-    }
-}
-
-impl PartialEq for SharedStream {
-    fn eq(&self, other: &SharedStream) -> bool {
-        self.stream() == other.stream()
-    }
-}
-
-impl Eq for SharedStream {}
-
-impl Serialize for SharedStream {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(self.bytes())
-    }
-}
-
-impl<'de> Deserialize<'de> for SharedStream {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<SharedStream, D::Error> {
-        d.deserialize_bytes(PieceVisitor)
-    }
-}
-
-/// Reads a piece's bytes: borrowed or owned (postcard), or a sequence of numbers (JSON).
-struct PieceVisitor;
-
-impl<'de> Visitor<'de> for PieceVisitor {
-    type Value = SharedStream;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an encoded replication stream piece")
-    }
-
-    fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<SharedStream, E> {
-        decode(bytes).map_err(E::custom)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SharedStream, A::Error> {
-        let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
-        while let Some(b) = seq.next_element::<u8>()? {
-            bytes.push(b);
-        }
-        decode(&bytes).map_err(A::Error::custom)
-    }
-}
-
-fn encode(st: &Stream) -> Vec<u8> {
-    let piece = PieceOut {
-        origin: st.origin,
-        from: st.from,
-        upto: st.upto,
-        txns: TxnsOut(&st.txns),
-    };
-    let buf = Vec::with_capacity(16 + st.txns.len() * ENCODE_BYTES_PER_TXN);
-    postcard::to_extend(&piece, buf).expect("a stream piece always encodes")
-}
-
-fn decode(bytes: &[u8]) -> Result<SharedStream, String> {
-    let piece: PieceIn =
-        postcard::from_bytes(bytes).map_err(|e| format!("a stream piece is corrupt: {e}"))?;
-    let txns = piece.txns.into_iter().map(TxnIn::into_txn).collect();
-    Ok(SharedStream::new(Stream {
-        origin: piece.origin,
-        from: piece.from,
-        upto: piece.upto,
-        txns,
-    }))
 }
 
 #[derive(Serialize)]
@@ -336,21 +241,6 @@ mod tests {
     }
 
     #[test]
-    fn the_messages_to_every_sibling_share_one_encoding() {
-        let shared = SharedStream::new(piece(vec![committed(1, vc(&[0, 12, 0]), &["k"])]));
-        let other = shared.clone();
-        let a = postcard::to_allocvec(&shared).expect("encodes");
-        assert!(
-            other.0.bytes.get().is_some(),
-            "the first encode fills the shared bytes"
-        );
-        let b = postcard::to_allocvec(&other).expect("encodes");
-        assert_eq!(a, b);
-        assert!(Arc::ptr_eq(&shared.0, &other.0));
-        assert_eq!(other.into_stream(), *shared.stream(), "a copy while shared");
-    }
-
-    #[test]
     fn txns_in_a_record_read_back_as_written() {
         let txns = CompactTxns(vec![
             committed(1, vc(&[3, 20, 5]), &["a", "b"]),
@@ -365,14 +255,6 @@ mod tests {
             "compact {} bytes, whole {whole}",
             bytes.len()
         );
-    }
-
-    #[test]
-    fn a_piece_reads_back_from_json_as_from_postcard() {
-        let st = piece(vec![committed(1, vc(&[2, 4]), &["k"])]);
-        let json = serde_json::to_string(&SharedStream::new(st.clone())).expect("encodes");
-        let back: SharedStream = serde_json::from_str(&json).expect("decodes");
-        assert_eq!(back.into_stream(), st);
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub use repl::ReplOps;
 pub use transfer::keeps_for;
 
 use crate::kit::durability::Durability;
-use crate::kit::repl::{Received, ReplLog, Siblings, Stream};
+use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::session::{ClientProtocol, Session, SessionCore};
 use crate::kit::timers::Timers;
 use crate::kit::txn::{effect_type, prepare_effects, read_value, typed};
@@ -138,7 +138,8 @@ pub enum Msg {
     Repl {
         restarted: bool,
         acks: Vc,
-        stream: Option<Stream<ReplOps>>,
+        /// Shared by every sibling that gets the piece, and encoded once (`kit::wire`).
+        stream: Option<crate::kit::wire::SharedStream<ReplOps>>,
     },
     /// A chunk of a state transfer to a sibling that lacks writes our log dropped
     /// (`transfer.rs`).

@@ -24,7 +24,8 @@
 //! so an image cannot be merged into another replica's state, only replace it.
 
 use super::{After, Msg, Node, Record};
-use crate::kit::repl::{Replicated, Stream};
+use crate::kit::repl::Replicated;
+use crate::kit::wire::{reuse_or_make, SharedStream, WireForm};
 use causeway_core::crdt::Op;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, Key, Nanos, SessionId, TxnId, Vc};
@@ -41,6 +42,9 @@ pub struct ReplOps {
     pub seq: u64,
     pub ops: Vec<(Key, Op)>,
 }
+
+/// A piece goes on the wire in its own encoding, once for every sibling (`kit::wire`).
+impl WireForm for ReplOps {}
 
 impl Replicated for ReplOps {
     fn id(&self) -> TxnId {
@@ -69,16 +73,34 @@ impl Node {
 
     /// Sends each sibling the next piece of our stream, if there is one (after a write
     /// became durable); `heartbeat`: a message to every sibling even without one.
+    /// The siblings that go on from the same point share one piece, encoded once.
     pub(super) fn push(&mut self, ctx: &mut Ctx<Msg>, heartbeat: bool) {
+        let mut made = None;
         for s in self.sibs.ids() {
-            self.push_to(ctx, s, heartbeat);
+            self.push_to(ctx, s, heartbeat, &mut made);
         }
     }
 
-    fn push_to(&mut self, ctx: &mut Ctx<Msg>, s: DcId, heartbeat: bool) {
-        let stream = self
-            .sibs
-            .own_stream(s, &self.log, self.durable_seq, REPLICATION_BATCH_MAX);
+    /// `made`: the piece this round made for another sibling, reused if `s` goes on from
+    /// the same point.
+    fn push_to(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        s: DcId,
+        heartbeat: bool,
+        made: &mut Option<SharedStream<ReplOps>>,
+    ) {
+        let upto = self.durable_seq;
+        let from = self.sibs.own_from(s, &self.log).filter(|from| upto > *from);
+        let (log, me) = (&self.log, self.dc);
+        let stream = from.map(|from| {
+            reuse_or_make(made, from, || {
+                log.stream(me, from, upto, REPLICATION_BATCH_MAX)
+            })
+        });
+        if let Some(piece) = &stream {
+            self.sibs.sent_through(s, piece.stream().upto);
+        }
         if stream.is_none() && !heartbeat {
             return;
         }
@@ -160,7 +182,7 @@ impl Node {
         from: Addr,
         restarted: bool,
         acks: Vc,
-        stream: Option<Stream<ReplOps>>,
+        stream: Option<SharedStream<ReplOps>>,
     ) {
         let Addr::Node(n) = from else {
             return;
@@ -170,8 +192,8 @@ impl Node {
             return;
         }
         // What it just told us may let our stream go on (first heard, or a restart).
-        self.push_to(ctx, s, false);
-        let Some(st) = stream else {
+        self.push_to(ctx, s, false, &mut None);
+        let Some(st) = stream.map(SharedStream::into_stream) else {
             return;
         };
         let (origin, upto) = (st.origin, st.upto);

@@ -6,6 +6,7 @@
 //!   durable-at-once disks, a hand-driven clock, deadlines honoured).
 //! - [`timers`]: the timer table behind `poll_timeout` (deadlines keyed by purpose).
 //! - [`repl`]: replication streams with acknowledgements, catch-up and relay.
+//! - [`wire`]: a stream piece shared by every sibling that gets it, encoded once.
 //! - [`session`]: the session core (gating, ids, deadlines, stale replies, the txn buffer,
 //!   "unsupported" errors) and the `ClientProtocol` a protocol's client side implements.
 //! - [`twopc`]: 2PC with presumed abort: votes, durable decisions until acknowledged,
@@ -37,6 +38,7 @@ pub mod transfer;
 pub mod twopc;
 pub mod txn;
 pub mod uniform;
+pub mod wire;
 
 /// A seeded xorshift generator for the kit's randomized tests: `next(n)` is in `0..n`.
 #[cfg(test)]
