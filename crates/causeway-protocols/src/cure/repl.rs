@@ -7,7 +7,6 @@ use super::msg::{Msg, Stream};
 use super::node::{Deferred, Node};
 use super::record::Record;
 use super::wire::{CompactTxns, SharedStream};
-use crate::kit::wire::reuse_or_make;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};
 
@@ -44,7 +43,6 @@ impl Node {
         let (clock, grace) = (self.time.clock, self.cfg.lag_grace_ns);
         let to = Addr::Node(self.topo.node_of(s, pid));
         let restarted = self.announce.remove(&(pid, s));
-        let me = DcId(self.d as u16);
         let part = self.parts.get_mut(&pid).expect("hosted");
         let mut relays = part.sibs.lagging(s, &part.pvc, clock, grace);
         if self.mutation.no_forwarding {
@@ -54,16 +52,7 @@ impl Node {
         // heartbeat (l.25) when there are none.
         let own = part
             .sibs
-            .own_from(s, &part.log)
-            .filter(|from| pvc_d > *from);
-        let own = own.map(|from| {
-            reuse_or_make(made, from, || {
-                part.log.stream(me, from, pvc_d, REPLICATION_BATCH_MAX)
-            })
-        });
-        if let Some(piece) = &own {
-            part.sibs.sent_through(s, piece.stream().upto);
-        }
+            .own_piece(s, &part.log, pvc_d, REPLICATION_BATCH_MAX, made);
         let acks = part.pvc.clone();
         let mut msgs = vec![Msg::Repl {
             partition: pid,

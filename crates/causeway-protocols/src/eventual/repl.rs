@@ -25,7 +25,7 @@
 
 use super::{After, Msg, Node, Record};
 use crate::kit::repl::Replicated;
-use crate::kit::wire::{reuse_or_make, SharedStream, WireForm};
+use crate::kit::wire::{SharedStream, WireForm};
 use causeway_core::crdt::Op;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, Key, Nanos, SessionId, TxnId, Vc};
@@ -90,17 +90,9 @@ impl Node {
         heartbeat: bool,
         made: &mut Option<SharedStream<ReplOps>>,
     ) {
-        let upto = self.durable_seq;
-        let from = self.sibs.own_from(s, &self.log).filter(|from| upto > *from);
-        let (log, me) = (&self.log, self.dc);
-        let stream = from.map(|from| {
-            reuse_or_make(made, from, || {
-                log.stream(me, from, upto, REPLICATION_BATCH_MAX)
-            })
-        });
-        if let Some(piece) = &stream {
-            self.sibs.sent_through(s, piece.stream().upto);
-        }
+        let stream =
+            self.sibs
+                .own_piece(s, &self.log, self.durable_seq, REPLICATION_BATCH_MAX, made);
         if stream.is_none() && !heartbeat {
             return;
         }

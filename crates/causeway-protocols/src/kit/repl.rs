@@ -11,6 +11,7 @@
 //! rewind our stream, or relay a third DC's txns from our log). [`Received`] accepts only
 //! pieces that continue what we have, so there are no gaps.
 
+use super::wire::{reuse_or_make, SharedStream, WireForm};
 use causeway_core::{DcId, Nanos, TxnId, Vc};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -253,11 +254,31 @@ impl Siblings {
         Some(st)
     }
 
-    /// Where our stream to `s` goes on from, if the log still serves it: [`own_stream`]'s
-    /// first half, for a caller that builds one piece for several siblings.
+    /// [`own_stream`] as a piece shared by every sibling that goes on from the same point
+    /// (`kit::wire`): `made` holds the piece this round made for another sibling, with
+    /// the same `upto`, and is reused when `s` starts where it does.
     ///
     /// [`own_stream`]: Self::own_stream
-    pub fn own_from<T: Replicated>(&self, s: DcId, log: &ReplLog<T>) -> Option<u64> {
+    pub fn own_piece<T: Replicated + WireForm + Clone>(
+        &mut self,
+        s: DcId,
+        log: &ReplLog<T>,
+        upto: u64,
+        batch_max: usize,
+        made: &mut Option<SharedStream<T>>,
+    ) -> Option<SharedStream<T>> {
+        let from = self.own_from(s, log).filter(|from| upto > *from)?;
+        let piece = reuse_or_make(made, from, || log.stream(self.me, from, upto, batch_max));
+        assert!(
+            piece.stream().upto <= upto,
+            "a piece made for another round"
+        );
+        self.sent_through(s, piece.stream().upto);
+        Some(piece)
+    }
+
+    /// Where our stream to `s` goes on from, if the log still serves it.
+    fn own_from<T: Replicated>(&self, s: DcId, log: &ReplLog<T>) -> Option<u64> {
         let sib = self.map.get(&s)?;
         let from = sib.sent_upto?;
         if log.serves_from(self.me, from) {
@@ -269,10 +290,8 @@ impl Siblings {
         log.serves_from(self.me, from).then_some(from)
     }
 
-    /// Our stream to `s` was sent through `upto`: [`own_stream`]'s second half.
-    ///
-    /// [`own_stream`]: Self::own_stream
-    pub fn sent_through(&mut self, s: DcId, upto: u64) {
+    /// Our stream to `s` was sent through `upto`.
+    fn sent_through(&mut self, s: DcId, upto: u64) {
         if let Some(sib) = self.map.get_mut(&s) {
             sib.sent_upto = Some(upto);
         }
