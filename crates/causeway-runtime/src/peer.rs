@@ -25,9 +25,9 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// authentication (`Hello` carries a nonce; `Challenge` and `Proof` frames). 5: PaRiS's
 /// PREPARE says whether its partition commits the txn alone (one-phase commit). 6: Cure's
 /// START says whether the txn's read answers carry the observed ids. 7: Cure's
-/// `ReadCommitResult` (a direct read-then-commit answered in one message). 8: the
-/// replication stream pieces of Cure and `eventual` as one byte string, encoded once for
-/// every sibling (`kit::wire`), Cure's in a compact form (`cure/wire.rs`).
+/// `ReadCommitResult` (a direct read-then-commit answered in one message). 8: every
+/// protocol's replication stream pieces as one byte string, encoded once for every
+/// sibling (`kit::wire`), Cure's in a compact form (`cure/wire.rs`).
 pub const PEER_WIRE_VERSION: u32 = 8;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

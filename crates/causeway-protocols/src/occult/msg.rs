@@ -1,7 +1,7 @@
 //! Occult's messages (client library to servers, master to slaves) and durable records.
 
 use super::cts::Cts;
-use crate::kit::repl::{Replicated, Stream};
+use crate::kit::repl::Replicated;
 use causeway_core::crdt::{ObjType, Object, Op, Update};
 use causeway_core::{Addr, DcId, Error, Key, NodeId, OpId, TxnId, Vc};
 use serde::{Deserialize, Serialize};
@@ -80,6 +80,9 @@ pub struct ReplWrite {
     pub deps: Option<Cts>,
     pub ops: Vec<(Key, Op)>,
 }
+
+/// A piece goes on the wire in its own encoding, once for every slave (`kit::wire`).
+impl crate::kit::wire::WireForm for ReplWrite {}
 
 impl Replicated for ReplWrite {
     fn id(&self) -> TxnId {
@@ -186,7 +189,8 @@ pub enum Msg {
     Repl {
         restarted: bool,
         acks: Vc,
-        stream: Option<Stream<ReplWrite>>,
+        /// Shared by every slave that gets the piece, and encoded once (`kit::wire`).
+        stream: Option<crate::kit::wire::SharedStream<ReplWrite>>,
         floor: u64,
         floor_upto: u64,
     },

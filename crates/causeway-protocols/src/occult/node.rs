@@ -893,17 +893,19 @@ impl Node {
         }
         let (clock, grace) = (self.clock, self.sect.lag_grace_ns);
         let acks = self.acks();
+        let mut made = None;
         for s in self.sibs.ids() {
             // Relays are not used: a slave takes a shard's writes from its master only.
             let _ = self.sibs.lagging(s, &acks, clock, grace);
             self.transfer_to(ctx, s);
-            let stream =
-                self.sibs
-                    .own_stream(s, &self.log, self.durable_seq, REPLICATION_BATCH_MAX);
+            let (log, upto) = (&self.log, self.durable_seq);
+            let stream = self
+                .sibs
+                .own_piece(s, log, upto, REPLICATION_BATCH_MAX, &mut made);
             let restarted = self.announce.remove(&s);
             let floor_upto = stream
                 .as_ref()
-                .map(|st| st.upto)
+                .map(|piece| piece.stream().upto)
                 .or(self.sibs.get(s).and_then(|x| x.sent_upto))
                 .unwrap_or(0);
             let msg = Msg::Repl {
@@ -936,15 +938,15 @@ impl Node {
         from: NodeId,
         restarted: bool,
         acks: Vc,
-        stream: Option<crate::kit::repl::Stream<ReplWrite>>,
+        stream: Option<crate::kit::wire::SharedStream<ReplWrite>>,
         floor: (u64, u64),
     ) {
         let s = self.cfg.topology.dc_of(from);
         if !self.sibs.heard(s, acks, restarted, self.clock) {
             return;
         }
-        if let Some(st) = stream {
-            self.accept(ctx, st);
+        if let Some(piece) = stream {
+            self.accept(ctx, piece.into_stream());
         }
         // The floor holds once we have the sender's stream up to where it was computed.
         let (floor, floor_upto) = floor;

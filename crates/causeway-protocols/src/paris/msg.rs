@@ -13,6 +13,9 @@ pub struct ReplTxn {
     pub ops: Vec<(Key, Op)>,
 }
 
+/// A piece goes on the wire in its own encoding, once for every sibling (`kit::wire`).
+impl crate::kit::wire::WireForm for ReplTxn {}
+
 impl crate::kit::repl::Replicated for ReplTxn {
     fn id(&self) -> TxnId {
         self.txn
@@ -140,7 +143,8 @@ pub enum Msg {
         restarted: bool,
         /// The sender's `VV` of this partition, by DC: acknowledgements.
         acks: Vc,
-        stream: Option<Stream>,
+        /// Shared by every sibling that gets the piece, and encoded once (`kit::wire`).
+        stream: Option<crate::kit::wire::SharedStream<ReplTxn>>,
     },
     /// A chunk of a state transfer to a replica that lacks txns our log dropped
     /// (`transfer.rs`).

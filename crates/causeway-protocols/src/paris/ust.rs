@@ -4,9 +4,10 @@
 //! roots' exchange of GSTs (the UST is their meet), and the same exchange of the oldest
 //! snapshot in use, which bounds garbage collection.
 
-use super::msg::{Msg, Record, Stream};
+use super::msg::{Msg, Record, ReplTxn, Stream};
 use super::node::{root_of, Deferred, Node};
 use super::Flavor;
+use crate::kit::wire::SharedStream;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};
 
@@ -24,8 +25,9 @@ impl Node {
         let pids: Vec<PartitionId> = self.parts.keys().copied().collect();
         for pid in pids {
             let sibs = self.parts[&pid].sibs.ids();
+            let mut made = None;
             for s in sibs {
-                self.replicate_to(ctx, pid, s);
+                self.replicate_to(ctx, pid, s, &mut made);
                 self.transfer_to(ctx, pid, s);
             }
             let (clock, silent) = (self.time.clock, self.cfg.silent_sibling_ns);
@@ -36,7 +38,15 @@ impl Node {
         }
     }
 
-    fn replicate_to(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, s: DcId) {
+    /// `made`: the piece this round made for another sibling, reused if `s` goes on from
+    /// the same point.
+    fn replicate_to(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        pid: PartitionId,
+        s: DcId,
+        made: &mut Option<SharedStream<ReplTxn>>,
+    ) {
         let (clock, grace) = (self.time.clock, self.cfg.lag_grace_ns);
         let to = Addr::Node(self.topo.node_of(s, pid));
         let restarted = self.announce.remove(&(pid, s));
@@ -46,7 +56,7 @@ impl Node {
         let upto = part.vv.get(own);
         let stream = part
             .sibs
-            .own_stream(s, &part.log, upto, REPLICATION_BATCH_MAX);
+            .own_piece(s, &part.log, upto, REPLICATION_BATCH_MAX, made);
         let acks = part.vv.clone();
         let mut msgs = vec![Msg::Repl {
             partition: pid,
@@ -66,7 +76,7 @@ impl Node {
                 partition: pid,
                 restarted: false,
                 acks: acks.clone(),
-                stream: Some(st),
+                stream: Some(SharedStream::new(st)),
             });
         }
         for m in msgs {
@@ -82,7 +92,7 @@ impl Node {
         pid: PartitionId,
         restarted: bool,
         acks: Vc,
-        stream: Option<Stream>,
+        stream: Option<SharedStream<ReplTxn>>,
     ) {
         let s = self.topo.dc_of(from);
         let clock = self.time.clock;
@@ -92,8 +102,8 @@ impl Node {
         if !part.sibs.heard(s, acks, restarted, clock) {
             return;
         }
-        if let Some(st) = stream {
-            self.accept(ctx, pid, st);
+        if let Some(piece) = stream {
+            self.accept(ctx, pid, piece.into_stream());
         }
     }
 
