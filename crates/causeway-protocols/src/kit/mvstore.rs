@@ -182,13 +182,18 @@ impl<T: PartialEq> PartialEq for KeyVersions<T> {
 
 impl<T: Eq> Eq for KeyVersions<T> {}
 
-/// Applies a version's effects to a key's checkpoint (`base`, created with the type of its
-/// first op) and joins its commit timestamp into the checkpoint's (`base_vc`).
+/// The checkpoint an op of type `t` applies to (`base`, created with the type of its
+/// first op), or none when it holds another type.
+fn base_for(base: &mut Option<Object>, t: ObjType) -> Option<&mut Object> {
+    let base = base.get_or_insert_with(|| Object::new(t));
+    (base.obj_type() == t).then_some(base)
+}
+
+/// Applies a version's effects to a key's checkpoint ([`base_for`]) and joins its commit
+/// timestamp into the checkpoint's (`base_vc`).
 fn fold_into<T: SnapshotTs>(base: &mut Option<Object>, base_vc: &mut T, v: &Version<T>) {
     for op in &v.ops {
-        let t = effect_type(&op.effect);
-        let base = base.get_or_insert_with(|| Object::new(t));
-        if base.obj_type() == t {
+        if let Some(base) = base_for(base, effect_type(&op.effect)) {
             base.apply_effect(op);
         }
     }
@@ -199,9 +204,7 @@ fn fold_into<T: SnapshotTs>(base: &mut Option<Object>, base_vc: &mut T, v: &Vers
 fn fold_owned<T: SnapshotTs>(base: &mut Option<Object>, base_vc: &mut T, v: Version<T>) {
     base_vc.join(&v.ct);
     for op in v.ops {
-        let t = effect_type(&op.effect);
-        let base = base.get_or_insert_with(|| Object::new(t));
-        if base.obj_type() == t {
+        if let Some(base) = base_for(base, effect_type(&op.effect)) {
             base.apply_effect_owned(op);
         }
     }
