@@ -240,25 +240,10 @@ impl Siblings {
 
     /// The next piece of our own stream to `s` (Alg. 2 l.23-31: txns with time `<=
     /// upto` in time order), if it has not been sent `upto` yet and the log still holds
-    /// every txn after where it starts ([`ReplLog::serves_from`]).
-    pub fn own_stream<T: Replicated>(
-        &mut self,
-        s: DcId,
-        log: &ReplLog<T>,
-        upto: u64,
-        batch_max: usize,
-    ) -> Option<Stream<T>> {
-        let from = self.own_from(s, log).filter(|from| upto > *from)?;
-        let st = log.stream(self.me, from, upto, batch_max);
-        self.sent_through(s, st.upto);
-        Some(st)
-    }
-
-    /// [`own_stream`] as a piece shared by every sibling that goes on from the same point
-    /// (`kit::wire`): `made` holds the piece this round made for another sibling, with
-    /// the same `upto`, and is reused when `s` starts where it does.
-    ///
-    /// [`own_stream`]: Self::own_stream
+    /// every txn after where it starts ([`ReplLog::serves_from`]); a piece shared by every
+    /// sibling that goes on from the same point (`kit::wire`): `made` holds the piece this
+    /// round made for another sibling, with the same `upto`, and is reused when `s`
+    /// starts where it does.
     pub fn own_piece<T: Replicated + WireForm + Clone>(
         &mut self,
         s: DcId,
@@ -449,8 +434,22 @@ mod tests {
     use super::*;
     use causeway_core::SessionId;
 
-    #[derive(Clone, Debug, PartialEq)]
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
     struct T(u64);
+
+    impl WireForm for T {}
+
+    /// The piece for `s` alone (no other sibling's piece to reuse this round).
+    fn own_stream(
+        sibs: &mut Siblings,
+        s: DcId,
+        log: &ReplLog<T>,
+        upto: u64,
+        batch_max: usize,
+    ) -> Option<Stream<T>> {
+        let piece = sibs.own_piece(s, log, upto, batch_max, &mut None)?;
+        Some(piece.into_stream())
+    }
 
     impl Replicated for T {
         fn id(&self) -> TxnId {
@@ -576,9 +575,7 @@ mod tests {
         assert!(sibs.heard(DcId(1), vc(&[5, 0, 0]), false, 1_000));
         let mut log = ReplLog::default();
         log.add(DcId(0), T(8));
-        let own = sibs
-            .own_stream(DcId(1), &log, 10, 100)
-            .expect("from its ack");
+        let own = own_stream(&mut sibs, DcId(1), &log, 10, 100).expect("from its ack");
         assert_eq!((own.from, own.upto, own.txns), (5, 10, vec![T(8)]));
         let have = vc(&[10, 0, 30]);
         assert!(
@@ -593,6 +590,28 @@ mod tests {
             Some(5),
             "own stream rewound"
         );
+    }
+
+    #[test]
+    fn siblings_at_the_same_point_share_one_piece_and_the_others_get_their_own() {
+        let mut sibs = Siblings::new(DcId(0), [DcId(0), DcId(1), DcId(2), DcId(3)]);
+        sibs.heard(DcId(1), vc(&[2, 0, 0, 0]), false, 10);
+        sibs.heard(DcId(2), vc(&[2, 0, 0, 0]), false, 10);
+        sibs.heard(DcId(3), vc(&[4, 0, 0, 0]), false, 10);
+        let mut log = ReplLog::default();
+        for t in [3, 5, 8] {
+            log.add(DcId(0), T(t));
+        }
+        let mut made = None;
+        let one = sibs.own_piece(DcId(1), &log, 9, 100, &mut made).unwrap();
+        let two = sibs.own_piece(DcId(2), &log, 9, 100, &mut made).unwrap();
+        assert!(one.same_piece(&two), "both go on from 2: one piece");
+        let three = sibs.own_piece(DcId(3), &log, 9, 100, &mut made).unwrap();
+        assert!(!three.same_piece(&one), "DC 3 goes on from 4");
+        assert_eq!(one.stream().txns, vec![T(3), T(5), T(8)]);
+        assert_eq!(three.stream().txns, vec![T(5), T(8)]);
+        let again = sibs.own_piece(DcId(1), &log, 9, 100, &mut None);
+        assert_eq!(again, None, "sent through 9 already");
     }
 
     #[test]
@@ -662,12 +681,12 @@ mod tests {
         );
         assert!(!sibs.needs_transfer(DcId(2), &log, 10, 5));
         assert_eq!(
-            sibs.own_stream(DcId(1), &log, 6, 100),
+            own_stream(&mut sibs, DcId(1), &log, 6, 100),
             None,
             "a piece from 2 would claim txns 3 and 4"
         );
         sibs.restart_stream_at(DcId(1), 5); // a state transfer at 5 was sent
-        let st = sibs.own_stream(DcId(1), &log, 6, 100).expect("from 5");
+        let st = own_stream(&mut sibs, DcId(1), &log, 6, 100).expect("from 5");
         assert_eq!((st.from, st.txns), (5, vec![T(6)]));
         sibs.heard(DcId(1), vc(&[5, 0, 0]), false, 20);
         assert!(
@@ -677,11 +696,13 @@ mod tests {
         // A rewind to an acknowledgement from before the install (a transfer slower than
         // the lag grace) must not leave the stream stuck below what the log dropped.
         sibs.heard(DcId(1), vc(&[2, 0, 0]), true, 30);
-        assert_eq!(sibs.own_stream(DcId(1), &log, 6, 100), None, "still behind");
+        assert_eq!(
+            own_stream(&mut sibs, DcId(1), &log, 6, 100),
+            None,
+            "still behind"
+        );
         sibs.heard(DcId(1), vc(&[5, 0, 0]), false, 40);
-        let st = sibs
-            .own_stream(DcId(1), &log, 6, 100)
-            .expect("from its ack");
+        let st = own_stream(&mut sibs, DcId(1), &log, 6, 100).expect("from its ack");
         assert_eq!((st.from, st.txns), (5, vec![T(6)]));
     }
 
