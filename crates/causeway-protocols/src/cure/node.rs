@@ -302,6 +302,9 @@ impl Node {
                 dropped,
             } => self.replay_adopted_transfer(partition, from, id, &dropped),
             Record::Checkpoint(ck) => self.restore(*ck),
+            Record::RemotePiece { .. } => {
+                unreachable!("Record::decode gives a piece back as RemoteTxns")
+            }
         }
     }
 

@@ -4,6 +4,7 @@
 use super::msg::ReplTxn;
 use crate::kit::mvstore::Store;
 use crate::kit::repl::{Received, ReplLog};
+use crate::kit::wire::WireForm;
 use causeway_core::crdt::Effect;
 use causeway_core::{Key, NodeId, OpId, PartitionId, TxnId, Vc};
 use serde::{Deserialize, Serialize};
@@ -108,6 +109,13 @@ pub enum Record {
         upto: u64,
         txns: super::wire::CompactTxns,
     },
+    /// A received piece taken whole, as the bytes it came in (the compact form of
+    /// `wire.rs`: origin, from, upto and its txns): what a replica writes instead of
+    /// encoding the txns again. [`Record::decode`] gives it back as `RemoteTxns`.
+    RemotePiece {
+        partition: PartitionId,
+        piece: serde_bytes::ByteBuf,
+    },
 }
 
 /// A txn's effects as prepared: (key, op id, effect) per update.
@@ -170,12 +178,30 @@ impl Record {
     /// The record's bytes. The buffer starts at `ENCODE_CAPACITY`: growing it from empty
     /// (postcard's `to_allocvec`) cost several reallocations per commit record.
     pub fn encode(&self) -> Vec<u8> {
-        let buf = Vec::with_capacity(ENCODE_CAPACITY);
-        postcard::to_extend(self, buf).expect("a cure record always encodes")
+        let capacity = match self {
+            Record::RemotePiece { piece, .. } => piece.len() + 16,
+            _ => ENCODE_CAPACITY,
+        };
+        postcard::to_extend(self, Vec::with_capacity(capacity))
+            .expect("a cure record always encodes")
     }
 
+    /// The record at `index` of the log; a `RemotePiece` comes back as the `RemoteTxns`
+    /// it stands for.
     pub fn decode(index: usize, bytes: &[u8]) -> Result<Record, String> {
-        postcard::from_bytes(bytes).map_err(|e| format!("cure: record {index} is corrupt: {e}"))
+        let corrupt = |e: String| format!("cure: record {index} is corrupt: {e}");
+        match postcard::from_bytes(bytes).map_err(|e| corrupt(e.to_string()))? {
+            Record::RemotePiece { partition, piece } => {
+                let st = <ReplTxn as WireForm>::decode_piece(&piece).map_err(corrupt)?;
+                Ok(Record::RemoteTxns {
+                    partition,
+                    origin: st.origin,
+                    upto: st.upto,
+                    txns: super::wire::CompactTxns(st.txns),
+                })
+            }
+            record => Ok(record),
+        }
     }
 }
 
@@ -242,5 +268,62 @@ mod tests {
             let back = Record::decode(0, &bytes).expect("decodes");
             assert_eq!(format!("{back:?}"), format!("{record:?}"));
         }
+        let piece = Record::RemotePiece {
+            partition: PartitionId(1),
+            piece: serde_bytes::ByteBuf::from(Vec::new()),
+        };
+        assert_eq!(piece.encode()[0], 15);
+    }
+
+    /// A piece written as it came reads back as the txns it holds, and a piece whose
+    /// bytes are not a piece is a corrupt record, not a panic.
+    #[test]
+    fn a_piece_written_as_it_came_reads_back_as_its_txns() {
+        use super::super::wire::{commit_ts, CompactTxns, SharedStream};
+        use causeway_core::crdt::Op;
+        let ct = Vc {
+            dcs: vec![3, 20],
+            extra: Vec::new(),
+        };
+        let op = Op {
+            id: OpId {
+                txn: txn(),
+                index: 0,
+            },
+            ts: commit_ts(&ct),
+            effect: Effect::Assign(b"v".to_vec()),
+        };
+        let t = ReplTxn {
+            txn: txn(),
+            ct,
+            ops: std::sync::Arc::new(vec![(Key::from("k"), op)]),
+        };
+        let st = super::super::msg::Stream {
+            origin: causeway_core::DcId(1),
+            from: 10,
+            upto: 30,
+            txns: vec![t.clone()],
+        };
+        let framed = postcard::to_allocvec(&SharedStream::new(st)).expect("encodes");
+        let got: SharedStream = postcard::from_bytes(&framed).expect("decodes");
+        let (_, bytes) = got.into_parts();
+        let record = Record::RemotePiece {
+            partition: PartitionId(2),
+            piece: serde_bytes::ByteBuf::from(bytes.expect("Cure keeps a piece's bytes")),
+        };
+        let back = Record::decode(0, &record.encode()).expect("decodes");
+        let want = Record::RemoteTxns {
+            partition: PartitionId(2),
+            origin: causeway_core::DcId(1),
+            upto: 30,
+            txns: CompactTxns(vec![t]),
+        };
+        assert_eq!(format!("{back:?}"), format!("{want:?}"));
+        let bad = Record::RemotePiece {
+            partition: PartitionId(2),
+            piece: serde_bytes::ByteBuf::from(vec![0xff; 9]),
+        };
+        let e = Record::decode(4, &bad.encode()).expect_err("not a piece");
+        assert!(e.starts_with("cure: record 4 is corrupt"), "{e}");
     }
 }

@@ -104,14 +104,16 @@ impl Node {
             return;
         }
         if let Some(piece) = stream {
-            self.accept(ctx, pid, piece.into_stream());
+            let (st, bytes) = piece.into_parts();
+            self.accept(ctx, pid, st, bytes);
         }
     }
 
     /// Takes a stream piece if it continues what we have (no gaps); duplicates are dropped,
-    /// new txns persisted, and `pvc[origin]` advances once they are durable.
-    fn accept(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, st: Stream) {
-        let (origin, upto) = (st.origin, st.upto);
+    /// new txns persisted, and `pvc[origin]` advances once they are durable. `bytes`: the
+    /// piece as it came, if it kept them (a piece taken whole is written as them).
+    fn accept(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, st: Stream, bytes: Option<Vec<u8>>) {
+        let (origin, upto, sent) = (st.origin, st.upto, st.txns.len());
         let part = self.parts.get_mut(&pid).expect("hosted");
         let Some(mut new) = part.received.accept(st) else {
             return;
@@ -141,34 +143,37 @@ impl Node {
             });
             return;
         }
-        self.persist_remote(ctx, pid, origin, upto, new);
+        // Taken whole: `received.accept` keeps a suffix and `retain` a subset, so the same
+        // count is the same txns.
+        let whole = bytes.filter(|_| new.len() == sent);
+        self.persist_remote(ctx, pid, (origin, upto), new, whole);
     }
 
     /// Persists what a stream piece brought and applies it (Alg. 2 l.33-37); `pvc[origin]`
     /// advances once it is durable (so a crash cannot take back a `pvc` the DC's GSS
     /// already used). The txns are encoded into the record, then moved into the store and
-    /// the log, not copied (a copy cost each txn an allocation of its commit vector).
+    /// the log, not copied (a copy cost each txn an allocation of its commit vector); a
+    /// piece taken whole (`piece`: its bytes as they came) is written as those bytes, not
+    /// encoded again (`Record::RemotePiece`: a replica's record encode was a tenth of
+    /// what a replicated txn cost it, BENCHMARKS.md).
     fn persist_remote(
         &mut self,
         ctx: &mut Ctx<Msg>,
         pid: PartitionId,
-        origin: DcId,
-        upto: u64,
+        (origin, upto): (DcId, u64),
         txns: Vec<super::msg::ReplTxn>,
+        piece: Option<Vec<u8>>,
     ) {
-        let record = Record::RemoteTxns {
-            partition: pid,
-            origin,
-            upto,
-            txns: CompactTxns(txns),
-        };
-        let bytes = record.encode();
-        let Record::RemoteTxns {
-            txns: CompactTxns(txns),
-            ..
-        } = record
-        else {
-            unreachable!("the record just built");
+        let (bytes, txns) = match piece {
+            Some(piece) => {
+                let piece = serde_bytes::ByteBuf::from(piece);
+                let record = Record::RemotePiece {
+                    partition: pid,
+                    piece,
+                };
+                (record.encode(), txns)
+            }
+            None => Self::remote_txns_record(pid, origin, upto, txns),
         };
         let part = self.parts.get_mut(&pid).expect("hosted");
         for t in txns {
@@ -183,6 +188,30 @@ impl Node {
             origin,
             upto,
         });
+    }
+
+    /// A `RemoteTxns` record of `txns` and the txns back, moved through the record.
+    fn remote_txns_record(
+        pid: PartitionId,
+        origin: DcId,
+        upto: u64,
+        txns: Vec<super::msg::ReplTxn>,
+    ) -> (Vec<u8>, Vec<super::msg::ReplTxn>) {
+        let record = Record::RemoteTxns {
+            partition: pid,
+            origin,
+            upto,
+            txns: CompactTxns(txns),
+        };
+        let bytes = record.encode();
+        let Record::RemoteTxns {
+            txns: CompactTxns(txns),
+            ..
+        } = record
+        else {
+            unreachable!("the record just built");
+        };
+        (bytes, txns)
     }
 
     /// Every stabilization interval: tell the DC's other nodes our min `pvc` (UPDATE_GSS,

@@ -879,3 +879,108 @@ fn a_heartbeat_writes_nothing_and_pvc_waits_only_for_earlier_records() {
         "a tick writes no heartbeat"
     );
 }
+
+/// A piece that came over the wire and is taken whole is written as the bytes it came in
+/// (`Record::RemotePiece`), and a restart from that record has what the piece brought; a
+/// piece of which some txns were had already is written as its new txns (`RemoteTxns`).
+#[test]
+fn a_piece_taken_whole_is_written_as_it_came_and_replays_to_the_same_store() {
+    use super::wire::{commit_ts, SharedStream};
+    use causeway_core::crdt::{Effect, Op};
+    let topo = Topology::full(2, 1, 1);
+    let cfg = || config(&topo, 0, None);
+    let mut node = Node::recover(cfg(), Config::default(), super::Flavor::Cure, &[]).unwrap();
+    let mut ctx = Ctx::new(TrueTime(T), T);
+    node.start(&mut ctx);
+    let mut records = Vec::new();
+    let mut persisted = |outs: &[Output<Msg>]| {
+        for o in outs {
+            if let Output::Persist { record, .. } = o {
+                records.push(record.clone());
+            }
+        }
+    };
+    persisted(&drain_persisting(&mut node, ctx, T));
+    let txn = |seq: u64, key: &str, value: &str| {
+        let ct = Vc {
+            dcs: vec![0, T + seq * MS],
+            extra: Vec::new(),
+        };
+        let id = OpId {
+            txn: txn_id(seq),
+            index: 0,
+        };
+        let effect = Effect::Assign(value.as_bytes().to_vec());
+        let op = Op {
+            id,
+            ts: commit_ts(&ct),
+            effect,
+        };
+        super::msg::ReplTxn {
+            txn: txn_id(seq),
+            ct,
+            ops: vec![(Key::from(key), op)].into(),
+        }
+    };
+    // Through the wire, as the runtime delivers it.
+    let over_wire = |from: u64, upto: u64, txns| {
+        let msg = crate::Msg::Cure(Msg::Repl {
+            partition: PartitionId(0),
+            restarted: false,
+            acks: Vc::zero(2),
+            stream: Some(SharedStream::new(super::msg::Stream {
+                origin: DcId(1),
+                from,
+                upto,
+                txns,
+            })),
+        });
+        let bytes = postcard::to_allocvec(&msg).expect("encodes");
+        match postcard::from_bytes(&bytes).expect("decodes") {
+            crate::Msg::Cure(m) => m,
+            other => panic!("{other:?}"),
+        }
+    };
+    let tags = |outs: &[Output<Msg>]| -> Vec<u8> {
+        outs.iter()
+            .filter_map(|o| match o {
+                Output::Persist { record, .. } => Some(record[0]),
+                _ => None,
+            })
+            .collect()
+    };
+    let whole = over_wire(0, T + 2 * MS, vec![txn(1, "a", "1"), txn(2, "b", "2")]);
+    let ctx = call_ctx(&mut node, T + 3 * MS, whole);
+    let outs = drain_persisting(&mut node, ctx, T + 3 * MS);
+    assert_eq!(tags(&outs), vec![15], "RemotePiece");
+    persisted(&outs);
+    // A piece from before what we have (a rewind): its first txn is had already.
+    let part = over_wire(T, T + 4 * MS, vec![txn(2, "b", "2"), txn(4, "a", "4")]);
+    let ctx = call_ctx(&mut node, T + 5 * MS, part);
+    let outs = drain_persisting(&mut node, ctx, T + 5 * MS);
+    assert_eq!(tags(&outs), vec![14], "RemoteTxns of the new txn");
+    persisted(&outs);
+    let keys = [Key::from("a"), Key::from("b")];
+    let want = everything(&node, &keys);
+    assert_eq!(
+        // "4" and "2": the later write to `a` wins
+        want,
+        vec![
+            "a = Ok(Lww(Some([52])))".to_string(),
+            "b = Ok(Lww(Some([50])))".to_string()
+        ]
+    );
+    let back = Node::recover(cfg(), Config::default(), super::Flavor::Cure, &records).unwrap();
+    assert_eq!(everything(&back, &keys), want);
+    assert_eq!(
+        back.parts[&PartitionId(0)].received.have(DcId(1)),
+        T + 4 * MS
+    );
+}
+
+/// The outputs' context of `msg` from the sibling node 1, handled at `clock`.
+fn call_ctx(node: &mut Node, clock: u64, msg: Msg) -> Ctx<Msg> {
+    let mut ctx = Ctx::new(TrueTime(clock), clock);
+    node.handle_message(&mut ctx, Addr::Node(NodeId(1)), msg);
+    ctx
+}

@@ -8,7 +8,9 @@
 //! `Derived`: per op, only the key, the op's index and its effect; the receiver rebuilds
 //! the rest from the txn's id and vector. A txn whose ops do not all match (none that we
 //! know of) goes `Full`, op for op, so the form never changes what arrives. On the peer
-//! wire since its version 8; checkpoints keep `ReplTxn`'s own encoding.
+//! wire since its version 8; a replica's record of a piece it takes whole is the piece's
+//! bytes as they came (`Record::RemotePiece`), so this form must keep decoding as
+//! written; checkpoints keep `ReplTxn`'s own encoding.
 
 use super::msg::{ReplTxn, Stream};
 use crate::kit::wire::{WireForm, ENCODE_BYTES_PER_ITEM};
@@ -30,6 +32,10 @@ pub fn commit_ts(ct: &Vc) -> ArbTs {
 pub type SharedStream = crate::kit::wire::SharedStream<ReplTxn>;
 
 impl WireForm for ReplTxn {
+    /// A replica writes a piece it takes whole as the bytes it came in
+    /// (`Record::RemotePiece`) instead of encoding its txns again.
+    const KEEPS_BYTES: bool = true;
+
     fn encode_piece(st: &Stream) -> Vec<u8> {
         let piece = PieceOut {
             origin: st.origin,

@@ -23,6 +23,11 @@ pub const ENCODE_BYTES_PER_ITEM: usize = 64;
 
 /// How a piece of a stream of `Self` becomes bytes on the peer wire, and back.
 pub trait WireForm: Sized + Serialize + DeserializeOwned {
+    /// Whether a received piece keeps the bytes it was decoded from
+    /// ([`SharedStream::into_parts`]), for a receiver that writes them as they came
+    /// (Cure's replica records): one copy of the piece's bytes per received piece.
+    const KEEPS_BYTES: bool = false;
+
     fn encode_piece(st: &Stream<Self>) -> Vec<u8> {
         let buf = Vec::with_capacity(16 + st.txns.len() * ENCODE_BYTES_PER_ITEM);
         postcard::to_extend(st, buf).expect("a stream piece always encodes")
@@ -55,6 +60,18 @@ impl<T: WireForm + Clone> SharedStream<T> {
         }))
     }
 
+    /// A piece decoded from `bytes`, which it keeps when given.
+    fn received(stream: Stream<T>, bytes: Option<Vec<u8>>) -> SharedStream<T> {
+        let kept = OnceLock::new();
+        if let Some(bytes) = bytes {
+            kept.set(bytes).expect("a new cell is empty");
+        }
+        SharedStream(Arc::new(Piece {
+            stream,
+            bytes: kept,
+        }))
+    }
+
     pub fn stream(&self) -> &Stream<T> {
         &self.0.stream
     }
@@ -65,6 +82,16 @@ impl<T: WireForm + Clone> SharedStream<T> {
         match Arc::try_unwrap(self.0) {
             Ok(piece) => piece.stream,
             Err(shared) => shared.stream.clone(),
+        }
+    }
+
+    /// The piece and its bytes when it holds them (a received piece whose form
+    /// [`WireForm::KEEPS_BYTES`], or one already encoded), moved out when this is its
+    /// last holder; a copy of the piece and no bytes otherwise.
+    pub fn into_parts(self) -> (Stream<T>, Option<Vec<u8>>) {
+        match Arc::try_unwrap(self.0) {
+            Ok(piece) => (piece.stream, piece.bytes.into_inner()),
+            Err(shared) => (shared.stream.clone(), None),
         }
     }
 
@@ -134,9 +161,19 @@ impl<'de, T: WireForm + Clone> Visitor<'de> for PieceVisitor<T> {
     }
 
     fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<SharedStream<T>, E> {
-        T::decode_piece(bytes)
-            .map(SharedStream::new)
-            .map_err(E::custom)
+        let stream = T::decode_piece(bytes).map_err(E::custom)?;
+        Ok(SharedStream::received(
+            stream,
+            T::KEEPS_BYTES.then(|| bytes.to_vec()),
+        ))
+    }
+
+    fn visit_byte_buf<E: serde::de::Error>(self, bytes: Vec<u8>) -> Result<SharedStream<T>, E> {
+        let stream = T::decode_piece(&bytes).map_err(E::custom)?;
+        Ok(SharedStream::received(
+            stream,
+            T::KEEPS_BYTES.then_some(bytes),
+        ))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SharedStream<T>, A::Error> {
@@ -144,9 +181,11 @@ impl<'de, T: WireForm + Clone> Visitor<'de> for PieceVisitor<T> {
         while let Some(b) = seq.next_element::<u8>()? {
             bytes.push(b);
         }
-        T::decode_piece(&bytes)
-            .map(SharedStream::new)
-            .map_err(A::Error::custom)
+        let stream = T::decode_piece(&bytes).map_err(A::Error::custom)?;
+        Ok(SharedStream::received(
+            stream,
+            T::KEEPS_BYTES.then_some(bytes),
+        ))
     }
 }
 
@@ -198,6 +237,42 @@ mod tests {
         let other = reuse_or_make(&mut made, 20, || piece(20));
         assert!(!other.same_piece(&first));
         assert_eq!(*other.stream(), piece(20));
+    }
+
+    /// An item whose received pieces keep their bytes.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    struct Kept(u64);
+
+    impl WireForm for Kept {
+        const KEEPS_BYTES: bool = true;
+    }
+
+    #[test]
+    fn a_received_piece_keeps_its_bytes_only_when_its_form_asks() {
+        let st = Stream {
+            origin: DcId(1),
+            from: 4,
+            upto: 9,
+            txns: vec![Kept(5), Kept(9)],
+        };
+        let sent = SharedStream::new(st.clone());
+        let framed = postcard::to_allocvec(&sent).expect("encodes");
+        let got: SharedStream<Kept> = postcard::from_bytes(&framed).expect("decodes");
+        let (back, bytes) = got.into_parts();
+        assert_eq!(back, st);
+        let bytes = bytes.expect("kept");
+        assert_eq!(
+            Kept::decode_piece(&bytes).expect("the piece's own bytes"),
+            st
+        );
+        let json = serde_json::to_string(&sent).expect("encodes");
+        let got: SharedStream<Kept> = serde_json::from_str(&json).expect("decodes");
+        assert_eq!(got.into_parts().1, Some(bytes), "from a JSON sequence too");
+        let items = postcard::to_allocvec(&SharedStream::new(piece(3))).expect("encodes");
+        let got: SharedStream<Item> = postcard::from_bytes(&items).expect("decodes");
+        assert_eq!(got.into_parts(), (piece(3), None), "the default keeps none");
+        let fresh = SharedStream::new(st.clone());
+        assert_eq!(fresh.clone().into_parts(), (st, None), "shared: a copy");
     }
 
     #[test]
