@@ -6,6 +6,9 @@
 //! Messages to a node carry the incarnation they were sent to: one that reaches a node that
 //! crashed since (or is down) is lost, as a broken connection would lose it. When a DC
 //! fails, the messages its links still hold across a cut are lost with it.
+//! A message between nodes of two DCs goes through its wire encoding (postcard, as the
+//! runtime's peer links send it) and arrives decoded, so replication reaches a sibling
+//! as the runtime delivers it (a piece of its own, with the bytes it came in).
 
 use crate::cpu::NodeInput;
 use crate::rng::SimRng;
@@ -21,6 +24,12 @@ const NETWORK_STREAM: u64 = 1;
 /// phase, so a run that reaches this has a protocol flooding a link: it fails rather than
 /// exhausting memory.
 pub(crate) const HELD_PER_LINK_MAX: usize = 200_000;
+
+/// `msg` encoded as a peer link sends it and decoded as the receiver reads it.
+fn over_the_wire(msg: &Msg) -> Result<Msg, String> {
+    let bytes = postcard::to_allocvec(msg).map_err(|e| format!("does not encode: {e}"))?;
+    postcard::from_bytes(&bytes).map_err(|e| format!("does not decode: {e}"))
+}
 
 /// Links, cuts and held messages. Ordered maps: released links are re-sent in key order.
 pub(crate) struct Network {
@@ -108,6 +117,15 @@ impl World {
     /// Puts `msg` on the wire: latency, jitter and a slow receiver's delay.
     fn transmit(&mut self, from: Addr, to: Addr, msg: Msg, incarnation: u32) {
         let (a, b) = (self.dc_of_addr(from), self.dc_of_addr(to));
+        let between_dcs = a != b && matches!((from, to), (Addr::Node(_), Addr::Node(_)));
+        let msg = if between_dcs {
+            match over_the_wire(&msg) {
+                Ok(msg) => msg,
+                Err(e) => return self.invariant_broken(format!("wire: {from:?} -> {to:?}: {e}")),
+            }
+        } else {
+            msg
+        };
         let base = self.config.one_way_ns(a, b);
         let jitter = (base as f64 * self.config.jitter * self.network.rng.unit()) as Nanos;
         let mut delay = base + jitter;
