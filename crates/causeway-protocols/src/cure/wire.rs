@@ -16,7 +16,9 @@ use super::msg::{ReplTxn, Stream};
 use crate::kit::wire::{WireForm, ENCODE_BYTES_PER_ITEM};
 use causeway_core::crdt::{ArbTs, Effect, Op};
 use causeway_core::{DcId, Key, OpId, TxnId, Vc};
+use serde::de::{DeserializeSeed, EnumAccess, Error as _, SeqAccess, VariantAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
 use std::sync::Arc;
 
 /// The arbitration timestamp of every op of a txn committed at `ct`: its largest entry,
@@ -54,7 +56,7 @@ impl WireForm for ReplTxn {
             origin: piece.origin,
             from: piece.from,
             upto: piece.upto,
-            txns: piece.txns.into_iter().map(TxnIn::into_txn).collect(),
+            txns: piece.txns.into_iter().map(|TxnIn(t)| t).collect(),
         })
     }
 }
@@ -80,7 +82,7 @@ impl Serialize for CompactTxns {
 impl<'de> Deserialize<'de> for CompactTxns {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<CompactTxns, D::Error> {
         let txns = Vec::<TxnIn>::deserialize(d)?;
-        Ok(CompactTxns(txns.into_iter().map(TxnIn::into_txn).collect()))
+        Ok(CompactTxns(txns.into_iter().map(|TxnIn(t)| t).collect()))
     }
 }
 
@@ -134,35 +136,110 @@ struct PieceIn {
     txns: Vec<TxnIn>,
 }
 
-#[derive(Deserialize)]
-struct TxnIn(TxnId, Vc, OpsIn);
+/// A txn read straight into its [`ReplTxn`]: a `Derived` op is built as it is read, from
+/// the txn's id and vector read before it (no vector of the ops as they came, no second
+/// pass to rebuild them).
+struct TxnIn(ReplTxn);
 
-#[derive(Deserialize)]
-enum OpsIn {
-    Derived(Vec<(Key, u32, Effect)>),
-    Full(Vec<(Key, Op)>),
+/// The most ops a txn's vector reserves before they arrive (the length comes from the
+/// bytes, which may be corrupt; the vector still grows to the real count).
+const OPS_RESERVE_MAX: usize = 1024;
+
+impl<'de> Deserialize<'de> for TxnIn {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<TxnIn, D::Error> {
+        d.deserialize_tuple(3, TxnVisitor)
+    }
 }
 
-impl TxnIn {
-    fn into_txn(self) -> ReplTxn {
-        let TxnIn(txn, ct, ops) = self;
-        let ops = match ops {
-            OpsIn::Full(ops) => ops,
-            OpsIn::Derived(ops) => {
-                let ts = commit_ts(&ct);
-                ops.into_iter()
-                    .map(|(k, index, effect)| {
-                        let id = OpId { txn, index };
-                        (k, Op { id, ts, effect })
-                    })
-                    .collect()
-            }
-        };
-        ReplTxn {
+struct TxnVisitor;
+
+impl<'de> Visitor<'de> for TxnVisitor {
+    type Value = TxnIn;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a replicated txn: id, commit vector, ops")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TxnIn, A::Error> {
+        let short = |n| A::Error::invalid_length(n, &"3 fields");
+        let txn: TxnId = seq.next_element()?.ok_or_else(|| short(0))?;
+        let ct: Vc = seq.next_element()?.ok_or_else(|| short(1))?;
+        let ts = commit_ts(&ct);
+        let ops = seq
+            .next_element_seed(OpsSeed { txn, ts })?
+            .ok_or_else(|| short(2))?;
+        Ok(TxnIn(ReplTxn {
             txn,
             ct,
             ops: Arc::new(ops),
+        }))
+    }
+}
+
+/// The ops of txn `txn` committed with arbitration timestamp `ts`, in either form
+/// (`OpsOut`'s variants, in its order).
+struct OpsSeed {
+    txn: TxnId,
+    ts: ArbTs,
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier)]
+enum Form {
+    Derived,
+    Full,
+}
+
+impl<'de> DeserializeSeed<'de> for OpsSeed {
+    type Value = Vec<(Key, Op)>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_enum("OpsOut", &["Derived", "Full"], self)
+    }
+}
+
+impl<'de> Visitor<'de> for OpsSeed {
+    type Value = Vec<(Key, Op)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a txn's ops, derived or full")
+    }
+
+    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<Self::Value, A::Error> {
+        match data.variant()? {
+            (Form::Derived, ops) => ops.newtype_variant_seed(DerivedSeed(self)),
+            (Form::Full, ops) => ops.newtype_variant(),
         }
+    }
+}
+
+/// `Derived` ops: (key, index, effect) each, the rest from the txn.
+struct DerivedSeed(OpsSeed);
+
+impl<'de> DeserializeSeed<'de> for DerivedSeed {
+    type Value = Vec<(Key, Op)>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DerivedSeed {
+    type Value = Vec<(Key, Op)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a txn's derived ops")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let OpsSeed { txn, ts } = self.0;
+        let reserve = seq.size_hint().unwrap_or(0).min(OPS_RESERVE_MAX);
+        let mut ops = Vec::with_capacity(reserve);
+        while let Some((key, index, effect)) = seq.next_element::<(Key, u32, Effect)>()? {
+            let id = OpId { txn, index };
+            ops.push((key, Op { id, ts, effect }));
+        }
+        Ok(ops)
     }
 }
 
