@@ -98,23 +98,62 @@ impl SnapshotTs for u64 {
 }
 
 /// One committed txn's ops on one key.
+///
+/// It keeps its timestamp's [`SnapshotTs::order`] beside the timestamp: an insert compares
+/// the key's last version's order with the new one's, and reading it from the vector
+/// (a heap allocation of its own, rarely in cache by then) was 3% of a 3-DC replica's
+/// time under `perf` (BENCHMARKS.md, issue 14). Not serialized: computed again when read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    from = "VersionParts<T>",
+    bound(deserialize = "T: SnapshotTs + Deserialize<'de>")
+)]
 pub struct Version<T> {
     pub ct: T,
     pub txn: TxnId,
     pub ops: Vec<Op>,
+    #[serde(skip)]
+    ct_order: (u64, u64),
+}
+
+/// A [`Version`] as it is serialized.
+#[derive(Deserialize)]
+struct VersionParts<T> {
+    ct: T,
+    txn: TxnId,
+    ops: Vec<Op>,
+}
+
+impl<T: SnapshotTs> From<VersionParts<T>> for Version<T> {
+    fn from(v: VersionParts<T>) -> Version<T> {
+        Version::new(v.ct, v.txn, v.ops)
+    }
 }
 
 impl<T: SnapshotTs> Version<T> {
+    pub fn new(ct: T, txn: TxnId, ops: Vec<Op>) -> Version<T> {
+        let ct_order = ct.order();
+        Version {
+            ct,
+            txn,
+            ops,
+            ct_order,
+        }
+    }
+
     /// The causal apply order, ties broken by txn id.
     fn order(&self) -> ((u64, u64), TxnId) {
-        (self.ct.order(), self.txn)
+        debug_assert_eq!(self.ct_order, self.ct.order(), "a version's ct changed");
+        (self.ct_order, self.txn)
     }
 }
 
 /// One key: the checkpoint (object + join of the folded commit vectors) and the versions.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(bound(serialize = "T: Serialize", deserialize = "T: Deserialize<'de>"))]
+#[serde(bound(
+    serialize = "T: Serialize",
+    deserialize = "T: SnapshotTs + Deserialize<'de>"
+))]
 pub struct KeyVersions<T> {
     base: Option<Object>,
     base_vc: T,
@@ -626,6 +665,10 @@ type Image<T> = (Option<(Object, T)>, Vec<Version<T>>);
 /// One key of a partition in a state transfer (`cure/transfer.rs`): its object at the
 /// transfer's vector with the join of what it applied, and its versions above the vector.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(bound(
+    serialize = "T: Serialize",
+    deserialize = "T: SnapshotTs + Deserialize<'de>"
+))]
 pub struct KeyImage<T> {
     pub key: Key,
     pub base: Option<(Object, T)>,
@@ -675,7 +718,10 @@ impl BuildHasher for KeyHashState {
 /// order: what iterates them (GC, state transfer images, checkpoints) treats each key
 /// alone.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(bound(serialize = "T: Serialize", deserialize = "T: Deserialize<'de>"))]
+#[serde(bound(
+    serialize = "T: Serialize",
+    deserialize = "T: SnapshotTs + Deserialize<'de>"
+))]
 pub struct Store<T> {
     keys: HashMap<Key, KeyVersions<T>, KeyHashState>,
     /// An index, not state (skipped by serde and equality): every key that may hold
@@ -718,11 +764,7 @@ impl<T: Eq> Eq for Store<T> {}
 impl<T: SnapshotTs> Store<T> {
     /// Adds a committed txn's ops, grouped per key.
     pub fn insert(&mut self, txn: TxnId, ct: &T, ops: &[(Key, Op)]) {
-        let version = |ops| Version {
-            ct: ct.clone(),
-            txn,
-            ops,
-        };
+        let version = |ops| Version::new(ct.clone(), txn, ops);
         // One op (a standalone command's txn): nothing to group.
         if let [(k, op)] = ops {
             self.insert_version(k, version(vec![op.clone()]));
@@ -983,6 +1025,26 @@ mod tests {
             effect: Effect::Increment(by),
         };
         vec![(Key::from("c"), op)]
+    }
+
+    /// A version is written as its timestamp, txn and ops (the form checkpoints and
+    /// transfers always had) and read back with its order computed again.
+    #[test]
+    fn a_version_is_written_without_its_order_and_read_back_with_it() {
+        let ct = Vc {
+            dcs: vec![4, 9, 2],
+            extra: Vec::new(),
+        };
+        let ops = vec![incr(3, 5).remove(0).1];
+        let v = Version::new(ct.clone(), txn(3), ops.clone());
+        let bytes = postcard::to_allocvec(&v).expect("encodes");
+        let parts = postcard::to_allocvec(&(&ct, txn(3), &ops)).expect("encodes");
+        assert_eq!(bytes, parts, "the order is not written");
+        let back: Version<Vc> = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(back, v);
+        assert_eq!(back.order(), ((9, 15), txn(3)));
+        let json: Version<Vc> = serde_json::from_str(&serde_json::to_string(&v).unwrap()).unwrap();
+        assert_eq!(json.order(), v.order());
     }
 
     /// A register assignment on key "r", arbitrated by `ts` (not by commit order).
@@ -1374,11 +1436,11 @@ mod tests {
                 if next(3) == 0 {
                     ct.set_extra(Extra::Strong, seq);
                 }
-                key.insert(Version {
+                key.insert(Version::new(
                     ct,
-                    txn: txn(seq),
-                    ops: vec![incr(seq, seq as i64).remove(0).1],
-                });
+                    txn(seq),
+                    vec![incr(seq, seq as i64).remove(0).1],
+                ));
                 let mut hint = None;
                 for _ in 0..next(4) {
                     let mut point = lagging_point(seq, &mut next);
@@ -1455,11 +1517,11 @@ mod tests {
             for seq in 1..=60u64 {
                 let ct = concurrent_ct(seq, &mut next);
                 store.insert(txn(seq), &ct, &incr(seq, seq as i64));
-                reference.insert(Version {
+                reference.insert(Version::new(
                     ct,
-                    txn: txn(seq),
-                    ops: vec![incr(seq, seq as i64).remove(0).1],
-                });
+                    txn(seq),
+                    vec![incr(seq, seq as i64).remove(0).1],
+                ));
                 if next(4) == 0 {
                     let mut point = Vc::zero(3);
                     for d in 0..3 {
