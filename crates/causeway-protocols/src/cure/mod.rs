@@ -316,6 +316,11 @@ impl Default for Config {
 /// 5 seeds each of `--txn-ops 2 --keys 10`, of `--keys 10` and of `--workload ycsb-a
 /// --partitions-per-txn 1 --txn-ops 2 --keys 10` did not produce; a unit test
 /// (`read_commit_tests`) shows the read it lets through.
+/// `piece-record-whole` is not listed: it needs a piece of which the replica had some txns
+/// (a rewound stream), then a restart of that replica, then a read of a counter or set
+/// those txns wrote (a register's second assignment changes nothing), which 5 seeds of
+/// the default sweep and 5 with `--faults crashes --clients-per-dc 16` did not produce; a
+/// unit test (`cure::tests`) shows the restart that applies a txn twice.
 /// `node-commit-early` shows only when a crash falls between a one-node commit's record
 /// write and its fsync: scripts/test sweeps it with crashes, which the simulator often
 /// precedes by a disk stall of milliseconds per write (`causeway_sim`'s disk), and one
@@ -400,6 +405,10 @@ pub(crate) struct Mutation {
     /// A one-node commit's partitions commit when its record is written, not once it is
     /// durable (breaks the one-node commit: a crash loses a txn others already read).
     pub node_commit_early: bool,
+    /// A replica writes a received piece as the bytes it came in even when it took only
+    /// part of it (breaks `Record::RemotePiece`: a restart applies the txns it had
+    /// already a second time).
+    pub piece_record_whole: bool,
 }
 
 impl Mutation {
@@ -416,6 +425,7 @@ impl Mutation {
             Some("read-commit-no-wait") => m.read_commit_no_wait = true,
             Some("keeps-overwritten-assign") => m.keeps_overwritten_assign = true,
             Some("node-commit-early") => m.node_commit_early = true,
+            Some("piece-record-whole") => m.piece_record_whole = true,
             Some("no-forwarding") if uni => m.no_forwarding = true,
             Some("visible-before-uniform") if uni => m.visible_before_uniform = true,
             Some("attach-no-wait") if uni => m.attach_no_wait = true,

@@ -145,7 +145,8 @@ impl Node {
         }
         // Taken whole: `received.accept` keeps a suffix and `retain` a subset, so the same
         // count is the same txns.
-        let whole = bytes.filter(|_| new.len() == sent);
+        let broken = self.mutation.piece_record_whole;
+        let whole = bytes.filter(|_| new.len() == sent || broken);
         self.persist_remote(ctx, pid, (origin, upto), new, whole);
     }
 

@@ -883,25 +883,50 @@ fn a_heartbeat_writes_nothing_and_pvc_waits_only_for_earlier_records() {
 /// A piece that came over the wire and is taken whole is written as the bytes it came in
 /// (`Record::RemotePiece`), and a restart from that record has what the piece brought; a
 /// piece of which some txns were had already is written as its new txns (`RemoteTxns`).
+/// Under `piece-record-whole` that piece is written whole too, and the restart applies
+/// the txn it had twice.
 #[test]
 fn a_piece_taken_whole_is_written_as_it_came_and_replays_to_the_same_store() {
+    let (live, recovered, tags) = receive_pieces_and_restart(None);
+    assert_eq!(
+        tags,
+        vec![15, 14],
+        "RemotePiece, then RemoteTxns of the new txn"
+    );
+    assert_eq!(live, vec!["a = Ok(Counter(5))", "b = Ok(Counter(2))"]);
+    assert_eq!(recovered, live);
+    let (live, recovered, tags) = receive_pieces_and_restart(Some("piece-record-whole"));
+    assert_eq!(tags, vec![15, 15], "the rewound piece written whole");
+    assert_eq!(live, vec!["a = Ok(Counter(5))", "b = Ok(Counter(2))"]);
+    assert_eq!(recovered[1], "b = Ok(Counter(4))", "txn 2 applied twice");
+}
+
+/// A node of a 2-DC, one-partition cluster gets, over the wire, a piece of DC 1's txns 1
+/// (a += 1) and 2 (b += 2), then a rewound piece of txns 2 and 4 (a += 4); returns its
+/// counters, those of a node recovered from its records, and its records' tags.
+fn receive_pieces_and_restart(mutation: Option<&str>) -> (Vec<String>, Vec<String>, Vec<u8>) {
     use super::wire::{commit_ts, SharedStream};
     use causeway_core::crdt::{Effect, Op};
     let topo = Topology::full(2, 1, 1);
-    let cfg = || config(&topo, 0, None);
+    let cfg = || config(&topo, 0, mutation);
     let mut node = Node::recover(cfg(), Config::default(), super::Flavor::Cure, &[]).unwrap();
     let mut ctx = Ctx::new(TrueTime(T), T);
     node.start(&mut ctx);
     let mut records = Vec::new();
-    let mut persisted = |outs: &[Output<Msg>]| {
+    let mut tags = Vec::new();
+    let started = drain_persisting(&mut node, ctx, T);
+    let mut persisted = |outs: &[Output<Msg>], tagged: bool| {
         for o in outs {
             if let Output::Persist { record, .. } = o {
                 records.push(record.clone());
+                if tagged {
+                    tags.push(record[0]);
+                }
             }
         }
     };
-    persisted(&drain_persisting(&mut node, ctx, T));
-    let txn = |seq: u64, key: &str, value: &str| {
+    persisted(&started, false);
+    let txn = |seq: u64, key: &str, by: i64| {
         let ct = Vc {
             dcs: vec![0, T + seq * MS],
             extra: Vec::new(),
@@ -910,11 +935,11 @@ fn a_piece_taken_whole_is_written_as_it_came_and_replays_to_the_same_store() {
             txn: txn_id(seq),
             index: 0,
         };
-        let effect = Effect::Assign(value.as_bytes().to_vec());
+        let ts = commit_ts(&ct);
         let op = Op {
             id,
-            ts: commit_ts(&ct),
-            effect,
+            ts,
+            effect: Effect::Increment(by),
         };
         super::msg::ReplTxn {
             txn: txn_id(seq),
@@ -941,41 +966,37 @@ fn a_piece_taken_whole_is_written_as_it_came_and_replays_to_the_same_store() {
             other => panic!("{other:?}"),
         }
     };
-    let tags = |outs: &[Output<Msg>]| -> Vec<u8> {
-        outs.iter()
-            .filter_map(|o| match o {
-                Output::Persist { record, .. } => Some(record[0]),
-                _ => None,
-            })
-            .collect()
-    };
-    let whole = over_wire(0, T + 2 * MS, vec![txn(1, "a", "1"), txn(2, "b", "2")]);
-    let ctx = call_ctx(&mut node, T + 3 * MS, whole);
-    let outs = drain_persisting(&mut node, ctx, T + 3 * MS);
-    assert_eq!(tags(&outs), vec![15], "RemotePiece");
-    persisted(&outs);
-    // A piece from before what we have (a rewind): its first txn is had already.
-    let part = over_wire(T, T + 4 * MS, vec![txn(2, "b", "2"), txn(4, "a", "4")]);
-    let ctx = call_ctx(&mut node, T + 5 * MS, part);
-    let outs = drain_persisting(&mut node, ctx, T + 5 * MS);
-    assert_eq!(tags(&outs), vec![14], "RemoteTxns of the new txn");
-    persisted(&outs);
+    let pieces = [
+        (0, T + 2 * MS, vec![txn(1, "a", 1), txn(2, "b", 2)]),
+        (T, T + 4 * MS, vec![txn(2, "b", 2), txn(4, "a", 4)]),
+    ];
+    for (i, (from, upto, txns)) in pieces.into_iter().enumerate() {
+        let clock = T + (3 + 2 * i as u64) * MS;
+        let ctx = call_ctx(&mut node, clock, over_wire(from, upto, txns));
+        persisted(&drain_persisting(&mut node, ctx, clock), true);
+    }
     let keys = [Key::from("a"), Key::from("b")];
-    let want = everything(&node, &keys);
-    assert_eq!(
-        // "4" and "2": the later write to `a` wins
-        want,
-        vec![
-            "a = Ok(Lww(Some([52])))".to_string(),
-            "b = Ok(Lww(Some([50])))".to_string()
-        ]
-    );
     let back = Node::recover(cfg(), Config::default(), super::Flavor::Cure, &records).unwrap();
-    assert_eq!(everything(&back, &keys), want);
     assert_eq!(
         back.parts[&PartitionId(0)].received.have(DcId(1)),
         T + 4 * MS
     );
+    (counters(&node, &keys), counters(&back, &keys), tags)
+}
+
+/// Every key of `keys` read as a counter at a snapshot that covers everything.
+fn counters(node: &Node, keys: &[Key]) -> Vec<String> {
+    let all = Vc {
+        dcs: vec![u64::MAX; node.topo.dcs as usize],
+        extra: vec![],
+    };
+    keys.iter()
+        .map(|k| {
+            let part = &node.parts[&node.topo.partition_of(k)];
+            let got = part.read(&all, vec![(k.clone(), ObjType::Counter)]);
+            format!("{k:?} = {:?}", got[0].1.as_ref().map(|o| o.value()))
+        })
+        .collect()
 }
 
 /// The outputs' context of `msg` from the sibling node 1, handled at `clock`.
