@@ -682,6 +682,11 @@ fn the_node_with_most_of_a_commits_partitions_coordinates_it() {
 
 /// Every key's value at the newest snapshot, per hosted partition.
 fn everything(node: &Node, keys: &[Key]) -> Vec<String> {
+    everything_as(node, keys, ObjType::Lww)
+}
+
+/// [`everything`], each key read as an object of type `ty`.
+fn everything_as(node: &Node, keys: &[Key], ty: ObjType) -> Vec<String> {
     let all = Vc {
         dcs: vec![u64::MAX; node.topo.dcs as usize],
         extra: vec![],
@@ -689,7 +694,7 @@ fn everything(node: &Node, keys: &[Key]) -> Vec<String> {
     keys.iter()
         .filter_map(|k| {
             let part = node.parts.get(&node.topo.partition_of(k))?;
-            let got = part.read(&all, vec![(k.clone(), ObjType::Lww)]);
+            let got = part.read(&all, vec![(k.clone(), ty)]);
             Some(format!(
                 "{k:?} = {:?}",
                 got[0].1.as_ref().map(|o| o.value())
@@ -981,22 +986,8 @@ fn receive_pieces_and_restart(mutation: Option<&str>) -> (Vec<String>, Vec<Strin
         back.parts[&PartitionId(0)].received.have(DcId(1)),
         T + 4 * MS
     );
-    (counters(&node, &keys), counters(&back, &keys), tags)
-}
-
-/// Every key of `keys` read as a counter at a snapshot that covers everything.
-fn counters(node: &Node, keys: &[Key]) -> Vec<String> {
-    let all = Vc {
-        dcs: vec![u64::MAX; node.topo.dcs as usize],
-        extra: vec![],
-    };
-    keys.iter()
-        .map(|k| {
-            let part = &node.parts[&node.topo.partition_of(k)];
-            let got = part.read(&all, vec![(k.clone(), ObjType::Counter)]);
-            format!("{k:?} = {:?}", got[0].1.as_ref().map(|o| o.value()))
-        })
-        .collect()
+    let counters = |n: &Node| everything_as(n, &keys, ObjType::Counter);
+    (counters(&node), counters(&back), tags)
 }
 
 /// The outputs' context of `msg` from the sibling node 1, handled at `clock`.
