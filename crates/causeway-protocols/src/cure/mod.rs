@@ -316,10 +316,12 @@ impl Default for Config {
 /// 5 seeds each of `--txn-ops 2 --keys 10`, of `--keys 10` and of `--workload ycsb-a
 /// --partitions-per-txn 1 --txn-ops 2 --keys 10` did not produce; a unit test
 /// (`read_commit_tests`) shows the read it lets through.
-/// `piece-record-whole` is not listed: it needs a piece of which the replica had some txns
-/// (a rewound stream), then a restart of that replica, then a read of a counter or set
-/// those txns wrote (a register's second assignment changes nothing), which 5 seeds of
-/// the default sweep and 5 with `--faults crashes --clients-per-dc 16` did not produce; a
+/// `piece-record-whole` shows only when a replica writes a piece of which it had some txns
+/// (a rewound stream), then restarts and replays that record, then a counter those txns
+/// wrote is read (a register's second assignment changes nothing): scripts/test sweeps
+/// it with `--objects counter --faults all --checkpoint-records 0` (a restart replays
+/// every record; a checkpoint taken after the piece would hold the state instead), where
+/// seeds 8 and 16 of 1..20 diverge; 5 seeds of the default sweep did not produce it. A
 /// unit test (`cure::tests`) shows the restart that applies a txn twice.
 /// `node-commit-early` shows only when a crash falls between a one-node commit's record
 /// write and its fsync: scripts/test sweeps it with crashes, which the simulator often
@@ -335,6 +337,7 @@ pub const MUTATIONS: &[&str] = &[
     "no-state-transfer",
     "keeps-overwritten-assign",
     "node-commit-early",
+    "piece-record-whole",
 ];
 /// UniStore's deliberately broken variants: Cure's (they break the engine UniStore
 /// shares), then UniStore's own (`Mutation::parse` accepts these under its flavor).
