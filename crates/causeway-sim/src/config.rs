@@ -25,6 +25,12 @@ pub enum FaultKind {
     /// outage longer than the link queues): the protocols' catch-up must recover it,
     /// by state transfer where the logs dropped it. Not part of `all` either.
     LongOutageLossy,
+    /// Some links between two nodes of one DC delay every message for a while (a
+    /// connection retransmitting): a node's message to another can then arrive after a
+    /// later one that went through a third party (a coordinator's commit to a partition
+    /// overtaken by the client's next request to that partition). Not part of `all`, so
+    /// `all` plans stay as drawn.
+    SlowLinks,
 }
 
 impl FaultKind {
@@ -45,6 +51,7 @@ impl FaultKind {
             FaultKind::DcFailure => "dc-failure",
             FaultKind::LongOutage => "long-outage",
             FaultKind::LongOutageLossy => "long-outage-lossy",
+            FaultKind::SlowLinks => "slow-links",
         }
     }
 }
@@ -65,8 +72,9 @@ impl FaultSel {
             "all" => Ok(FaultSel::All),
             "long-outage" => Ok(FaultSel::One(FaultKind::LongOutage)),
             "long-outage-lossy" => Ok(FaultSel::One(FaultKind::LongOutageLossy)),
+            "slow-links" => Ok(FaultSel::One(FaultKind::SlowLinks)),
             _ => FaultKind::ALL.iter().find(|k| k.name() == text).map(|k| FaultSel::One(*k)).ok_or_else(|| {
-                format!("unknown fault kind '{text}'; use none|partitions|crashes|skew|slow|dc-failure|long-outage|long-outage-lossy|all")
+                format!("unknown fault kind '{text}'; use none|partitions|crashes|skew|slow|dc-failure|long-outage|long-outage-lossy|slow-links|all")
             }),
         }
     }

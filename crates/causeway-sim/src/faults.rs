@@ -79,6 +79,14 @@ pub enum FaultEvent {
         until: Nanos,
         extra_ns: Nanos,
     },
+    /// Until `until`, each message of the link `from -> to` (two nodes of one DC) takes
+    /// `extra_ns` more (`slow-links`).
+    SlowLink {
+        from: usize,
+        to: usize,
+        until: Nanos,
+        extra_ns: Nanos,
+    },
     /// Until `until` (the node's crash), each of its disk writes takes `extra_ns` more.
     DiskStall {
         node: usize,
@@ -138,6 +146,7 @@ impl FaultPlan {
                 FaultKind::LongOutageLossy => {
                     plan.draw_long_outage(&mut rng, config.dcs, span, true)
                 }
+                FaultKind::SlowLinks => plan.draw_slow_links(&mut rng, topology, span),
             }
         }
         // Drawn after every kind, so that each kind draws what it drew before stalls existed.
@@ -302,6 +311,35 @@ impl FaultPlan {
         }
     }
 
+    /// 4-12 episodes, each a link from one node to another of its DC (a DC of one node has
+    /// none) slowed by 2-20 ms per message for 100-800 ms, somewhere in the fault phase.
+    /// Longer than the DC's round trips, so a slowed message is overtaken by later ones on
+    /// other paths; the link stays FIFO (`Network::arrival`), as a TCP connection does.
+    fn draw_slow_links(&mut self, rng: &mut SimRng, topology: &Topology, span: Nanos) {
+        let nodes = topology.node_count() as usize;
+        let dc_of = |n: usize| topology.dc_of(causeway_core::NodeId(n as u32));
+        for _ in 0..rng.range(4, 13) {
+            let from = rng.range(0, nodes as u64) as usize;
+            let peers: Vec<usize> = (0..nodes)
+                .filter(|&n| n != from && dc_of(n) == dc_of(from))
+                .collect();
+            if peers.is_empty() {
+                return;
+            }
+            let to = rng.pick(&peers);
+            let start = T0 + rng.range(0, span * 4 / 5);
+            let until = start + rng.range(100_000_000, 800_000_000);
+            let extra_ns = rng.range(2_000_000, 20_000_000);
+            let ev = FaultEvent::SlowLink {
+                from,
+                to,
+                until,
+                extra_ns,
+            };
+            self.events.push((start, ev));
+        }
+    }
+
     /// One line per fault, for reports.
     pub fn describe(&self) -> Vec<String> {
         let mut lines: Vec<String> = self
@@ -359,6 +397,57 @@ mod tests {
             }
         }
         assert!(stalls > 0, "some crashes are preceded by a disk stall");
+    }
+
+    #[test]
+    fn slow_links_join_two_nodes_of_one_dc_and_only_when_named() {
+        let config = |seed, faults, nodes_per_dc| SimConfig {
+            seed,
+            faults,
+            nodes_per_dc,
+            ..SimConfig::default()
+        };
+        assert_eq!(
+            FaultSel::parse("slow-links"),
+            Ok(FaultSel::One(FaultKind::SlowLinks))
+        );
+        let slow_links = |c: &SimConfig| -> Vec<(usize, usize, Nanos, Nanos, Nanos)> {
+            let plan = FaultPlan::draw(c, &c.topology());
+            let links = plan.events.iter().filter_map(|(at, e)| match *e {
+                FaultEvent::SlowLink {
+                    from,
+                    to,
+                    until,
+                    extra_ns,
+                } => Some((from, to, *at, until, extra_ns)),
+                _ => None,
+            });
+            links.collect()
+        };
+        for seed in 1..20 {
+            let c = config(seed, FaultSel::One(FaultKind::SlowLinks), 3);
+            let topology = c.topology();
+            let links = slow_links(&c);
+            assert!((4..=12).contains(&links.len()), "seed {seed}: {links:?}");
+            for (from, to, at, until, extra_ns) in links {
+                let dc = |n: usize| topology.dc_of(causeway_core::NodeId(n as u32));
+                assert!(
+                    from != to && dc(from) == dc(to),
+                    "seed {seed}: {from} -> {to}"
+                );
+                assert!((100_000_000..800_000_000).contains(&(until - at)));
+                assert!((2_000_000..20_000_000).contains(&extra_ns));
+            }
+            let alone = config(seed, FaultSel::One(FaultKind::SlowLinks), 1);
+            assert!(
+                slow_links(&alone).is_empty(),
+                "a DC of one node has no link"
+            );
+            assert!(
+                slow_links(&config(seed, FaultSel::All, 3)).is_empty(),
+                "not in all"
+            );
+        }
     }
 
     fn failed_dcs(c: &SimConfig) -> Vec<u16> {

@@ -39,6 +39,9 @@ pub(crate) struct Network {
     cuts: BTreeMap<(u16, u16), u32>,
     /// Messages held on links that cross a cut, in send order, with their incarnation.
     held: BTreeMap<(Addr, Addr), VecDeque<(Msg, u32)>>,
+    /// Slowed node-to-node links (`FaultEvent::SlowLink`): until when, and what each
+    /// message takes more.
+    slow_links: BTreeMap<(u32, u32), (Nanos, Nanos)>,
     /// Jitter draws. Disk latencies draw from this stream too (see `crate::disk`): moving
     /// them to a stream of their own would change every trace hash.
     pub(crate) rng: SimRng,
@@ -50,6 +53,7 @@ impl Network {
             link_free: BTreeMap::new(),
             cuts: BTreeMap::new(),
             held: BTreeMap::new(),
+            slow_links: BTreeMap::new(),
             rng: SimRng::new(seed, NETWORK_STREAM),
         }
     }
@@ -67,6 +71,24 @@ impl Network {
 
     pub(crate) fn heal_all(&mut self) {
         self.cuts.clear();
+        self.slow_links.clear();
+    }
+
+    /// Slows the link `from -> to` until `until` (`FaultEvent::SlowLink`).
+    pub(crate) fn slow_link(&mut self, from: usize, to: usize, until: Nanos, extra_ns: Nanos) {
+        self.slow_links
+            .insert((from as u32, to as u32), (until, extra_ns));
+    }
+
+    /// What a message leaving now on `from -> to` takes more on a slowed link.
+    fn link_extra_ns(&self, from: Addr, to: Addr, now: Nanos) -> Nanos {
+        let (Addr::Node(f), Addr::Node(t)) = (from, to) else {
+            return 0;
+        };
+        match self.slow_links.get(&(f.0, t.0)) {
+            Some(&(until, extra_ns)) if until > now => extra_ns,
+            _ => 0,
+        }
     }
 
     pub(crate) fn is_cut(&self, a: u16, b: u16) -> bool {
@@ -128,7 +150,7 @@ impl World {
         };
         let base = self.config.one_way_ns(a, b);
         let jitter = (base as f64 * self.config.jitter * self.network.rng.unit()) as Nanos;
-        let mut delay = base + jitter;
+        let mut delay = base + jitter + self.network.link_extra_ns(from, to, self.now);
         if let Addr::Node(n) = to {
             let slot = &self.nodes[n.0 as usize];
             if slot.slow_until > self.now {
@@ -254,5 +276,23 @@ mod tests {
         net.cut(0, 1);
         net.heal_all();
         assert!(!net.is_cut(0, 1));
+    }
+
+    #[test]
+    fn a_slowed_link_delays_its_node_to_node_messages_one_way_until_it_recovers() {
+        let mut net = Network::new(1);
+        let (a, b) = (Addr::Node(NodeId(0)), Addr::Node(NodeId(1)));
+        net.slow_link(0, 1, 1_000, 70);
+        assert_eq!(net.link_extra_ns(a, b, 999), 70);
+        assert_eq!(net.link_extra_ns(b, a, 999), 0, "one way");
+        assert_eq!(net.link_extra_ns(a, b, 1_000), 0, "recovered");
+        let client = Addr::Client(SessionId(1));
+        assert_eq!(net.link_extra_ns(a, client, 10), 0, "node to node only");
+        net.heal_all();
+        assert_eq!(
+            net.link_extra_ns(a, b, 10),
+            0,
+            "the end of the faults heals links"
+        );
     }
 }

@@ -308,6 +308,12 @@ impl World {
                 until,
                 extra_ns,
             } => self.nodes[node].disk.stall(until, extra_ns),
+            FaultEvent::SlowLink {
+                from,
+                to,
+                until,
+                extra_ns,
+            } => self.network.slow_link(from, to, until, extra_ns),
             FaultEvent::FailDc { dc } if !self.failed_dcs.contains(&dc) => self.fail_dc(dc),
             FaultEvent::FailDc { .. } => {}
         }
@@ -333,7 +339,7 @@ impl World {
         }
     }
 
-    /// End of the fault phase: every cut heals, every slow node recovers, every crashed
+    /// End of the fault phase: every cut heals, every slow node and link recovers, every crashed
     /// node restarts, and clients stop after their current transaction.
     fn end_faults(&mut self) {
         self.metrics.cpu_utilization = self.cpu_utilization();

@@ -21,7 +21,9 @@ pub struct SimArgs {
     mutation: Option<String>,
     #[command(flatten)]
     pub(crate) workload: WorkloadArgs,
-    /// Faults: none, partitions, crashes, skew, slow, dc-failure or all.
+    /// Faults: none, partitions, crashes, skew, slow, dc-failure or all (each seed a random
+    /// subset of those); or alone: long-outage, long-outage-lossy (one DC cut off for most
+    /// of the run) or slow-links (links between nodes of a DC slowed for a while).
     #[arg(long, default_value = "none")]
     faults: String,
     /// Write a history to FILE as JSON lines: the first failing seed's, else the last seed's.

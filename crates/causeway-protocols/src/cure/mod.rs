@@ -311,11 +311,12 @@ impl Default for Config {
 /// crashes; UniStore does not list it.
 /// `no-state-transfer` shows only when a log drops txns a returning sibling lacks:
 /// scripts/test sweeps it with a long outage and `silent_sibling_log_max = 0`.
-/// `read-commit-no-wait` is not listed: it needs a two-phase txn committed at one
-/// partition and not yet at another while a read-then-commit reads the second, which
-/// 5 seeds each of `--txn-ops 2 --keys 10`, of `--keys 10` and of `--workload ycsb-a
-/// --partitions-per-txn 1 --txn-ops 2 --keys 10` did not produce; a unit test
-/// (`read_commit_tests`) shows the read it lets through.
+/// `read-commit-no-wait` shows only when a two-phase txn's commit reaches a partition
+/// after a read-then-commit whose snapshot covers it (the client heard of the commit and
+/// went on faster than the coordinator's message): scripts/test sweeps it with
+/// `--faults slow-links --txn-ops 2 --keys 10` (seeds 2 and 3 of 1..10 caught); 30 seeds
+/// each of four sweeps without slowed links (1.4 million txns) did not produce it. A unit
+/// test (`read_commit_tests`) shows the read it lets through.
 /// `piece-record-whole` shows only when a replica writes a piece of which it had some txns
 /// (a rewound stream), then restarts and replays that record, then a counter those txns
 /// wrote is read (a register's second assignment changes nothing): scripts/test sweeps
@@ -338,6 +339,7 @@ pub const MUTATIONS: &[&str] = &[
     "keeps-overwritten-assign",
     "node-commit-early",
     "piece-record-whole",
+    "read-commit-no-wait",
 ];
 /// UniStore's deliberately broken variants: Cure's (they break the engine UniStore
 /// shares), then UniStore's own (`Mutation::parse` accepts these under its flavor).
