@@ -1,10 +1,10 @@
 //! The fault plan of a seed: which faults it draws (swarm testing: with `--faults all` each
 //! seed enables a random non-empty subset of kinds) and when they strike during the fault
 //! phase. The plan is plain data, drawn up front from its own random stream: the per-node
-//! clock skew (offset and drift) the world sets at boot, and a list of timed events
-//! (cut, heal, crash, restart, slow node, DC failure) that the world queues and applies
-//! when their time comes (`World::apply_fault`). Nothing here touches the world, so the
-//! plan can be printed (`describe`) and replayed. Partitions heal and crashed nodes
+//! clock skew (offset and drift) the world sets at boot, and a list of timed events (cut,
+//! heal, crash, restart, slow node, slowed link, DC failure) that the world queues and
+//! applies when their time comes (`World::apply_fault`). Nothing here touches the world,
+//! so the plan can be printed (`describe`) and replayed. Partitions heal and crashed nodes
 //! restart before the heal-and-quiesce phase; a failed DC never returns.
 
 use crate::config::{FaultKind, FaultSel, SimConfig};
