@@ -339,8 +339,8 @@ impl World {
         }
     }
 
-    /// End of the fault phase: every cut heals, every slow node and link recovers, every crashed
-    /// node restarts, and clients stop after their current transaction.
+    /// End of the fault phase: every cut heals, every slow node and link recovers, every
+    /// crashed node restarts, and clients stop after their current transaction.
     fn end_faults(&mut self) {
         self.metrics.cpu_utilization = self.cpu_utilization();
         self.metrics.gauges_end_of_load = self.gauges_now();
