@@ -10,11 +10,17 @@
 //! and the read's answer held for the commit's, which the session waits for anyway. The
 //! read waits as `Waiting::Read` with `direct` (`Node::serve_waiting`): the prepare time
 //! is issued above Clock in the same step, so it exceeds `svc[d]` (Alg. 2 l.8).
+//!
+//! A read followed by only the commit (RESP's GET, a one-partition read-only txn) takes
+//! this path too: served at its partition, answered with the commit's result (the
+//! snapshot, Cure's read-only commit) in one message, with no READ_KEY and READ_REPLY
+//! through this node's own queue and no ABORT from the session to free the txn. Having
+//! no record after it, its read waits as any read does (`Direct::writes`, Alg. 2 l.2).
 
 use super::coord::{Coord, Step, Txn};
 use super::msg::{Msg, Updates};
 use super::node::{Node, Participant};
-use super::part::{Phase, Waiting};
+use super::part::{Direct, Phase, Waiting};
 use crate::kit::twopc::Votes;
 use crate::kit::txn::read_value;
 use causeway_core::crdt::ObjType;
@@ -58,13 +64,15 @@ impl Node {
             .get_mut(&txn)
             .expect("checked by direct_partition");
         t.step = Step::ReadingHere { req };
+        let then = t.then.as_ref().expect("checked by direct_partition");
+        let writes = !(t.buffer.updates.is_empty() && then.is_empty());
         let w = Waiting::Read {
             coord: self.me,
             rid: 0, // unused: a direct read is answered by `direct`, not by read id
             svc: t.svc.clone(),
             keys,
             arrived: self.time.clock,
-            direct: Some(txn),
+            direct: Some(Direct { txn, writes }),
         };
         self.park(ctx, partition, w);
     }

@@ -5,7 +5,7 @@
 
 use super::coord::{Coord, Start};
 use super::msg::Msg;
-use super::part::{Part, Phase, Prepared, Waiting};
+use super::part::{Direct, Part, Phase, Prepared, Waiting};
 use super::record::Record;
 use super::uniform::ClientWait;
 use super::{Config, Flavor, Mutation};
@@ -101,6 +101,10 @@ pub struct Node {
     pub(super) mutation: Mutation,
     pub(super) time: Time,
     pub(super) parts: BTreeMap<PartitionId, Part>,
+    /// How many requests wait in the partitions' `waiting` queues, all partitions
+    /// together: kept, not summed, as every message asked for it (`park`, and
+    /// `set_clock_wait` after each one: about 1k instructions of a GET's 26k).
+    waiting_total: usize,
     pub(super) coord: Coord,
     /// The GSS: gossip of the partitions' min `pvc` inside the DC.
     pub(super) gss: Gossip<Vc>,
@@ -173,6 +177,7 @@ impl Node {
             mutation,
             time: Time::default(),
             parts,
+            waiting_total: 0,
             coord: Coord::default(),
             gss: Gossip::new(dc_nodes.clone(), Vc::zero(dcs)),
             oldest: Gossip::new(dc_nodes, Vc::zero(dcs)),
@@ -442,6 +447,13 @@ impl Node {
     /// at or below `pvc` on every remote entry (Alg. 2 l.43-46: the GSS is a minimum).
     pub(super) fn check_partition_invariants(&self) -> Result<(), String> {
         let d = self.d;
+        let waiting: usize = self.parts.values().map(|p| p.waiting.len()).sum();
+        if waiting != self.waiting_total {
+            return Err(format!(
+                "{waiting} requests wait, counted {}",
+                self.waiting_total
+            ));
+        }
         for (pid, part) in &self.parts {
             let pvc_d = part.pvc.get(d);
             if let Some((txn, p)) = part.prepared.iter().min_by_key(|(_, p)| p.prep_time) {
@@ -470,13 +482,14 @@ impl Node {
 
     /// Parks a READ_KEY or PREPARE until its snapshot is stable here (Alg. 2 l.2, l.8).
     pub(super) fn park(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, w: Waiting) {
-        let total: usize = self.parts.values().map(|p| p.waiting.len()).sum();
+        let total = self.waiting_total;
         if total >= WAITING_REQUESTS_MAX || !self.parts.contains_key(&partition) {
             let e = Error::Unavailable("partition overloaded or not hosted here".into());
             return self.refuse(ctx, partition, w, e);
         }
         if total > 0 {
             self.part(partition).waiting.push(w);
+            self.waiting_total += 1;
             return self.serve_waiting(ctx);
         }
         // Nothing else waits: `serve_waiting` would judge `w` alone, so judge it here
@@ -487,6 +500,7 @@ impl Node {
             return self.serve(ctx, partition, w);
         }
         self.part(partition).waiting.push(w);
+        self.waiting_total += 1;
     }
 
     fn refuse(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, w: Waiting, e: Error) {
@@ -499,7 +513,7 @@ impl Node {
                 ..
             } => {
                 let objects = keys.into_iter().map(|(k, _)| (k, Err(e.clone()))).collect();
-                if let Some(txn) = direct {
+                if let Some(Direct { txn, .. }) = direct {
                     return self.read_here_served(ctx, txn, partition, objects);
                 }
                 let m = Msg::ReadReply {
@@ -530,6 +544,9 @@ impl Node {
 
     /// Serves every parked request whose wait condition now holds.
     pub(super) fn serve_waiting(&mut self, ctx: &mut Ctx<Msg>) {
+        if self.waiting_total == 0 {
+            return;
+        }
         let (d, clock, lease, m) = (self.d, self.time.last, self.time.lease, self.mutation);
         let mut ready = Vec::new();
         for (pid, part) in self.parts.iter_mut() {
@@ -543,6 +560,8 @@ impl Node {
             let go = part.waiting.extract_if(.., |w| gate.admits(w, d, clock, m));
             ready.extend(go.map(|w| (*pid, w)));
         }
+        assert!(ready.len() <= self.waiting_total, "served more than waited");
+        self.waiting_total -= ready.len();
         for (pid, w) in ready {
             self.serve(ctx, pid, w);
         }
@@ -563,7 +582,7 @@ impl Node {
                 let objects = self.parts[&pid].read(&svc, keys);
                 let waited = self.time.clock.saturating_sub(arrived);
                 self.sample("read_wait_ns", waited);
-                if let Some(txn) = direct {
+                if let Some(Direct { txn, .. }) = direct {
                     // The coordinator is here: it prepares the commit now, on the
                     // state just read.
                     self.read_here_served(ctx, txn, pid, objects);
@@ -1018,6 +1037,9 @@ impl Node {
     /// Sets the clock-wait timer to the earliest `svc[d]` a parked PREPARE waits for
     /// (`svc[d] <= Clock`, Alg. 2 l.7), or cancels it.
     fn set_clock_wait(&mut self) {
+        if self.waiting_total == 0 {
+            return self.timers.cancel(Timer::ClockWait);
+        }
         let (d, last) = (self.d, self.time.last);
         let waits = self.parts.values().flat_map(|p| p.waiting.iter());
         let next = waits

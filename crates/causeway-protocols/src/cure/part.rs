@@ -144,11 +144,10 @@ pub enum Waiting {
         svc: Vc,
         keys: Vec<(Key, ObjType)>,
         arrived: u64,
-        /// The read of a direct read-then-commit (`direct.rs`) of this txn, coordinated
-        /// on this node, whose commit is one phase here: served in place, its commit
-        /// prepared in the same step (`Node::serve_waiting`), and it need not wait for
-        /// one-phase txns.
-        direct: Option<TxnId>,
+        /// The read of a direct read-then-commit (`direct.rs`), coordinated on this
+        /// node, whose commit is one phase here: served in place, its commit prepared
+        /// (or, read-only, answered) in the same step (`Node::serve_waiting`).
+        direct: Option<Direct>,
     },
     Prepare {
         coord: NodeId,
@@ -164,6 +163,17 @@ pub enum Waiting {
         svc: Vc,
         updates: Updates,
     },
+}
+
+/// A read served in place for the direct read-then-commit `txn` (`direct.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Direct {
+    pub txn: TxnId,
+    /// Whether its commit writes, prepared in the step that serves the read: then the
+    /// read need not wait for one-phase txns (`Part::pvc_two_phase`). A read-only one
+    /// (a GET) is answered at once, with no record after it, and waits as any read
+    /// (Cure Alg. 2 l.2).
+    pub writes: bool,
 }
 
 /// What a partition's waiting requests are judged against at one moment
@@ -191,7 +201,8 @@ impl Gate {
             // Clock, so its prepare time (issued above Clock) exceeds svc[d] as Alg. 2
             // l.8 requires.
             Waiting::Read {
-                direct: Some(_), ..
+                direct: Some(Direct { writes: true, .. }),
+                ..
             } => self.pvc_direct >= s && strong,
             Waiting::Read { .. } => m.no_read_wait || stable,
             // Cure Alg. 2 l.7: wait until svc[d] <= Clock; the prepare time is then

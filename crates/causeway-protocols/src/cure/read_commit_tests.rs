@@ -577,3 +577,77 @@ fn a_begin_stops_taking_at_a_refused_update() {
     assert!(matches!(replies[1], Response::Error(_)), "{replies:?}");
     assert!(!net.sessions[&1].running(), "nothing taken after the error");
 }
+
+/// Holds what a one-partition read-only txn sent on the general path: the READ_KEY and
+/// READ_REPLY through the coordinator's own queue, the separate read and commit answers,
+/// and the ABORT that freed the txn at its coordinator.
+fn hold_general_read(_: &Topology, _: Addr, _: Addr, m: &Msg) -> bool {
+    matches!(
+        m,
+        Msg::ReadKeys { .. }
+            | Msg::ReadReply { .. }
+            | Msg::ReadResult { .. }
+            | Msg::CommitResult { .. }
+            | Msg::Abort { .. }
+    )
+}
+
+/// Runs GET as the RESP front end does: BEGIN, then the read with the commit promised.
+fn read_only_promised(net: &mut Net, s: u64, key: &Key) -> Vec<Response> {
+    assert!(matches!(net.request(s, begin()), Response::Begun { .. }));
+    let ahead = [Request::Commit];
+    submit_ahead(net, s, read_counter(key), &ahead);
+    take_replies(net, s)
+}
+
+/// A read with only the commit promised (a GET) is served at its partition and answered
+/// with the commit's result in one message, both in the read's turn: no READ_KEY or
+/// READ_REPLY, and no ABORT to free the txn at its coordinator. Nothing is held, and the
+/// session's next txn sees at least what the read saw.
+#[test]
+fn a_promised_read_only_txn_is_served_in_place_and_answered_in_one_message() {
+    let mut net = started(2, 4);
+    let key = Key::from("n");
+    assert_eq!(net.txn(1, vec![incr(&key, 4)])[2], Response::Committed);
+    net.hold = hold_general_read;
+    let replies = read_only_promised(&mut net, 1, &key);
+    assert_eq!(replies.len(), 2, "the read and the commit: {replies:?}");
+    assert_eq!(
+        counter(&replies[0]),
+        4,
+        "the read sees the committed increment"
+    );
+    assert_eq!(replies[1], Response::Committed);
+    assert!(
+        !net.sessions[&1].running(),
+        "the driver submits nothing more"
+    );
+    net.drop_held();
+    assert_eq!(value(&mut net, 1, &key), 4);
+    net.check_invariants().expect("invariants hold");
+}
+
+/// A read-only txn served in place has no record after it to order it behind a one-phase
+/// txn still being persisted, so its read waits for that txn as any read does (Cure Alg.
+/// 2 l.2), unlike a read-then-commit's, and then sees it.
+#[test]
+fn a_promised_read_only_txn_waits_for_a_one_phase_txn_still_being_persisted() {
+    let topo = Topology::full(1, 1, 1);
+    let mut net = Net::new(topo, Params::default(), T);
+    let key = Key::from("n");
+    for s in [1, 9] {
+        net.session(s, 0);
+    }
+    net.run(20);
+    let lsn = pending_commit(&mut net, &[(&key, 5)]);
+    net.clock += 1_000_000;
+    let replies = read_only_promised(&mut net, 1, &key);
+    assert!(replies.is_empty(), "the read waits: {replies:?}");
+    net.node_call(0, |m, ctx| m.handle_persisted(ctx, lsn));
+    net.deliver_all();
+    let replies = take_replies(&mut net, 1);
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert_eq!(counter(&replies[0]), 5, "it sees the txn");
+    assert_eq!(replies[1], Response::Committed);
+    net.check_invariants().expect("invariants hold");
+}

@@ -4,7 +4,8 @@
 //! here; the START goes out with the txn's first read or its commit, to the node of the
 //! first key's partition, which coordinates the txn (one hop for a single-partition read,
 //! a local one-phase commit for a single-partition write). A read-only txn commits here,
-//! at the snapshot its reads returned. Consecutive txns of a session on different keys
+//! at the snapshot its reads returned, unless its commit went with its read (below).
+//! Consecutive txns of a session on different keys
 //! have different coordinators, so the START wait (Alg. 1 l.2-3) still matters.
 //!
 //! Read-then-commit (`kit::session`): a txn whose first read is followed by only updates
@@ -12,7 +13,9 @@
 //! (`First::ReadCommit`); the coordinator answers the read, then commits at once. The
 //! `Commit` request is answered with that commit's result, which may arrive first. When
 //! the coordinator served the read on its own partition and committed there in one phase,
-//! both answers come in one `ReadCommitResult`.
+//! both answers come in one `ReadCommitResult`. A read followed by only the commit (a
+//! GET) goes the same way with no updates: a one-partition read is then served at its
+//! partition and answered with the commit in one message (`direct.rs`).
 
 use super::msg::{First, Msg, Updates};
 use super::Flavor;

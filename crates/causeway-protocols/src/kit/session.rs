@@ -5,7 +5,7 @@
 //! its client side as a [`ClientProtocol`]; [`Session`] turns it into a `ClientSession`.
 //!
 //! Read-then-commit: when a driver promises (`ClientSession::submit_ahead`) that a read is
-//! followed by only updates and the commit, and the protocol can ship them together
+//! followed by only updates (none, for a read-only txn) and the commit, and the protocol can ship them together
 //! ([`ClientProtocol::can_read_commit`]), the core buffers those updates at once (their op
 //! ids are the ones they would get one by one), hands the read to
 //! [`ClientProtocol::read_commit`], and answers each promised update from its record when
@@ -237,8 +237,8 @@ impl<C: ClientProtocol> Session<C> {
                 _ => None,
             })
             .collect::<Option<_>>()?;
-        let valid = !updates.is_empty()
-            && buffer.updates.len() + updates.len() <= TXN_UPDATES_MAX
+        // No updates is a read-only txn (a GET): the read and the commit go together too.
+        let valid = buffer.updates.len() + updates.len() <= TXN_UPDATES_MAX
             && check_read(keys).is_ok()
             && updates
                 .iter()
@@ -289,7 +289,9 @@ impl<C: ClientProtocol> Session<C> {
     /// the driver's order, instead of one turn each (`ClientSession::submit_ahead`).
     fn answer_ahead(&mut self, ctx: &mut Ctx<C::Msg>) {
         let in_txn = self.core.txn.is_some();
-        if self.promised.is_empty() || !in_txn || !self.client.commit_settled(&self.core) {
+        // `commit_settled` holds only after a read-then-commit: the driver promised its
+        // commit (and perhaps no update: a read-only one).
+        if !in_txn || !self.client.commit_settled(&self.core) {
             return;
         }
         for (_, _, op) in self.promised.drain(..) {
