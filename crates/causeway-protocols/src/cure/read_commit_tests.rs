@@ -602,8 +602,8 @@ fn read_only_promised(net: &mut Net, s: u64, key: &Key) -> Vec<Response> {
 
 /// A read with only the commit promised (a GET) is served at its partition and answered
 /// with the commit's result in one message, both in the read's turn: no READ_KEY or
-/// READ_REPLY, and no ABORT to free the txn at its coordinator. Nothing is held, and the
-/// session's next txn sees at least what the read saw.
+/// READ_REPLY, and no ABORT to free the txn at its coordinator: with those held (then
+/// dropped), both answers come, and the session's next txn reads the same value.
 #[test]
 fn a_promised_read_only_txn_is_served_in_place_and_answered_in_one_message() {
     let mut net = started(2, 4);

@@ -5,8 +5,8 @@
 //! first key's partition, which coordinates the txn (one hop for a single-partition read,
 //! a local one-phase commit for a single-partition write). A read-only txn commits here,
 //! at the snapshot its reads returned, unless its commit went with its read (below).
-//! Consecutive txns of a session on different keys
-//! have different coordinators, so the START wait (Alg. 1 l.2-3) still matters.
+//! Consecutive txns of a session on different keys have different coordinators, so the
+//! START wait (Alg. 1 l.2-3) still matters.
 //!
 //! Read-then-commit (`kit::session`): a txn whose first read is followed by only updates
 //! and its commit (RESP's standalone INCR, INCRBY, DECR, DECRBY) sends all of it with the START

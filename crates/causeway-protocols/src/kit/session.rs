@@ -5,9 +5,9 @@
 //! its client side as a [`ClientProtocol`]; [`Session`] turns it into a `ClientSession`.
 //!
 //! Read-then-commit: when a driver promises (`ClientSession::submit_ahead`) that a read is
-//! followed by only updates (none, for a read-only txn) and the commit, and the protocol can ship them together
-//! ([`ClientProtocol::can_read_commit`]), the core buffers those updates at once (their op
-//! ids are the ones they would get one by one), hands the read to
+//! followed by only updates (none, for a read-only txn) and the commit, and the protocol
+//! can ship them together ([`ClientProtocol::can_read_commit`]), the core buffers those
+//! updates at once (their op ids are the ones they would get one by one), hands the read to
 //! [`ClientProtocol::read_commit`], and answers each promised update from its record when
 //! it arrives. Any other request ends the promise (the driver stopped after an error).
 //! When the read's answer comes with the commit's result already known
