@@ -444,13 +444,13 @@ impl Node {
         let phase = match groups.len() {
             _ if !self.cfg.one_phase => Phase::Two,
             1 => Phase::One,
-            _ if groups.keys().all(here) => Phase::Node,
+            _ if groups.iter().all(|(p, _)| here(p)) => Phase::Node,
             _ => Phase::Two,
         };
         let one_phase = phase == Phase::One;
         t.step = Step::Preparing {
             req,
-            votes: Votes::new(groups.keys().copied(), deadline),
+            votes: Votes::new(groups.iter().map(|(p, _)| *p), deadline),
             phase,
         };
         let mut svc = Some(t.svc.clone());

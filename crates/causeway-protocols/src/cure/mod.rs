@@ -147,6 +147,7 @@ mod part;
 #[cfg(test)]
 mod read_commit_tests;
 mod record;
+mod record_enc;
 mod repl;
 mod session;
 mod strong;

@@ -346,14 +346,17 @@ impl Part {
     /// The effects of a txn's updates, each prepared against the snapshot at `svc` plus the
     /// txn's earlier updates of the key: exactly what the coordinator's overlay showed.
     pub fn effects(&self, svc: &Vc, updates: &Updates) -> Result<Vec<(Key, OpId, Effect)>, Error> {
-        // One update that reads its object (INCR, SADD): the object read, the effect
-        // prepared, nothing kept for later updates (a map of objects for none was a
-        // sixth of an INCR's prepare).
+        // One update: an assignment (SET) has its type checked and is its own effect, one
+        // that reads its object (INCR, SADD) is prepared against it; nothing is kept for
+        // later updates (the general path's map of objects and set of assigned keys were
+        // a sixth of an INCR's prepare, and a third of a SET's).
         if let [(key, update, id)] = &updates[..] {
-            if !matches!(update, Update::Assign(_)) {
-                let obj = self.store.read_state(key, svc, update.obj_type())?;
-                return Ok(vec![(key.clone(), *id, obj.prepare(update)?)]);
+            if let Update::Assign(v) = update {
+                self.store.check(key, svc, ObjType::Lww)?;
+                return Ok(vec![(key.clone(), *id, Effect::Assign(v.clone()))]);
             }
+            let obj = self.store.read_state(key, svc, update.obj_type())?;
+            return Ok(vec![(key.clone(), *id, obj.prepare(update)?)]);
         }
         let mut objs: BTreeMap<Key, causeway_core::Object> = BTreeMap::new();
         let mut out = Vec::with_capacity(updates.len());

@@ -15,6 +15,9 @@ pub struct TxnBuffer {
     pub updates: Vec<(Key, Update, OpId)>,
 }
 
+/// A txn's buffered updates, in order, with the op ids they got.
+pub type BufferedUpdates = Vec<(Key, Update, OpId)>;
+
 impl TxnBuffer {
     pub fn new(txn: TxnId, kind: TxnKind) -> TxnBuffer {
         TxnBuffer {
@@ -56,27 +59,27 @@ impl TxnBuffer {
         Ok(())
     }
 
-    /// Takes the buffered updates, grouped by a routing function (partition, node...):
-    /// moved, not copied, and the buffer left empty. All in one group (every single-key
-    /// command) is one move of the whole vector.
+    /// Takes the buffered updates, grouped by a routing function (partition, node...) in
+    /// the order of the groups' routes: moved, not copied, and the buffer left empty. All
+    /// in one group (every single-key command) is one move of the whole vector into a
+    /// vector of one group (a B-tree of groups was a node allocated and walked per commit).
     pub fn take_by<T: Ord>(
         &mut self,
         mut route: impl FnMut(&Key) -> T,
-    ) -> BTreeMap<T, Vec<(Key, Update, OpId)>> {
+    ) -> Vec<(T, BufferedUpdates)> {
         let updates = std::mem::take(&mut self.updates);
-        let mut groups: BTreeMap<T, Vec<_>> = BTreeMap::new();
         let Some((first, rest)) = updates.split_first() else {
-            return groups;
+            return Vec::new();
         };
         let first = route(&first.0);
         if rest.iter().all(|u| route(&u.0) == first) {
-            groups.insert(first, updates);
-            return groups;
+            return vec![(first, updates)];
         }
+        let mut groups: BTreeMap<T, Vec<_>> = BTreeMap::new();
         for u in updates {
             groups.entry(route(&u.0)).or_default().push(u);
         }
-        groups
+        groups.into_iter().collect()
     }
 
     /// Buffered updates grouped by a routing function (partition, node...).
@@ -438,7 +441,7 @@ mod tests {
                     .push(Key::from(*k), Update::Increment(1))
                     .expect("buffered");
             }
-            let copied = buffer.group_by(route);
+            let copied: Vec<_> = buffer.group_by(route).into_iter().collect();
             let taken = buffer.take_by(route);
             assert_eq!(taken, copied, "keys {keys:?}");
             assert!(buffer.updates.is_empty(), "the buffer is taken");
