@@ -1,20 +1,16 @@
 //! The records every commit writes (`Record::Prepare`, `Record::OnePhase`), encoded by
-//! hand into exactly the bytes postcard writes for them, so a log reads back as before
-//! and recovery keeps decoding with postcard.
+//! hand (`kit::postcard_form`) into exactly the bytes postcard writes for them, so a log
+//! reads back as before and recovery keeps decoding with postcard.
 //!
 //! postcard through serde spent about a thousand instructions on a SET's one-phase record
 //! (a varint per integer behind the `Serializer` calls, a length and loop per vector),
-//! 4% of all the node does for the command (BENCHMARKS.md, issue 14). The format is
-//! postcard's: unsigned integers and lengths as LEB128 varints, signed ones zigzagged
-//! first, an enum as its variant's index then its fields, a struct or tuple as its fields
-//! in order, byte strings (`serde_bytes`) as a length and the bytes. The matches below are
-//! exhaustive, so a new effect or vector entry does not compile until it is written here;
-//! the tests check the bytes against postcard's for every variant.
+//! 4% of all the node does for the command (BENCHMARKS.md, issue 14). The tests check
+//! the bytes against postcard's for every effect.
 
 use super::record::Record;
-use causeway_core::clock::Extra;
+use crate::kit::postcard_form::Writer;
 use causeway_core::crdt::Effect;
-use causeway_core::{Key, NodeId, OpId, PartitionId, TxnId, Vc};
+use causeway_core::{Key, NodeId, OpId, PartitionId, TxnId};
 
 /// `Record::Prepare`'s variant index (the enum's order is pinned by record.rs's tests).
 const PREPARE_TAG: u64 = 1;
@@ -34,10 +30,10 @@ pub(super) fn encode_into(record: &Record, out: &mut Vec<u8>) -> bool {
             ops,
         } => {
             w.varint(PREPARE_TAG);
-            w.head(*partition, txn, *coord);
+            head(&mut w, *partition, txn, *coord);
             w.vc(svc);
             w.varint(*prep_time);
-            w.ops(ops);
+            write_ops(&mut w, ops);
         }
         Record::OnePhase {
             partition,
@@ -47,120 +43,36 @@ pub(super) fn encode_into(record: &Record, out: &mut Vec<u8>) -> bool {
             ops,
         } => {
             w.varint(ONE_PHASE_TAG);
-            w.head(*partition, txn, *coord);
+            head(&mut w, *partition, txn, *coord);
             w.vc(ct);
-            w.ops(ops);
+            write_ops(&mut w, ops);
         }
         _ => return false,
     }
     true
 }
 
-/// postcard's encoding of the pieces of a record.
-struct Writer<'a>(&'a mut Vec<u8>);
+/// A record's head: its partition, txn and coordinator.
+fn head(w: &mut Writer, partition: PartitionId, txn: &TxnId, coord: NodeId) {
+    w.varint(u64::from(partition.0));
+    w.txn(txn);
+    w.varint(u64::from(coord.0));
+}
 
-impl Writer<'_> {
-    /// LEB128: seven bits per byte, low first, the high bit set on all but the last.
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.0.push(v as u8 | 0x80);
-            v >>= 7;
-        }
-        self.0.push(v as u8);
-    }
-
-    fn len(&mut self, n: usize) {
-        self.varint(n as u64);
-    }
-
-    fn zigzag(&mut self, v: i64) {
-        self.varint(((v << 1) ^ (v >> 63)) as u64);
-    }
-
-    fn bytes(&mut self, b: &[u8]) {
-        self.len(b.len());
-        self.0.extend_from_slice(b);
-    }
-
-    fn txn(&mut self, t: &TxnId) {
-        self.varint(t.session.0);
-        self.varint(t.seq);
-    }
-
-    fn head(&mut self, partition: PartitionId, txn: &TxnId, coord: NodeId) {
-        self.varint(u64::from(partition.0));
-        self.txn(txn);
-        self.varint(u64::from(coord.0));
-    }
-
-    fn vc(&mut self, vc: &Vc) {
-        self.len(vc.dcs.len());
-        for v in &vc.dcs {
-            self.varint(*v);
-        }
-        self.len(vc.extra.len());
-        for (entry, v) in &vc.extra {
-            self.varint(match entry {
-                Extra::Strong => 0,
-            });
-            self.varint(*v);
-        }
-    }
-
-    fn op_id(&mut self, id: &OpId) {
-        self.txn(&id.txn);
-        self.varint(u64::from(id.index));
-    }
-
-    fn op_ids(&mut self, ids: &[OpId]) {
-        self.len(ids.len());
-        for id in ids {
-            self.op_id(id);
-        }
-    }
-
-    fn effect(&mut self, e: &Effect) {
-        match e {
-            Effect::Assign(v) => {
-                self.varint(0);
-                self.bytes(v);
-            }
-            Effect::Increment(n) => {
-                self.varint(1);
-                self.zigzag(*n);
-            }
-            Effect::Add { elem, replaces } => {
-                self.varint(2);
-                self.bytes(elem);
-                self.op_ids(replaces);
-            }
-            Effect::Remove { elem, tags } => {
-                self.varint(3);
-                self.bytes(elem);
-                self.op_ids(tags);
-            }
-            Effect::MvAssign { value, dominated } => {
-                self.varint(4);
-                self.bytes(value);
-                self.op_ids(dominated);
-            }
-        }
-    }
-
-    fn ops(&mut self, ops: &[(Key, OpId, Effect)]) {
-        self.len(ops.len());
-        for (key, id, effect) in ops {
-            self.bytes(&key.0);
-            self.op_id(id);
-            self.effect(effect);
-        }
+fn write_ops(w: &mut Writer, ops: &[(Key, OpId, Effect)]) {
+    w.len(ops.len());
+    for (key, id, effect) in ops {
+        w.bytes(&key.0);
+        w.op_id(id);
+        w.effect(effect);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use causeway_core::SessionId;
+    use causeway_core::clock::Extra;
+    use causeway_core::{SessionId, Vc};
 
     fn txn(session: u64, seq: u64) -> TxnId {
         TxnId {

@@ -19,6 +19,8 @@
 //! - [`uniform`]: UniStore's stable matrix and `uniformVec` (what f+1 DCs store).
 //! - [`mvstore`]: the multi-version store with checkpoint GC, generic over the snapshot
 //!   timestamp (vector or scalar).
+//! - [`postcard_form`]: postcard's bytes written by hand for the records every commit
+//!   writes (everything else goes through serde).
 //! - [`paxos`]: Multi-Paxos for one consensus group (a partition's replicas in all DCs):
 //!   ballots, both phases, catch-up, a preferred leader, persist-before-reply, truncation
 //!   with snapshots, and its own seeded simulator.
@@ -30,6 +32,7 @@ pub mod gossip;
 pub mod lattice;
 pub mod mvstore;
 pub mod paxos;
+pub mod postcard_form;
 pub mod repl;
 pub mod session;
 pub mod testnet;

@@ -1,0 +1,193 @@
+//! postcard's format written by hand, for the records every commit writes (Cure's
+//! `Prepare` and `OnePhase`, `cure/record_enc.rs`); everything else, and every read,
+//! goes through serde and postcard.
+//!
+//! Through serde, a SET's one-phase record cost about 1,000 instructions to encode (a
+//! `Serializer` call per integer and per element); by hand about 650 (BENCHMARKS.md,
+//! issue 14). The bytes are postcard's, so what is on disk does not change and recovery
+//! decodes it with postcard: unsigned integers and lengths as LEB128 varints, signed ones
+//! zigzagged first, an enum as its variant's index (a varint) then its fields, a struct
+//! or tuple as its fields in order, a byte string (`serde_bytes`) as its length and its
+//! bytes. The tests check every piece against postcard through serde. (Reading by hand
+//! too was tried for replication pieces: no faster than serde, whose cost there is the
+//! allocations of the values read, BENCHMARKS.md.)
+
+use causeway_core::clock::Extra;
+use causeway_core::crdt::Effect;
+use causeway_core::{OpId, TxnId, Vc};
+
+/// Appends postcard's bytes of values to a vector.
+pub struct Writer<'a>(pub &'a mut Vec<u8>);
+
+impl Writer<'_> {
+    /// LEB128: seven bits per byte, low first, the high bit set on all but the last.
+    pub fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.0.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.0.push(v as u8);
+    }
+
+    pub fn len(&mut self, n: usize) {
+        self.varint(n as u64);
+    }
+
+    pub fn zigzag(&mut self, v: i64) {
+        self.varint(((v << 1) ^ (v >> 63)) as u64);
+    }
+
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.len(b.len());
+        self.0.extend_from_slice(b);
+    }
+
+    pub fn txn(&mut self, t: &TxnId) {
+        self.varint(t.session.0);
+        self.varint(t.seq);
+    }
+
+    pub fn op_id(&mut self, id: &OpId) {
+        self.txn(&id.txn);
+        self.varint(u64::from(id.index));
+    }
+
+    pub fn op_ids(&mut self, ids: &[OpId]) {
+        self.len(ids.len());
+        for id in ids {
+            self.op_id(id);
+        }
+    }
+
+    pub fn vc(&mut self, vc: &Vc) {
+        self.len(vc.dcs.len());
+        for v in &vc.dcs {
+            self.varint(*v);
+        }
+        self.len(vc.extra.len());
+        for (entry, v) in &vc.extra {
+            self.varint(match entry {
+                Extra::Strong => 0,
+            });
+            self.varint(*v);
+        }
+    }
+
+    /// The matches are exhaustive: a new effect does not compile until it is written here.
+    pub fn effect(&mut self, e: &Effect) {
+        match e {
+            Effect::Assign(v) => {
+                self.varint(0);
+                self.bytes(v);
+            }
+            Effect::Increment(n) => {
+                self.varint(1);
+                self.zigzag(*n);
+            }
+            Effect::Add { elem, replaces } => {
+                self.varint(2);
+                self.bytes(elem);
+                self.op_ids(replaces);
+            }
+            Effect::Remove { elem, tags } => {
+                self.varint(3);
+                self.bytes(elem);
+                self.op_ids(tags);
+            }
+            Effect::MvAssign { value, dominated } => {
+                self.varint(4);
+                self.bytes(value);
+                self.op_ids(dominated);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::SessionId;
+    use serde::Serialize;
+
+    /// A value written by hand is postcard's bytes.
+    fn same<T: Serialize + std::fmt::Debug>(v: &T, write: impl Fn(&mut Writer, &T)) {
+        let mut by_hand = Vec::new();
+        write(&mut Writer(&mut by_hand), v);
+        assert_eq!(by_hand, postcard::to_allocvec(v).expect("encodes"), "{v:?}");
+    }
+
+    fn edges() -> Vec<u64> {
+        vec![
+            0,
+            1,
+            127,
+            128,
+            16_383,
+            16_384,
+            u64::from(u32::MAX),
+            1 << 50,
+            u64::MAX,
+        ]
+    }
+
+    #[test]
+    fn integers_at_the_varints_edges_are_postcards() {
+        for v in edges() {
+            same(&v, |w, v| w.varint(*v));
+            same(&(v as u32), |w, v| w.varint(u64::from(*v)));
+            same(&(v as u16), |w, v| w.varint(u64::from(*v)));
+            same(&(v as usize), |w, v| w.len(*v));
+            for signed in [v as i64, -(v as i64), i64::MIN, i64::MAX] {
+                same(&signed, |w, v| w.zigzag(*v));
+            }
+        }
+        same(&serde_bytes::ByteBuf::from(vec![9; 130]), |w, v| w.bytes(v));
+    }
+
+    #[test]
+    fn ids_vectors_and_effects_are_postcards() {
+        let id = |s: u64, i: u32| OpId {
+            txn: TxnId {
+                session: SessionId(s),
+                seq: s / 3,
+            },
+            index: i,
+        };
+        for v in edges() {
+            same(&id(v, v as u32), |w, v| w.op_id(v));
+        }
+        let vcs = [
+            Vc::zero(0),
+            Vc::zero(3),
+            Vc {
+                dcs: edges(),
+                extra: vec![(Extra::Strong, u64::MAX)],
+            },
+        ];
+        for vc in vcs {
+            same(&vc, |w, v| w.vc(v));
+        }
+        let long = vec![7u8; 200];
+        let effects = [
+            Effect::Assign(Vec::new()),
+            Effect::Assign(long.clone()),
+            Effect::Increment(-5),
+            Effect::Increment(i64::MAX),
+            Effect::Add {
+                elem: b"m".to_vec(),
+                replaces: vec![id(1, 0), id(u64::MAX, u32::MAX)],
+            },
+            Effect::Remove {
+                elem: long.clone(),
+                tags: Vec::new(),
+            },
+            Effect::MvAssign {
+                value: long,
+                dominated: vec![id(128, 128)],
+            },
+        ];
+        for e in effects {
+            same(&e, |w, v| w.effect(v));
+        }
+    }
+}
