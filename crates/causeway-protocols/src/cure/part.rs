@@ -349,7 +349,8 @@ impl Part {
         // One update: an assignment (SET) has its type checked and is its own effect, one
         // that reads its object (INCR, SADD) is prepared against it; nothing is kept for
         // later updates (the general path's map of objects and set of assigned keys were
-        // a sixth of an INCR's prepare, and a third of a SET's).
+        // a sixth of an INCR's prepare, and half of a SET's effects: 739 -> 393
+        // instructions).
         if let [(key, update, id)] = &updates[..] {
             if let Update::Assign(v) = update {
                 self.store.check(key, svc, ObjType::Lww)?;
