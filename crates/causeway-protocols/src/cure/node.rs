@@ -616,8 +616,8 @@ impl Node {
                 svc,
                 updates,
             } => {
-                let result = self.parts[&pid].effects(&svc, &updates);
                 self.work += updates.len() as u64;
+                let result = self.parts[&pid].effects(&svc, updates);
                 let m = Msg::Effects {
                     txn,
                     partition: pid,
@@ -646,7 +646,7 @@ impl Node {
         if self.parts[&partition].prepared.contains_key(&txn) {
             return; // a duplicate PREPARE: the first one votes
         }
-        let mut ops = match self.parts[&partition].effects(&svc, &updates) {
+        let mut ops = match self.parts[&partition].effects(&svc, updates) {
             Ok(ops) => ops,
             Err(e) => {
                 let m = Msg::Prepared {
