@@ -46,7 +46,8 @@ impl Node {
                 store: part.store.clone(),
                 prepared: part
                     .prepared
-                    .iter()
+                    .in_txn_order()
+                    .into_iter()
                     .filter(|_| !self.mutation.checkpoint_drops_prepared)
                     .map(|(t, pr)| {
                         // A one-phase txn commits once durable; a one-node txn still

@@ -91,9 +91,10 @@ struct PendingStart {
 
 #[derive(Debug, Default)]
 pub struct Coord {
-    /// Boxed: a `Txn` is 320 bytes, and a B-tree insert or remove shifts the values after
-    /// it in its node; boxing them saved 5.9% of a SET's instructions (callgrind).
-    pub txns: BTreeMap<TxnId, Box<Txn>>,
+    /// Boxed: a `Txn` is 320 bytes, and a B-tree insert or remove shifted the values after
+    /// it in its node (boxing them saved 5.9% of a SET's instructions, callgrind); in the
+    /// hash map a resize moves them.
+    pub txns: crate::kit::txn::TxnMap<Box<Txn>>,
     /// START requests waiting for the GSS (Alg. 1 l.2-3).
     starts: Vec<PendingStart>,
     /// Commit decisions until every participant acknowledged (commit vector each).

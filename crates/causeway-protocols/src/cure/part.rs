@@ -59,7 +59,7 @@ impl Prepared {
 /// instructions. A prepared txn's time and phase never change (asserted on removal).
 #[derive(Clone, Debug, Default)]
 pub struct PreparedTxns {
-    txns: BTreeMap<TxnId, Prepared>,
+    txns: crate::kit::txn::TxnMap<Prepared>,
     /// `(prep_time, txn)` of every prepared txn.
     times: BTreeSet<(u64, TxnId)>,
     /// The same of those a coordinator decides (not [`Phase::One`]).
@@ -111,6 +111,14 @@ impl PreparedTxns {
 
     pub fn iter(&self) -> impl Iterator<Item = (&TxnId, &Prepared)> {
         self.txns.iter()
+    }
+
+    /// Every prepared txn in txn id order (a checkpoint's list: the map's own order is
+    /// its hasher's).
+    pub fn in_txn_order(&self) -> Vec<(&TxnId, &Prepared)> {
+        let mut txns: Vec<_> = self.txns.iter().collect();
+        txns.sort_unstable_by_key(|(txn, _)| **txn);
+        txns
     }
 
     /// For the inquiries' pacing and the effects set after the record: a caller must not
