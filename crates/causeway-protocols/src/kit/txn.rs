@@ -13,8 +13,9 @@ use std::hash::BuildHasher;
 /// hash map, not a B-tree. Txns come and go in id order, so a B-tree removed its first
 /// entry each time and shifted the rest of the leaf; the inserts and removes of the two
 /// maps a SET passes were about 1k of its instructions (issue 14). Iteration order is the
-/// hasher's: fixed, so runs replay alike, and nothing that iterates depends on it (callers
-/// that emit what they iterate sort it first).
+/// hasher's, fixed, so runs replay alike; what iterates does not depend on it (the oldest
+/// snapshot's meet; the inquiries and certification retries, each message independent of
+/// the others) or sorts first (a checkpoint's prepared txns).
 pub type TxnMap<V> = HashMap<TxnId, V, TxnHashState>;
 
 /// [`TxnMap`]'s hasher: foldhash with a fixed seed (txn ids are the servers' own, not
