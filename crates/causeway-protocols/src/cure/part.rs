@@ -5,6 +5,7 @@
 use super::msg::{ReplTxn, Updates};
 use crate::kit::mvstore::Store;
 use crate::kit::repl::{Received, ReplLog, Siblings};
+use crate::kit::time_order::TimeOrder;
 use crate::kit::twopc::Retry;
 use causeway_core::clock::Extra;
 use causeway_core::crdt::{ArbTs, Effect, ObjType, Op, Update};
@@ -61,22 +62,31 @@ impl Prepared {
 pub struct PreparedTxns {
     txns: crate::kit::txn::TxnMap<Prepared>,
     /// `(prep_time, txn)` of every prepared txn.
-    times: BTreeSet<(u64, TxnId)>,
+    times: TimeOrder,
     /// The same of those a coordinator decides (not [`Phase::One`]).
-    two_phase_times: BTreeSet<(u64, TxnId)>,
+    two_phase_times: TimeOrder,
 }
 
 impl PreparedTxns {
     /// Adds `txn` (replacing any earlier entry of it).
     pub fn insert(&mut self, txn: TxnId, p: Prepared) {
-        let (time, phase) = (p.prep_time, p.phase);
+        let (time, two_phase) = (p.prep_time, p.phase != Phase::One);
         // One lookup: an earlier entry comes back from the map's insert.
         if let Some(old) = self.txns.insert(txn, p) {
+            if old.prep_time == time {
+                // Still live in `times`; only the two-phase index may change.
+                match (old.phase != Phase::One, two_phase) {
+                    (true, false) => self.unindex_two_phase(time, txn),
+                    (false, true) => self.two_phase_times.insert(time, txn),
+                    _ => {}
+                }
+                return;
+            }
             self.unindex(&txn, &old);
         }
-        self.times.insert((time, txn));
-        if phase != Phase::One {
-            self.two_phase_times.insert((time, txn));
+        self.times.insert(time, txn);
+        if two_phase {
+            self.two_phase_times.insert(time, txn);
         }
     }
 
@@ -86,14 +96,26 @@ impl PreparedTxns {
         Some(p)
     }
 
-    /// Drops `p`'s entries of the time indexes.
+    /// Drops `p`'s entries of the time indexes; `txns` no longer holds `txn` at
+    /// `p.prep_time`, so they are stale.
     fn unindex(&mut self, txn: &TxnId, p: &Prepared) {
-        let indexed = self.times.remove(&(p.prep_time, *txn));
-        let two_phase = p.phase == Phase::One || self.two_phase_times.remove(&(p.prep_time, *txn));
-        assert!(
-            indexed && two_phase,
-            "{txn:?}: prepare time or phase changed"
-        );
+        let txns = &self.txns;
+        let live = |(t, id): &(u64, TxnId)| txns.get(id).is_some_and(|q| q.prep_time == *t);
+        self.times.remove(p.prep_time, *txn, live);
+        if p.phase != Phase::One {
+            self.unindex_two_phase(p.prep_time, *txn);
+        }
+    }
+
+    /// Drops `(time, txn)` from the two-phase index; `txns` no longer holds `txn` as a
+    /// two-phase txn prepared at `time`.
+    fn unindex_two_phase(&mut self, time: u64, txn: TxnId) {
+        let txns = &self.txns;
+        let live = |(t, id): &(u64, TxnId)| {
+            txns.get(id)
+                .is_some_and(|q| q.prep_time == *t && q.phase != Phase::One)
+        };
+        self.two_phase_times.remove(time, txn, live);
     }
 
     pub fn get(&self, txn: &TxnId) -> Option<&Prepared> {
@@ -134,12 +156,12 @@ impl PreparedTxns {
 
     /// The oldest prepare time.
     pub fn oldest(&self) -> Option<u64> {
-        self.times.first().map(|(t, _)| *t)
+        self.times.oldest()
     }
 
     /// The oldest prepare time of a txn a coordinator decides.
     pub fn oldest_two_phase(&self) -> Option<u64> {
-        self.two_phase_times.first().map(|(t, _)| *t)
+        self.two_phase_times.oldest()
     }
 }
 
@@ -504,6 +526,12 @@ mod tests {
         assert_eq!((p.oldest(), p.oldest_two_phase()), (Some(20), Some(20)));
         assert!(p.remove(&txn(5)).is_none());
         p.remove(&txn(3));
+        assert_eq!((p.oldest(), p.oldest_two_phase()), (Some(30), Some(30)));
+        // Prepared again at the same time in another phase: only the two-phase index
+        // changes, either way.
+        p.insert(txn(1), prepared_at(30, Phase::One));
+        assert_eq!((p.oldest(), p.oldest_two_phase()), (Some(30), Some(40)));
+        p.insert(txn(1), prepared_at(30, Phase::Node));
         assert_eq!((p.oldest(), p.oldest_two_phase()), (Some(30), Some(30)));
         p.remove(&txn(1));
         p.remove(&txn(2));

@@ -5,6 +5,7 @@
 //! - [`testnet`]: an in-memory network for protocol unit tests (instant delivery,
 //!   durable-at-once disks, a hand-driven clock, deadlines honoured).
 //! - [`timers`]: the timer table behind `poll_timeout` (deadlines keyed by purpose).
+//! - [`time_order`]: txns in flight in timestamp order, for the oldest (`pvc[d]`).
 //! - [`repl`]: replication streams with acknowledgements, catch-up and relay.
 //! - [`wire`]: a stream piece shared by every sibling that gets it, encoded once.
 //! - [`session`]: the session core (gating, ids, deadlines, stale replies, the txn buffer,
@@ -36,6 +37,7 @@ pub mod postcard_form;
 pub mod repl;
 pub mod session;
 pub mod testnet;
+pub mod time_order;
 pub mod timers;
 pub mod transfer;
 pub mod twopc;
