@@ -44,4 +44,8 @@ impl Protocol for CureFt {
     ) -> Session<Client> {
         crate::cure::session(Flavor::CureFt, id, dc, topology, params)
     }
+
+    fn encode_msg_by_hand(msg: &Msg, out: &mut Vec<u8>) -> bool {
+        crate::cure::msg_enc::encode_into(msg, out)
+    }
 }

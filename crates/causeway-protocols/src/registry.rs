@@ -169,6 +169,13 @@ pub trait Protocol: 'static {
         params: &Params,
         section: &Self::Config,
     ) -> Self::Session;
+
+    /// Appends `msg`'s postcard bytes, exactly as serde writes them, if the protocol
+    /// writes this message by hand (its hottest messages on the peer wire), and says
+    /// whether it did; if not, `out` is untouched and serde writes it.
+    fn encode_msg_by_hand(_msg: &Self::Msg, _out: &mut Vec<u8>) -> bool {
+        false
+    }
 }
 
 /// A message handed to a machine of another protocol (a misconfigured peer, say).
@@ -477,6 +484,28 @@ macro_rules! registry {
                 match self {
                     $(Msg::$variant(_) => <$proto as $crate::Protocol>::NAME),+
                 }
+            }
+
+            /// Appends the message's postcard bytes (its variant's index, then the
+            /// protocol's message) if its protocol writes it by hand
+            /// ([`Protocol::encode_msg_by_hand`]); else `out` is untouched.
+            pub fn encode_by_hand(&self, out: &mut Vec<u8>) -> bool {
+                let mark = out.len();
+                // Variants are numbered in the order they are listed, as serde does.
+                let mut index = 0u64;
+                $(
+                    if let Msg::$variant(m) = self {
+                        $crate::kit::postcard_form::Writer(out).varint(index);
+                        if <$proto as $crate::Protocol>::encode_msg_by_hand(m, out) {
+                            return true;
+                        }
+                        out.truncate(mark);
+                        return false;
+                    }
+                    index += 1;
+                )+
+                let _ = index;
+                false
             }
         }
 

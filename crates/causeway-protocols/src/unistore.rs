@@ -125,6 +125,10 @@ macro_rules! unistore_protocol {
             ) -> Session<Client> {
                 session($mode, id, dc, topology, params, section)
             }
+
+            fn encode_msg_by_hand(msg: &Msg, out: &mut Vec<u8>) -> bool {
+                crate::cure::msg_enc::encode_into(msg, out)
+            }
         }
     };
 }

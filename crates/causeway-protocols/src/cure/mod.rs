@@ -142,6 +142,7 @@ mod checkpoint;
 mod coord;
 mod direct;
 mod msg;
+pub(crate) mod msg_enc;
 mod node;
 mod part;
 #[cfg(test)]
@@ -212,6 +213,10 @@ impl Protocol for Cure {
         _: &Config,
     ) -> Session<Client> {
         session(Flavor::Cure, id, dc, topology, params)
+    }
+
+    fn encode_msg_by_hand(msg: &Msg, out: &mut Vec<u8>) -> bool {
+        msg_enc::encode_into(msg, out)
     }
 }
 

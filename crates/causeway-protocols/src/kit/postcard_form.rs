@@ -1,5 +1,6 @@
 //! postcard's format written by hand, for the records every commit writes (Cure's
-//! `Prepare` and `OnePhase`, `cure/record_enc.rs`); everything else, and every read,
+//! `Prepare` and `OnePhase`, `cure/record_enc.rs`) and the peer messages of a command
+//! served at another node of the DC (`cure/msg_enc.rs`); everything else, and every read,
 //! goes through serde and postcard.
 //!
 //! Through serde, a SET's one-phase record cost about 1,000 instructions to encode (a
@@ -13,8 +14,9 @@
 //! allocations of the values read, BENCHMARKS.md.)
 
 use causeway_core::clock::Extra;
-use causeway_core::crdt::Effect;
-use causeway_core::{OpId, TxnId, Vc};
+use causeway_core::crdt::{Effect, ObjType, Update};
+use causeway_core::{Key, ObjValue, OpId, ReadValue, TxnId, TxnKind, Vc};
+use serde::Serialize;
 
 /// Appends postcard's bytes of values to a vector.
 pub struct Writer<'a>(pub &'a mut Vec<u8>);
@@ -70,6 +72,108 @@ impl Writer<'_> {
                 Extra::Strong => 0,
             });
             self.varint(*v);
+        }
+    }
+
+    pub fn bool(&mut self, b: bool) {
+        self.0.push(u8::from(b));
+    }
+
+    /// An `Option` of a string or of a `serde_bytes` byte string.
+    pub fn option_bytes(&mut self, b: Option<&[u8]>) {
+        match b {
+            None => self.0.push(0),
+            Some(b) => {
+                self.0.push(1);
+                self.bytes(b);
+            }
+        }
+    }
+
+    /// A value of a type this module does not write by hand, through serde (postcard's
+    /// bytes are the same either way: a value's bytes do not depend on what precedes it).
+    pub fn serde<T: Serialize + ?Sized>(&mut self, v: &T) {
+        let out = std::mem::take(self.0);
+        *self.0 = postcard::to_extend(v, out).expect("a value of the wire always encodes");
+    }
+
+    pub fn txn_kind(&mut self, k: TxnKind) {
+        self.varint(match k {
+            TxnKind::Causal => 0,
+            TxnKind::Strong => 1,
+        });
+    }
+
+    pub fn obj_type(&mut self, t: ObjType) {
+        self.varint(match t {
+            ObjType::Lww => 0,
+            ObjType::Counter => 1,
+            ObjType::Set => 2,
+            ObjType::MvReg => 3,
+        });
+    }
+
+    /// Keys to read, with the types the reader expects.
+    pub fn typed_keys(&mut self, keys: &[(Key, ObjType)]) {
+        self.len(keys.len());
+        for (k, t) in keys {
+            self.bytes(&k.0);
+            self.obj_type(*t);
+        }
+    }
+
+    /// The matches are exhaustive: a new update does not compile until it is written here.
+    pub fn update(&mut self, u: &Update) {
+        let (tag, bytes) = match u {
+            Update::Assign(v) => (0, v),
+            Update::Increment(n) => {
+                self.varint(1);
+                return self.zigzag(*n);
+            }
+            Update::Add(v) => (2, v),
+            Update::Remove(v) => (3, v),
+            Update::MvAssign(v) => (4, v),
+        };
+        self.varint(tag);
+        self.bytes(bytes);
+    }
+
+    /// A session's buffered updates with their op ids (Cure's `Updates`).
+    pub fn updates(&mut self, updates: &[(Key, Update, OpId)]) {
+        self.len(updates.len());
+        for (k, u, id) in updates {
+            self.bytes(&k.0);
+            self.update(u);
+            self.op_id(id);
+        }
+    }
+
+    pub fn obj_value(&mut self, v: &ObjValue) {
+        let (tag, values) = match v {
+            ObjValue::Lww(v) => {
+                self.varint(0);
+                return self.option_bytes(v.as_deref());
+            }
+            ObjValue::Counter(n) => {
+                self.varint(1);
+                return self.zigzag(*n);
+            }
+            ObjValue::Set(values) => (2, values),
+            ObjValue::MvReg(values) => (3, values),
+        };
+        self.varint(tag);
+        self.len(values.len());
+        for v in values {
+            self.bytes(v);
+        }
+    }
+
+    pub fn read_values(&mut self, values: &[ReadValue]) {
+        self.len(values.len());
+        for v in values {
+            self.bytes(&v.key.0);
+            self.obj_value(&v.value);
+            self.op_ids(&v.observed);
         }
     }
 
