@@ -47,11 +47,14 @@ use serde::{Deserialize, Serialize};
 /// this many partitions (each holds a range of at least one slot).
 pub const SLOTS: usize = 16384;
 
-/// CRC16/XMODEM of each byte value (the shift-and-xor of [`crc16_bitwise`] over 8 bits),
-/// built at compile time: a key's slot takes one lookup per byte, as Redis's own table
-/// does, instead of eight conditional shifts (every request hashes its keys twice).
-const CRC16_TABLE: [u16; 256] = {
-    let mut table = [0u16; 256];
+/// CRC16/XMODEM tables for four bytes at a time ("slicing by 4"): `CRC16_TABLES[0][x]` is
+/// the checksum of byte `x` (the shift-and-xor of [`crc16_bitwise`] over 8 bits), and
+/// `CRC16_TABLES[k][x]` that of `x` followed by `k` zero bytes, built at compile time.
+/// Four lookups for four bytes, where one byte at a time took a dependent lookup per
+/// byte (about 6 instructions per byte): every request hashes its keys at the RESP
+/// router, the session and the node, 4 or 5 times for an INCR.
+const CRC16_TABLES: [[u16; 256]; 4] = {
+    let mut tables = [[0u16; 256]; 4];
     let mut i = 0;
     while i < 256 {
         let mut crc = (i as u16) << 8;
@@ -64,16 +67,38 @@ const CRC16_TABLE: [u16; 256] = {
             };
             bit += 1;
         }
-        table[i] = crc;
+        tables[0][i] = crc;
         i += 1;
     }
-    table
+    let mut k = 1;
+    while k < 4 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = tables[k - 1][i];
+            tables[k][i] = (prev << 8) ^ tables[0][(prev >> 8) as usize];
+            i += 1;
+        }
+        k += 1;
+    }
+    tables
 };
 
 /// CRC16/XMODEM (polynomial 0x1021, initial 0), the checksum Redis Cluster hashes keys with.
+/// The checksum is linear and its 16 bits are used up by the next two bytes, so four
+/// bytes `b0..b3` fold into `T3[b0 ^ hi] ^ T2[b1 ^ lo] ^ T1[b2] ^ T0[b3]`.
 fn crc16(bytes: &[u8]) -> u16 {
-    bytes.iter().fold(0u16, |crc, b| {
-        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ *b)]
+    let [t0, t1, t2, t3] = &CRC16_TABLES;
+    let mut chunks = bytes.chunks_exact(4);
+    let mut crc = 0u16;
+    for c in &mut chunks {
+        let [hi, lo] = crc.to_be_bytes();
+        crc = t3[usize::from(c[0] ^ hi)]
+            ^ t2[usize::from(c[1] ^ lo)]
+            ^ t1[usize::from(c[2])]
+            ^ t0[usize::from(c[3])];
+    }
+    chunks.remainder().iter().fold(crc, |crc, b| {
+        (crc << 8) ^ t0[usize::from((crc >> 8) as u8 ^ *b)]
     })
 }
 
@@ -98,9 +123,9 @@ fn crc16_bitwise(bytes: &[u8]) -> u16 {
 /// (the bytes between the first `{` and the first `}` after it, when not empty), as Redis
 /// Cluster specifies, so cluster-aware clients send each key to the node holding it.
 pub fn key_slot(key: &[u8]) -> u16 {
-    let tagged = key.iter().position(|b| *b == b'{').and_then(|open| {
+    let tagged = memchr::memchr(b'{', key).and_then(|open| {
         let rest = &key[open + 1..];
-        let close = rest.iter().position(|b| *b == b'}')?;
+        let close = memchr::memchr(b'}', rest)?;
         (close > 0).then(|| &rest[..close])
     });
     crc16(tagged.unwrap_or(key)) % SLOTS as u16
@@ -409,7 +434,7 @@ mod tests {
         for end in 0..bytes.len() {
             for start in [0, end / 2, end] {
                 let b = &bytes[start..end];
-                assert_eq!(crc16(b), crc16_bitwise(b), "the table and the bits differ");
+                assert_eq!(crc16(b), crc16_bitwise(b), "the tables and the bits differ");
             }
         }
         assert_eq!(key_slot(b"foo"), 12182);
