@@ -425,7 +425,7 @@ impl NodeTask {
     pub async fn run(mut self, mut inputs: Inputs) -> Result<(), String> {
         let mut ctx = self.ctx();
         self.node.start(&mut ctx);
-        self.node_outputs(ctx).await;
+        self.node_outputs(ctx);
         let sleep = tokio::time::sleep_until(self.base);
         tokio::pin!(sleep);
         let mut armed_at: Option<Instant> = None;
@@ -455,22 +455,22 @@ impl NodeTask {
                     return Ok(());
                 }
                 ev = inputs.disk.recv(), if self.disk_failed.is_none() => match ev {
-                    Some(DiskEvent::Persisted(lsns)) => self.persisted(lsns).await,
+                    Some(DiskEvent::Persisted(lsns)) => self.persisted(lsns),
                     Some(DiskEvent::Failed(e)) => self.disk_failed(e),
                     None => self.disk_failed("the storage thread stopped".into()),
                 },
                 // Lazy: the select evaluates a disabled branch's future too, and a sleep
                 // reads the clock and builds a timer entry on every turn.
                 _ = async { tokio::time::sleep(Duration::from_millis(5)).await }, if !open => {}
-                _ = &mut sleep, if open && deadline.is_some() && !near => self.fire_timers().await,
-                _ = tokio::task::yield_now(), if open && near => self.fire_timers().await,
+                _ = &mut sleep, if open && deadline.is_some() && !near => self.fire_timers(),
+                _ = tokio::task::yield_now(), if open && near => self.fire_timers(),
                 Some(c) = inputs.control.recv(), if open => {
                     self.client_turn = true;
-                    self.control(c).await;
+                    self.control(c);
                     self.more(&mut inputs, Kind::Control).await;
                 }
                 Some(m) = inputs.net.recv(), if open => {
-                    self.deliver(m).await;
+                    self.deliver(m);
                     self.more(&mut inputs, Kind::Net).await;
                 }
                 // Nothing else is ready: the burst ended.
@@ -483,7 +483,7 @@ impl NodeTask {
     /// What follows every input: the messages it sent to this process, a due checkpoint,
     /// its samples, and the held records if they waited long enough.
     async fn end_turn(&mut self) {
-        self.drain_local().await;
+        self.drain_local();
         self.try_checkpoint().await;
         self.collect_samples();
         self.hand_over_if_held_long().await;
@@ -511,8 +511,8 @@ impl NodeTask {
             self.reading = None;
             self.client_turn = matches!(input, Input::Control(_));
             match input {
-                Input::Net(m) => self.deliver(m).await,
-                Input::Control(c) => self.control(c).await,
+                Input::Net(m) => self.deliver(m),
+                Input::Control(c) => self.control(c),
             }
         }
     }
@@ -674,7 +674,7 @@ impl NodeTask {
     /// A batch of records is durable. One log takes them in lsn order and a machine's
     /// `handle_persisted(lsn)` releases everything up to `lsn`, so one call with the
     /// batch's last lsn does what a call per record did, without a turn per record.
-    async fn persisted(&mut self, lsns: Vec<u64>) {
+    fn persisted(&mut self, lsns: Vec<u64>) {
         let Some(&last) = lsns.last() else {
             return;
         };
@@ -685,10 +685,10 @@ impl NodeTask {
         let mut ctx = self.ctx();
         let lsn = last - self.checkpoints.lsn_offset;
         self.node.handle_persisted(&mut ctx, lsn);
-        self.node_outputs(ctx).await;
+        self.node_outputs(ctx);
     }
 
-    async fn fire_timers(&mut self) {
+    fn fire_timers(&mut self) {
         let now = self.reading().at;
         if let Some(first) = self.timers.first() {
             let late = now.saturating_duration_since(first);
@@ -709,7 +709,7 @@ impl NodeTask {
                     if self.node.poll_timeout().is_some_and(|d| d <= ctx.clock) {
                         self.node.handle_timeout(&mut ctx);
                     }
-                    self.node_outputs(ctx).await;
+                    self.node_outputs(ctx);
                 }
                 Target::Session(s) => {
                     if let Some(h) = self.sessions.get_mut(&s) {
@@ -721,7 +721,7 @@ impl NodeTask {
         }
     }
 
-    async fn control(&mut self, control: Control) {
+    fn control(&mut self, control: Control) {
         match control {
             Control::Submit {
                 session,
@@ -844,14 +844,14 @@ impl NodeTask {
         }
     }
 
-    async fn deliver(&mut self, m: NetMsg) {
+    fn deliver(&mut self, m: NetMsg) {
         let mut ctx = self.ctx();
         match m.to {
             Addr::Node(n) if n == self.setup.id => {
                 if let Err(e) = self.node.handle_message(&mut ctx, m.from, m.msg) {
                     tracing::error!(from = ?m.from, "dropping a message: {e}");
                 }
-                self.node_outputs(ctx).await;
+                self.node_outputs(ctx);
             }
             Addr::Node(n) => tracing::warn!(to = n.0, "dropping a message meant for another node"),
             Addr::Client(s) => {
@@ -865,13 +865,13 @@ impl NodeTask {
         }
     }
 
-    async fn drain_local(&mut self) {
+    fn drain_local(&mut self) {
         while let Some(m) = self.local.pop_front() {
-            self.deliver(m).await;
+            self.deliver(m);
         }
     }
 
-    async fn node_outputs(&mut self, mut ctx: Ctx<Msg>) {
+    fn node_outputs(&mut self, mut ctx: Ctx<Msg>) {
         let deadline = self.node.poll_timeout();
         self.rearm(Target::Node, deadline, ctx.clock);
         let from = Addr::Node(self.setup.id);
