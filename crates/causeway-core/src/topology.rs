@@ -51,8 +51,8 @@ pub const SLOTS: usize = 16384;
 /// the checksum of byte `x` (the shift-and-xor of [`crc16_bitwise`] over 8 bits), and
 /// `CRC16_TABLES[k][x]` that of `x` followed by `k` zero bytes, built at compile time.
 /// Four lookups for four bytes, where one byte at a time took a dependent lookup per
-/// byte (about 6 instructions per byte): every request hashes its keys at the RESP
-/// router, the session and the node, 4 or 5 times for an INCR.
+/// byte (about 6 instructions per byte): a SET or an INCR hashes its key at the session
+/// and again at the node.
 const CRC16_TABLES: [[u16; 256]; 4] = {
     let mut tables = [[0u16; 256]; 4];
     let mut i = 0;
