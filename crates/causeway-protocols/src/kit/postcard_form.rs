@@ -1,7 +1,8 @@
 //! postcard's format written by hand, for the records every commit writes (Cure's
-//! `Prepare` and `OnePhase`, `cure/record_enc.rs`) and the peer messages of a command
-//! served at another node of the DC (`cure/msg_enc.rs`); everything else, and every read,
-//! goes through serde and postcard.
+//! `Prepare` and `OnePhase`, `cure/record_enc.rs`), the peer messages of a command
+//! served at another node of the DC (`cure/msg_enc.rs`) and the pieces of Cure's
+//! replication stream (`cure/wire.rs`); everything else, and every read, goes through
+//! serde and postcard.
 //!
 //! Through serde, a SET's one-phase record cost about 1,000 instructions to encode (a
 //! `Serializer` call per integer and per element); by hand about 650 (BENCHMARKS.md,
