@@ -40,8 +40,9 @@ impl WireForm for ReplTxn {
     const KEEPS_BYTES: bool = true;
 
     /// Written by hand (`kit::postcard_form`): the bytes serde writes for [`PieceOut`],
-    /// in about half its instructions; an origin DC encodes each txn once per partition
-    /// piece, on the node task that also serves its clients.
+    /// in three quarters of its instructions (a SET's txn 1,142 -> 864, BENCHMARKS.md);
+    /// an origin DC encodes each txn once per partition piece, on the node task that
+    /// also serves its clients.
     fn encode_piece(st: &Stream) -> Vec<u8> {
         let mut buf = Vec::with_capacity(16 + st.txns.len() * ENCODE_BYTES_PER_ITEM);
         let mut w = Writer(&mut buf);
