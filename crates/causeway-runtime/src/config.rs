@@ -895,7 +895,8 @@ fn gcd(a: u64, b: u64) -> u64 {
 
 /// Builds the cluster file `causeway up` runs: `dcs` DCs of `nodes_per_dc` nodes on
 /// loopback; DC i (from 1) serves clients at `port_base + i` and RESP at
-/// `resp_port_base + i`; node k (from 0) listens for peers at `port_base + 100 + k`.
+/// `resp_port_base + i` (none when `resp_port_base` is 0); node k (from 0) listens for
+/// peers at `port_base + 100 + k`.
 pub fn local_cluster(
     protocol: &str,
     dcs: u16,
@@ -925,7 +926,7 @@ pub fn local_cluster(
                 } else {
                     None
                 },
-                resp_addr: if first {
+                resp_addr: if first && resp_port_base != 0 {
                     Some(port(resp_port_base, d as u32 + 1)?)
                 } else {
                     None

@@ -1,7 +1,7 @@
 //! `causeway up`: a whole local multi-DC cluster on loopback from one command.
 //!
 //! Writes the cluster file `DATA/cluster.toml` (DC i, from 1, serves clients at
-//! 127.0.0.1:PORT_BASE+i and RESP at 127.0.0.1:RESP_PORT_BASE+i; node k listens for peers
+//! 127.0.0.1:PORT_BASE+i and RESP at 127.0.0.1:RESP_PORT_BASE+i, none with 0; node k listens for peers
 //! at PORT_BASE+100+k and serves Prometheus metrics at 127.0.0.1:METRICS_PORT_BASE+k;
 //! `--set KEY=VALUE` / `--f N` fill the running protocol's `[protocols.NAME]` section,
 //! `--replication R` / `--partitions N` its `replication_factor` / `partitions`),
@@ -69,7 +69,7 @@ pub struct UpArgs {
     /// DC i (from 1) serves native clients at 127.0.0.1:PORT_BASE+i.
     #[arg(long, default_value_t = 7100)]
     port_base: u16,
-    /// DC i (from 1) serves RESP at 127.0.0.1:RESP_PORT_BASE+i.
+    /// DC i (from 1) serves RESP at 127.0.0.1:RESP_PORT_BASE+i (0: no RESP endpoints).
     #[arg(long, default_value_t = 7000)]
     resp_port_base: u16,
     /// Node k (from 0) serves Prometheus metrics at http://127.0.0.1:METRICS_PORT_BASE+k/metrics
@@ -228,6 +228,9 @@ fn cluster_config(args: &UpArgs, data: PathBuf) -> Result<ClusterConfig, String>
     }
     assign_metrics_ports(&mut config, args.metrics_port_base)?;
     if args.resp_every_node {
+        if args.resp_port_base == 0 {
+            return Err("--resp-every-node needs RESP ports; fix: drop --resp-port-base 0".into());
+        }
         assign_resp_ports(&mut config, args.resp_port_base)?;
     }
     config.storage.durability = match args.durability {
@@ -921,6 +924,22 @@ mod tests {
         assert_eq!(ports, vec![7001, 7065, 7002, 7067], "firsts keep DC ports");
         let c = cluster_config(&args(&["--dcs", "2"]), "/tmp/x".into()).unwrap();
         assert_eq!(c.nodes.iter().filter(|n| n.resp_addr.is_some()).count(), 2);
+    }
+
+    /// As with the metrics and page ports, 0 turns RESP off (it used to listen at ports 1,
+    /// 2, 3, ...), and then no node can serve RESP.
+    #[test]
+    fn resp_port_base_zero_means_no_resp_endpoint() {
+        let c = cluster_config(
+            &args(&["--dcs", "3", "--resp-port-base", "0"]),
+            "/tmp/x".into(),
+        )
+        .unwrap();
+        assert!(c.nodes.iter().all(|n| n.resp_addr.is_none()));
+        assert!(c.nodes.iter().any(|n| n.client_addr.is_some()));
+        let both = ["--resp-port-base", "0", "--resp-every-node"];
+        let e = cluster_config(&args(&both), "/tmp/x".into()).unwrap_err();
+        assert!(e.contains("--resp-every-node") && e.contains("fix:"), "{e}");
     }
 
     #[test]

@@ -145,27 +145,35 @@ fn agree(per_dc: &[Vec<FinalRead>]) -> bool {
     })
 }
 
-/// The final reads once the DCs agree, or the last ones after [`FINAL_WAIT`] (the checker
-/// then reports the divergence); `Err` when some DC could not be read at all.
+/// The final reads once the DCs agree, or each DC's latest after [`FINAL_WAIT`] (the
+/// checker then reports the divergence). A DC that fails one round (a node restarting)
+/// keeps its last good read, so one bad round at the deadline loses nothing; `Err` only
+/// when some DC could not be read at all, and the history is then written without them.
 pub fn final_reads(
     dcs: &[(String, DcId)],
     space: &KeySpace,
     options: &Options,
 ) -> Result<(Vec<FinalRead>, bool), String> {
     let deadline = Instant::now() + FINAL_WAIT;
+    let mut latest: Vec<Option<Vec<FinalRead>>> = vec![None; dcs.len()];
     loop {
-        let per_dc: Option<Vec<_>> = dcs
-            .iter()
-            .map(|(addr, dc)| read_all(addr, *dc, space, options))
-            .collect();
-        let converged = per_dc.as_deref().is_some_and(agree);
+        let mut fresh = true;
+        for ((addr, dc), slot) in dcs.iter().zip(latest.iter_mut()) {
+            match read_all(addr, *dc, space, options) {
+                Some(reads) => *slot = Some(reads),
+                None => fresh = false,
+            }
+        }
+        let all: Option<Vec<Vec<FinalRead>>> = latest.iter().cloned().collect();
+        // Agreement counts only when every DC answered in this round.
+        let converged = fresh && all.as_deref().is_some_and(agree);
         if converged || Instant::now() > deadline {
-            let Some(per_dc) = per_dc else {
-                return Err(format!(
+            return match all {
+                Some(per_dc) => Ok((per_dc.into_iter().flatten().collect(), converged)),
+                None => Err(format!(
                     "the final reads failed at some DC for {FINAL_WAIT:?}; the history is written without them"
-                ));
+                )),
             };
-            return Ok((per_dc.into_iter().flatten().collect(), converged));
         }
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -129,6 +129,47 @@ impl Tally {
     }
 }
 
+/// First and longest pause before a client connects again after a failed attempt.
+const CONNECT_PAUSE_MIN: Duration = Duration::from_millis(100);
+const CONNECT_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+/// A client's failed connection attempts: the first error, how many, the next pause.
+struct ConnectFailures {
+    first: Option<String>,
+    count: u64,
+    pause: Duration,
+}
+
+impl Default for ConnectFailures {
+    fn default() -> ConnectFailures {
+        ConnectFailures {
+            first: None,
+            count: 0,
+            pause: CONNECT_PAUSE_MIN,
+        }
+    }
+}
+
+impl ConnectFailures {
+    /// Notes `error` and sleeps the pause (never past `deadline`), doubling it.
+    fn wait(&mut self, error: String, deadline: Instant) {
+        self.first.get_or_insert(error);
+        self.count += 1;
+        let left = deadline.saturating_duration_since(Instant::now());
+        std::thread::sleep(self.pause.min(left));
+        self.pause = (self.pause * 2).min(CONNECT_PAUSE_MAX);
+    }
+
+    /// One line for the run's report, if any attempt failed.
+    fn report(self) -> Option<String> {
+        let first = self.first?;
+        Some(match self.count {
+            1 => first,
+            n => format!("{first} (and {} more failed attempts; it retried)", n - 1),
+        })
+    }
+}
+
 /// How one transaction ended, with its record when it began.
 pub struct Done {
     pub outcome: Outcome,
@@ -164,16 +205,22 @@ impl Worker {
             .map_err(|e| format!("client {}: {e}", self.name))
     }
 
-    /// The closed loop: transactions until the deadline or until the history is full.
+    /// The closed loop: transactions until the deadline or until the history is full. A
+    /// client that cannot connect (its DC's node restarting) tries again after a pause,
+    /// until the deadline; the first failure and their count are reported as one error.
     pub fn run(mut self, mut planner: Planner, deadline: Instant, shared: &Shared) -> Tally {
         let mut tally = Tally::new();
         let mut session: Option<Client> = None;
+        let mut failed = ConnectFailures::default();
         while Instant::now() < deadline && shared.take_slot() {
             let client = match session.take().map_or_else(|| self.connect(), Ok) {
-                Ok(c) => session.insert(c),
+                Ok(c) => {
+                    failed.pause = CONNECT_PAUSE_MIN;
+                    session.insert(c)
+                }
                 Err(e) => {
-                    tally.errors.push(e);
-                    break;
+                    failed.wait(e, deadline);
+                    continue;
                 }
             };
             let began = Instant::now();
@@ -187,6 +234,7 @@ impl Worker {
             }
             tally.records.extend(done.record.filter(|_| self.record));
         }
+        tally.errors.extend(failed.report());
         tally
     }
 
@@ -304,6 +352,32 @@ mod tests {
         assert!(!shared.take_slot());
         assert!(shared.history_full.load(Ordering::Relaxed));
         assert!(Shared::new(None).take_slot());
+    }
+
+    #[test]
+    fn failed_connects_pause_longer_each_time_and_report_once() {
+        let mut f = ConnectFailures::default();
+        assert_eq!(f.pause, CONNECT_PAUSE_MIN);
+        let past = Instant::now();
+        let took = Instant::now();
+        for i in 0..6 {
+            f.wait(format!("client c: refused {i}"), past);
+        }
+        assert!(
+            took.elapsed() < CONNECT_PAUSE_MIN,
+            "no sleep past the deadline"
+        );
+        assert_eq!(f.count, 6);
+        assert_eq!(f.pause, CONNECT_PAUSE_MAX, "doubled up to the cap");
+        let line = f.report().unwrap();
+        assert!(
+            line.starts_with("client c: refused 0 (and 5 more"),
+            "{line}"
+        );
+        let mut once = ConnectFailures::default();
+        once.wait("client c: refused".into(), past);
+        assert_eq!(once.report().as_deref(), Some("client c: refused"));
+        assert_eq!(ConnectFailures::default().report(), None);
     }
 
     #[test]
