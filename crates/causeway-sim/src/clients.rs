@@ -16,6 +16,7 @@
 use crate::workload::Step;
 use crate::world::{Ev, Route, World, T0};
 use causeway_check::{FinalRead, HOp, Outcome, TxnRecord};
+use causeway_core::abort_reasons;
 use causeway_core::clock::Nanos;
 use causeway_core::{
     Addr, Ctx, DcId, Error, OpId, Output, ReadValue, Request, Response, SessionId, TrueTime, TxnId,
@@ -383,15 +384,10 @@ impl World {
         }
     }
 
-    /// Counts a workload transaction's abort under [`abort_reason_key`].
+    /// Counts a workload transaction's abort by kind (`causeway_core::abort_reasons`).
     fn count_abort(&mut self, c: usize, reason: &str) {
         if !self.clients[c].final_reader {
-            let mut key = abort_reason_key(reason);
-            let reasons = &mut self.metrics.abort_reasons;
-            if reasons.len() >= ABORT_REASONS_MAX && !reasons.contains_key(&key) {
-                key = "other".to_string();
-            }
-            *reasons.entry(key).or_default() += 1;
+            abort_reasons::count(&mut self.metrics.abort_reasons, reason);
         }
     }
 
@@ -580,19 +576,4 @@ fn placeholder_op() -> OpId {
         },
         index: u32::MAX,
     }
-}
-
-/// Most distinct abort reasons counted per run (others fold into "other").
-const ABORT_REASONS_MAX: usize = 64;
-
-/// An abort reason as a counting key: its text up to the first `:`, digits dropped (ids
-/// and partition numbers would make one cause many lines), at most 80 bytes.
-pub(crate) fn abort_reason_key(reason: &str) -> String {
-    let head = reason.split(':').next().unwrap_or(reason);
-    let key: String = head
-        .chars()
-        .filter(|c| !c.is_ascii_digit())
-        .take(80)
-        .collect();
-    key.trim().to_string()
 }

@@ -106,7 +106,7 @@ pub struct Metrics {
     pub unreplicated_keys: usize,
     /// Restarts whose durable records began with a checkpoint.
     pub restarts_from_checkpoint: usize,
-    /// Workload transactions that ended aborted, by reason (see `abort_reason_key`).
+    /// Workload transactions that ended aborted, by kind (`causeway_core::abort_reasons`).
     pub abort_reasons: BTreeMap<String, u64>,
 }
 

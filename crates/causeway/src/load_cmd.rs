@@ -26,6 +26,7 @@ mod plan;
 use causeway_check::tcc::CHECK_TXNS_MAX;
 use causeway_check::{History, TxnRecord};
 use causeway_client::Options;
+use causeway_core::abort_reasons::{self, AbortReasons};
 use clap::Args;
 use driver::{Shared, Tally, WallClock, Worker};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -551,17 +552,23 @@ pub fn run(args: LoadArgs) -> ExitCode {
         rows: Vec::new(),
         records: preloaded.records,
         errors: Vec::new(),
+        abort_reasons: AbortReasons::new(),
     };
     println!("{HEADER}");
     sweep(&ctx, &mut out, &mut print_row);
+    if let Some(line) = abort_reasons::summary_line(&out.abort_reasons) {
+        println!("{line}");
+    }
     finish(&ctx, &out.rows, out.records, out.errors)
 }
 
-/// What a sweep produced: its rows, the recorded transactions and client errors.
+/// What a sweep produced: its rows, the recorded transactions, client errors and why
+/// transactions aborted.
 struct Swept {
     rows: Vec<Row>,
     records: Vec<TxnRecord>,
     errors: Vec<String>,
+    abort_reasons: AbortReasons,
 }
 
 /// Runs every client count in turn, calling `on_row` after each.
@@ -576,6 +583,7 @@ fn sweep(ctx: &RunCtx, out: &mut Swept, on_row: &mut dyn FnMut(&Row)) {
         out.rows.push(row);
         out.records.extend(tally.records);
         out.errors.extend(tally.errors);
+        abort_reasons::merge(&mut out.abort_reasons, &tally.abort_reasons);
         if shared.history_full.load(Ordering::Relaxed) {
             println!("note: the history reached {CHECK_TXNS_MAX} txns, the most causeway check takes, so the run stopped early; fix: a shorter --duration, fewer --clients, or no --history");
             break;
@@ -592,6 +600,7 @@ pub fn drive(w: Sweep) -> Result<Vec<Row>, String> {
         rows: Vec::new(),
         records: preloaded.records,
         errors: Vec::new(),
+        abort_reasons: AbortReasons::new(),
     };
     sweep(&ctx, &mut out, &mut |_| {});
     out.errors.dedup();

@@ -1,6 +1,7 @@
 //! `causeway sim`: runs a protocol in the simulator over a range of seeds, prints each
 //! failing seed with its counterexample and one summary line, exits 1 on any violation.
 
+use causeway_core::abort_reasons;
 use causeway_sim::cpu::CpuModel;
 use causeway_sim::{run as run_seed, FaultSel, ObjectMix, SimConfig, SimResult, WorkloadFamily};
 use clap::Args;
@@ -499,16 +500,11 @@ fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
 /// `aborts by reason: REASON N, ...` over every seed, most frequent first; `None` when
 /// nothing aborted.
 fn abort_reasons_line(results: &[SimResult]) -> Option<String> {
-    let mut total: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    let mut total = abort_reasons::AbortReasons::new();
     for r in results {
-        for (reason, n) in &r.abort_reasons {
-            *total.entry(reason.as_str()).or_default() += n;
-        }
+        abort_reasons::merge(&mut total, &r.abort_reasons);
     }
-    let mut rows: Vec<(&str, u64)> = total.into_iter().collect();
-    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let parts: Vec<String> = rows.iter().map(|(r, n)| format!("{r:?} {n}")).collect();
-    (!parts.is_empty()).then(|| format!("aborts by reason: {}", parts.join(", ")))
+    abort_reasons::summary_line(&total)
 }
 
 /// ` strong_committed=N strong_aborted=N strong_after_failure=N/S`, each part only when

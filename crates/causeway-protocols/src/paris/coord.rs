@@ -90,6 +90,31 @@ const PREPARE_TIMED_OUT: &str = "prepare timed out";
 /// Why a txn whose read's slices did not all arrive in time ended.
 const READ_TIMED_OUT: &str = "read timed out";
 
+/// The objects read, one per requested key in the request's order. A key asked twice
+/// (a client may: `causeway load` merges consecutive reads into one request) gets its
+/// object twice; the slices answered it once.
+fn in_request_order(
+    keys: &[(Key, ObjType)],
+    mut objects: BTreeMap<Key, Result<Object, Error>>,
+) -> Vec<(Key, Result<Object, Error>)> {
+    let mut left: BTreeMap<&Key, usize> = BTreeMap::new();
+    for (k, _) in keys {
+        *left.entry(k).or_default() += 1;
+    }
+    keys.iter()
+        .map(|(k, _)| {
+            let n = left.get_mut(k).expect("counted above");
+            *n -= 1;
+            let o = if *n == 0 {
+                objects.remove(k)
+            } else {
+                objects.get(k).cloned()
+            };
+            (k.clone(), o.unwrap_or_else(|| Err(unknown_txn())))
+        })
+        .collect()
+}
+
 fn unknown_txn() -> Error {
     Error::Aborted("transaction unknown at its coordinator (restarted or expired)".into())
 }
@@ -218,15 +243,7 @@ impl Node {
             return;
         };
         t.step = Step::Idle;
-        let mut objects = r.objects;
-        let ordered: Vec<(Key, Result<Object, Error>)> = r
-            .keys
-            .iter()
-            .map(|(k, _)| {
-                let o = objects.remove(k).unwrap_or_else(|| Err(unknown_txn()));
-                (k.clone(), o)
-            })
-            .collect();
+        let ordered = in_request_order(&r.keys, r.objects);
         let (session, snapshot) = (t.session, t.snapshot);
         // The session ends a txn whose read aborted ("snapshot too old") without telling
         // us: drop its context now, or its snapshot would hold GC back (`oldest`) until

@@ -13,6 +13,7 @@
 use super::plan::{KeySpace, Planner, Step};
 use causeway_check::{HOp, Outcome, TxnRecord};
 use causeway_client::{Client, ClientError, Options};
+use causeway_core::abort_reasons::{self, AbortReasons};
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{DcId, TxnKind};
 use hdrhistogram::Histogram;
@@ -92,6 +93,8 @@ pub struct Tally {
     pub unknown: u64,
     pub records: Vec<TxnRecord>,
     pub errors: Vec<String>,
+    /// Aborted transactions by kind of reason (`causeway_core::abort_reasons`).
+    pub abort_reasons: AbortReasons,
 }
 
 impl Tally {
@@ -103,6 +106,7 @@ impl Tally {
             unknown: 0,
             records: Vec::new(),
             errors: Vec::new(),
+            abort_reasons: AbortReasons::new(),
         }
     }
 
@@ -115,6 +119,7 @@ impl Tally {
         self.unknown += other.unknown;
         self.records.extend(other.records);
         self.errors.extend(other.errors);
+        abort_reasons::merge(&mut self.abort_reasons, &other.abort_reasons);
     }
 
     fn count(&mut self, outcome: Outcome, took: Duration) {
@@ -174,6 +179,8 @@ impl ConnectFailures {
 pub struct Done {
     pub outcome: Outcome,
     pub record: Option<TxnRecord>,
+    /// The server's reason, when it aborted the transaction.
+    pub abort_reason: Option<String>,
 }
 
 /// A client: where it connects, which DC that is, and what it runs.
@@ -188,6 +195,14 @@ pub struct Worker {
     pub record: bool,
     /// Writes so far, to tag values.
     pub writes: u64,
+}
+
+/// Why the server aborted a transaction: its words, for `aborts by reason`.
+fn abort_reason(error: &ClientError) -> String {
+    match error {
+        ClientError::Aborted(reason) => reason.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// An error's outcome for the transaction; `committing`: the error answered the commit.
@@ -226,6 +241,9 @@ impl Worker {
             let began = Instant::now();
             let (done, keep) = self.run_txn(client, &planner.plan());
             tally.count(done.outcome, began.elapsed());
+            if let Some(why) = &done.abort_reason {
+                abort_reasons::count(&mut tally.abort_reasons, why);
+            }
             if done.outcome == Outcome::Committed {
                 shared.committed.fetch_add(1, Ordering::Relaxed);
             }
@@ -249,16 +267,25 @@ impl Worker {
                 let done = Done {
                     outcome,
                     record: None,
+                    abort_reason: (outcome == Outcome::Aborted).then(|| abort_reason(&e)),
                 };
                 return (done, outcome != Outcome::Unknown);
             }
         };
         let mut ops = Vec::new();
-        let outcome = match self.run_steps(client, plan, &mut ops) {
-            Err(e) => outcome_of(&e, false),
-            Ok(()) => client
-                .commit()
-                .map_or_else(|e| outcome_of(&e, true), |()| Outcome::Committed),
+        let ended = match self.run_steps(client, plan, &mut ops) {
+            Err(e) => Err((e, false)),
+            Ok(()) => client.commit().map_err(|e| (e, true)),
+        };
+        let (outcome, why) = match &ended {
+            Ok(()) => (Outcome::Committed, None),
+            Err((e, committing)) => {
+                let outcome = outcome_of(e, *committing);
+                (
+                    outcome,
+                    (outcome == Outcome::Aborted).then(|| abort_reason(e)),
+                )
+            }
         };
         let keep = match outcome {
             Outcome::Committed => true,
@@ -284,6 +311,7 @@ impl Worker {
         let done = Done {
             outcome,
             record: Some(record),
+            abort_reason: why,
         };
         (done, keep)
     }
