@@ -25,6 +25,7 @@ impl Protocol for CureFt {
         token_moves: false,
         final_registers: true,
         atomic_unknowns: true,
+        causal_commits_without_faults: true,
     };
     type Msg = Msg;
     type Config = Config;

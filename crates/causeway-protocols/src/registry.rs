@@ -88,11 +88,20 @@ pub struct Requirements {
     /// requirements (eventual-ms, PrompTCC's eventual) are outside the rule anyway: it
     /// applies only to protocols with atomic transactions (`FinalStateRules::causal`).
     pub atomic_unknowns: bool,
+    /// Without faults every causal txn commits: the protocol aborts one only when a fault
+    /// (a crash, a partition, a failed DC) costs it state or a reply, never for a conflict,
+    /// a validation or a request's shape. The simulator holds every run whose fault plan
+    /// drew nothing (and whose CPU model is off: an overloaded coordinator may refuse) to
+    /// it (`causeway_sim::liveness::check_fault_free_commits`). Off for Occult (§6.2:
+    /// validation or a lock it cannot take aborts a txn) and STRONG (every txn
+    /// certified, so conflicts abort). It would have caught PaRiS aborting a request that
+    /// read one key twice (fixed in the thirty-eighth session) under `--merge-reads`.
+    pub causal_commits_without_faults: bool,
 }
 
 /// Defines a registry entry for one flavor of a module's shared code (PaRiS with BPR and
 /// NoCC, PrompTCC with its baselines, Occult with eventual-ms). The calling module
-/// provides `Msg`, `Config`, `Node`, `Client`, `REQUIREMENTS`, and
+/// provides `Msg`, `Config`, `Node`, `Client`, `const fn requirements(flavor)`, and
 /// `recover(flavor, config, section, records)` and
 /// `new_session(flavor, id, dc, topology, params, section)`; `$flavor.name()` must be a
 /// `const fn`.
@@ -107,7 +116,7 @@ macro_rules! flavor_protocol {
             const NAME: &'static str = $flavor.name();
             const GUARANTEE: $crate::Guarantee = $guarantee;
             const MUTATIONS: &'static [&'static str] = $mutations;
-            const REQUIREMENTS: $crate::Requirements = REQUIREMENTS;
+            const REQUIREMENTS: $crate::Requirements = requirements($flavor);
             type Msg = Msg;
             type Config = Config;
             type Node = Node;

@@ -43,7 +43,16 @@ const REQUIREMENTS: Requirements = Requirements {
     token_moves: false,
     final_registers: true,
     atomic_unknowns: true,
+    causal_commits_without_faults: true,
 };
+
+/// The requirements of `mode`: STRONG certifies every txn, so conflicts abort causal ones.
+const fn requirements(mode: Mode) -> Requirements {
+    Requirements {
+        causal_commits_without_faults: !matches!(mode, Mode::Strong),
+        ..REQUIREMENTS
+    }
+}
 
 /// Which of the three protocols on UniStore's code runs.
 #[derive(Clone, Copy)]
@@ -98,7 +107,7 @@ macro_rules! unistore_protocol {
             const NAME: &'static str = $name;
             const GUARANTEE: Guarantee = Guarantee::Por;
             const MUTATIONS: &'static [&'static str] = $mutations;
-            const REQUIREMENTS: Requirements = REQUIREMENTS;
+            const REQUIREMENTS: Requirements = requirements($mode);
             type Msg = Msg;
             type Config = Config;
             type Node = Node;

@@ -200,6 +200,12 @@ pub struct SimConfig {
     /// distinct keys in one parallel request, then the writes. 0 (default): keys are drawn
     /// one by one as before. Custom and YCSB workloads only.
     pub partitions_per_txn: u32,
+    /// Send a transaction's consecutive reads as one request (`Step::ReadMany`), as
+    /// `causeway load` does, so a key drawn twice is asked twice in one request. Off by
+    /// default: runs replay as before. It found no bug of its own yet; it would have
+    /// caught PaRiS's coordinator aborting such a request (fixed in the thirty-eighth
+    /// session), through the rule that a fault-free run aborts no causal transaction.
+    pub merge_reads: bool,
     /// RUBiS database size: 100 x scale users, 500 x scale items.
     pub rubis_scale: u32,
     /// Fraction of committed transactions after which the client asks for a uniform
@@ -305,6 +311,7 @@ impl Default for SimConfig {
             remote_ratio: 0.0,
             local_dc_ratio: 1.0,
             partitions_per_txn: 0,
+            merge_reads: false,
             rubis_scale: 1,
             barrier_ratio: None,
             migrate_ratio: None,

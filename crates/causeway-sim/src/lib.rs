@@ -260,6 +260,12 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
     if violation.is_none() {
         violation = liveness::check_final_state(&history, &failures).err();
     }
+    // The CPU model may overload a coordinator, which then refuses by design.
+    let fault_free = world.fault_log.is_empty() && !config.cpu.enabled;
+    if violation.is_none() && fault_free && entry.requirements().causal_commits_without_faults {
+        let reasons = &world.metrics.abort_reasons;
+        violation = liveness::check_fault_free_commits(&history, reasons).err();
+    }
     let samples_by_dc = by_dc_names(std::mem::take(&mut world.metrics.samples_by_dc));
     let count = |o: Outcome| history.txns.iter().filter(|t| t.outcome == o).count();
     let strong = StrongCounts::of(&history, world.last_dc_failure_at);

@@ -25,7 +25,7 @@
 use crate::required::required_txns;
 use causeway_check::{session_order, HOp, History, Outcome, TxnRecord};
 use causeway_core::crdt::{ObjType, Update};
-use causeway_core::{DcId, Key, ObjValue, OpId, Topology};
+use causeway_core::{DcId, Key, ObjValue, OpId, Topology, TxnKind};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the final reads cover: the keys each surviving DC reads, and how many keys no
@@ -245,6 +245,34 @@ pub fn comparable(history: &History, failures: &FinalStateRules) -> History {
     h
 }
 
+/// The rule for a run whose fault plan drew nothing, of a protocol that aborts causal txns
+/// only under faults (`Requirements::causal_commits_without_faults`): every causal txn
+/// committed. An abort (or an unknown outcome) there is a bug the checker cannot see, as
+/// an aborted txn breaks no safety guarantee: PaRiS aborted every request that read one
+/// key twice. `reasons` are the run's abort reasons, named in the violation.
+pub fn check_fault_free_commits(
+    history: &History,
+    reasons: &BTreeMap<String, u64>,
+) -> Result<(), String> {
+    let failed: Vec<&TxnRecord> = history
+        .txns
+        .iter()
+        .filter(|t| t.kind == TxnKind::Causal && t.outcome != Outcome::Committed)
+        .collect();
+    let Some(first) = failed.first() else {
+        return Ok(());
+    };
+    let why = causeway_core::abort_reasons::summary_line(reasons)
+        .unwrap_or_else(|| "no reason given".into());
+    Err(format!(
+        "liveness: {} causal txn(s) did not commit in a run without faults \
+         (first: {:?}, {:?}); {why}",
+        failed.len(),
+        first.id,
+        first.outcome
+    ))
+}
+
 /// Checks the final reads against the required writes.
 pub fn check_final_state(history: &History, failures: &FinalStateRules) -> Result<(), String> {
     let facts = collect(history, failures);
@@ -314,4 +342,56 @@ fn check_key(
         _ => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::{SessionId, TxnId};
+
+    fn txn(seq: u64, kind: TxnKind, outcome: Outcome) -> TxnRecord {
+        TxnRecord {
+            id: TxnId {
+                session: SessionId(1),
+                seq,
+            },
+            session: SessionId(1),
+            dc: DcId(0),
+            kind,
+            label: None,
+            start_ns: seq * 10,
+            end_ns: seq * 10 + 5,
+            ops: Vec::new(),
+            outcome,
+        }
+    }
+
+    fn history(txns: Vec<TxnRecord>) -> History {
+        History {
+            txns,
+            ..History::default()
+        }
+    }
+
+    #[test]
+    fn a_fault_free_run_must_commit_every_causal_txn() {
+        let mut reasons = BTreeMap::new();
+        causeway_core::abort_reasons::count(&mut reasons, "transaction unknown at coordinator");
+        let committed = txn(1, TxnKind::Causal, Outcome::Committed);
+        let ok = history(vec![
+            committed.clone(),
+            // A strong txn may lose a certification; the rule is about causal ones.
+            txn(2, TxnKind::Strong, Outcome::Aborted),
+        ]);
+        assert_eq!(check_fault_free_commits(&ok, &reasons), Ok(()));
+        for outcome in [Outcome::Aborted, Outcome::Unknown] {
+            let bad = history(vec![committed.clone(), txn(3, TxnKind::Causal, outcome)]);
+            let e = check_fault_free_commits(&bad, &reasons).expect_err("rejected");
+            assert!(
+                e.starts_with("liveness: 1 causal txn(s) did not commit"),
+                "{e}"
+            );
+            assert!(e.contains("transaction unknown at coordinator"), "{e}");
+        }
+    }
 }

@@ -144,6 +144,10 @@ pub struct WorkloadArgs {
     /// write over 4 partitions).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub partitions_per_txn: u32,
+    /// Send a transaction's consecutive reads as one request, as `causeway load` does (a
+    /// key drawn twice is then asked twice in one request)
+    #[arg(long)]
+    pub merge_reads: bool,
     /// RUBiS database size: 100 x N users, 500 x N items (--workload rubis).
     #[arg(long, default_value_t = 1)]
     pub rubis_scale: u32,
@@ -232,6 +236,7 @@ pub(crate) fn workload_config(
         remote_ratio: args.remote_ratio,
         local_dc_ratio: args.local_dc_ratio,
         partitions_per_txn: args.partitions_per_txn,
+        merge_reads: args.merge_reads,
         conflicts: args.conflicts.clone(),
         rubis_scale: args.rubis_scale,
         duration_ms: args.duration_ms,

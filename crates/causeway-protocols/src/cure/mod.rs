@@ -195,6 +195,7 @@ impl Protocol for Cure {
         token_moves: false,
         final_registers: true,
         atomic_unknowns: true,
+        causal_commits_without_faults: true,
     };
     type Msg = Msg;
     type Config = Config;

@@ -93,6 +93,7 @@ impl Protocol for Eventual {
         token_moves: false,
         final_registers: false,
         atomic_unknowns: false,
+        causal_commits_without_faults: true,
     };
     type Msg = Msg;
     type Config = Config;

@@ -266,7 +266,20 @@ const REQUIREMENTS: Requirements = Requirements {
     token_moves: true,
     final_registers: true,
     atomic_unknowns: true,
+    causal_commits_without_faults: false, // §6.2: validation and lock failures abort
 };
+
+/// The registry entry's requirements for `flavor` (`flavor_protocol!`).
+const fn requirements(flavor: Flavor) -> Requirements {
+    match flavor {
+        Flavor::Occult => REQUIREMENTS,
+        // The baseline's txns take no validation: nothing aborts them but faults.
+        Flavor::EventualMs => Requirements {
+            causal_commits_without_faults: true,
+            ..REQUIREMENTS
+        },
+    }
+}
 
 fn recover(
     flavor: Flavor,

@@ -5,7 +5,7 @@
 use super::msg::{Effects, Msg, Record, Start, Updates};
 use super::node::{Deferred, Node};
 use super::part::ops_at;
-use super::{target_dc, Flavor};
+use super::{target_dc, Flavor, Mutation};
 use crate::kit::twopc::{Answer, Decisions, Retry, Votes};
 use causeway_core::crdt::{ObjType, Object, Op};
 use causeway_core::limits::COORD_TXNS_MAX;
@@ -93,18 +93,26 @@ const READ_TIMED_OUT: &str = "read timed out";
 /// The objects read, one per requested key in the request's order. A key asked twice
 /// (a client may: `causeway load` merges consecutive reads into one request) gets its
 /// object twice; the slices answered it once.
+/// (The `forget-repeated-read` mutation counts each key once: its second mention finds
+/// nothing and aborts the txn.)
 fn in_request_order(
     keys: &[(Key, ObjType)],
     mut objects: BTreeMap<Key, Result<Object, Error>>,
+    mutation: Mutation,
 ) -> Vec<(Key, Result<Object, Error>)> {
     let mut left: BTreeMap<&Key, usize> = BTreeMap::new();
     for (k, _) in keys {
-        *left.entry(k).or_default() += 1;
+        let n = left.entry(k).or_default();
+        *n = if mutation.forget_repeated_read {
+            1
+        } else {
+            *n + 1
+        };
     }
     keys.iter()
         .map(|(k, _)| {
             let n = left.get_mut(k).expect("counted above");
-            *n -= 1;
+            *n = n.saturating_sub(1);
             let o = if *n == 0 {
                 objects.remove(k)
             } else {
@@ -243,7 +251,7 @@ impl Node {
             return;
         };
         t.step = Step::Idle;
-        let ordered = in_request_order(&r.keys, r.objects);
+        let ordered = in_request_order(&r.keys, r.objects, self.mutation);
         let (session, snapshot) = (t.session, t.snapshot);
         // The session ends a txn whose read aborted ("snapshot too old") without telling
         // us: drop its context now, or its snapshot would hold GC back (`oldest`) until

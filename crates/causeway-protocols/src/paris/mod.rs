@@ -114,6 +114,7 @@ pub const MUTATIONS: &[&str] = &[
     "ust-ignores-remote-dc",
     "no-state-transfer",
     "one-phase-early",
+    "forget-repeated-read",
 ];
 /// BPR's: reads do not block (they then miss txns committed below their snapshot).
 pub const BPR_MUTATIONS: &[&str] = &["no-read-block"];
@@ -130,6 +131,10 @@ pub struct Mutation {
     /// A one-phase txn's vote leaves when its record is written, not when it is durable:
     /// the client hears of a commit that a crash can still undo.
     pub one_phase_early: bool,
+    /// A key asked twice in one read request is answered once (the bug fixed in the
+    /// thirty-eighth session, `coord.rs` `in_request_order`): the txn aborts. Only the
+    /// simulator's fault-free rule catches it, with `--merge-reads`.
+    pub forget_repeated_read: bool,
 }
 
 impl Mutation {
@@ -140,6 +145,7 @@ impl Mutation {
             no_read_block: name == Some("no-read-block"),
             no_state_transfer: name == Some("no-state-transfer"),
             one_phase_early: name == Some("one-phase-early"),
+            forget_repeated_read: name == Some("forget-repeated-read"),
         }
     }
 }
@@ -215,7 +221,13 @@ const REQUIREMENTS: Requirements = Requirements {
     token_moves: false,
     final_registers: true,
     atomic_unknowns: true,
+    causal_commits_without_faults: true,
 };
+
+/// The registry entry's requirements for `flavor` (`flavor_protocol!`).
+const fn requirements(_flavor: Flavor) -> Requirements {
+    REQUIREMENTS
+}
 
 fn recover(
     flavor: Flavor,

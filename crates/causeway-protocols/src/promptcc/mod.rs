@@ -228,7 +228,13 @@ const REQUIREMENTS: Requirements = Requirements {
     token_moves: false,
     final_registers: true,
     atomic_unknowns: true,
+    causal_commits_without_faults: true,
 };
+
+/// The registry entry's requirements for `flavor` (`flavor_protocol!`).
+const fn requirements(_flavor: Flavor) -> Requirements {
+    REQUIREMENTS
+}
 
 fn recover(
     flavor: Flavor,

@@ -61,6 +61,8 @@ pub struct Workload {
     picker: KeyPicker,
     locality: Locality,
     values: Values,
+    /// `SimConfig::merge_reads`.
+    merge_reads: bool,
 }
 
 impl Workload {
@@ -82,6 +84,7 @@ impl Workload {
             picker: KeyPicker::new(config),
             locality,
             values: Values::new(config.value_bytes),
+            merge_reads: config.merge_reads,
         }
     }
 
@@ -110,12 +113,50 @@ impl Workload {
             picker,
             locality: &self.locality,
         };
-        match &mut self.planner {
+        let mut plan = match &mut self.planner {
             Planner::Custom(c) => c.plan(dc, &keys, values, rng),
             Planner::Ycsb(y) => y.plan(dc, &keys, values, rng),
             Planner::Rubis(r) => r.plan(dc, picker, values, rng),
+        };
+        if self.merge_reads {
+            plan.steps = merged_reads(std::mem::take(&mut plan.steps));
+        }
+        plan
+    }
+}
+
+/// `steps` with every run of two or more consecutive reads (`Read` or `ReadMany`) sent as
+/// one `ReadMany`, in order, a key drawn twice asked twice (as `causeway load` sends them).
+/// Updates and lone reads stay as they are.
+fn merged_reads(steps: Vec<Step>) -> Vec<Step> {
+    let mut out: Vec<Step> = Vec::with_capacity(steps.len());
+    let mut reads: Vec<Step> = Vec::new();
+    for step in steps {
+        if matches!(step, Step::Update(..)) {
+            out.extend(one_request(std::mem::take(&mut reads)));
+            out.push(step);
+        } else {
+            reads.push(step);
         }
     }
+    out.extend(one_request(reads));
+    out
+}
+
+/// Consecutive read steps as one request: a lone step as it is, several as one `ReadMany`.
+fn one_request(mut reads: Vec<Step>) -> Option<Step> {
+    if reads.len() <= 1 {
+        return reads.pop();
+    }
+    let mut keys = Vec::new();
+    for step in reads {
+        match step {
+            Step::Read(key, obj) => keys.push((key, obj)),
+            Step::ReadMany(many) => keys.extend(many),
+            Step::Update(..) => unreachable!("only reads are gathered"),
+        }
+    }
+    Some(Step::ReadMany(keys))
 }
 
 /// The key indexes of `0..config.keys` each partition holds under `config`'s topology,
@@ -469,6 +510,79 @@ mod tests {
         let mut w = Workload::new(config);
         let mut rng = SimRng::new(config.seed, 2);
         (0..n).map(|i| w.plan((i % 3) as u16, &mut rng)).collect()
+    }
+
+    fn keys_of(step: &Step) -> Vec<Key> {
+        match step {
+            Step::Read(k, _) | Step::Update(k, _) => vec![k.clone()],
+            Step::ReadMany(keys) => keys.iter().map(|(k, _)| k.clone()).collect(),
+        }
+    }
+
+    #[test]
+    fn merged_reads_send_each_run_of_reads_as_one_request_in_order() {
+        let read = |i| Step::Read(Workload::key(i), ObjType::Lww);
+        let write = |i| Step::Update(Workload::key(i), Update::Assign(b"x".to_vec()));
+        let steps = vec![
+            read(1),
+            read(2),
+            read(1),
+            write(3),
+            read(4),
+            write(5),
+            read(6),
+        ];
+        let merged = merged_reads(steps);
+        let shapes: Vec<(&str, Vec<Key>)> = merged
+            .iter()
+            .map(|s| {
+                let kind = match s {
+                    Step::Read(..) => "read",
+                    Step::ReadMany(..) => "many",
+                    Step::Update(..) => "update",
+                };
+                (kind, keys_of(s))
+            })
+            .collect();
+        let k = Workload::key;
+        assert_eq!(
+            shapes,
+            vec![
+                ("many", vec![k(1), k(2), k(1)]),
+                ("update", vec![k(3)]),
+                ("read", vec![k(4)]),
+                ("update", vec![k(5)]),
+                ("read", vec![k(6)]),
+            ],
+            "a key drawn twice is asked twice; a lone read stays a read"
+        );
+    }
+
+    #[test]
+    fn merge_reads_keeps_the_draws_and_only_regroups_them() {
+        let base = SimConfig {
+            workload: WorkloadFamily::YcsbA,
+            keys: 5,
+            ..SimConfig::default()
+        };
+        let merged = SimConfig {
+            merge_reads: true,
+            ..base.clone()
+        };
+        let (a, b) = (plans(&base, 200), plans(&merged, 200));
+        let mut repeated = 0;
+        for (x, y) in a.iter().zip(&b) {
+            let flat = |p: &TxnPlan| p.steps.iter().flat_map(keys_of).collect::<Vec<_>>();
+            assert_eq!(flat(x), flat(y), "same keys in the same order");
+            assert!(y.steps.len() <= x.steps.len());
+            for s in &y.steps {
+                if let Step::ReadMany(keys) = s {
+                    let distinct: std::collections::BTreeSet<_> = keys.iter().collect();
+                    repeated += usize::from(distinct.len() < keys.len());
+                }
+            }
+        }
+        assert!(repeated > 0, "over 5 keys some request asks a key twice");
     }
 
     #[test]
