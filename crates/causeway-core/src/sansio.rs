@@ -26,7 +26,7 @@
 
 use crate::api::{Request, Response};
 use crate::clock::Nanos;
-use crate::ids::{Addr, OpId};
+use crate::ids::{Addr, NodeId, OpId};
 
 /// Log sequence number of a persisted record, increasing per machine.
 pub type Lsn = u64;
@@ -202,6 +202,14 @@ pub trait ClientSession {
     fn handle_timeout(&mut self, ctx: &mut Ctx<Self::Msg>);
     /// The next deadline (the running request's timeout), in the session's clock.
     fn poll_timeout(&self) -> Option<Nanos>;
+    /// Node `node` restarted: what the session sent to its earlier incarnation is lost or
+    /// was taken by a process that died, and no answer to it will come. A session whose
+    /// running request waits on that node may end it now as its timeout would, with an
+    /// `Unavailable` answer (the outcome is unknown), instead of waiting for the deadline.
+    /// Drivers call it for every session once they learn of the restart (the runtime when
+    /// its link to the node meets the new incarnation, the simulator when the node starts
+    /// again). The default waits for the timeout.
+    fn peer_restarted(&mut self, _ctx: &mut Ctx<Self::Msg>, _node: NodeId) {}
     fn check_invariants(&self) -> Result<(), String> {
         Ok(())
     }

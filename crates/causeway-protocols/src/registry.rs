@@ -5,7 +5,8 @@
 
 use crate::{NodeConfig, Params};
 use causeway_core::{
-    Addr, ClientSession, Ctx, DcId, Lsn, Nanos, Output, Request, ServerNode, SessionId, Topology,
+    Addr, ClientSession, Ctx, DcId, Lsn, Nanos, NodeId, Output, Request, ServerNode, SessionId,
+    Topology,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -244,6 +245,8 @@ pub trait AnySession: Send {
     ) -> Result<(), WrongProtocol>;
     fn handle_timeout(&mut self, ctx: &mut Ctx<crate::Msg>);
     fn poll_timeout(&self) -> Option<Nanos>;
+    /// [`causeway_core::ClientSession::peer_restarted`].
+    fn peer_restarted(&mut self, ctx: &mut Ctx<crate::Msg>, node: NodeId);
     fn check_invariants(&self) -> Result<(), String>;
     fn take_overwrites(&mut self) -> Vec<(causeway_core::OpId, Option<causeway_core::OpId>)>;
     /// [`causeway_core::ClientSession::skip_observed`].
@@ -365,6 +368,9 @@ where
     }
     fn poll_timeout(&self) -> Option<Nanos> {
         self.0.poll_timeout()
+    }
+    fn peer_restarted(&mut self, ctx: &mut Ctx<crate::Msg>, node: NodeId) {
+        with_own_ctx::<P, _>(ctx, &mut self.1, |c| self.0.peer_restarted(c, node))
     }
     fn check_invariants(&self) -> Result<(), String> {
         self.0.check_invariants()

@@ -192,3 +192,57 @@ fn a_request_that_times_out_is_answered_and_its_late_reply_ignored() {
         ctx.outputs
     );
 }
+
+/// The node a running read went to restarted: the read ends at once, `Unavailable` like a
+/// timeout, and its late reply is ignored; a restart of a node it did not reach, or with
+/// no request running, changes nothing.
+#[test]
+fn a_restart_of_the_node_a_request_waits_on_ends_it_at_once() {
+    let null = serde_json::Value::Null;
+    let params = Params::default();
+    let mut s =
+        new_session("eventual", SessionId(1), DcId(0), &topo(), &params, &null).expect("session");
+    let mut ctx = Ctx::new(TrueTime(0), 0);
+    let begin = Request::Begin {
+        kind: TxnKind::Causal,
+        label: None,
+    };
+    s.submit(&mut ctx, begin);
+    s.peer_restarted(&mut ctx, NodeId(0));
+    assert_eq!(ctx.outputs.len(), 1, "nothing runs: {:?}", ctx.outputs);
+    let mut ctx = Ctx::new(TrueTime(0), 0);
+    let keys = vec![(Key::from("k"), ObjType::Lww)];
+    s.submit(&mut ctx, Request::Read { keys });
+    let waits_on: Vec<Addr> = ctx
+        .outputs
+        .iter()
+        .filter_map(|o| match o {
+            causeway_core::Output::Send { to, .. } => Some(*to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(waits_on, vec![Addr::Node(NodeId(0))]);
+    let mut ctx = Ctx::new(TrueTime(5), 5);
+    s.peer_restarted(&mut ctx, NodeId(1));
+    assert!(
+        ctx.outputs.is_empty() && s.running(),
+        "node 1 was not asked"
+    );
+    s.peer_restarted(&mut ctx, NodeId(0));
+    match ctx.outputs.as_slice() {
+        [causeway_core::Output::Reply(Response::Error(causeway_core::Error::Unavailable(why)))] => {
+            assert!(why.contains("node 0 restarted"), "{why}")
+        }
+        other => panic!("expected one Unavailable answer, got {other:?}"),
+    }
+    assert!(!s.running());
+    assert_eq!(s.poll_timeout(), None, "its timer is gone");
+    let late = Msg::Eventual(eventual::Msg::ReadReply {
+        req: 1,
+        objects: Vec::new(),
+    });
+    let mut ctx = Ctx::new(TrueTime(6), 6);
+    s.handle_message(&mut ctx, Addr::Node(NodeId(0)), late)
+        .expect("ours");
+    assert!(ctx.outputs.is_empty(), "a late reply is stale");
+}

@@ -306,6 +306,8 @@ pub struct NodeTask {
     node: BoxedNode,
     sessions: HashMap<SessionId, Hosted, FixedState>,
     links: HashMap<NodeId, Link>,
+    /// Each link's `Link::restarts` when last looked at (`notice_restarts`).
+    peer_restarts_seen: HashMap<NodeId, u64>,
     local: VecDeque<NetMsg>,
     /// At most one wake-up per machine, never later than its deadline.
     timers: Wakeups,
@@ -378,6 +380,7 @@ impl NodeTask {
             node,
             sessions: HashMap::default(),
             links,
+            peer_restarts_seen: HashMap::new(),
             local: VecDeque::new(),
             timers: Wakeups::default(),
             base: Instant::now(),
@@ -688,7 +691,39 @@ impl NodeTask {
         self.node_outputs(ctx);
     }
 
+    /// Tells every hosted session of each peer that came back as a new incarnation since
+    /// the last look (`ClientSession::peer_restarted`): a request waiting on it ends now
+    /// instead of at its timeout (10 s by default). Looked at with the timers, which the
+    /// protocols' periodic work fires every few milliseconds.
+    fn notice_restarts(&mut self) {
+        let mut restarted = Vec::new();
+        for (peer, link) in &self.links {
+            let now = link.restarts();
+            let seen = self.peer_restarts_seen.entry(*peer).or_insert(0);
+            if now != *seen {
+                *seen = now;
+                restarted.push(*peer);
+            }
+        }
+        for peer in restarted {
+            let running: Vec<SessionId> = self
+                .sessions
+                .iter()
+                .filter(|(_, h)| h.machine.running())
+                .map(|(s, _)| *s)
+                .collect();
+            for s in running {
+                let mut ctx = self.ctx();
+                if let Some(h) = self.sessions.get_mut(&s) {
+                    h.machine.peer_restarted(&mut ctx, peer);
+                }
+                self.session_ran(s, ctx);
+            }
+        }
+    }
+
     fn fire_timers(&mut self) {
+        self.notice_restarts();
         let now = self.reading().at;
         if let Some(first) = self.timers.first() {
             let late = now.saturating_duration_since(first);

@@ -31,6 +31,7 @@ use causeway_protocols::Msg;
 use futures_util::{SinkExt, StreamExt};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -135,12 +136,21 @@ pub struct Link {
     notify: Arc<Notify>,
     latency: Duration,
     queue_max: usize,
+    /// How many times the peer came back as a new incarnation (`adopt`).
+    restarts: Arc<AtomicU64>,
 }
 
 impl Link {
     /// The peer this link sends to.
     pub fn peer(&self) -> NodeId {
         self.peer
+    }
+
+    /// How many times this link met a new incarnation of the peer: what was sent to the
+    /// earlier one is lost, and its answers will not come (the node task tells the
+    /// sessions, `ClientSession::peer_restarted`).
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Acquire)
     }
 
     /// Messages waiting on this link: unsent, or sent and not yet acknowledged.
@@ -197,6 +207,7 @@ pub fn spawn_link(
         notify: Arc::new(Notify::new()),
         latency,
         queue_max,
+        restarts: Arc::new(AtomicU64::new(0)),
     };
     let task = link.clone();
     tokio::spawn(async move { run_link(me, task, addr).await });
@@ -337,6 +348,7 @@ fn adopt(link: &Link, epoch: u64, delivered: u64) {
         Some(old) if old != epoch => {
             let lost = s.queue.len();
             s.queue.clear();
+            link.restarts.fetch_add(1, Ordering::Release);
             tracing::warn!(
                 peer = link.peer.0,
                 old,

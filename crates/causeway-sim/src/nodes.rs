@@ -286,11 +286,23 @@ impl World {
             Ok(machine) => {
                 self.nodes[n].machine = Some(machine);
                 self.with_node(n, |m, ctx| m.start(ctx));
+                self.tell_sessions_restarted(n);
             }
             Err(e) => self
                 .metrics
                 .liveness
                 .push(format!("node {n} failed to recover: {e}")),
+        }
+    }
+
+    /// Node `n` is back as a new incarnation: every session with a running request hears
+    /// it (`ClientSession::peer_restarted`), as the runtime's sessions do once their
+    /// node's link meets the new incarnation; one that waited on `n` ends its request now.
+    fn tell_sessions_restarted(&mut self, n: usize) {
+        for c in 0..self.clients.len() {
+            if self.clients[c].session.running() {
+                self.with_client(c, |s, ctx| s.peer_restarted(ctx, NodeId(n as u32)));
+            }
         }
     }
 

@@ -20,8 +20,8 @@ use crate::Params;
 use causeway_core::crdt::ObjType;
 use causeway_core::limits::{TXN_LABEL_MAX, TXN_UPDATES_MAX};
 use causeway_core::{
-    Addr, ClientSession, Ctx, DcId, Error, Key, Nanos, Request, Response, SessionId, Topology,
-    TxnId, TxnKind, Update,
+    Addr, ClientSession, Ctx, DcId, Error, Key, Nanos, NodeId, Output, Request, Response,
+    SessionId, Topology, TxnId, TxnKind, Update,
 };
 use std::collections::VecDeque;
 
@@ -209,7 +209,14 @@ pub struct Session<C> {
     /// Updates buffered ahead of their requests for a read-then-commit, in order, with
     /// the op ids they got (at most `TXN_UPDATES_MAX`).
     promised: VecDeque<(Key, Update, causeway_core::OpId)>,
+    /// The nodes the running request sent to (at most [`SENT_TO_MAX`]; empty when none
+    /// runs): a restart of one of them ends the request at once (`peer_restarted`).
+    sent_to: Vec<NodeId>,
 }
+
+/// Most nodes a running request's restart check remembers; a request that reached more
+/// (a wide read on a large cluster) waits for its timeout when a node it missed restarts.
+pub const SENT_TO_MAX: usize = 64;
 
 impl<C: ClientProtocol> Session<C> {
     pub fn new(core: SessionCore, client: C) -> Session<C> {
@@ -217,7 +224,37 @@ impl<C: ClientProtocol> Session<C> {
             core,
             client,
             promised: VecDeque::new(),
+            sent_to: Vec::new(),
         }
+    }
+
+    /// Notes the nodes the outputs from `mark` on send to, while a request runs; forgets
+    /// them once none runs.
+    fn note_sends(&mut self, ctx: &Ctx<C::Msg>, mark: usize) {
+        if !self.core.running() {
+            self.sent_to.clear();
+            return;
+        }
+        for out in &ctx.outputs[mark..] {
+            if let Output::Send {
+                to: Addr::Node(n), ..
+            } = out
+            {
+                if !self.sent_to.contains(n) && self.sent_to.len() < SENT_TO_MAX {
+                    self.sent_to.push(*n);
+                }
+            }
+        }
+    }
+
+    /// Ends the running request with `error`, as its timeout does: the protocol forgets
+    /// what it waited for and the transaction is gone (its outcome unknown to the client).
+    fn end_running(&mut self, ctx: &mut Ctx<C::Msg>, error: Error) {
+        self.client.on_timeout(&mut self.core);
+        self.core.txn = None;
+        self.promised.clear();
+        self.sent_to.clear();
+        self.core.answer(ctx, Response::Error(error));
     }
 
     /// The updates of `ahead` if it is only updates then the commit, they are valid, and
@@ -354,6 +391,77 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
     type Msg = C::Msg;
 
     fn submit(&mut self, ctx: &mut Ctx<C::Msg>, request: Request) {
+        let mark = ctx.outputs.len();
+        self.submit_one(ctx, request);
+        self.note_sends(ctx, mark);
+    }
+
+    fn submit_ahead(&mut self, ctx: &mut Ctx<C::Msg>, request: Request, ahead: &[Request]) {
+        let mark = ctx.outputs.len();
+        self.submit_with_ahead(ctx, request, ahead);
+        self.note_sends(ctx, mark);
+    }
+
+    fn running(&self) -> bool {
+        self.core.running()
+    }
+
+    fn handle_message(&mut self, ctx: &mut Ctx<C::Msg>, from: Addr, msg: C::Msg) {
+        let mark = ctx.outputs.len();
+        let was_running = self.core.running();
+        self.client.on_message(&mut self.core, ctx, from, msg);
+        if was_running && !self.core.running() {
+            self.answer_ahead(ctx);
+        }
+        self.note_sends(ctx, mark);
+    }
+
+    fn handle_timeout(&mut self, ctx: &mut Ctx<C::Msg>) {
+        let mark = ctx.outputs.len();
+        if self.client.poll_timeout().is_some_and(|at| ctx.clock >= at) {
+            self.client.on_wake(&mut self.core, ctx);
+        }
+        self.note_sends(ctx, mark);
+        if self.core.deadline.is_none_or(|d| ctx.clock < d) {
+            return;
+        }
+        let e = Error::Unavailable("request timed out".into());
+        self.end_running(ctx, e);
+    }
+
+    fn peer_restarted(&mut self, ctx: &mut Ctx<C::Msg>, node: NodeId) {
+        if !self.core.running() || !self.sent_to.contains(&node) {
+            return;
+        }
+        let e = Error::Unavailable(format!(
+            "node {} restarted before it answered; the request's outcome is unknown",
+            node.0
+        ));
+        self.end_running(ctx, e);
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        match (self.core.deadline, self.client.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.client.check_invariants(&self.core)
+    }
+
+    fn take_overwrites(&mut self) -> Vec<(causeway_core::OpId, Option<causeway_core::OpId>)> {
+        self.client.take_overwrites()
+    }
+    fn skip_observed(&mut self) {
+        self.core.observed = false;
+    }
+}
+
+impl<C: ClientProtocol> Session<C> {
+    /// `ClientSession::submit`, before its sends are noted.
+    fn submit_one(&mut self, ctx: &mut Ctx<C::Msg>, request: Request) {
         if self.core.running() {
             let e = Error::InvalidState("a request is already running".into());
             return ctx.reply(Response::Error(e));
@@ -389,7 +497,8 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
         }
     }
 
-    fn submit_ahead(&mut self, ctx: &mut Ctx<C::Msg>, request: Request, ahead: &[Request]) {
+    /// `ClientSession::submit_ahead`, before its sends are noted.
+    fn submit_with_ahead(&mut self, ctx: &mut Ctx<C::Msg>, request: Request, ahead: &[Request]) {
         let plan = match &request {
             Request::Read { keys } => self.read_commit_plan(keys, ahead),
             _ => None,
@@ -397,54 +506,10 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
         match (request, plan) {
             (Request::Read { keys }, Some(then)) => self.read_commit(ctx, keys, then),
             (request @ Request::Begin { .. }, _) => {
-                self.submit(ctx, request);
+                self.submit_one(ctx, request);
                 self.take_ahead(ctx, ahead);
             }
-            (request, _) => self.submit(ctx, request),
+            (request, _) => self.submit_one(ctx, request),
         }
-    }
-
-    fn running(&self) -> bool {
-        self.core.running()
-    }
-
-    fn handle_message(&mut self, ctx: &mut Ctx<C::Msg>, from: Addr, msg: C::Msg) {
-        let was_running = self.core.running();
-        self.client.on_message(&mut self.core, ctx, from, msg);
-        if was_running && !self.core.running() {
-            self.answer_ahead(ctx);
-        }
-    }
-
-    fn handle_timeout(&mut self, ctx: &mut Ctx<C::Msg>) {
-        if self.client.poll_timeout().is_some_and(|at| ctx.clock >= at) {
-            self.client.on_wake(&mut self.core, ctx);
-        }
-        if self.core.deadline.is_none_or(|d| ctx.clock < d) {
-            return;
-        }
-        self.client.on_timeout(&mut self.core);
-        self.core.txn = None;
-        self.promised.clear();
-        let e = Error::Unavailable("request timed out".into());
-        self.core.answer(ctx, Response::Error(e));
-    }
-
-    fn poll_timeout(&self) -> Option<Nanos> {
-        match (self.core.deadline, self.client.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    fn check_invariants(&self) -> Result<(), String> {
-        self.client.check_invariants(&self.core)
-    }
-
-    fn take_overwrites(&mut self) -> Vec<(causeway_core::OpId, Option<causeway_core::OpId>)> {
-        self.client.take_overwrites()
-    }
-    fn skip_observed(&mut self) {
-        self.core.observed = false;
     }
 }
