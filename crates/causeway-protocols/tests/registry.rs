@@ -110,12 +110,16 @@ fn topology_requirements_are_enforced() {
     assert!(e.contains("full replication"), "{e}");
 }
 
+/// An `eventual` session (one DC of one node: reads go to node 0).
+fn eventual_session(params: &Params) -> causeway_protocols::BoxedSession {
+    let null = serde_json::Value::Null;
+    new_session("eventual", SessionId(1), DcId(0), &topo(), params, &null).expect("session")
+}
+
 #[test]
 fn an_answered_request_leaves_no_timer_behind() {
-    let null = serde_json::Value::Null;
     let params = Params::default();
-    let mut s =
-        new_session("eventual", SessionId(1), DcId(0), &topo(), &params, &null).expect("session");
+    let mut s = eventual_session(&params);
     let mut ctx = Ctx::new(TrueTime(10), 10);
     s.submit(
         &mut ctx,
@@ -150,10 +154,8 @@ fn an_answered_request_leaves_no_timer_behind() {
 
 #[test]
 fn a_request_that_times_out_is_answered_and_its_late_reply_ignored() {
-    let null = serde_json::Value::Null;
     let params = Params::default();
-    let mut s =
-        new_session("eventual", SessionId(1), DcId(0), &topo(), &params, &null).expect("session");
+    let mut s = eventual_session(&params);
     let mut ctx = Ctx::new(TrueTime(0), 0);
     s.submit(
         &mut ctx,
@@ -198,10 +200,8 @@ fn a_request_that_times_out_is_answered_and_its_late_reply_ignored() {
 /// no request running, changes nothing.
 #[test]
 fn a_restart_of_the_node_a_request_waits_on_ends_it_at_once() {
-    let null = serde_json::Value::Null;
     let params = Params::default();
-    let mut s =
-        new_session("eventual", SessionId(1), DcId(0), &topo(), &params, &null).expect("session");
+    let mut s = eventual_session(&params);
     let mut ctx = Ctx::new(TrueTime(0), 0);
     let begin = Request::Begin {
         kind: TxnKind::Causal,
