@@ -25,23 +25,21 @@ pub fn reason_key(reason: &str) -> String {
 /// Counts one abort for `reason` under its key; a new key past [`ABORT_REASONS_MAX`]
 /// counts as "other".
 pub fn count(reasons: &mut AbortReasons, reason: &str) {
-    let mut key = reason_key(reason);
-    if reasons.len() >= ABORT_REASONS_MAX && !reasons.contains_key(&key) {
-        key = "other".to_string();
-    }
-    *reasons.entry(key).or_default() += 1;
+    add(reasons, &reason_key(reason), 1);
 }
 
 /// Adds `other`'s counts to `into`, under the same cap.
 pub fn merge(into: &mut AbortReasons, other: &AbortReasons) {
     for (key, n) in other {
-        let key = if into.len() >= ABORT_REASONS_MAX && !into.contains_key(key) {
-            "other"
-        } else {
-            key.as_str()
-        };
-        *into.entry(key.to_string()).or_default() += n;
+        add(into, key, *n);
     }
+}
+
+/// Adds `n` under `key`, or under "other" when `key` is new and the cap is reached.
+fn add(reasons: &mut AbortReasons, key: &str, n: u64) {
+    let full = reasons.len() >= ABORT_REASONS_MAX && !reasons.contains_key(key);
+    let key = if full { "other" } else { key };
+    *reasons.entry(key.to_string()).or_default() += n;
 }
 
 /// `aborts by reason: "REASON" N, ...`, most frequent first; `None` when nothing aborted.
