@@ -246,3 +246,30 @@ fn a_restart_of_the_node_a_request_waits_on_ends_it_at_once() {
         .expect("ours");
     assert!(ctx.outputs.is_empty(), "a late reply is stale");
 }
+
+/// A BEGIN refused inside an open transaction ends the promise that came with it: the
+/// promised updates and commit are neither answered nor applied to the open transaction
+/// (a driver whose BEGIN was refused submits nothing more; before, the session answered
+/// them ahead into the transaction already open, and committed it).
+#[test]
+fn a_refused_begin_takes_nothing_ahead() {
+    let params = Params::default();
+    let mut s = eventual_session(&params);
+    let mut ctx = Ctx::new(TrueTime(10), 10);
+    let begin = Request::Begin {
+        kind: TxnKind::Causal,
+        label: None,
+    };
+    let assign = |v: &str| Request::Update {
+        key: Key::from("k"),
+        update: Update::Assign(v.into()),
+    };
+    s.submit(&mut ctx, begin.clone());
+    s.submit(&mut ctx, assign("open"));
+    let mut ctx = Ctx::new(TrueTime(10), 10);
+    s.submit_ahead(&mut ctx, begin, &[assign("promised"), Request::Commit]);
+    let outputs: Vec<String> = ctx.outputs.iter().map(|o| format!("{o:?}")).collect();
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    assert!(outputs[0].contains("inside a transaction"), "{outputs:?}");
+    assert!(!s.running(), "the promised commit was not taken");
+}

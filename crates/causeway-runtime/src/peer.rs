@@ -28,8 +28,10 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// START says whether the txn's read answers carry the observed ids. 7: Cure's
 /// `ReadCommitResult` (a direct read-then-commit answered in one message). 8: every
 /// protocol's replication stream pieces as one byte string, encoded once for every
-/// sibling (`kit::wire`), Cure's in a compact form (`cure/wire.rs`).
-pub const PEER_WIRE_VERSION: u32 = 8;
+/// sibling (`kit::wire`), Cure's in a compact form (`cure/wire.rs`). 9: a coordinator's
+/// read of its partitions (Cure's `ReadKeys`, PaRiS's `ReadSlice`) and their replies are
+/// named by txn and request (`kit::txn::ReadId`), not by a counter a restart reset.
+pub const PEER_WIRE_VERSION: u32 = 9;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {

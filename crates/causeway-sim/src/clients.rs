@@ -357,8 +357,11 @@ impl World {
                 self.metrics.refused += 1;
                 self.finish(c, Outcome::Aborted)
             }
-            (Phase::Stepping, Response::Error(Error::Unavailable(_)))
-            | (Phase::Beginning, Response::Error(_)) => self.finish(c, Outcome::Aborted),
+            (Phase::Beginning, Response::Error(_)) => self.finish(c, Outcome::Aborted),
+            // Any other error, `Unavailable` of a read or an update included, ends the
+            // txn with an ABORT: a request that timed out ended it at the session (the
+            // ABORT is then refused, and ends it here), but a node's refusal of a read
+            // ("partition overloaded") leaves it open, and the next BEGIN would be refused.
             (_, Response::Error(e)) => {
                 self.note_final_failure(c, &e.to_string());
                 self.clients[c].phase = Phase::Aborting;
@@ -448,7 +451,8 @@ impl World {
         // An answer ahead is only ever to a request of this txn's promise.
         assert!(
             slot.answered_ahead.is_empty(),
-            "client {c}: answers ahead left over"
+            "client {c}: answers ahead left over at {outcome:?}: {:?}",
+            slot.answered_ahead
         );
         if slot.final_reader {
             self.clients[c].done = true;

@@ -7,7 +7,7 @@ use super::node::{Deferred, Node};
 use super::part::{Phase, Waiting};
 use super::record::Record;
 use crate::kit::twopc::{Answer, Decisions, Votes};
-use crate::kit::txn::{check_read, limit, read_value, TxnBuffer};
+use crate::kit::txn::{check_read, limit, read_value, ReadId, TxnBuffer};
 use causeway_core::crdt::ObjType;
 use causeway_core::limits::{COORD_TXNS_MAX, TXN_UPDATES_MAX};
 use causeway_core::{
@@ -28,9 +28,10 @@ pub(super) enum Step {
     ReadingHere {
         req: u64,
     },
+    /// A read of partitions of other nodes, or of several (`ReadId { txn, req }` names
+    /// it to them).
     Reading {
         req: u64,
-        rid: u64,
         keys: Vec<Key>,
         missing: usize,
         got: BTreeMap<Key, Result<Object, Error>>,
@@ -99,8 +100,6 @@ pub struct Coord {
     starts: Vec<PendingStart>,
     /// Commit decisions until every participant acknowledged (commit vector each).
     pub decisions: Decisions<Vc>,
-    reads: BTreeMap<u64, TxnId>,
-    next_rid: u64,
 }
 
 impl Coord {
@@ -302,8 +301,7 @@ impl Node {
                 .or_default()
                 .push((k.clone(), *t));
         }
-        self.coord.next_rid += 1;
-        let rid = self.coord.next_rid;
+        let rid = ReadId { txn, req };
         let t = self
             .coord
             .txns
@@ -315,12 +313,10 @@ impl Node {
         }
         t.step = Step::Reading {
             req,
-            rid,
             keys: keys.into_iter().map(|(k, _)| k).collect(),
             missing: groups.len(),
             got: BTreeMap::new(),
         };
-        self.coord.reads.insert(rid, txn);
         let dc = DcIdOf::dc(self.d);
         for (partition, keys) in groups {
             let to = Addr::Node(self.topo.node_of(dc, partition));
@@ -338,22 +334,26 @@ impl Node {
     pub(super) fn on_read_reply(
         &mut self,
         ctx: &mut Ctx<Msg>,
-        rid: u64,
+        rid: ReadId,
         _partition: PartitionId,
         objects: Vec<(Key, Result<Object, Error>)>,
     ) {
-        let Some(txn) = self.coord.reads.get(&rid).copied() else {
+        // A reply to a read that ended (the txn went on, or died) is stale.
+        let Some(Txn {
+            step: Step::Reading {
+                req, missing, got, ..
+            },
+            ..
+        }) = self.coord.txns.get_mut(&rid.txn).map(|t| &mut **t)
+        else {
             return;
         };
-        if let Some(Txn {
-            step: Step::Reading { missing, got, .. },
-            ..
-        }) = self.coord.txns.get_mut(&txn).map(|t| &mut **t)
-        {
-            got.extend(objects);
-            *missing = missing.saturating_sub(1);
+        if *req != rid.req {
+            return;
         }
-        self.finish_read(ctx, txn);
+        got.extend(objects);
+        *missing = missing.saturating_sub(1);
+        self.finish_read(ctx, rid.txn);
     }
 
     /// Answers the session once every partition replied, overlaying the write set
@@ -365,17 +365,10 @@ impl Node {
         let Step::Reading { missing: 0, .. } = t.step else {
             return;
         };
-        let Step::Reading {
-            req,
-            rid,
-            keys,
-            got,
-            ..
-        } = std::mem::replace(&mut t.step, Step::Idle)
+        let Step::Reading { req, keys, got, .. } = std::mem::replace(&mut t.step, Step::Idle)
         else {
             unreachable!("matched above")
         };
-        self.coord.reads.remove(&rid);
         let mut values = Vec::with_capacity(keys.len());
         let mut result = Ok(());
         // A read of one key (every standalone command's) takes its object; a read of

@@ -22,7 +22,7 @@ use super::msg::{Msg, Updates};
 use super::node::{Node, Participant};
 use super::part::{Direct, Phase, Waiting};
 use crate::kit::twopc::Votes;
-use crate::kit::txn::read_value;
+use crate::kit::txn::{read_value, ReadId};
 use causeway_core::crdt::ObjType;
 use causeway_core::{Ctx, DcId, Error, Key, Object, PartitionId, TxnId, TxnKind, Vc};
 
@@ -68,7 +68,8 @@ impl Node {
         let writes = !(t.buffer.updates.is_empty() && then.is_empty());
         let w = Waiting::Read {
             coord: self.me,
-            rid: 0, // unused: a direct read is answered by `direct`, not by read id
+            // A direct read is answered by `direct`, not by its id.
+            rid: ReadId { txn, req },
             svc: t.svc.clone(),
             keys,
             arrived: self.time.clock,

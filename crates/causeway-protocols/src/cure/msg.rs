@@ -4,6 +4,7 @@
 
 use crate::kit::certify::{CertEntry, CertTxn};
 use crate::kit::paxos;
+use crate::kit::txn::ReadId;
 use causeway_core::crdt::{Effect, ObjType, Object, Op, Update};
 use causeway_core::{Error, Key, OpId, PartitionId, ReadValue, TxnId, TxnKind, Vc};
 use serde::{Deserialize, Serialize};
@@ -125,13 +126,14 @@ pub enum Msg {
     // ---- coordinator <-> partition ----
     /// READ_KEY(svc, keys) (Alg. 1 l.19, Alg. 2 l.1).
     ReadKeys {
-        rid: u64,
+        /// Unique across the coordinator's restarts (`kit::txn::ReadId`).
+        rid: ReadId,
         partition: PartitionId,
         svc: Vc,
         keys: Vec<(Key, ObjType)>,
     },
     ReadReply {
-        rid: u64,
+        rid: ReadId,
         partition: PartitionId,
         objects: Vec<(Key, Result<Object, Error>)>,
     },

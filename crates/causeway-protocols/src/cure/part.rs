@@ -7,6 +7,7 @@ use crate::kit::mvstore::Store;
 use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::time_order::TimeOrder;
 use crate::kit::twopc::Retry;
+use crate::kit::txn::ReadId;
 use causeway_core::clock::Extra;
 use causeway_core::crdt::{ArbTs, Effect, ObjType, Op, Update};
 use causeway_core::{DcId, Error, Key, NodeId, OpId, TxnId, Vc};
@@ -170,7 +171,7 @@ impl PreparedTxns {
 pub enum Waiting {
     Read {
         coord: NodeId,
-        rid: u64,
+        rid: ReadId,
         svc: Vc,
         keys: Vec<(Key, ObjType)>,
         arrived: u64,

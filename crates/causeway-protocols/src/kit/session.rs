@@ -506,8 +506,13 @@ impl<C: ClientProtocol> Session<C> {
         match (request, plan) {
             (Request::Read { keys }, Some(then)) => self.read_commit(ctx, keys, then),
             (request @ Request::Begin { .. }, _) => {
+                // A BEGIN inside a transaction is refused, and the refusal ends the
+                // promise: what follows it must not go into the transaction open.
+                let refused = self.core.txn.is_some();
                 self.submit_one(ctx, request);
-                self.take_ahead(ctx, ahead);
+                if !refused {
+                    self.take_ahead(ctx, ahead);
+                }
             }
             (request, _) => self.submit_one(ctx, request),
         }

@@ -1,11 +1,12 @@
 //! The transaction buffer every protocol's session and coordinator keep, with the input
 //! limits (key and value length, updates per transaction, keys per read), the overlay of a
-//! transaction's own writes on what it reads, the typed-object helpers, and [`TxnMap`],
-//! the map of in-flight transactions by id.
+//! transaction's own writes on what it reads, the typed-object helpers, [`TxnMap`], the
+//! map of in-flight transactions by id, and [`ReadId`], what names a coordinator's read.
 
 use causeway_core::crdt::{ArbTs, Effect, ObjType, Object, Op, Update};
 use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
 use causeway_core::{Error, Key, OpId, ReadValue, TxnId, TxnKind};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
 
@@ -17,6 +18,22 @@ use std::hash::BuildHasher;
 /// snapshot's meet; the inquiries and certification retries, each message independent of
 /// the others) or sorts first (a checkpoint's prepared txns).
 pub type TxnMap<V> = HashMap<TxnId, V, TxnHashState>;
+
+/// A coordinator's read of a txn's partitions, as its requests to them and their replies
+/// name it: the txn and the session's id of the request the read answers.
+///
+/// Unique across the coordinator's incarnations, as a counter of its own is not: a reply
+/// to a read of an incarnation that crashed can reach the next one (a read parked at its
+/// partition is served after the restart), and a counter that starts again at 1 would
+/// take it as the answer to a new read of other keys, or of the same keys at another
+/// snapshot. A txn never lives in two incarnations (a restarted coordinator knows no txn
+/// and never gets an old START: the transport drops what was meant for the dead one), and
+/// a txn runs one request at a time, each with a fresh id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ReadId {
+    pub txn: TxnId,
+    pub req: u64,
+}
 
 /// [`TxnMap`]'s hasher: foldhash with a fixed seed (txn ids are the servers' own, not
 /// picked by clients, so a per-process seed would buy nothing).

@@ -7,6 +7,7 @@ use super::node::{Deferred, Node};
 use super::part::ops_at;
 use super::{target_dc, Flavor, Mutation};
 use crate::kit::twopc::{Answer, Decisions, Retry, Votes};
+use crate::kit::txn::ReadId;
 use causeway_core::crdt::{ObjType, Object, Op};
 use causeway_core::limits::COORD_TXNS_MAX;
 use causeway_core::{Addr, Ctx, Error, Key, Nanos, NodeId, PartitionId, TxnId};
@@ -53,8 +54,8 @@ struct ReadCtx {
 #[derive(Debug, Default)]
 pub struct Coord {
     txns: BTreeMap<TxnId, TxnCtx>,
-    reads: BTreeMap<u64, ReadCtx>,
-    next_rid: u64,
+    /// By `ReadId`, unique across this node's restarts, as the replies name them.
+    reads: BTreeMap<ReadId, ReadCtx>,
     pub decisions: Decisions<u64>,
 }
 
@@ -188,7 +189,7 @@ impl Node {
         start: Option<Start>,
         keys: Vec<(Key, ObjType)>,
     ) {
-        let rid = self.coord.next_rid;
+        let rid = ReadId { txn, req };
         let snapshot = match self.txn_ctx(txn, from, start) {
             Ok(t) if matches!(t.step, Step::Idle) => {
                 t.step = Step::Reading { req };
@@ -204,7 +205,6 @@ impl Node {
                 return ctx.send(from, m);
             }
         };
-        self.coord.next_rid += 1;
         let mut slices: BTreeMap<PartitionId, Vec<(Key, ObjType)>> = BTreeMap::new();
         for (k, t) in &keys {
             let p = self.topo.partition_of(k);
@@ -231,7 +231,7 @@ impl Node {
     pub(super) fn on_slice_reply(
         &mut self,
         ctx: &mut Ctx<Msg>,
-        rid: u64,
+        rid: ReadId,
         _partition: PartitionId,
         objects: Vec<(Key, Result<Object, Error>)>,
     ) {

@@ -1,6 +1,7 @@
 //! PaRiS's messages (session to coordinator, coordinator to partition replicas, replica
 //! to replica, stabilization) and what a node persists ([`Record`]).
 
+use crate::kit::txn::ReadId;
 use causeway_core::crdt::{Effect, ObjType, Object, Op, Update};
 use causeway_core::{DcId, Error, Key, NodeId, OpId, PartitionId, TxnId, Vc};
 use serde::{Deserialize, Serialize};
@@ -90,13 +91,13 @@ pub enum Msg {
     // ---- coordinator <-> partition replica ----
     /// ReadSliceReq (Alg. 2 l.12, Alg. 3 l.1).
     ReadSlice {
-        rid: u64,
+        rid: ReadId,
         partition: PartitionId,
         snapshot: u64,
         keys: Vec<(Key, ObjType)>,
     },
     ReadSliceReply {
-        rid: u64,
+        rid: ReadId,
         partition: PartitionId,
         objects: Vec<(Key, Result<Object, Error>)>,
     },

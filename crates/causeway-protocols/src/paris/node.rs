@@ -12,6 +12,7 @@ use crate::kit::durability::Durability;
 use crate::kit::gossip::Gossip;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
+use crate::kit::txn::ReadId;
 use crate::{NodeConfig, Params};
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::limits::WAITING_REQUESTS_MAX;
@@ -318,7 +319,7 @@ impl Node {
         &mut self,
         ctx: &mut Ctx<Msg>,
         coord: NodeId,
-        rid: u64,
+        rid: ReadId,
         partition: PartitionId,
         snapshot: u64,
         keys: Vec<(Key, ObjType)>,
@@ -360,7 +361,7 @@ impl Node {
         &mut self,
         ctx: &mut Ctx<Msg>,
         coord: NodeId,
-        rid: u64,
+        rid: ReadId,
         partition: PartitionId,
         snapshot: u64,
         keys: Vec<(Key, ObjType)>,
@@ -790,7 +791,7 @@ pub fn root_of(topo: &Topology, dc: DcId) -> NodeId {
 fn reply_slice(
     ctx: &mut Ctx<Msg>,
     coord: NodeId,
-    rid: u64,
+    rid: ReadId,
     partition: PartitionId,
     keys: &[(Key, ObjType)],
     e: Result<(), Error>,

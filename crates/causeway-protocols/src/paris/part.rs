@@ -6,6 +6,7 @@ use super::msg::{Effects, ReplTxn, Updates};
 use crate::kit::mvstore::Store;
 use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::twopc::Retry;
+use crate::kit::txn::ReadId;
 use causeway_core::crdt::{ArbTs, ObjType, Object, Op};
 use causeway_core::{DcId, Error, Key, Nanos, NodeId, TxnId, Vc};
 use std::collections::BTreeMap;
@@ -83,7 +84,7 @@ pub struct BlockedPrepare {
 #[derive(Clone, Debug)]
 pub struct BlockedRead {
     pub coord: NodeId,
-    pub rid: u64,
+    pub rid: ReadId,
     pub snapshot: u64,
     pub keys: Vec<(Key, ObjType)>,
     pub arrived: Nanos,
