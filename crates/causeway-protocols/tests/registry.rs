@@ -110,6 +110,14 @@ fn topology_requirements_are_enforced() {
     assert!(e.contains("full replication"), "{e}");
 }
 
+/// BEGIN of a causal transaction.
+fn causal_begin() -> Request {
+    Request::Begin {
+        kind: TxnKind::Causal,
+        label: None,
+    }
+}
+
 /// An `eventual` session (one DC of one node: reads go to node 0).
 fn eventual_session(params: &Params) -> causeway_protocols::BoxedSession {
     let null = serde_json::Value::Null;
@@ -121,13 +129,7 @@ fn an_answered_request_leaves_no_timer_behind() {
     let params = Params::default();
     let mut s = eventual_session(&params);
     let mut ctx = Ctx::new(TrueTime(10), 10);
-    s.submit(
-        &mut ctx,
-        Request::Begin {
-            kind: TxnKind::Causal,
-            label: None,
-        },
-    );
+    s.submit(&mut ctx, causal_begin());
     assert_eq!(s.poll_timeout(), None, "begin is answered at once");
     let keys = vec![(Key::from("k"), ObjType::Lww)];
     s.submit(&mut ctx, Request::Read { keys });
@@ -157,13 +159,7 @@ fn a_request_that_times_out_is_answered_and_its_late_reply_ignored() {
     let params = Params::default();
     let mut s = eventual_session(&params);
     let mut ctx = Ctx::new(TrueTime(0), 0);
-    s.submit(
-        &mut ctx,
-        Request::Begin {
-            kind: TxnKind::Causal,
-            label: None,
-        },
-    );
+    s.submit(&mut ctx, causal_begin());
     s.submit(
         &mut ctx,
         Request::Read {
@@ -203,11 +199,7 @@ fn a_restart_of_the_node_a_request_waits_on_ends_it_at_once() {
     let params = Params::default();
     let mut s = eventual_session(&params);
     let mut ctx = Ctx::new(TrueTime(0), 0);
-    let begin = Request::Begin {
-        kind: TxnKind::Causal,
-        label: None,
-    };
-    s.submit(&mut ctx, begin);
+    s.submit(&mut ctx, causal_begin());
     s.peer_restarted(&mut ctx, NodeId(0));
     assert_eq!(ctx.outputs.len(), 1, "nothing runs: {:?}", ctx.outputs);
     let mut ctx = Ctx::new(TrueTime(0), 0);
@@ -256,18 +248,18 @@ fn a_refused_begin_takes_nothing_ahead() {
     let params = Params::default();
     let mut s = eventual_session(&params);
     let mut ctx = Ctx::new(TrueTime(10), 10);
-    let begin = Request::Begin {
-        kind: TxnKind::Causal,
-        label: None,
-    };
     let assign = |v: &str| Request::Update {
         key: Key::from("k"),
         update: Update::Assign(v.into()),
     };
-    s.submit(&mut ctx, begin.clone());
+    s.submit(&mut ctx, causal_begin());
     s.submit(&mut ctx, assign("open"));
     let mut ctx = Ctx::new(TrueTime(10), 10);
-    s.submit_ahead(&mut ctx, begin, &[assign("promised"), Request::Commit]);
+    s.submit_ahead(
+        &mut ctx,
+        causal_begin(),
+        &[assign("promised"), Request::Commit],
+    );
     let outputs: Vec<String> = ctx.outputs.iter().map(|o| format!("{o:?}")).collect();
     assert_eq!(outputs.len(), 1, "{outputs:?}");
     assert!(outputs[0].contains("inside a transaction"), "{outputs:?}");
