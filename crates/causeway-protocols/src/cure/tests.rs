@@ -1021,7 +1021,7 @@ fn a_read_reply_meant_for_a_crashed_coordinator_answers_nothing_after_its_restar
         (photo.clone(), ObjType::Lww),
         (comment.clone(), ObjType::Lww),
     ];
-    let read_both = Request::Read { keys: keys.clone() };
+    let read_both = Request::Read { keys };
     net.session(1, 0);
     net.session(2, 0);
     net.run(20);
@@ -1052,13 +1052,6 @@ fn a_read_reply_meant_for_a_crashed_coordinator_answers_nothing_after_its_restar
     // The new incarnation's clock starts past its lease: the other partition serves the
     // read once its own clock gets there.
     net.run(500);
-    eprintln!(
-        "DBG replies {:?} running {}",
-        net.replies,
-        net.sessions[&2].running()
-    );
-    net.run(100);
-    eprintln!("DBG replies {:?}", net.replies);
     let values = match net.take_reply(2) {
         Some(Response::Values(v)) => v.into_iter().map(|r| r.value).collect::<Vec<_>>(),
         other => panic!("the read answered {other:?}"),
