@@ -102,6 +102,26 @@ pub struct Experiment {
     /// Lines a peaks report adds after its tables: the paper's comparisons, computed from
     /// the curves (e.g. [`crate::paris`]). `None`: nothing beyond the generic tables.
     pub findings: Option<fn(&PeaksReport) -> Vec<String>>,
+    /// What the test loop requires of the `--quick` report.
+    pub quick_check: QuickCheck,
+}
+
+/// The lines a `--quick` report must hold for the test loop (`scripts/test`) to accept the
+/// run, and those it shows: grep basic regular expressions, listed by `causeway bench
+/// --experiment plan`.
+pub struct QuickCheck {
+    /// Each must match some line of the report.
+    pub must: &'static [&'static str],
+    /// The lines shown in the loop's output.
+    pub show: &'static str,
+}
+
+impl QuickCheck {
+    /// For a template every experiment overrides.
+    pub const NONE: QuickCheck = QuickCheck {
+        must: &[],
+        show: "",
+    };
 }
 
 /// The same one-way delay between every pair of DCs (Cure §V-A added 50 ms to every
@@ -176,6 +196,10 @@ const CURE_VS_EVENTUAL: Experiment = Experiment {
     warmup_ms: 0,
     quick_warmup_ms: 0,
     findings: None,
+    quick_check: QuickCheck {
+        must: &["^peak cure:"],
+        show: "^peak",
+    },
 };
 
 impl Experiment {
@@ -569,5 +593,27 @@ pub fn pool(clients_per_dc: u32, results: &[SimResult], duration_ms: u64) -> Poi
                 .as_ref()
                 .map(|v| format!("seed {}: {v}", r.seed))
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EXPERIMENTS;
+
+    /// The test loop can judge every experiment: its quick report has lines to require and
+    /// to show, and the names are unique.
+    #[test]
+    fn every_experiment_declares_its_quick_check() {
+        for e in EXPERIMENTS {
+            assert!(
+                !e.quick_check.must.is_empty(),
+                "{}: nothing required",
+                e.name
+            );
+            assert!(!e.quick_check.show.is_empty(), "{}: nothing shown", e.name);
+            let tabs = e.quick_check.must.iter().chain([&e.quick_check.show]);
+            assert!(tabs.into_iter().all(|p| !p.contains('\t')), "{}", e.name);
+            assert_eq!(EXPERIMENTS.iter().filter(|o| o.name == e.name).count(), 1);
+        }
     }
 }

@@ -22,7 +22,8 @@ pub mod unistore_strong;
 
 pub use cdf::CdfReport;
 pub use experiment::{
-    find, CdfSpec, Curve, CurveSpec, Experiment, Kind, Line, Plan, Point, Variant, EXPERIMENTS,
+    find, CdfSpec, Curve, CurveSpec, Experiment, Kind, Line, Plan, Point, QuickCheck, Variant,
+    EXPERIMENTS,
 };
 pub use peaks::PeaksReport;
 pub use report::Report;

@@ -23,7 +23,7 @@
 //! no bandwidth limit, the paper's bottleneck, so the CPU model's per-message and per-byte
 //! costs stand in for it.
 
-use crate::experiment::{uniform_wan, Curve, Experiment, Kind, Line, Point, Variant};
+use crate::experiment::{uniform_wan, Curve, Experiment, Kind, Line, Point, QuickCheck, Variant};
 use crate::peaks::{PeaksReport, VariantReport};
 use causeway_sim::cpu::CpuModel;
 use causeway_sim::{FaultSel, ObjectMix, SimConfig, WorkloadFamily};
@@ -82,6 +82,7 @@ const BASE: Experiment = Experiment {
     warmup_ms: 200,
     quick_warmup_ms: 100,
     findings: None,
+    quick_check: QuickCheck::NONE,
 };
 
 macro_rules! entries {
@@ -124,6 +125,10 @@ pub const OVERHEAD: Experiment = Experiment {
     protocols: &["eventual-ms"],
     lines: SCHEMES,
     findings: Some(overhead_findings),
+    quick_check: QuickCheck {
+        must: &["^\\[4 entries\\] dc-isolate"],
+        show: "^\\[4 entries\\] dc-isolate",
+    },
     ..BASE
 };
 
@@ -156,6 +161,10 @@ pub const TXN: Experiment = Experiment {
     protocols: &["occult"],
     config: txn_config,
     findings: Some(txn_findings),
+    quick_check: QuickCheck {
+        must: &["^\\[20 ops\\]"],
+        show: "^\\[20 ops\\]",
+    },
     ..BASE
 };
 
@@ -210,6 +219,10 @@ pub const SLOW_NODES: Experiment = Experiment {
     clients_per_dc: &[256, 1024, 4096, 8192],
     quick_clients_per_dc: &[64, 512],
     findings: Some(slow_findings),
+    quick_check: QuickCheck {
+        must: &["^\\[3 slow slaves/DC\\] cure"],
+        show: "^\\[3 slow slaves/DC\\] cure",
+    },
     ..BASE
 };
 

@@ -27,7 +27,7 @@
 //! partitions: the simulator runs about 10^5 events a second, and a saturated point of
 //! 1 s still took 44 s of wall time with one core per node.
 
-use crate::experiment::{Curve, Experiment, Kind, Point, Variant};
+use crate::experiment::{Curve, Experiment, Kind, Point, QuickCheck, Variant};
 use crate::peaks::{PeaksReport, VariantReport};
 use crate::report::abort_rate;
 use causeway_sim::cpu::CpuModel;
@@ -153,6 +153,10 @@ pub const VS_BPR: Experiment = Experiment {
     warmup_ms: 400,
     quick_warmup_ms: 200,
     findings: Some(vs_bpr_findings),
+    quick_check: QuickCheck {
+        must: &["^\\[r:w 50:50\\] paris over bpr:"],
+        show: "^\\[r:w .*over",
+    },
 };
 
 const LOCALITY_RATIOS: &[Variant] = &[
@@ -193,6 +197,10 @@ pub const LOCALITY: Experiment = Experiment {
     warmup_ms: 400,
     quick_warmup_ms: 200,
     findings: Some(locality_findings),
+    quick_check: QuickCheck {
+        must: &["^\\[l:m 50:50\\] bytes sent per node"],
+        show: "^\\[l:m .*paris peak",
+    },
 };
 
 fn curve<'a>(v: &'a VariantReport, label: &str) -> Option<&'a Curve> {

@@ -18,7 +18,7 @@
 //! machines of 4 vCPUs, 1,600 logical partitions); the simulator runs about 10^5 events a
 //! second, so a saturated point of one server already takes tens of seconds.
 
-use crate::experiment::{Curve, Experiment, Kind, Point, Variant};
+use crate::experiment::{Curve, Experiment, Kind, Point, QuickCheck, Variant};
 use crate::peaks::{PeaksReport, VariantReport};
 use causeway_sim::cpu::CpuModel;
 use causeway_sim::{FaultSel, ObjectMix, SimConfig, WorkloadFamily};
@@ -84,6 +84,7 @@ const BASE: Experiment = Experiment {
     warmup_ms: 100,
     quick_warmup_ms: 100,
     findings: None,
+    quick_check: QuickCheck::NONE,
 };
 
 const SKEWS: &[Variant] = &[
@@ -107,6 +108,10 @@ pub const SKEW: Experiment = Experiment {
     kind: Kind::PeakPerVariant(SKEWS),
     protocols: &["eventual", "promptcc", "wren"],
     findings: Some(skew_findings),
+    quick_check: QuickCheck {
+        must: &["^\\[zipf 0.99\\] promptcc round two in"],
+        show: "^\\[zipf 0.99\\]",
+    },
     ..BASE
 };
 
@@ -131,6 +136,10 @@ pub const READSET: Experiment = Experiment {
     kind: Kind::PeakPerVariant(READ_SETS),
     protocols: &["eventual", "promptcc", "wren"],
     findings: Some(readset_findings),
+    quick_check: QuickCheck {
+        must: &["^\\[32 keys\\] promptcc: .* rounds"],
+        show: "^\\[32 keys\\] promptcc: .* rounds",
+    },
     ..BASE
 };
 
@@ -161,6 +170,10 @@ pub const SCALE: Experiment = Experiment {
     kind: Kind::PeakPerVariant(SERVER_COUNTS),
     protocols: &["promptcc", "promptcc-naive"],
     findings: Some(scale_findings),
+    quick_check: QuickCheck {
+        must: &["^\\[8 servers\\] read metadata"],
+        show: "^\\[8 servers\\] read metadata",
+    },
     ..BASE
 };
 

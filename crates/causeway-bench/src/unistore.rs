@@ -5,7 +5,7 @@
 //! DC. Both use the paper's causal-only microbenchmark: 15% update transactions, every
 //! transaction on 3 keys, on the paper's regions (`crate::regions`).
 
-use crate::experiment::{CdfSpec, Experiment, Kind, Variant};
+use crate::experiment::{CdfSpec, Experiment, Kind, QuickCheck, Variant};
 use crate::regions::{one_way_ms, Region};
 use causeway_sim::cpu::CpuModel;
 use causeway_sim::{FaultSel, ObjectMix, SimConfig};
@@ -105,6 +105,10 @@ pub const UNIFORMITY_COST: Experiment = Experiment {
     warmup_ms: 0,
     quick_warmup_ms: 0,
     findings: None,
+    quick_check: QuickCheck {
+        must: &["^mean peak change of unistore"],
+        show: "^mean peak change",
+    },
 };
 
 /// Fig. 6's setup: the microbenchmark over its 4 DCs, the sample kept per DC, the first
@@ -160,4 +164,8 @@ pub const VISIBILITY: Experiment = Experiment {
     warmup_ms: 0,
     quick_warmup_ms: 0,
     findings: None,
+    quick_check: QuickCheck {
+        must: &["^f=2 .*Virginia"],
+        show: "^f=2 ",
+    },
 };

@@ -13,7 +13,7 @@
 //!   take a key of one designated partition ([`crate::peaks`] reports the drop against
 //!   linear scaling).
 
-use crate::experiment::{Experiment, Kind, Line, Variant};
+use crate::experiment::{Experiment, Kind, Line, QuickCheck, Variant};
 use crate::regions::{one_way_ms, Region};
 use causeway_protocols::Guarantee;
 use causeway_sim::cpu::CpuModel;
@@ -128,6 +128,10 @@ pub const RUBIS: Experiment = Experiment {
     warmup_ms: 0,
     quick_warmup_ms: 0,
     findings: None,
+    quick_check: QuickCheck {
+        must: &["^peak causal:", "strong@dc0 txns"],
+        show: "^peak",
+    },
 };
 
 /// Fig. 4: update txns (write-only, 3 LWW keys drawn uniformly from 100,000), closed-loop
@@ -219,4 +223,8 @@ pub const SCALABILITY: Experiment = Experiment {
     warmup_ms: 0,
     quick_warmup_ms: 0,
     findings: None,
+    quick_check: QuickCheck {
+        must: &["^drop vs linear of 0% strong at"],
+        show: "^drop vs linear",
+    },
 };

@@ -46,6 +46,7 @@ const TINY: Experiment = Experiment {
     warmup_ms: 0,
     quick_warmup_ms: 0,
     findings: None,
+    quick_check: causeway_bench::QuickCheck::NONE,
 };
 
 /// TINY measured after a warm-up of half the run.

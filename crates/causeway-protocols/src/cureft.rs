@@ -17,6 +17,7 @@ impl Protocol for CureFt {
     const NAME: &'static str = "cureft";
     const GUARANTEE: Guarantee = Guarantee::Tcc;
     const MUTATIONS: &'static [&'static str] = MUTATIONS;
+    const SWEEPS: &'static [crate::sweep::Sweep] = crate::cure::sweeps::CUREFT_SWEEPS;
     const REQUIREMENTS: Requirements = Requirements {
         full_replication: true,
         failed_dc_writes_may_vanish: false, // forwarding (§5.5)

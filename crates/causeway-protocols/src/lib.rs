@@ -21,6 +21,7 @@ pub mod paris;
 pub mod promptcc;
 #[macro_use]
 pub mod registry;
+pub mod sweep;
 pub mod unistore;
 
 pub use registry::{

@@ -109,7 +109,7 @@ pub struct Requirements {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! flavor_protocol {
-    ($(#[$doc:meta])* $ty:ident, $flavor:expr, $guarantee:expr, $mutations:expr) => {
+    ($(#[$doc:meta])* $ty:ident, $flavor:expr, $guarantee:expr, $mutations:expr, $sweeps:expr) => {
         $(#[$doc])*
         pub struct $ty;
 
@@ -117,6 +117,7 @@ macro_rules! flavor_protocol {
             const NAME: &'static str = $flavor.name();
             const GUARANTEE: $crate::Guarantee = $guarantee;
             const MUTATIONS: &'static [&'static str] = $mutations;
+            const SWEEPS: &'static [$crate::sweep::Sweep] = $sweeps;
             const REQUIREMENTS: $crate::Requirements = requirements($flavor);
             type Msg = Msg;
             type Config = Config;
@@ -150,6 +151,9 @@ pub trait Protocol: 'static {
     const GUARANTEE: Guarantee;
     /// Deliberately broken variants, which the simulator and checker must catch.
     const MUTATIONS: &'static [&'static str];
+    /// The simulator runs the test loop makes of it ([`crate::sweep`]): its fault shapes,
+    /// and a run catching each of its mutations.
+    const SWEEPS: &'static [crate::sweep::Sweep];
     const REQUIREMENTS: Requirements;
     /// The protocol's own messages (node to node and session to node).
     type Msg: Clone + fmt::Debug + Serialize + DeserializeOwned + Send + 'static;
@@ -388,6 +392,7 @@ pub trait Entry: Sync {
     fn name(&self) -> &'static str;
     fn guarantee(&self) -> Guarantee;
     fn mutations(&self) -> &'static [&'static str];
+    fn sweeps(&self) -> &'static [crate::sweep::Sweep];
     fn requirements(&self) -> Requirements;
     /// Checks a config section (unknown fields and bad values are errors naming them).
     fn check_section(&self, section: &serde_json::Value) -> Result<(), String>;
@@ -438,6 +443,9 @@ where
     }
     fn mutations(&self) -> &'static [&'static str] {
         P::MUTATIONS
+    }
+    fn sweeps(&self) -> &'static [crate::sweep::Sweep] {
+        P::SWEEPS
     }
     fn requirements(&self) -> Requirements {
         P::REQUIREMENTS

@@ -28,6 +28,7 @@
 use crate::cure::{self, Client, Flavor, Msg, Node, StrongConfig};
 use crate::kit::certify::Relation;
 use crate::kit::session::Session;
+use crate::sweep::Sweep;
 use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
 use causeway_core::{DcId, SessionId, Topology, TxnKind};
 use serde::{Deserialize, Serialize};
@@ -99,7 +100,7 @@ fn session(
 
 /// Defines a registry entry running UniStore's code in `mode`.
 macro_rules! unistore_protocol {
-    ($(#[$doc:meta])* $ty:ident, $name:literal, $mode:expr, $mutations:expr) => {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $mode:expr, $mutations:expr, $sweeps:expr) => {
         $(#[$doc])*
         pub struct $ty;
 
@@ -107,6 +108,7 @@ macro_rules! unistore_protocol {
             const NAME: &'static str = $name;
             const GUARANTEE: Guarantee = Guarantee::Por;
             const MUTATIONS: &'static [&'static str] = $mutations;
+            const SWEEPS: &'static [Sweep] = $sweeps;
             const REQUIREMENTS: Requirements = requirements($mode);
             type Msg = Msg;
             type Config = Config;
@@ -147,14 +149,16 @@ unistore_protocol!(
     UniStore,
     "unistore",
     Mode::UniStore,
-    MUTATIONS
+    MUTATIONS,
+    SWEEPS
 );
 unistore_protocol!(
     /// UniStore's STRONG baseline (§8.1): every txn strong (registry entry `strong`).
     StrongBaseline,
     "strong",
     Mode::Strong,
-    &["certify-ignores-conflicts"]
+    &["certify-ignores-conflicts"],
+    STRONG_SWEEPS
 );
 unistore_protocol!(
     /// UniStore's REDBLUE baseline (§8.1): all strong txns conflict, certified centrally
@@ -162,7 +166,8 @@ unistore_protocol!(
     RedBlue,
     "redblue",
     Mode::RedBlue,
-    &["certify-ignores-conflicts"]
+    &["certify-ignores-conflicts"],
+    REDBLUE_SWEEPS
 );
 
 /// `[protocols.unistore]` (also `[protocols.strong]`, `[protocols.redblue]`): how many
@@ -263,3 +268,86 @@ impl Config {
         }
     }
 }
+
+/// A long outage with strong txns (`cure/strong_transfer.rs`): with `strong_log_kept_max`
+/// small the certification groups forget what a majority decided, so a returning DC's
+/// group member needs the transfer's certification state too.
+macro_rules! strong_outage {
+    () => {
+        "--strong-ratio 0.3 --keys 20 --set silent_sibling_ns=300000000 \
+         --set silent_sibling_log_max=0 --set strong_log_kept_max=16"
+    };
+}
+
+/// UniStore's runs ([`crate::sweep`]): uniform barriers, moves between DCs and DC failures
+/// up to f; strong txns under every fault; a run catching each of its own mutations (Cure's
+/// are caught under `cure`, `no-uniform-barrier` by `cure::strong_tests`).
+const SWEEPS: &[Sweep] = &[
+    Sweep::pass("--seeds 1 --faults all --strong-ratio 0.3 --keys 20").quick(),
+    Sweep::caught("--mutation visible-before-uniform --faults dc-failure --seeds 1..3").quick(),
+    Sweep::pass(cure::sweeps::READ_THEN_COMMIT_RMW),
+    Sweep::pass(cure::sweeps::READ_THEN_COMMIT_HOT),
+    Sweep::pass(cure::sweeps::SLOW_LINKS),
+    // The stricter liveness: a failed DC's txn that a survivor saw, or that a completed
+    // barrier covered, must survive it.
+    Sweep::pass("--seeds 1..30 --faults all"),
+    // A DC that fails after reaching only some DCs (no-forwarding), barriers that return
+    // before f+1 DCs store the session's past (visible-before-uniform), partitions that
+    // keep a moved session's past from its new DC (attach-no-wait).
+    Sweep::caught("--mutation no-forwarding --faults dc-failure --seeds 1..25"),
+    Sweep::caught("--mutation attach-no-wait --faults partitions --seeds 1..3"),
+    // Strong txns must keep committing after DC failures (the sim prints
+    // strong_after_failure); RUBiS with its declared conflicts.
+    Sweep::pass("--seeds 1..20 --faults all --strong-ratio 0.3 --keys 20"),
+    Sweep::pass("--workload rubis --seeds 1..3 --faults all"),
+    // Certification that ignores conflicts (a lost update the PoR check sees); quorums of
+    // n/2 (logs diverge when a partition splits a group at the wrong moment: 5 of seeds
+    // 11..40 catch it).
+    Sweep::caught(
+        "--mutation certify-ignores-conflicts --faults all --seeds 1..3 --strong-ratio 0.3 --keys 20",
+    ),
+    Sweep::caught(
+        "--mutation paxos-no-majority --faults all --seeds 1..40 --strong-ratio 0.3 --keys 20",
+    ),
+    // Long outages: from the senders' logs, then causal-only by state transfer, then with
+    // strong txns (the transfer carries the groups' certification state).
+    Sweep::pass("--faults long-outage --set silent_sibling_ns=300000000 --seeds 1..6"),
+    Sweep::pass(concat!(
+        "--set strong_txns=false ",
+        crate::sweep_outage!(),
+        " --seeds 1..3"
+    )),
+    Sweep::pass(concat!("--faults long-outage ", strong_outage!(), " --seeds 1..10")),
+    Sweep::pass(concat!("--faults long-outage-lossy ", strong_outage!(), " --seeds 1..10")),
+    Sweep::pass(concat!("--faults crashes ", strong_outage!(), " --seeds 1..10")),
+    Sweep::caught(concat!(
+        "--mutation no-state-transfer --faults long-outage ",
+        strong_outage!(),
+        " --seeds 1..3"
+    )),
+    Sweep::pass(crate::sweep_merged!()),
+    // The certification groups in the checkpoint (`cure/strong_gc.rs`), strong txns
+    // contended, a checkpoint every 16 records.
+    Sweep::pass("--seeds 1..10 --faults all --strong-ratio 0.3 --keys 20 --checkpoint-records 16"),
+];
+
+/// STRONG's runs: every txn strong and certified.
+const STRONG_SWEEPS: &[Sweep] = &[
+    Sweep::pass("--seeds 1 --faults all --strong-ratio 0.3 --keys 20").quick(),
+    Sweep::caught(
+        "--mutation certify-ignores-conflicts --faults none --seeds 1..2 --strong-ratio 0.3 --keys 20",
+    )
+    .quick(),
+    Sweep::pass("--seeds 1..5 --faults all --strong-ratio 0.3 --keys 20"),
+];
+
+/// REDBLUE's runs: strong txns certified centrally, causal ones as UniStore's.
+const REDBLUE_SWEEPS: &[Sweep] = &[
+    Sweep::pass("--seeds 1 --faults all --strong-ratio 0.3 --keys 20").quick(),
+    Sweep::caught(
+        "--mutation certify-ignores-conflicts --faults none --seeds 1..2 --strong-ratio 0.3 --keys 20",
+    )
+    .quick(),
+    Sweep::pass("--seeds 1..5 --faults all --strong-ratio 0.3 --keys 20"),
+    Sweep::pass(crate::sweep_merged!()),
+];

@@ -39,7 +39,8 @@ pub struct BenchArgs {
     /// round trips).
     #[arg(long)]
     no_cpu: bool,
-    /// Run a named experiment (a sweep of client counts per protocol); `list` lists them.
+    /// Run a named experiment (a sweep of client counts per protocol); `list` lists them,
+    /// `plan` prints what the test loop requires of each one's `--quick` report.
     #[arg(long)]
     experiment: Option<String>,
     /// With --experiment: the reduced sweep (under a minute).
@@ -171,10 +172,23 @@ fn list_experiments() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `--experiment plan`: what the test loop runs of each experiment, one line each, fields
+/// split by tabs: the name, the pattern of the report lines it shows, then each pattern
+/// the `--quick` report must match (`QuickCheck`).
+fn plan_experiments() -> ExitCode {
+    for e in causeway_bench::EXPERIMENTS {
+        let check = &e.quick_check;
+        println!("{}\t{}\t{}", e.name, check.show, check.must.join("\t"));
+    }
+    ExitCode::SUCCESS
+}
+
 /// `--experiment NAME`: the sweep (simulated, real or both), its tables, JSON and plot.
 fn run_experiment(name: &str, args: &BenchArgs) -> ExitCode {
-    if name == "list" {
-        return list_experiments();
+    match name {
+        "list" => return list_experiments(),
+        "plan" => return plan_experiments(),
+        _ => {}
     }
     let experiment = match causeway_bench::find(name) {
         Ok(e) => e,

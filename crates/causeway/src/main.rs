@@ -8,6 +8,7 @@ mod cli_cmd;
 mod load_cmd;
 mod server_cmd;
 mod sim_cmd;
+mod sim_plan;
 mod top_cmd;
 mod up_cmd;
 

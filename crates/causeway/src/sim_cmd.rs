@@ -20,6 +20,14 @@ pub struct SimArgs {
     /// A deliberately broken variant of the protocol (see `--mutation list`).
     #[arg(long)]
     mutation: Option<String>,
+    /// Print the runs the test loop makes (`scripts/test`), as each protocol declares
+    /// them, one `pass|caught` line of `sim` arguments each, and run nothing: of every
+    /// protocol, or of the comma-separated ones named.
+    #[arg(long, value_name = "all|P,P..", num_args = 0..=1, default_missing_value = "all")]
+    plan: Option<String>,
+    /// With --plan: only the fast loop's runs (`scripts/test --quick`).
+    #[arg(long, requires = "plan")]
+    quick: bool,
     #[command(flatten)]
     pub(crate) workload: WorkloadArgs,
     /// Faults: none, partitions, crashes, skew, slow, dc-failure or all (each seed a random
@@ -248,7 +256,7 @@ pub(crate) fn workload_config(
     Ok(c)
 }
 
-fn config(args: &SimArgs) -> Result<SimConfig, String> {
+pub(crate) fn config(args: &SimArgs) -> Result<SimConfig, String> {
     let faults = FaultSel::parse(&args.faults)?;
     let mut c = workload_config(&args.protocol, &args.workload, faults, args.cpu)?;
     c.params.mutation = args.mutation.clone();
@@ -328,6 +336,14 @@ fn section_with_f(
     Ok(merged)
 }
 
+#[cfg(test)]
+impl SimArgs {
+    /// The seeds asked for, as written (`A..B` or `N`).
+    pub(crate) fn seeds(&self) -> &str {
+        &self.seeds
+    }
+}
+
 pub(crate) fn progress(total: u64) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
@@ -341,6 +357,9 @@ pub(crate) fn progress(total: u64) -> ProgressBar {
 }
 
 pub fn run(args: SimArgs) -> ExitCode {
+    if let Some(selection) = &args.plan {
+        return crate::sim_plan::print(selection, args.quick);
+    }
     if args.mutation.as_deref() == Some("list") {
         println!(
             "{}",

@@ -158,6 +158,7 @@ mod strong_tests;
 mod strong_transfer;
 #[cfg(test)]
 mod strong_transfer_tests;
+pub mod sweeps;
 #[cfg(test)]
 mod tests;
 mod transfer;
@@ -187,6 +188,7 @@ impl Protocol for Cure {
     const NAME: &'static str = "cure";
     const GUARANTEE: Guarantee = Guarantee::Tcc;
     const MUTATIONS: &'static [&'static str] = MUTATIONS;
+    const SWEEPS: &'static [crate::sweep::Sweep] = sweeps::SWEEPS;
     const REQUIREMENTS: Requirements = Requirements {
         full_replication: true,
         failed_dc_writes_may_vanish: true, // Cure §IV-A

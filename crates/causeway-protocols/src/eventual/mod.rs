@@ -19,6 +19,7 @@
 //! the streams delivered ([`Record::State`]), standing for every record before it.
 
 mod repl;
+mod sweeps;
 mod transfer;
 
 pub use repl::ReplOps;
@@ -85,6 +86,7 @@ impl Protocol for Eventual {
     /// `no-state-transfer`: a node never sends one, so a sibling back after the log
     /// dropped what it lacks stays behind (caught by `long-outage` with the log max 0).
     const MUTATIONS: &'static [&'static str] = &["no-state-transfer"];
+    const SWEEPS: &'static [crate::sweep::Sweep] = sweeps::SWEEPS;
     const REQUIREMENTS: Requirements = Requirements {
         full_replication: true,
         failed_dc_writes_may_vanish: true,

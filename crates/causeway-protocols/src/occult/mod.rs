@@ -65,6 +65,7 @@ mod cts;
 mod msg;
 mod node;
 mod session;
+mod sweeps;
 #[cfg(test)]
 mod tests;
 
@@ -314,12 +315,14 @@ crate::flavor_protocol!(
     Occult,
     Flavor::Occult,
     Guarantee::PcPsi,
-    MUTATIONS
+    MUTATIONS,
+    sweeps::SWEEPS
 );
 crate::flavor_protocol!(
     /// `eventual-ms`: master/slave with no causal metadata (registry entry).
     EventualMs,
     Flavor::EventualMs,
     Guarantee::Convergence,
-    &[]
+    &[],
+    sweeps::EVENTUAL_MS_SWEEPS
 );

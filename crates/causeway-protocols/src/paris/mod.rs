@@ -70,6 +70,7 @@ mod msg;
 mod node;
 mod part;
 mod session;
+mod sweeps;
 #[cfg(test)]
 mod tests;
 mod transfer;
@@ -256,14 +257,16 @@ crate::flavor_protocol!(
     Paris,
     Flavor::Paris,
     Guarantee::Tcc,
-    MUTATIONS
+    MUTATIONS,
+    sweeps::SWEEPS
 );
 crate::flavor_protocol!(
     /// The `bpr` baseline (registry entry): blocking partial replication.
     Bpr,
     Flavor::Bpr,
     Guarantee::Tcc,
-    BPR_MUTATIONS
+    BPR_MUTATIONS,
+    sweeps::BPR_SWEEPS
 );
 crate::flavor_protocol!(
     /// The `nocc` baseline (registry entry): no causal consistency; held to convergence
@@ -271,5 +274,6 @@ crate::flavor_protocol!(
     Nocc,
     Flavor::Nocc,
     Guarantee::Convergence,
-    &[]
+    &[],
+    sweeps::NOCC_SWEEPS
 );

@@ -65,6 +65,7 @@ mod msg;
 mod node;
 mod part;
 mod session;
+mod sweeps;
 #[cfg(test)]
 mod tests;
 
@@ -275,19 +276,22 @@ crate::flavor_protocol!(
     PrompTcc,
     Flavor::PrompTcc,
     Guarantee::Tcc,
-    MUTATIONS
+    MUTATIONS,
+    sweeps::SWEEPS
 );
 crate::flavor_protocol!(
     /// `promptcc-naive`: full vectors on the wire (registry entry).
     PrompTccNaive,
     Flavor::Naive,
     Guarantee::Tcc,
-    &[]
+    &[],
+    sweeps::NAIVE_SWEEPS
 );
 crate::flavor_protocol!(
     /// `wren`: Wren-style reads, always two rounds (registry entry).
     Wren,
     Flavor::Wren,
     Guarantee::Tcc,
-    &[]
+    &[],
+    sweeps::WREN_SWEEPS
 );
