@@ -5,6 +5,8 @@ mod alloc;
 mod bench_cmd;
 mod check_cmd;
 mod cli_cmd;
+#[cfg(test)]
+mod cli_doc;
 mod load_cmd;
 mod server_cmd;
 mod sim_cmd;

@@ -87,16 +87,20 @@ pub struct SimArgs {
 /// Topology and workload options shared by `sim` and `bench`.
 #[derive(Args, Clone)]
 pub struct WorkloadArgs {
+    /// Data centers.
     #[arg(long, default_value_t = 3)]
     pub dcs: u16,
+    /// Server nodes per DC (partitions are spread over them).
     #[arg(long, default_value_t = 2)]
     pub nodes_per_dc: u32,
+    /// Partitions (shards) of the key space.
     #[arg(long, default_value_t = 4)]
     pub partitions: u32,
     /// DCs holding each partition (1..=dcs; default: dcs, full replication). Protocols
     /// that need full replication refuse a smaller factor.
     #[arg(long, visible_alias = "replication", value_name = "R")]
     pub replication_factor: Option<u16>,
+    /// Closed-loop clients per DC, each one session.
     #[arg(long, default_value_t = 4)]
     pub clients_per_dc: u32,
     /// Transaction generator: custom (driven by --read-ratio, --objects and the kind
@@ -104,6 +108,7 @@ pub struct WorkloadArgs {
     /// RUBiS bidding mix, with strong registerUser, storeBuyNow, storeBid, closeAuction).
     #[arg(long, default_value = "custom")]
     pub workload: String,
+    /// Distinct keys the workload draws from.
     #[arg(long, default_value_t = 50)]
     pub keys: u32,
     /// Zipf exponent of key draws (default: 0.99 for ycsb-*, else 0.8). With few --keys
@@ -132,6 +137,7 @@ pub struct WorkloadArgs {
     /// Fraction of transactions that only update.
     #[arg(long, default_value_t = 0.0)]
     pub write_only_ratio: f64,
+    /// Operations per transaction.
     #[arg(long, default_value_t = 4)]
     pub txn_ops: u32,
     /// Pad register values to this many bytes (0: short unique values).
@@ -353,6 +359,8 @@ pub(crate) fn progress(total: u64) -> ProgressBar {
         ProgressStyle::with_template("{bar:40} {pos}/{len} seeds {elapsed} eta {eta} {msg}")
             .expect("template"),
     );
+    // Redrawn on its own too: a seed of a long run takes seconds.
+    bar.enable_steady_tick(std::time::Duration::from_millis(250));
     bar
 }
 
@@ -378,6 +386,7 @@ pub fn run(args: SimArgs) -> ExitCode {
     let bar = progress(last - first + 1);
     let mut results = Vec::new();
     let mut kept: Option<causeway_check::History> = None;
+    let mut violations = 0;
     for seed in first..=last {
         let mut cfg = base.clone();
         cfg.seed = seed;
@@ -386,6 +395,8 @@ pub fn run(args: SimArgs) -> ExitCode {
             Err(e) => return fail(&e),
         };
         report_seed(&args, &bar, &result);
+        violations += usize::from(result.violation.is_some());
+        bar.set_message(format!("violations {violations}"));
         // Keep the history of the first failing seed, else of the last seed.
         let first_failure = result.violation.is_some()
             && !results.iter().any(|r: &SimResult| r.violation.is_some());
@@ -508,6 +519,7 @@ fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
     };
     if let Some(line) = abort_reasons_line(results) {
         println!("{line}");
+        println!("  ({ABORTS_MEANING})");
     }
     println!(
         "protocol={name} seeds={} txns={txns} violations={violations}{refused}{unreplicated}{}",
@@ -520,6 +532,10 @@ fn summarize(args: &SimArgs, results: &[SimResult]) -> ExitCode {
         ExitCode::SUCCESS
     }
 }
+
+/// What the abort counts are, printed under them.
+const ABORTS_MEANING: &str = "aborts are not violations: each ended a txn with nothing of it \
+     applied, for the reason given (a fault, a timeout, a conflict); counts over every seed";
 
 /// `aborts by reason: REASON N, ...` over every seed, most frequent first; `None` when
 /// nothing aborted.

@@ -51,8 +51,10 @@ pub struct UpArgs {
     /// this build has it; else cure, else eventual).
     #[arg(long)]
     protocol: Option<String>,
+    /// Data centers.
     #[arg(long, default_value_t = 3)]
     dcs: u16,
+    /// Server nodes per DC.
     #[arg(long, default_value_t = 2)]
     nodes_per_dc: u32,
     /// Partitions of the key space (default: 4 per node of a DC).

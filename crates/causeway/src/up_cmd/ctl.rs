@@ -39,6 +39,7 @@ pub struct CtlArgs {
     /// The data directory `causeway up` runs in.
     #[arg(long, default_value = "causeway-data")]
     data: PathBuf,
+    /// What to do with the target.
     command: CtlCommand,
     /// A node name (`dc1-n0`) or a DC name (`dc2`: all its nodes); not for `status`.
     target: Option<String>,
