@@ -441,13 +441,28 @@ impl Node {
             _ if groups.iter().all(|(p, _)| here(p)) => Phase::Node,
             _ => Phase::Two,
         };
-        let one_phase = phase == Phase::One;
         t.step = Step::Preparing {
             req,
             votes: Votes::new(groups.iter().map(|(p, _)| *p), deadline),
             phase,
         };
-        let mut svc = Some(t.svc.clone());
+        let svc = t.svc.clone();
+        self.send_prepares(ctx, txn, svc, groups, phase);
+    }
+
+    /// PREPARE to each partition of `groups` (Alg. 1 l.29) at snapshot `svc`: parked
+    /// directly at a partition of this node, sent to the others.
+    fn send_prepares(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        txn: TxnId,
+        svc: Vc,
+        groups: Vec<(PartitionId, Updates)>,
+        phase: Phase,
+    ) {
+        let dc = DcIdOf::dc(self.d);
+        let one_phase = phase == Phase::One;
+        let mut svc = Some(svc);
         let last = groups.len() - 1;
         for (i, (partition, updates)) in groups.into_iter().enumerate() {
             // The last group takes the snapshot, the others a copy (one clone for a

@@ -13,11 +13,13 @@ use crate::kit::durability::Durability;
 use crate::kit::gossip::Gossip;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
+use crate::kit::txn::ReadId;
 use crate::kit::uniform::Uniform;
 use crate::{NodeConfig, Params};
+use causeway_core::crdt::ObjType;
 use causeway_core::limits::WAITING_REQUESTS_MAX;
 use causeway_core::{
-    Addr, Ctx, DcId, Error, Lsn, Nanos, NodeId, PartitionId, ServerNode, Topology, TxnId, Vc,
+    Addr, Ctx, DcId, Error, Key, Lsn, Nanos, NodeId, PartitionId, ServerNode, Topology, TxnId, Vc,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -145,16 +147,7 @@ impl Node {
         let mutation = Mutation::parse(config.params.mutation.as_deref(), flavor)?;
         let d = usize::from(topo.dc_of(config.node).0);
         let dcs = usize::from(topo.dcs);
-        let uniform = match flavor {
-            Flavor::UniStore { f } if f >= dcs => {
-                return Err(format!(
-                    "unistore: f = {f} needs at least f+1 = {} DCs, the cluster has {dcs}",
-                    f + 1
-                ));
-            }
-            Flavor::UniStore { f } => Some(Uniform::new(dcs, d, f)),
-            _ => None,
-        };
+        let uniform = Node::uniform_for(flavor, dcs, d)?;
         let dc_nodes: Vec<NodeId> = topo.nodes_in_dc(DcId(d as u16)).collect();
         let parts = topo
             .partitions_of(config.node)
@@ -193,21 +186,40 @@ impl Node {
         for (i, bytes) in records.iter().enumerate() {
             node.replay(Record::decode(i, bytes)?);
         }
+        node.finish_replay(!records.is_empty());
+        Ok(node)
+    }
+
+    /// UniStore's tracker of uniform txns for DC `d`, tolerating `f` DC failures (which
+    /// needs more than `f` DCs); none for the other flavors.
+    fn uniform_for(flavor: Flavor, dcs: usize, d: usize) -> Result<Option<Uniform>, String> {
+        match flavor {
+            Flavor::UniStore { f } if f >= dcs => Err(format!(
+                "unistore: f = {f} needs at least f+1 = {} DCs, the cluster has {dcs}",
+                f + 1
+            )),
+            Flavor::UniStore { f } => Ok(Some(Uniform::new(dcs, d, f))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Ends recovery once every record is replayed; after a restart (`restarted`: there
+    /// were records) the sibling DCs of every partition are to be told.
+    fn finish_replay(&mut self, restarted: bool) {
         // A transfer whose chunks were persisted but not its end is dropped (the sender
         // sends a new one).
-        for part in node.parts.values_mut() {
+        for part in self.parts.values_mut() {
             part.transfers.incoming.clear();
         }
         // Never reissue: start above every lease and prepare time on disk.
-        node.time.last += 1;
-        if !records.is_empty() {
-            node.announce = node
+        self.time.last += 1;
+        if restarted {
+            self.announce = self
                 .parts
                 .iter()
                 .flat_map(|(p, part)| part.sibs.ids().into_iter().map(move |s| (*p, s)))
                 .collect();
         }
-        Ok(node)
     }
 
     fn replay(&mut self, record: Record) {
@@ -221,11 +233,7 @@ impl Node {
                 prep_time,
                 ops,
                 ..
-            } => {
-                self.time.last = self.time.last.max(prep_time);
-                let p = Prepared::recovered(coord, prep_time, ops);
-                self.part(partition).prepared.insert(txn, p);
-            }
+            } => self.replay_prepare(partition, txn, coord, prep_time, ops),
             Record::OnePhase {
                 partition,
                 txn,
@@ -238,37 +246,10 @@ impl Node {
                 ct,
                 parts,
                 participants,
-            } => {
-                if !participants.is_empty() {
-                    self.coord.recovered_decision(txn, ct.clone(), participants);
-                }
-                for (partition, ops) in parts {
-                    self.replay_committed(partition, (txn, self.me), &ct, ops, Phase::Node);
-                }
-            }
+            } => self.replay_node_commit(txn, &ct, parts, participants),
             Record::Commit { partition, txn, ct } => {
                 let broken = self.mutation.commit_time_min;
                 self.part(partition).commit(d, txn, &ct, broken);
-            }
-            Record::Remote {
-                partition,
-                origin,
-                upto,
-                txns,
-            }
-            | Record::RemoteTxns {
-                partition,
-                origin,
-                upto,
-                txns: super::wire::CompactTxns(txns),
-            } => {
-                let part = self.part(partition);
-                for t in txns {
-                    part.add_committed(origin, t);
-                }
-                part.received.recovered(origin, upto);
-                let o = usize::from(origin.0);
-                part.pvc.set(o, part.pvc.get(o).max(upto));
             }
             Record::Decision {
                 txn,
@@ -280,6 +261,35 @@ impl Node {
                     self.coord.decisions.forget(t);
                 }
             }
+            record @ (Record::Remote { .. }
+            | Record::RemoteTxns { .. }
+            | Record::RemotePiece { .. }
+            | Record::Paxos { .. }
+            | Record::TransferChunk { .. }
+            | Record::TransferDone { .. }
+            | Record::StrongImage { .. }
+            | Record::TransferAdopted { .. }
+            | Record::Checkpoint(_)) => self.replay_replicated(record),
+        }
+    }
+
+    /// Replays a record of state from elsewhere: txns replicated from a sibling DC
+    /// (repl.rs), a Paxos record (strong.rs), a state transfer (transfer.rs) or a
+    /// checkpoint (checkpoint.rs).
+    fn replay_replicated(&mut self, record: Record) {
+        match record {
+            Record::Remote {
+                partition,
+                origin,
+                upto,
+                txns,
+            }
+            | Record::RemoteTxns {
+                partition,
+                origin,
+                upto,
+                txns: super::wire::CompactTxns(txns),
+            } => self.replay_remote(partition, origin, upto, txns),
             Record::Paxos { partition, record } => {
                 if let Some(st) = self.strong.as_mut() {
                     st.recovered.entry(partition).or_default().push(record);
@@ -310,7 +320,56 @@ impl Node {
             Record::RemotePiece { .. } => {
                 unreachable!("Record::decode gives a piece back as RemoteTxns")
             }
+            _ => unreachable!("`replay` replays the records of txns prepared here"),
         }
+    }
+
+    /// Replays a PREPARE's record: the txn is prepared again, its time the clock's floor.
+    fn replay_prepare(
+        &mut self,
+        partition: PartitionId,
+        txn: TxnId,
+        coord: NodeId,
+        prep_time: u64,
+        ops: super::record::Effects,
+    ) {
+        self.time.last = self.time.last.max(prep_time);
+        let p = Prepared::recovered(coord, prep_time, ops);
+        self.part(partition).prepared.insert(txn, p);
+    }
+
+    /// Replays a one-node commit: the decision (when other nodes took part) and each of
+    /// this node's partitions, prepared and committed.
+    fn replay_node_commit(
+        &mut self,
+        txn: TxnId,
+        ct: &Vc,
+        parts: Vec<(PartitionId, super::record::Effects)>,
+        participants: Vec<(PartitionId, NodeId)>,
+    ) {
+        if !participants.is_empty() {
+            self.coord.recovered_decision(txn, ct.clone(), participants);
+        }
+        for (partition, ops) in parts {
+            self.replay_committed(partition, (txn, self.me), ct, ops, Phase::Node);
+        }
+    }
+
+    /// Replays txns replicated from `origin`, received up to `upto`.
+    fn replay_remote(
+        &mut self,
+        partition: PartitionId,
+        origin: DcId,
+        upto: u64,
+        txns: Vec<super::msg::ReplTxn>,
+    ) {
+        let part = self.part(partition);
+        for t in txns {
+            part.add_committed(origin, t);
+        }
+        part.received.recovered(origin, upto);
+        let o = usize::from(origin.0);
+        part.pvc.set(o, part.pvc.get(o).max(upto));
     }
 
     pub(super) fn part(&mut self, p: PartitionId) -> &mut Part {
@@ -675,6 +734,26 @@ impl Node {
             phase,
         };
         self.part(partition).prepared.insert(txn, p);
+        self.vote_prepared(ctx, to, svc, prep_time, ops);
+    }
+
+    /// Votes for `to`'s txn, just prepared here at `prep_time`: a one-phase txn commits,
+    /// the coordinator here takes a one-node commit's vote, and a 2PC vote leaves once
+    /// the PREPARE's record is durable.
+    fn vote_prepared(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        to: Participant,
+        svc: Vc,
+        prep_time: u64,
+        ops: Vec<PreparedOp>,
+    ) {
+        let Participant {
+            partition,
+            coord,
+            txn,
+            phase,
+        } = to;
         match phase {
             Phase::One => return self.commit_one_phase(ctx, to, svc, prep_time, ops),
             // The coordinator is this node: the record of its decision holds these
@@ -821,6 +900,7 @@ impl Node {
 
     // ---- dispatch and timers ----
 
+    /// Routes a message: txns (coordinator and partition side) here, the rest below.
     fn dispatch(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         let from_node = match from {
             Addr::Node(n) => n,
@@ -856,19 +936,7 @@ impl Node {
                 partition,
                 svc,
                 keys,
-            } => {
-                self.adopt_remote(&svc); // UniStore Alg. 1 l.19-20
-                let arrived = self.time.clock;
-                let w = Waiting::Read {
-                    coord: from_node,
-                    rid,
-                    svc,
-                    keys,
-                    arrived,
-                    direct: None,
-                };
-                self.park(ctx, partition, w);
-            }
+            } => self.on_read_keys(ctx, from_node, rid, partition, svc, keys),
             Msg::ReadReply {
                 rid,
                 partition,
@@ -880,17 +948,7 @@ impl Node {
                 svc,
                 updates,
                 one_phase,
-            } => {
-                self.adopt_remote(&svc); // UniStore Alg. 1 l.37-38
-                let w = Waiting::Prepare {
-                    coord: from_node,
-                    txn,
-                    svc,
-                    updates,
-                    phase: if one_phase { Phase::One } else { Phase::Two },
-                };
-                self.park(ctx, partition, w);
-            }
+            } => self.on_prepare(ctx, from_node, (txn, partition), svc, updates, one_phase),
             Msg::Prepared {
                 txn,
                 partition,
@@ -899,20 +957,26 @@ impl Node {
             Msg::CommitTxn { txn, partition, ct } => self.commit_txn(ctx, from, txn, partition, ct),
             Msg::CommitAck { txn, partition } => self.on_commit_ack(ctx, txn, partition),
             Msg::OnePhaseDone { txn, ct, .. } => self.on_one_phase_done(ctx, txn, ct),
-            Msg::AbortTxn { txn, partition } => {
-                if let Some(part) = self.parts.get_mut(&partition) {
-                    // A one-phase txn is the partition's own decision: not abortable.
-                    if part
-                        .prepared
-                        .get(&txn)
-                        .is_some_and(|p| p.phase != Phase::One)
-                    {
-                        part.prepared.remove(&txn);
-                    }
-                }
-                self.serve_waiting(ctx);
-            }
+            Msg::AbortTxn { txn, partition } => self.on_abort_txn(ctx, txn, partition),
             Msg::Inquire { txn, partition } => self.on_inquire(ctx, from, txn, partition),
+            Msg::ReadResult { .. }
+            | Msg::CommitResult { .. }
+            | Msg::ReadCommitResult { .. }
+            | Msg::WaitDone { .. } => {}
+            msg => self.dispatch_replication(ctx, from, from_node, msg),
+        }
+    }
+
+    /// Replication, stabilization and the client waits on them (repl.rs, transfer.rs,
+    /// uniform.rs); UniStore's strong txns below.
+    fn dispatch_replication(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        from: Addr,
+        from_node: NodeId,
+        msg: Msg,
+    ) {
+        match msg {
             Msg::Repl {
                 partition,
                 restarted,
@@ -923,33 +987,81 @@ impl Node {
                 partition,
                 chunk,
                 strong,
-            } => {
-                let s = self.topo.dc_of(from_node);
-                self.on_transfer(ctx, s, partition, chunk, strong)
-            }
+            } => self.on_transfer(ctx, self.topo.dc_of(from_node), partition, chunk, strong),
             Msg::TransferAsk { partition } => {
-                let s = self.topo.dc_of(from_node);
-                self.on_transfer_ask(partition, s)
+                self.on_transfer_ask(partition, self.topo.dc_of(from_node))
             }
             Msg::Stable { pvc, gss, oldest } => self.on_stable(ctx, from_node, pvc, gss, oldest),
             Msg::StableVec { stable } => {
-                let dc = self.topo.dc_of(from_node);
-                self.on_stable_vec(ctx, dc, stable)
+                self.on_stable_vec(ctx, self.topo.dc_of(from_node), stable)
             }
             Msg::Barrier { req, past } => {
-                let w = ClientWait::new(from, req, past, false);
-                self.on_client_wait(ctx, w)
+                self.on_client_wait(ctx, ClientWait::new(from, req, past, false))
             }
             Msg::Attach { req, past } => {
-                let w = ClientWait::new(from, req, past, true);
-                self.on_client_wait(ctx, w)
+                self.on_client_wait(ctx, ClientWait::new(from, req, past, true))
             }
-            Msg::ReadResult { .. }
-            | Msg::CommitResult { .. }
-            | Msg::ReadCommitResult { .. }
-            | Msg::WaitDone { .. } => {}
             msg => self.dispatch_strong(ctx, from_node, msg),
         }
+    }
+
+    /// READ_KEY from coordinator `coord`, parked until it can be served (`park`).
+    fn on_read_keys(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        coord: NodeId,
+        rid: ReadId,
+        partition: PartitionId,
+        svc: Vc,
+        keys: Vec<(Key, ObjType)>,
+    ) {
+        self.adopt_remote(&svc); // UniStore Alg. 1 l.19-20
+        let arrived = self.time.clock;
+        let w = Waiting::Read {
+            coord,
+            rid,
+            svc,
+            keys,
+            arrived,
+            direct: None,
+        };
+        self.park(ctx, partition, w);
+    }
+
+    /// PREPARE from coordinator `coord`, parked until it can be served (`park`).
+    fn on_prepare(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        coord: NodeId,
+        (txn, partition): (TxnId, PartitionId),
+        svc: Vc,
+        updates: super::msg::Updates,
+        one_phase: bool,
+    ) {
+        self.adopt_remote(&svc); // UniStore Alg. 1 l.37-38
+        let w = Waiting::Prepare {
+            coord,
+            txn,
+            svc,
+            updates,
+            phase: if one_phase { Phase::One } else { Phase::Two },
+        };
+        self.park(ctx, partition, w);
+    }
+
+    /// ABORT of a txn prepared here in 2PC.
+    fn on_abort_txn(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, partition: PartitionId) {
+        if let Some(part) = self.parts.get_mut(&partition) {
+            // A one-phase txn is the partition's own decision: not abortable.
+            if part
+                .prepared
+                .get(&txn)
+                .is_some_and(|p| p.phase != Phase::One)
+            {
+                part.prepared.remove(&txn);
+            }
+        }
+        self.serve_waiting(ctx);
     }
 
     /// UniStore's strong-txn messages (strong.rs).

@@ -793,9 +793,36 @@ impl Node {
 
     /// CERTIFY (Alg. 3 l.3) once the barrier holds and every effect is in.
     fn try_certify(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId) {
-        let Some(t) = self.coord.txns.get(&txn) else {
+        let Some(parts) = self.cert_txns(txn) else {
             return;
         };
+        let clock = self.time.clock;
+        let votes = Votes::new(parts.keys().copied(), clock + self.strong_cfg().timeout_ns);
+        for (p, ct) in &parts {
+            let to = self.cert_target(*p);
+            let m = Msg::CertPrepare {
+                partition: *p,
+                t: Box::new(ct.clone()),
+                forwarded: false,
+            };
+            ctx.send(Addr::Node(to), m);
+        }
+        let t = self.coord.txns.get_mut(&txn).expect("present");
+        let Step::Strong(s) = &mut t.step else {
+            unreachable!("matched in cert_txns")
+        };
+        s.phase = Phase::Certify {
+            parts,
+            votes,
+            voters: BTreeMap::new(),
+            retry: Retry::sent_at(clock),
+        };
+    }
+
+    /// What each participant certifies of the strong txn `txn`, once the barrier holds
+    /// and every effect is in; None before, or when `txn` is not preparing.
+    fn cert_txns(&self, txn: TxnId) -> Option<BTreeMap<PartitionId, CertTxn>> {
+        let t = self.coord.txns.get(&txn)?;
         let Step::Strong(StrongStep {
             phase:
                 Phase::Prep {
@@ -806,10 +833,10 @@ impl Node {
             ..
         }) = &t.step
         else {
-            return;
+            return None;
         };
         if effects.values().any(Option::is_none) || !self.barrier_holds(&t.svc) {
-            return;
+            return None;
         }
         let topo = &self.topo;
         let mut parts = BTreeMap::new();
@@ -844,27 +871,7 @@ impl Node {
             };
             parts.insert(*p, ct);
         }
-        let clock = self.time.clock;
-        let votes = Votes::new(parts.keys().copied(), clock + self.strong_cfg().timeout_ns);
-        for (p, ct) in &parts {
-            let to = self.cert_target(*p);
-            let m = Msg::CertPrepare {
-                partition: *p,
-                t: Box::new(ct.clone()),
-                forwarded: false,
-            };
-            ctx.send(Addr::Node(to), m);
-        }
-        let t = self.coord.txns.get_mut(&txn).expect("present");
-        let Step::Strong(s) = &mut t.step else {
-            unreachable!("matched above")
-        };
-        s.phase = Phase::Certify {
-            parts,
-            votes,
-            voters: BTreeMap::new(),
-            retry: Retry::sent_at(clock),
-        };
+        Some(parts)
     }
 
     /// Where CERTIFY for `p` goes first: the last voter, else the configured leader DC.

@@ -449,24 +449,12 @@ impl Node {
                 "node {} is not the master of shard {shard}",
                 self.me.0
             ));
-            return ctx.send(
-                from,
-                Msg::WriteReply {
-                    req,
-                    result: Err(e),
-                },
-            );
+            return ctx.send(from, Node::write_refused(req, e));
         }
         if self.locks.contains_key(&shard) {
             if self.queued.len() >= QUEUED_WRITES_MAX {
                 let e = Error::Unavailable("too many writes wait for locked shards".into());
-                return ctx.send(
-                    from,
-                    Msg::WriteReply {
-                        req,
-                        result: Err(e),
-                    },
-                );
+                return ctx.send(from, Node::write_refused(req, e));
             }
             return self
                 .queued
@@ -475,15 +463,7 @@ impl Node {
         let ss = self.new_shardstamp(shard, max_ss);
         let ops = match self.effects(ss, &[(key.clone(), update, id)]) {
             Ok(ops) => ops,
-            Err(e) => {
-                return ctx.send(
-                    from,
-                    Msg::WriteReply {
-                        req,
-                        result: Err(e),
-                    },
-                )
-            }
+            Err(e) => return ctx.send(from, Node::write_refused(req, e)),
         };
         // The new version depends on the one it overwrites (a ww edge carries causality,
         // as for txns: see session.rs), then on the new shardstamp (Fig. 4).
@@ -506,6 +486,14 @@ impl Node {
             }),
         };
         self.write_local(ctx, id.txn, shard, (ss, ss), deps, ops, vec![(from, reply)]);
+    }
+
+    /// The answer to a `write` refused with `e`.
+    fn write_refused(req: u64, e: Error) -> Msg {
+        Msg::WriteReply {
+            req,
+            result: Err(e),
+        }
     }
 
     /// Applies a single-key write at its master, logs it for the slaves and persists it.
@@ -572,35 +560,16 @@ impl Node {
         writes: Vec<(Key, Update, OpId)>,
         max_ss: u64,
     ) {
-        let refuse = |ctx: &mut Ctx<Msg>, r: Refusal| {
-            ctx.send(
-                from,
-                Msg::PrepareReply {
+        let shards = match self.shards_to_lock(txn, &writes) {
+            Ok(shards) => shards,
+            Err(r) => {
+                let m = Msg::PrepareReply {
                     req,
                     result: Err(r),
-                },
-            )
+                };
+                return ctx.send(from, m);
+            }
         };
-        if self.fences.contains(&txn) {
-            return refuse(ctx, Refusal::Fenced);
-        }
-        let mut shards: Vec<u32> = writes.iter().map(|(k, _, _)| self.shards.of(k)).collect();
-        shards.sort_unstable();
-        shards.dedup();
-        if let Some(s) = shards.iter().find(|s| !self.is_master(**s)) {
-            let e =
-                Error::Unavailable(format!("node {} is not the master of shard {s}", self.me.0));
-            return refuse(ctx, Refusal::Error(e));
-        }
-        if shards
-            .iter()
-            .any(|s| self.locks.get(s).is_some_and(|t| *t != txn))
-        {
-            return refuse(ctx, Refusal::Locked);
-        }
-        if let Err(e) = self.effects(0, &writes) {
-            return refuse(ctx, Refusal::Error(e));
-        }
         let mut locked: Vec<Locked> = Vec::new();
         for (key, _, _) in &writes {
             let shard = self.shards.of(key);
@@ -637,6 +606,35 @@ impl Node {
             result: Ok(locked),
         };
         self.persist(ctx, &record, vec![(from, reply)]);
+    }
+
+    /// The shards that `txn`'s prepare of `writes` locks (sorted), or why it may not.
+    fn shards_to_lock(
+        &self,
+        txn: TxnId,
+        writes: &[(Key, Update, OpId)],
+    ) -> Result<Vec<u32>, Refusal> {
+        if self.fences.contains(&txn) {
+            return Err(Refusal::Fenced);
+        }
+        let mut shards: Vec<u32> = writes.iter().map(|(k, _, _)| self.shards.of(k)).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        if let Some(s) = shards.iter().find(|s| !self.is_master(**s)) {
+            let e =
+                Error::Unavailable(format!("node {} is not the master of shard {s}", self.me.0));
+            return Err(Refusal::Error(e));
+        }
+        if shards
+            .iter()
+            .any(|s| self.locks.get(s).is_some_and(|t| *t != txn))
+        {
+            return Err(Refusal::Locked);
+        }
+        if let Err(e) = self.effects(0, writes) {
+            return Err(Refusal::Error(e));
+        }
+        Ok(shards)
     }
 
     /// Listing 2 `commit_server` at the coordinator participant: record the decision, apply
@@ -981,6 +979,28 @@ impl Node {
         }
     }
 
+    /// A message from server node `n`: a decision's forwarding (§7), an inquiry, or
+    /// replication.
+    fn on_peer_message(&mut self, ctx: &mut Ctx<Msg>, n: NodeId, msg: Msg) {
+        match msg {
+            Msg::Forward { txn, decision } => self.on_forward(ctx, n, txn, decision),
+            Msg::ForwardAck { txn } => self.on_forward_ack(ctx, n, txn),
+            Msg::Inquire { txn } => self.on_inquire(ctx, n, txn),
+            Msg::Repl {
+                restarted,
+                acks,
+                stream,
+                floor,
+                floor_upto,
+            } => self.on_repl(ctx, n, restarted, acks, stream, (floor, floor_upto)),
+            Msg::Transfer { chunk } => {
+                let s = self.cfg.topology.dc_of(n);
+                self.on_transfer(ctx, s, chunk)
+            }
+            _ => unreachable!("`handle_message` routes only peer messages here"),
+        }
+    }
+
     /// The stored version of `key` (tests).
     pub fn version(&self, key: &Key) -> Option<&Version> {
         self.store.get(key)
@@ -1043,37 +1063,14 @@ impl ServerNode for Node {
                 participants,
             } => self.on_commit(ctx, from, req, txn, ts, participants),
             Msg::Release { txn } => self.release(ctx, txn, false),
-            Msg::Forward { txn, decision } => {
-                if let Some(n) = node {
-                    self.on_forward(ctx, n, txn, decision)
-                }
-            }
-            Msg::ForwardAck { txn } => {
-                if let Some(n) = node {
-                    self.on_forward_ack(ctx, n, txn)
-                }
-            }
-            Msg::Inquire { txn } => {
-                if let Some(n) = node {
-                    self.on_inquire(ctx, n, txn)
-                }
-            }
             Msg::Resolved { txn, decision } => self.on_resolved(ctx, txn, decision),
-            Msg::Repl {
-                restarted,
-                acks,
-                stream,
-                floor,
-                floor_upto,
-            } => {
+            msg @ (Msg::Forward { .. }
+            | Msg::ForwardAck { .. }
+            | Msg::Inquire { .. }
+            | Msg::Repl { .. }
+            | Msg::Transfer { .. }) => {
                 if let Some(n) = node {
-                    self.on_repl(ctx, n, restarted, acks, stream, (floor, floor_upto))
-                }
-            }
-            Msg::Transfer { chunk } => {
-                if let Some(n) = node {
-                    let s = self.cfg.topology.dc_of(n);
-                    self.on_transfer(ctx, s, chunk)
+                    self.on_peer_message(ctx, n, msg)
                 }
             }
             Msg::ReadReply { .. }

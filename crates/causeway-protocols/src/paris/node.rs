@@ -648,6 +648,8 @@ impl Node {
 
     // ---- dispatch and timers ----
 
+    /// Routes a message: the coordinator's here, the partitions' and replication's to
+    /// their own routers.
     fn dispatch(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         let from_node = match from {
             Addr::Node(n) => n,
@@ -669,17 +671,40 @@ impl Node {
                 cached,
             } => self.on_commit(ctx, from, (txn, req), start, hwt, updates, cached),
             Msg::Abort { txn } => self.coord.forget(txn),
+            Msg::ReadSliceReply {
+                rid,
+                partition,
+                objects,
+            } => self.on_slice_reply(ctx, rid, partition, objects),
+            Msg::Prepared {
+                txn,
+                partition,
+                result,
+            } => self.on_prepared(ctx, txn, partition, result),
+            Msg::CommitAck { txn, partition } => self.on_commit_ack(ctx, txn, partition),
+            Msg::Inquire { txn, partition } => self.on_inquire(ctx, from, txn, partition),
+            Msg::ReadResult { .. } | Msg::CommitResult { .. } => {}
+            msg @ (Msg::ReadSlice { .. }
+            | Msg::Prepare { .. }
+            | Msg::CommitTxn { .. }
+            | Msg::AbortTxn { .. }) => self.dispatch_partition(ctx, from, from_node, msg),
+            msg @ (Msg::Repl { .. }
+            | Msg::Transfer { .. }
+            | Msg::Stable { .. }
+            | Msg::Gst { .. }
+            | Msg::Ust { .. }) => self.dispatch_replication(ctx, from_node, msg),
+        }
+    }
+
+    /// Routes a message to a partition of this node: a read slice or 2PC.
+    fn dispatch_partition(&mut self, ctx: &mut Ctx<Msg>, from: Addr, from_node: NodeId, msg: Msg) {
+        match msg {
             Msg::ReadSlice {
                 rid,
                 partition,
                 snapshot,
                 keys,
             } => self.on_read_slice(ctx, from_node, rid, partition, snapshot, keys),
-            Msg::ReadSliceReply {
-                rid,
-                partition,
-                objects,
-            } => self.on_slice_reply(ctx, rid, partition, objects),
             Msg::Prepare {
                 txn,
                 partition,
@@ -700,17 +725,17 @@ impl Node {
                 };
                 self.on_prepare(ctx, partition, b)
             }
-            Msg::Prepared {
-                txn,
-                partition,
-                result,
-            } => self.on_prepared(ctx, txn, partition, result),
             Msg::CommitTxn { txn, partition, ct } => {
                 self.on_commit_txn(ctx, from, txn, partition, ct)
             }
-            Msg::CommitAck { txn, partition } => self.on_commit_ack(ctx, txn, partition),
             Msg::AbortTxn { txn, partition } => self.on_abort_txn(ctx, txn, partition),
-            Msg::Inquire { txn, partition } => self.on_inquire(ctx, from, txn, partition),
+            _ => unreachable!("`dispatch` routes only messages to partitions here"),
+        }
+    }
+
+    /// Routes a replication or stabilization message.
+    fn dispatch_replication(&mut self, ctx: &mut Ctx<Msg>, from_node: NodeId, msg: Msg) {
+        match msg {
             Msg::Repl {
                 partition,
                 restarted,
@@ -724,7 +749,7 @@ impl Node {
             Msg::Stable { vv_min, oldest } => self.on_stable(from_node, vv_min, oldest),
             Msg::Gst { gst, oldest } => self.on_gst(from_node, gst, oldest),
             Msg::Ust { ust, gc } => self.on_ust(ust, gc),
-            Msg::ReadResult { .. } | Msg::CommitResult { .. } => {}
+            _ => unreachable!("`dispatch` routes only replication messages here"),
         }
     }
 

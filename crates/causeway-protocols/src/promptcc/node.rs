@@ -310,7 +310,6 @@ impl Node {
             }
         };
         self.work += ops.len() as u64;
-        let clock = self.clock;
         let part = self.part(partition);
         part.s += 1; // Alg. 2 l.3
         let seq = part.s;
@@ -326,21 +325,29 @@ impl Node {
             session: from,
             req,
         };
-        part.remember(txn, seq);
+        self.hold_and_vote(ctx, partition, t);
+    }
+
+    /// Holds `t`, just numbered at `partition`, until its final timestamp arrives; its
+    /// vote goes to the coordinator once its record is durable.
+    fn hold_and_vote(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, t: PreparedTxn) {
+        let clock = self.clock;
+        let part = self.part(partition);
+        part.remember(t.txn, t.seq);
         let p = Pending {
             t: t.clone(),
             since: clock,
             final_ts: None,
             query: Retry::sent_at(clock),
         };
-        part.pending.insert(seq, p);
+        part.pending.insert(t.seq, p);
         let vote = Msg::Prepared {
-            txn,
+            txn: t.txn,
             partition,
-            seq,
+            seq: t.seq,
             parts: t.parts.clone(),
         };
-        let to = Addr::Node(self.node_of(coord));
+        let to = Addr::Node(self.node_of(t.coord));
         let record = Record::Prepare {
             partition,
             t: Box::new(t),
