@@ -11,7 +11,7 @@
 use crate::peaks::PeaksReport;
 use causeway_check::Outcome;
 use causeway_sim::cpu::CpuModel;
-use causeway_sim::{run, FaultSel, ObjectMix, SimConfig, SimResult, Summary};
+use causeway_sim::{run, SimConfig, SimResult, Summary};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -136,72 +136,6 @@ pub(crate) fn uniform_wan(dcs: usize, one_way_ms: f64) -> Vec<Vec<f64>> {
         .collect()
 }
 
-/// Cure §V-C, Fig. 2a: 3 DCs, LWW registers, single-operation transactions, 90% reads,
-/// 50 ms one-way between DCs, closed-loop clients at full speed.
-fn cure_vs_eventual() -> SimConfig {
-    SimConfig {
-        dcs: 3,
-        nodes_per_dc: 2,
-        partitions: 8,
-        keys: 10_000,
-        zipf: 0.8,
-        read_ratio: 0.9,
-        txn_ops: 1,
-        objects: ObjectMix::Lww,
-        think_time_ns: 0,
-        inter_dc_one_way_ms: Some(uniform_wan(3, 50.0)),
-        faults: FaultSel::None,
-        quiesce_ms: 500,
-        allow_unchecked: true,
-        cpu: CpuModel {
-            enabled: true,
-            ..CpuModel::default()
-        },
-        ..SimConfig::default()
-    }
-}
-
-pub const EXPERIMENTS: &[Experiment] = &[
-    CURE_VS_EVENTUAL,
-    crate::unistore::UNIFORMITY_COST,
-    crate::unistore::VISIBILITY,
-    crate::unistore_strong::RUBIS,
-    crate::unistore_strong::SCALABILITY,
-    crate::paris::VS_BPR,
-    crate::paris::LOCALITY,
-    crate::promptcc::SKEW,
-    crate::promptcc::READSET,
-    crate::promptcc::SCALE,
-    crate::occult::OVERHEAD,
-    crate::occult::TXN,
-    crate::occult::SLOW_NODES,
-];
-
-const CURE_VS_EVENTUAL: Experiment = Experiment {
-    name: "cure-vs-eventual",
-    figure: "Cure Fig. 2a (LWW registers, 3 DCs): throughput of eventual vs Cure, paper: eventual ~30% ahead",
-    kind: Kind::Sweep,
-    protocols: &["eventual", "cure"],
-    lines: &[],
-    config: cure_vs_eventual,
-    clients_per_dc: &[1, 16, 64, 256, 512, 1024, 1536],
-    duration_ms: 500,
-    seeds: 1,
-    quick_clients_per_dc: &[1, 64, 256, 1024],
-    quick_duration_ms: 200,
-    real_clients_per_dc: &[1, 4, 16],
-    real_duration_s: 5,
-    quick_real_clients_per_dc: &[1, 8],
-    quick_real_duration_s: 2,
-    warmup_ms: 0,
-    quick_warmup_ms: 0,
-    findings: None,
-    quick_check: QuickCheck {
-        must: &["^peak cure:"],
-        show: "^peak",
-    },
-};
-
 impl Experiment {
     /// The curves it runs: each of `protocols`, then each of `lines`; the first is the
     /// baseline.
@@ -218,17 +152,6 @@ impl Experiment {
         });
         plain.chain(lines).collect()
     }
-}
-
-/// The experiment called `name`, or an error listing them.
-pub fn find(name: &str) -> Result<&'static Experiment, String> {
-    EXPERIMENTS.iter().find(|e| e.name == name).ok_or_else(|| {
-        let names: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
-        format!(
-            "no experiment '{name}'; known: {} (or `list`)",
-            names.join(", ")
-        )
-    })
 }
 
 /// One point of a curve: a protocol at one client count.
@@ -593,27 +516,5 @@ pub fn pool(clients_per_dc: u32, results: &[SimResult], duration_ms: u64) -> Poi
                 .as_ref()
                 .map(|v| format!("seed {}: {v}", r.seed))
         }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::EXPERIMENTS;
-
-    /// The test loop can judge every experiment: its quick report has lines to require and
-    /// to show, and the names are unique.
-    #[test]
-    fn every_experiment_declares_its_quick_check() {
-        for e in EXPERIMENTS {
-            assert!(
-                !e.quick_check.must.is_empty(),
-                "{}: nothing required",
-                e.name
-            );
-            assert!(!e.quick_check.show.is_empty(), "{}: nothing shown", e.name);
-            let tabs = e.quick_check.must.iter().chain([&e.quick_check.show]);
-            assert!(tabs.into_iter().all(|p| !p.contains('\t')), "{}", e.name);
-            assert_eq!(EXPERIMENTS.iter().filter(|o| o.name == e.name).count(), 1);
-        }
     }
 }

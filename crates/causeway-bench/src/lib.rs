@@ -8,7 +8,9 @@
 //! distribution per DC (`cdf`); `unistore` defines UniStore's, on the AWS-like round trips
 //! of `regions`, and `paris` PaRiS's (Fig. 2 and 4-6), on the simulator's default WAN.
 
+pub mod catalogue;
 pub mod cdf;
+pub mod cure;
 pub mod experiment;
 pub mod occult;
 pub mod paris;
@@ -20,10 +22,10 @@ pub mod report;
 pub mod unistore;
 pub mod unistore_strong;
 
+pub use catalogue::{find, EXPERIMENTS};
 pub use cdf::CdfReport;
 pub use experiment::{
-    find, CdfSpec, Curve, CurveSpec, Experiment, Kind, Line, Plan, Point, QuickCheck, Variant,
-    EXPERIMENTS,
+    CdfSpec, Curve, CurveSpec, Experiment, Kind, Line, Plan, Point, QuickCheck, Variant,
 };
 pub use peaks::PeaksReport;
 pub use report::Report;
