@@ -9,7 +9,7 @@
 //!   from 5 to 25 servers in one DC; 2 and 3 DCs of 25 servers 1.8x and 2.8x one DC at
 //!   99% reads, 1.8x and 2.6x at 50% writes).
 //!
-//! Scale: up to 4 nodes per DC at one simulated core each, 4 partitions per node (the
+//! Scale: up to 4 nodes per DC of 4 simulated cores each, 4 partitions per node (the
 //! paper: 5 to 25 servers of 16 cores per DC).
 
 use crate::experiment::{uniform_wan, Experiment, Kind, Line, QuickCheck, Variant};

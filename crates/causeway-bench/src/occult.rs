@@ -21,7 +21,7 @@
 //!   4 entries (paper: -6.9% goodput, +50 us median and +4 ms p99 latency vs Redis).
 //!
 //! Scale: 2 DCs of 4 nodes (16 for the slow nodes: 1 to 3 slowed is 6-19% of them, the
-//! paper's 1-3 of 40 is 2.5-7.5%) at one simulated core each, 10,000
+//! paper's 1-3 of 40 is 2.5-7.5%) at one simulated core each, 100,000
 //! keys (the paper: 20 servers of 4 processes per DC, 10 million keys); the simulator has
 //! no bandwidth limit, the paper's bottleneck, so the CPU model's per-message and per-byte
 //! costs stand in for it.
