@@ -3,7 +3,7 @@
 //! `registry!` macro that generates, from one line per protocol, the wire enum, the list
 //! of names, the factories and the lookups.
 
-use crate::{NodeConfig, Params};
+use crate::params::{NodeConfig, Params};
 use causeway_core::{
     Addr, ClientSession, Ctx, DcId, Lsn, Nanos, NodeId, Output, Request, ServerNode, SessionId,
     Topology,
@@ -125,7 +125,7 @@ macro_rules! flavor_protocol {
             type Session = $crate::kit::session::Session<Client>;
 
             fn recover(
-                config: &$crate::NodeConfig,
+                config: &$crate::params::NodeConfig,
                 section: &Config,
                 records: &[Vec<u8>],
             ) -> Result<Node, String> {
@@ -136,7 +136,7 @@ macro_rules! flavor_protocol {
                 id: causeway_core::SessionId,
                 dc: causeway_core::DcId,
                 topology: &causeway_core::Topology,
-                params: &$crate::Params,
+                params: &$crate::params::Params,
                 section: &Config,
             ) -> $crate::kit::session::Session<Client> {
                 new_session($flavor, id, dc, topology, params, section)
@@ -573,7 +573,7 @@ macro_rules! registry {
         /// Builds a server node, recovering it from its persisted records (oldest first).
         pub fn new_node(
             protocol: &str,
-            config: $crate::NodeConfig,
+            config: $crate::params::NodeConfig,
             records: &[Vec<u8>],
         ) -> Result<$crate::BoxedNode, String> {
             entry(protocol)?.new_node(&config, records)
@@ -586,7 +586,7 @@ macro_rules! registry {
             session: causeway_core::SessionId,
             dc: causeway_core::DcId,
             topology: &causeway_core::Topology,
-            params: &$crate::Params,
+            params: &$crate::params::Params,
             section: &serde_json::Value,
         ) -> Result<$crate::BoxedSession, String> {
             entry(protocol)?.new_session(session, dc, topology, params, section)

@@ -28,8 +28,9 @@
 use crate::cure::{self, Client, Flavor, Msg, Node, StrongConfig};
 use crate::kit::certify::Relation;
 use crate::kit::session::Session;
+use crate::params::{NodeConfig, Params};
 use crate::sweep::Sweep;
-use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
+use crate::{Guarantee, Protocol, Requirements};
 use causeway_core::{DcId, SessionId, Topology, TxnKind};
 use serde::{Deserialize, Serialize};
 

@@ -176,7 +176,8 @@ pub use strong::StrongConfig;
 pub use wire::{commit_ts, SharedStream};
 
 use crate::kit::session::{Session, SessionCore};
-use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
+use crate::params::{NodeConfig, Params};
+use crate::{Guarantee, Protocol, Requirements};
 use causeway_core::clock::Nanos;
 use causeway_core::{DcId, SessionId, Topology};
 use serde::{Deserialize, Serialize};

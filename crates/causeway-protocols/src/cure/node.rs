@@ -15,7 +15,7 @@ use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
 use crate::kit::txn::ReadId;
 use crate::kit::uniform::Uniform;
-use crate::{NodeConfig, Params};
+use crate::params::{NodeConfig, Params};
 use causeway_core::crdt::ObjType;
 use causeway_core::limits::WAITING_REQUESTS_MAX;
 use causeway_core::{

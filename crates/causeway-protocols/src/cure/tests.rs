@@ -7,7 +7,8 @@ use super::record::Record;
 use super::Node;
 use super::{Config, Cure};
 use crate::kit::testnet::TestNet;
-use crate::{NodeConfig, Params, Protocol};
+use crate::params::{NodeConfig, Params};
+use crate::Protocol;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, ClientSession, Ctx, DcId, Key, NodeId, ObjValue, OpId, Output, PartitionId, Request,

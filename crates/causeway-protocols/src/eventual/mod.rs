@@ -30,7 +30,8 @@ use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::session::{ClientProtocol, Session, SessionCore};
 use crate::kit::timers::Timers;
 use crate::kit::txn::{effect_type, prepare_effects, read_value, typed};
-use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
+use crate::params::{NodeConfig, Params};
+use crate::{Guarantee, Protocol, Requirements};
 use causeway_core::crdt::{ArbTs, ObjType, Object, Op, Update};
 use causeway_core::{
     Addr, Ctx, DcId, Error, Key, Lsn, Nanos, NodeId, OpId, Response, ServerNode, SessionId,

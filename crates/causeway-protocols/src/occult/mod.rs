@@ -75,7 +75,8 @@ pub use node::Node;
 pub use session::Client;
 
 use crate::kit::session::{Session, SessionCore};
-use crate::{Guarantee, NodeConfig, Params, Requirements};
+use crate::params::{NodeConfig, Params};
+use crate::{Guarantee, Requirements};
 use causeway_core::{DcId, Key, Nanos, NodeId, PartitionId, SessionId, Topology};
 use serde::{Deserialize, Serialize};
 

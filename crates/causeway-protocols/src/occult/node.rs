@@ -14,7 +14,7 @@ use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::timers::Timers;
 use crate::kit::twopc::{Answer, Decisions};
 use crate::kit::txn::{effect_type, prepare_effects, typed};
-use crate::NodeConfig;
+use crate::params::NodeConfig;
 use causeway_core::crdt::{ArbTs, Object, Op, Update};
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{

@@ -6,7 +6,8 @@
 
 use super::{Config, Msg, Occult, Record, Shards};
 use crate::kit::testnet::{TestNet, MS};
-use crate::{NodeConfig, Params, Protocol};
+use crate::params::{NodeConfig, Params};
+use crate::Protocol;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, Ctx, DcId, Key, NodeId, ObjValue, OpId, Output, Request, Response, ServerNode, SessionId,

@@ -13,7 +13,7 @@ use crate::kit::gossip::Gossip;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
 use crate::kit::txn::ReadId;
-use crate::{NodeConfig, Params};
+use crate::params::{NodeConfig, Params};
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::limits::WAITING_REQUESTS_MAX;
 use causeway_core::{

@@ -6,7 +6,8 @@
 
 use super::{Bpr, Config, Paris};
 use crate::kit::testnet::{TestNet, MS};
-use crate::{NodeConfig, Params, Protocol};
+use crate::params::{NodeConfig, Params};
+use crate::Protocol;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, DcId, Key, NodeId, ObjValue, PartitionId, Request, Response, ServerNode, Topology,

@@ -9,7 +9,7 @@ use super::{Config, Flavor, Mutation, Wire};
 use crate::kit::durability::Durability;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
-use crate::{NodeConfig, Params};
+use crate::params::{NodeConfig, Params};
 use causeway_core::crdt::ObjType;
 use causeway_core::limits::COORD_TXNS_MAX;
 use causeway_core::{

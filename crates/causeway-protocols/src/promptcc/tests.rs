@@ -2,7 +2,8 @@
 
 use super::{PrompTcc, Wren};
 use crate::kit::testnet::TestNet;
-use crate::{Params, Protocol};
+use crate::params::Params;
+use crate::Protocol;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{Key, ObjValue, Request, Response, ServerNode, Topology};
 
@@ -272,7 +273,8 @@ fn a_checkpoint_plus_the_later_records_recovers_what_a_full_replay_does() {
     net.run(100);
     let mut compacted = vec![ck];
     compacted.extend_from_slice(&net.records[0][covered..]);
-    let config = crate::NodeConfig::new(causeway_core::NodeId(0), topo(), Params::default());
+    let config =
+        crate::params::NodeConfig::new(causeway_core::NodeId(0), topo(), Params::default());
     let recover = |records: &[Vec<u8>]| {
         PrompTcc::recover(&config, &super::Config::default(), records).expect("recovers")
     };
