@@ -18,6 +18,7 @@ pub mod cure;
 pub mod cureft;
 pub mod eventual;
 pub mod kit;
+pub mod mutation;
 pub mod occult;
 pub mod params;
 pub mod paris;

@@ -481,10 +481,7 @@ where
 
 fn check_mutation(name: &str, known: &[&str], params: &Params) -> Result<(), String> {
     match &params.mutation {
-        Some(m) if !known.contains(&m.as_str()) => Err(format!(
-            "protocol '{name}' has no mutation '{m}'; known: {}",
-            known.join(", ")
-        )),
+        Some(m) if !known.contains(&m.as_str()) => Err(crate::mutation::unknown(name, m, known)),
         _ => Ok(()),
     }
 }
