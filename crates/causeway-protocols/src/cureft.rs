@@ -44,7 +44,7 @@ impl Protocol for CureFt {
         topology: &Topology,
         params: &Params,
         _: &Config,
-    ) -> Session<Client> {
+    ) -> Result<Session<Client>, String> {
         crate::cure::session(Flavor::CureFt, id, dc, topology, params)
     }
 

@@ -138,7 +138,7 @@ macro_rules! flavor_protocol {
                 topology: &causeway_core::Topology,
                 params: &$crate::params::Params,
                 section: &Config,
-            ) -> $crate::kit::session::Session<Client> {
+            ) -> Result<$crate::kit::session::Session<Client>, String> {
                 new_session($flavor, id, dc, topology, params, section)
             }
         }
@@ -175,14 +175,15 @@ pub trait Protocol: 'static {
         0
     }
 
-    /// Builds a client session living in `dc`.
+    /// Builds a client session living in `dc`; a mutation the protocol does not know is
+    /// an error, as for a node.
     fn session(
         id: SessionId,
         dc: DcId,
         topology: &Topology,
         params: &Params,
         section: &Self::Config,
-    ) -> Self::Session;
+    ) -> Result<Self::Session, String>;
 
     /// Appends `msg`'s postcard bytes, exactly as serde writes them, if the protocol
     /// writes this message by hand (its hottest messages on the peer wire), and says
@@ -474,7 +475,7 @@ where
         check_topology::<P>(topology)?;
         check_mutation(P::NAME, P::MUTATIONS, params)?;
         let section = section_of::<P>(section)?;
-        let session = P::session(id, dc, topology, params, &section);
+        let session = P::session(id, dc, topology, params, &section)?;
         Ok(Box::new(SessionOf::<P>(session, Vec::new())))
     }
 }

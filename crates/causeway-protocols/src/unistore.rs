@@ -86,17 +86,17 @@ fn session(
     topology: &Topology,
     params: &Params,
     section: &Config,
-) -> Session<Client> {
+) -> Result<Session<Client>, String> {
     let flavor = Flavor::UniStore {
         f: section.f_for(topology.dcs),
     };
-    let mut s = cure::session(flavor, id, dc, topology, params);
+    let mut s = cure::session(flavor, id, dc, topology, params)?;
     s.client.kind_override = match mode {
         Mode::Strong => Some(TxnKind::Strong),
         _ if section.strong_txns == Some(false) => Some(TxnKind::Causal),
         _ => None,
     };
-    s
+    Ok(s)
 }
 
 /// Defines a registry entry running UniStore's code in `mode`.
@@ -134,7 +134,7 @@ macro_rules! unistore_protocol {
                 topology: &Topology,
                 params: &Params,
                 section: &Config,
-            ) -> Session<Client> {
+            ) -> Result<Session<Client>, String> {
                 session($mode, id, dc, topology, params, section)
             }
 

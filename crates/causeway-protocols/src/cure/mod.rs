@@ -215,7 +215,7 @@ impl Protocol for Cure {
         topology: &Topology,
         params: &Params,
         _: &Config,
-    ) -> Session<Client> {
+    ) -> Result<Session<Client>, String> {
         session(Flavor::Cure, id, dc, topology, params)
     }
 
@@ -231,12 +231,12 @@ pub fn session(
     dc: DcId,
     topology: &Topology,
     params: &Params,
-) -> Session<Client> {
+) -> Result<Session<Client>, String> {
     let core = SessionCore::new(flavor.name(), id, dc, topology.clone(), params.clone());
     let mut client = Client::new(topology, flavor);
     // The node refuses an unknown mutation; the session only needs to know this one.
     client.keep_first_assign = params.mutation.as_deref() == Some("keeps-overwritten-assign");
-    Session::new(core, client)
+    Ok(Session::new(core, client))
 }
 
 /// Which protocol this engine runs: Cure itself, or a protocol built on its code.

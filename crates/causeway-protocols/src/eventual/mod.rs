@@ -113,9 +113,9 @@ impl Protocol for Eventual {
         topology: &Topology,
         params: &Params,
         _: &Config,
-    ) -> Session<Client> {
+    ) -> Result<Session<Client>, String> {
         let core = SessionCore::new(Self::NAME, id, dc, topology.clone(), params.clone());
-        Session::new(core, Client::default())
+        Ok(Session::new(core, Client::default()))
     }
 }
 

@@ -85,7 +85,8 @@ impl<P: Protocol> TestNet<P> {
             &self.topo,
             &self.params,
             &P::Config::default(),
-        );
+        )
+        .expect("a session");
         self.sessions.insert(id, s);
     }
 

@@ -300,7 +300,7 @@ fn new_session(
     topology: &Topology,
     params: &Params,
     section: &Config,
-) -> Session<Client> {
+) -> Result<Session<Client>, String> {
     let core = SessionCore::new(flavor.name(), id, dc, topology.clone(), params.clone());
     let mutation = Mutation::parse(params.mutation.as_deref());
     let mut section = section.clone();
@@ -308,7 +308,10 @@ fn new_session(
         section = Config::default(); // the nodes refuse such a config with its reason
     }
     let shards = Shards::new(topology, section.shards);
-    Session::new(core, Client::new(flavor, mutation, section, shards))
+    Ok(Session::new(
+        core,
+        Client::new(flavor, mutation, section, shards),
+    ))
 }
 
 crate::flavor_protocol!(

@@ -247,10 +247,13 @@ fn new_session(
     topology: &Topology,
     params: &Params,
     section: &Config,
-) -> Session<Client> {
+) -> Result<Session<Client>, String> {
     let core = SessionCore::new(flavor.name(), id, dc, topology.clone(), params.clone());
     let mutation = Mutation::parse(params.mutation.as_deref());
-    Session::new(core, Client::new(flavor, mutation, section.cache_ops_max))
+    Ok(Session::new(
+        core,
+        Client::new(flavor, mutation, section.cache_ops_max),
+    ))
 }
 
 crate::flavor_protocol!(

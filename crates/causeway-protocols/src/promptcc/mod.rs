@@ -262,14 +262,14 @@ fn new_session(
     topology: &Topology,
     params: &Params,
     section: &Config,
-) -> Session<Client> {
+) -> Result<Session<Client>, String> {
     let core = SessionCore::new(flavor.name(), id, dc, topology.clone(), params.clone());
     let mutation = Mutation::parse(params.mutation.as_deref());
     let partitions = topology.partitions as usize;
-    Session::new(
+    Ok(Session::new(
         core,
         Client::new(flavor, mutation, partitions, section.txn_timeout_ns),
-    )
+    ))
 }
 
 crate::flavor_protocol!(
