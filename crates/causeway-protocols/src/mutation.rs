@@ -144,6 +144,27 @@ pub(crate) fn assert_parses(
     assert!(e.ends_with(&format!("known: {listed}")), "{e}");
 }
 
+/// Checks that protocol `P`'s node and session, built on `topology` with a mutation it
+/// does not know, refuse it rather than run the correct protocol.
+#[cfg(test)]
+pub(crate) fn assert_constructors_refuse<P: crate::Protocol>(topology: causeway_core::Topology) {
+    use causeway_core::{DcId, NodeId, SessionId};
+    let params = crate::params::Params {
+        mutation: Some("no-such-mutation".to_string()),
+        ..Default::default()
+    };
+    let config = crate::params::NodeConfig::new(NodeId(0), topology.clone(), params.clone());
+    let section = P::Config::default();
+    match P::recover(&config, &section, &[]) {
+        Ok(_) => panic!("{}: a node ran an unknown mutation", P::NAME),
+        Err(e) => assert!(e.contains("no mutation 'no-such-mutation'"), "{e}"),
+    }
+    match P::session(SessionId(1), DcId(0), &topology, &params, &section) {
+        Ok(_) => panic!("{}: a session ran an unknown mutation", P::NAME),
+        Err(e) => assert!(e.contains("no mutation 'no-such-mutation'"), "{e}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     crate::mutations! {

@@ -182,7 +182,8 @@ impl Node {
             samples: Vec::new(),
             work: 0,
             transfers: transfer::Transfers::default(),
-            no_state_transfer: super::Mutation::parse(cfg.params.mutation.as_deref())
+            no_state_transfer: flavor
+                .mutation(cfg.params.mutation.as_deref())?
                 .no_state_transfer,
             cfg,
         };
