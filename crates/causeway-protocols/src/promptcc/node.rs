@@ -77,7 +77,7 @@ impl Node {
         let mut node = Node {
             me: config.node,
             flavor,
-            mutation: Mutation::parse(config.params.mutation.as_deref()),
+            mutation: flavor.mutation(config.params.mutation.as_deref())?,
             clock: 0,
             parts,
             s: Vc::zero(topo.partitions as usize),

@@ -328,3 +328,21 @@ fn a_later_read_of_a_fresh_sessions_txn_sees_what_committed_before_it_began() {
     assert_eq!(values, vec![ObjValue::Lww(None), lww("1")], "{r:?}");
     net.check_invariants().expect("invariants");
 }
+
+/// Each flavor's mutations parse to their own flag alone, and the node and session refuse
+/// a name the flavor does not run, listing those it does.
+#[test]
+fn mutations_parse_to_one_flag_and_unknown_ones_are_refused() {
+    use super::{Flavor, Mutation, PrompTccNaive, MUTATIONS};
+    use crate::mutation::{assert_constructors_refuse, assert_parses};
+    assert_parses(MUTATIONS, |n| Mutation::parse(n).map(|m| m.active()));
+    for flavor in [Flavor::PrompTcc, Flavor::Naive, Flavor::Wren] {
+        assert_parses(flavor.mutations(), |n| {
+            flavor.mutation(n).map(|m| m.active())
+        });
+    }
+    assert!(Flavor::Wren.mutation(Some("stale-snapshot")).is_err());
+    assert_constructors_refuse::<PrompTcc>(topo());
+    assert_constructors_refuse::<PrompTccNaive>(topo());
+    assert_constructors_refuse::<Wren>(topo());
+}
