@@ -124,7 +124,7 @@ impl Node {
             me: config.node,
             d,
             flavor,
-            mutation: Mutation::parse(config.params.mutation.as_deref()),
+            mutation: flavor.mutation(config.params.mutation.as_deref())?,
             time: Time::default(),
             parts,
             coord: Coord::default(),

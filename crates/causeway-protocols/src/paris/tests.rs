@@ -680,3 +680,23 @@ fn a_slice_reply_meant_for_a_crashed_coordinator_answers_nothing_after_its_resta
     }
     net.check_invariants().expect("invariants");
 }
+
+/// Each flavor's mutations parse to their own flag alone, and the node and session refuse
+/// a name the flavor does not run, listing those it does (PaRiS once took any unknown
+/// name for none).
+#[test]
+fn mutations_parse_to_one_flag_and_unknown_ones_are_refused() {
+    use super::{Flavor, Mutation, Nocc, BPR_MUTATIONS, MUTATIONS};
+    use crate::mutation::{assert_constructors_refuse, assert_parses};
+    let all = [MUTATIONS, BPR_MUTATIONS].concat();
+    assert_parses(&all, |n| Mutation::parse(n).map(|m| m.active()));
+    for flavor in [Flavor::Paris, Flavor::Bpr, Flavor::Nocc] {
+        assert_parses(flavor.mutations(), |n| {
+            flavor.mutation(n).map(|m| m.active())
+        });
+    }
+    assert!(Flavor::Paris.mutation(Some("no-read-block")).is_err());
+    assert_constructors_refuse::<Paris>(topo());
+    assert_constructors_refuse::<Bpr>(topo());
+    assert_constructors_refuse::<Nocc>(topo());
+}
