@@ -144,7 +144,7 @@ impl Node {
                 "{name} needs full replication (replication factor = dcs)"
             ));
         }
-        let mutation = Mutation::parse(config.params.mutation.as_deref(), flavor)?;
+        let mutation = flavor.mutation(config.params.mutation.as_deref())?;
         let d = usize::from(topo.dc_of(config.node).0);
         let dcs = usize::from(topo.dcs);
         let uniform = Node::uniform_for(flavor, dcs, d)?;
