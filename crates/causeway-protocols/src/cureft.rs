@@ -7,7 +7,8 @@
 
 use crate::cure::{Client, Config, Flavor, Msg, Node, MUTATIONS};
 use crate::kit::session::Session;
-use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
+use crate::params::{NodeConfig, Params};
+use crate::{Guarantee, Protocol, Requirements};
 use causeway_core::{DcId, SessionId, Topology};
 
 /// The `cureft` protocol (registry entry).
@@ -43,7 +44,7 @@ impl Protocol for CureFt {
         topology: &Topology,
         params: &Params,
         _: &Config,
-    ) -> Session<Client> {
+    ) -> Result<Session<Client>, String> {
         crate::cure::session(Flavor::CureFt, id, dc, topology, params)
     }
 

@@ -3,7 +3,7 @@
 //! `registry!` macro that generates, from one line per protocol, the wire enum, the list
 //! of names, the factories and the lookups.
 
-use crate::{NodeConfig, Params};
+use crate::params::{NodeConfig, Params};
 use causeway_core::{
     Addr, ClientSession, Ctx, DcId, Lsn, Nanos, NodeId, Output, Request, ServerNode, SessionId,
     Topology,
@@ -125,7 +125,7 @@ macro_rules! flavor_protocol {
             type Session = $crate::kit::session::Session<Client>;
 
             fn recover(
-                config: &$crate::NodeConfig,
+                config: &$crate::params::NodeConfig,
                 section: &Config,
                 records: &[Vec<u8>],
             ) -> Result<Node, String> {
@@ -136,9 +136,9 @@ macro_rules! flavor_protocol {
                 id: causeway_core::SessionId,
                 dc: causeway_core::DcId,
                 topology: &causeway_core::Topology,
-                params: &$crate::Params,
+                params: &$crate::params::Params,
                 section: &Config,
-            ) -> $crate::kit::session::Session<Client> {
+            ) -> Result<$crate::kit::session::Session<Client>, String> {
                 new_session($flavor, id, dc, topology, params, section)
             }
         }
@@ -175,14 +175,15 @@ pub trait Protocol: 'static {
         0
     }
 
-    /// Builds a client session living in `dc`.
+    /// Builds a client session living in `dc`; a mutation the protocol does not know is
+    /// an error, as for a node.
     fn session(
         id: SessionId,
         dc: DcId,
         topology: &Topology,
         params: &Params,
         section: &Self::Config,
-    ) -> Self::Session;
+    ) -> Result<Self::Session, String>;
 
     /// Appends `msg`'s postcard bytes, exactly as serde writes them, if the protocol
     /// writes this message by hand (its hottest messages on the peer wire), and says
@@ -474,17 +475,14 @@ where
         check_topology::<P>(topology)?;
         check_mutation(P::NAME, P::MUTATIONS, params)?;
         let section = section_of::<P>(section)?;
-        let session = P::session(id, dc, topology, params, &section);
+        let session = P::session(id, dc, topology, params, &section)?;
         Ok(Box::new(SessionOf::<P>(session, Vec::new())))
     }
 }
 
 fn check_mutation(name: &str, known: &[&str], params: &Params) -> Result<(), String> {
     match &params.mutation {
-        Some(m) if !known.contains(&m.as_str()) => Err(format!(
-            "protocol '{name}' has no mutation '{m}'; known: {}",
-            known.join(", ")
-        )),
+        Some(m) if !known.contains(&m.as_str()) => Err(crate::mutation::unknown(name, m, known)),
         _ => Ok(()),
     }
 }
@@ -573,7 +571,7 @@ macro_rules! registry {
         /// Builds a server node, recovering it from its persisted records (oldest first).
         pub fn new_node(
             protocol: &str,
-            config: $crate::NodeConfig,
+            config: $crate::params::NodeConfig,
             records: &[Vec<u8>],
         ) -> Result<$crate::BoxedNode, String> {
             entry(protocol)?.new_node(&config, records)
@@ -586,7 +584,7 @@ macro_rules! registry {
             session: causeway_core::SessionId,
             dc: causeway_core::DcId,
             topology: &causeway_core::Topology,
-            params: &$crate::Params,
+            params: &$crate::params::Params,
             section: &serde_json::Value,
         ) -> Result<$crate::BoxedSession, String> {
             entry(protocol)?.new_session(session, dc, topology, params, section)

@@ -28,8 +28,9 @@
 use crate::cure::{self, Client, Flavor, Msg, Node, StrongConfig};
 use crate::kit::certify::Relation;
 use crate::kit::session::Session;
+use crate::params::{NodeConfig, Params};
 use crate::sweep::Sweep;
-use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
+use crate::{Guarantee, Protocol, Requirements};
 use causeway_core::{DcId, SessionId, Topology, TxnKind};
 use serde::{Deserialize, Serialize};
 
@@ -85,17 +86,17 @@ fn session(
     topology: &Topology,
     params: &Params,
     section: &Config,
-) -> Session<Client> {
+) -> Result<Session<Client>, String> {
     let flavor = Flavor::UniStore {
         f: section.f_for(topology.dcs),
     };
-    let mut s = cure::session(flavor, id, dc, topology, params);
+    let mut s = cure::session(flavor, id, dc, topology, params)?;
     s.client.kind_override = match mode {
         Mode::Strong => Some(TxnKind::Strong),
         _ if section.strong_txns == Some(false) => Some(TxnKind::Causal),
         _ => None,
     };
-    s
+    Ok(s)
 }
 
 /// Defines a registry entry running UniStore's code in `mode`.
@@ -133,7 +134,7 @@ macro_rules! unistore_protocol {
                 topology: &Topology,
                 params: &Params,
                 section: &Config,
-            ) -> Session<Client> {
+            ) -> Result<Session<Client>, String> {
                 session($mode, id, dc, topology, params, section)
             }
 

@@ -176,7 +176,8 @@ pub use strong::StrongConfig;
 pub use wire::{commit_ts, SharedStream};
 
 use crate::kit::session::{Session, SessionCore};
-use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
+use crate::params::{NodeConfig, Params};
+use crate::{Guarantee, Protocol, Requirements};
 use causeway_core::clock::Nanos;
 use causeway_core::{DcId, SessionId, Topology};
 use serde::{Deserialize, Serialize};
@@ -214,7 +215,7 @@ impl Protocol for Cure {
         topology: &Topology,
         params: &Params,
         _: &Config,
-    ) -> Session<Client> {
+    ) -> Result<Session<Client>, String> {
         session(Flavor::Cure, id, dc, topology, params)
     }
 
@@ -230,12 +231,14 @@ pub fn session(
     dc: DcId,
     topology: &Topology,
     params: &Params,
-) -> Session<Client> {
+) -> Result<Session<Client>, String> {
     let core = SessionCore::new(flavor.name(), id, dc, topology.clone(), params.clone());
     let mut client = Client::new(topology, flavor);
-    // The node refuses an unknown mutation; the session only needs to know this one.
-    client.keep_first_assign = params.mutation.as_deref() == Some("keeps-overwritten-assign");
-    Session::new(core, client)
+    // The session needs only this variant, but refuses what the node refuses.
+    client.keep_first_assign = flavor
+        .mutation(params.mutation.as_deref())?
+        .keeps_overwritten_assign;
+    Ok(Session::new(core, client))
 }
 
 /// Which protocol this engine runs: Cure itself, or a protocol built on its code.
@@ -262,6 +265,20 @@ impl Flavor {
             Flavor::CureFt => "cureft",
             Flavor::UniStore { .. } => "unistore",
         }
+    }
+
+    /// The mutations this flavor runs: Cure's, or UniStore's (`strong` and `redblue`,
+    /// UniStore's flavor too, list fewer in the registry, which refuses the others first).
+    pub fn mutations(self) -> &'static [&'static str] {
+        match self {
+            Flavor::Cure | Flavor::CureFt => MUTATIONS,
+            Flavor::UniStore { .. } => UNISTORE_MUTATIONS,
+        }
+    }
+
+    /// The mutation `name`, refused unless this flavor runs it.
+    pub fn mutation(self, name: Option<&str>) -> Result<Mutation, String> {
+        Mutation::parse_among(name, self.mutations(), self.name())
     }
 }
 
@@ -312,59 +329,104 @@ impl Default for Config {
     }
 }
 
-/// Deliberately broken variants, for showing that the simulator and checker catch them.
-/// (A `no-start-wait` variant is not listed: a session's coordinators share the DC's GSS
-/// within a few ms, so skipping START's wait is rarely observable in the simulator; the
-/// wait is covered by a unit test instead.)
-/// (`checkpoint-drops-prepared` shows only after a crash: scripts/test sweeps it with
-/// crashes; UniStore does not list it.
-/// `no-state-transfer` shows only when a log drops txns a returning sibling lacks:
-/// scripts/test sweeps it with a long outage and `silent_sibling_log_max = 0`.
-/// `read-commit-no-wait` shows only when a two-phase txn's commit reaches a partition
-/// after a read-then-commit whose snapshot covers it (the client heard of the commit and
-/// went on faster than the coordinator's message): scripts/test sweeps it with
-/// `--faults slow-links --txn-ops 2 --keys 10` (seeds 2 and 3 of 1..10 caught); 30 seeds
-/// each of four sweeps without slowed links (1.4 million txns) did not produce it. A unit
-/// test (`read_commit_tests`) shows the read it lets through.
-/// `piece-record-whole` shows only when a replica writes a piece of which it had some txns
-/// (a rewound stream), then restarts and replays that record, then a counter those txns
-/// wrote is read (a register's second assignment changes nothing): scripts/test sweeps
-/// it with `--objects counter --faults all --checkpoint-records 0` (a restart replays
-/// every record; a checkpoint taken after the piece would hold the state instead), where
-/// seeds 8 and 16 of 1..20 diverge; 5 seeds of the default sweep did not produce it. A
-/// unit test (`cure::tests`) shows the restart that applies a txn twice.
-/// `node-commit-early` shows only when a crash falls between a one-node commit's record
-/// write and its fsync: scripts/test sweeps it with crashes, which the simulator often
-/// precedes by a disk stall of milliseconds per write (`causeway_sim`'s disk), and one
-/// node per DC, where most multi-key txns commit on one node. The txn it loses was
-/// replicated or read before its record was durable: the DCs diverge, or the final
-/// state misses a txn whose client never heard the outcome but that a read observed.)
-pub const MUTATIONS: &[&str] = &[
-    "no-read-wait",
-    "pvc-ignores-prepared",
-    "commit-time-min",
-    "checkpoint-drops-prepared",
-    "no-state-transfer",
-    "keeps-overwritten-assign",
-    "node-commit-early",
-    "piece-record-whole",
-    "read-commit-no-wait",
-];
-/// UniStore's deliberately broken variants: Cure's (they break the engine UniStore
-/// shares), then UniStore's own (`Mutation::parse` accepts these under its flavor).
-pub const UNISTORE_MUTATIONS: &[&str] = &[
-    "no-read-wait",
-    "pvc-ignores-prepared",
-    "commit-time-min",
-    "no-forwarding",
-    "visible-before-uniform",
-    "attach-no-wait",
-    "no-uniform-barrier",
-    "certify-ignores-conflicts",
-    "paxos-no-majority",
-    "no-state-transfer",
-    "keeps-overwritten-assign",
-];
+crate::mutations! {
+    /// Which mutation is active, decoded once from `Params::mutation`.
+    pub struct Mutation for "cure" {
+        /// READ_KEY does not wait for `pvc[d] >= svc[d]` (breaks Alg. 2 l.2).
+        no_read_wait = "no-read-wait",
+        /// `pvc[d]` is the clock even with prepared txns (breaks Alg. 2 l.19-20).
+        pvc_ignores_prepared = "pvc-ignores-prepared",
+        /// CommitTime is the min of the prepare times (breaks Alg. 1 l.31).
+        commit_time_min = "commit-time-min",
+        /// No relaying of a third DC's txns to a lagging sibling (breaks UniStore §5.5).
+        no_forwarding = "no-forwarding",
+        /// `uniformVec` is the local stable vector: remote txns are visible and barriers
+        /// return before f+1 DCs store them (breaks UniStore Alg. 2 l.33-36).
+        visible_before_uniform = "visible-before-uniform",
+        /// ATTACH answers at once (breaks UniStore Alg. 1 l.52).
+        attach_no_wait = "attach-no-wait",
+        /// COMMIT_STRONG certifies without the uniform barrier (breaks UniStore Alg. 3 l.2,
+        /// the liveness failure of §4, Figure 2).
+        no_uniform_barrier = "no-uniform-barrier",
+        /// Certification votes commit whatever conflicts (breaks §6.3's OCC).
+        certify_ignores_conflicts = "certify-ignores-conflicts",
+        /// The certification groups decide with n/2 votes, not a majority.
+        paxos_no_majority = "paxos-no-majority",
+        /// A checkpoint leaves out the txns prepared here: one committed after it loses its
+        /// writes on this partition after a restart from it (breaks checkpoint.rs).
+        checkpoint_drops_prepared = "checkpoint-drops-prepared",
+        /// A sibling that returns after our log dropped txns it lacks gets no state transfer
+        /// (breaks transfer.rs: it never converges).
+        no_state_transfer = "no-state-transfer",
+        /// A read-then-commit served in place waits for no prepared txn, two-phase ones
+        /// included (breaks Alg. 2 l.2 beyond what `Part::pvc_two_phase` allows).
+        read_commit_no_wait = "read-commit-no-wait",
+        /// A txn's record keeps each key's first assignment and drops the later ones it
+        /// overwrites (breaks `kit::txn::coalesce_txn_ops`: other txns read an
+        /// intermediate value).
+        keeps_overwritten_assign = "keeps-overwritten-assign",
+        /// A one-node commit's partitions commit when its record is written, not once it is
+        /// durable (breaks the one-node commit: a crash loses a txn others already read).
+        node_commit_early = "node-commit-early",
+        /// A replica writes a received piece as the bytes it came in even when it took only
+        /// part of it (breaks `Record::RemotePiece`: a restart applies the txns it had
+        /// already a second time).
+        piece_record_whole = "piece-record-whole",
+    }
+    /// Deliberately broken variants, for showing that the simulator and checker catch them.
+    /// (A `no-start-wait` variant is not listed: a session's coordinators share the DC's GSS
+    /// within a few ms, so skipping START's wait is rarely observable in the simulator; the
+    /// wait is covered by a unit test instead.)
+    /// (`checkpoint-drops-prepared` shows only after a crash: scripts/test sweeps it with
+    /// crashes; UniStore does not list it.
+    /// `no-state-transfer` shows only when a log drops txns a returning sibling lacks:
+    /// scripts/test sweeps it with a long outage and `silent_sibling_log_max = 0`.
+    /// `read-commit-no-wait` shows only when a two-phase txn's commit reaches a partition
+    /// after a read-then-commit whose snapshot covers it (the client heard of the commit and
+    /// went on faster than the coordinator's message): scripts/test sweeps it with
+    /// `--faults slow-links --txn-ops 2 --keys 10` (seeds 2 and 3 of 1..10 caught); 30 seeds
+    /// each of four sweeps without slowed links (1.4 million txns) did not produce it. A unit
+    /// test (`read_commit_tests`) shows the read it lets through.
+    /// `piece-record-whole` shows only when a replica writes a piece of which it had some txns
+    /// (a rewound stream), then restarts and replays that record, then a counter those txns
+    /// wrote is read (a register's second assignment changes nothing): scripts/test sweeps
+    /// it with `--objects counter --faults all --checkpoint-records 0` (a restart replays
+    /// every record; a checkpoint taken after the piece would hold the state instead), where
+    /// seeds 8 and 16 of 1..20 diverge; 5 seeds of the default sweep did not produce it. A
+    /// unit test (`cure::tests`) shows the restart that applies a txn twice.
+    /// `node-commit-early` shows only when a crash falls between a one-node commit's record
+    /// write and its fsync: scripts/test sweeps it with crashes, which the simulator often
+    /// precedes by a disk stall of milliseconds per write (`causeway_sim`'s disk), and one
+    /// node per DC, where most multi-key txns commit on one node. The txn it loses was
+    /// replicated or read before its record was durable: the DCs diverge, or the final
+    /// state misses a txn whose client never heard the outcome but that a read observed.)
+    pub const MUTATIONS = [
+        no_read_wait,
+        pvc_ignores_prepared,
+        commit_time_min,
+        checkpoint_drops_prepared,
+        no_state_transfer,
+        keeps_overwritten_assign,
+        node_commit_early,
+        piece_record_whole,
+        read_commit_no_wait,
+    ];
+    /// UniStore's deliberately broken variants: Cure's (they break the engine UniStore
+    /// shares), then UniStore's own (`Flavor::mutation` accepts these under its flavor).
+    pub const UNISTORE_MUTATIONS = [
+        no_read_wait,
+        pvc_ignores_prepared,
+        commit_time_min,
+        no_forwarding,
+        visible_before_uniform,
+        attach_no_wait,
+        no_uniform_barrier,
+        certify_ignores_conflicts,
+        paxos_no_majority,
+        no_state_transfer,
+        keeps_overwritten_assign,
+    ];
+}
 
 /// How far ahead of the clock the persisted lease on claimed timestamps reaches.
 pub const LEASE_NS: Nanos = 200_000_000;
@@ -379,77 +441,3 @@ pub const TXN_IDLE_NS: Nanos = 30_000_000_000;
 pub const LAG_GRACE_NS: Nanos = 500_000_000;
 /// A sibling partition silent for this long is presumed failed for log GC.
 pub const SILENT_SIBLING_NS: Nanos = 60_000_000_000;
-
-/// Which mutation is active, decoded once from `Params::mutation`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Mutation {
-    /// READ_KEY does not wait for `pvc[d] >= svc[d]` (breaks Alg. 2 l.2).
-    pub no_read_wait: bool,
-    /// `pvc[d]` is the clock even with prepared txns (breaks Alg. 2 l.19-20).
-    pub pvc_ignores_prepared: bool,
-    /// CommitTime is the min of the prepare times (breaks Alg. 1 l.31).
-    pub commit_time_min: bool,
-    /// No relaying of a third DC's txns to a lagging sibling (breaks UniStore §5.5).
-    pub no_forwarding: bool,
-    /// `uniformVec` is the local stable vector: remote txns are visible and barriers
-    /// return before f+1 DCs store them (breaks UniStore Alg. 2 l.33-36).
-    pub visible_before_uniform: bool,
-    /// ATTACH answers at once (breaks UniStore Alg. 1 l.52).
-    pub attach_no_wait: bool,
-    /// COMMIT_STRONG certifies without the uniform barrier (breaks UniStore Alg. 3 l.2,
-    /// the liveness failure of §4, Figure 2).
-    pub no_uniform_barrier: bool,
-    /// Certification votes commit whatever conflicts (breaks §6.3's OCC).
-    pub certify_ignores_conflicts: bool,
-    /// The certification groups decide with n/2 votes, not a majority.
-    pub paxos_no_majority: bool,
-    /// A checkpoint leaves out the txns prepared here: one committed after it loses its
-    /// writes on this partition after a restart from it (breaks checkpoint.rs).
-    pub checkpoint_drops_prepared: bool,
-    /// A sibling that returns after our log dropped txns it lacks gets no state transfer
-    /// (breaks transfer.rs: it never converges).
-    pub no_state_transfer: bool,
-    /// A read-then-commit served in place waits for no prepared txn, two-phase ones
-    /// included (breaks Alg. 2 l.2 beyond what `Part::pvc_two_phase` allows).
-    pub read_commit_no_wait: bool,
-    /// A txn's record keeps each key's first assignment and drops the later ones it
-    /// overwrites (breaks `kit::txn::coalesce_txn_ops`: other txns read an
-    /// intermediate value).
-    pub keeps_overwritten_assign: bool,
-    /// A one-node commit's partitions commit when its record is written, not once it is
-    /// durable (breaks the one-node commit: a crash loses a txn others already read).
-    pub node_commit_early: bool,
-    /// A replica writes a received piece as the bytes it came in even when it took only
-    /// part of it (breaks `Record::RemotePiece`: a restart applies the txns it had
-    /// already a second time).
-    pub piece_record_whole: bool,
-}
-
-impl Mutation {
-    pub fn parse(name: Option<&str>, flavor: Flavor) -> Result<Mutation, String> {
-        let mut m = Mutation::default();
-        let uni = matches!(flavor, Flavor::UniStore { .. });
-        match name {
-            None => {}
-            Some("no-read-wait") => m.no_read_wait = true,
-            Some("pvc-ignores-prepared") => m.pvc_ignores_prepared = true,
-            Some("commit-time-min") => m.commit_time_min = true,
-            Some("checkpoint-drops-prepared") => m.checkpoint_drops_prepared = true,
-            Some("no-state-transfer") => m.no_state_transfer = true,
-            Some("read-commit-no-wait") => m.read_commit_no_wait = true,
-            Some("keeps-overwritten-assign") => m.keeps_overwritten_assign = true,
-            Some("node-commit-early") => m.node_commit_early = true,
-            Some("piece-record-whole") => m.piece_record_whole = true,
-            Some("no-forwarding") if uni => m.no_forwarding = true,
-            Some("visible-before-uniform") if uni => m.visible_before_uniform = true,
-            Some("attach-no-wait") if uni => m.attach_no_wait = true,
-            Some("no-uniform-barrier") if uni => m.no_uniform_barrier = true,
-            Some("certify-ignores-conflicts") if uni => m.certify_ignores_conflicts = true,
-            Some("paxos-no-majority") if uni => m.paxos_no_majority = true,
-            Some(other) => {
-                return Err(format!("{} has no mutation '{other}'", flavor.name()));
-            }
-        }
-        Ok(m)
-    }
-}

@@ -15,7 +15,7 @@ use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
 use crate::kit::txn::ReadId;
 use crate::kit::uniform::Uniform;
-use crate::{NodeConfig, Params};
+use crate::params::{NodeConfig, Params};
 use causeway_core::crdt::ObjType;
 use causeway_core::limits::WAITING_REQUESTS_MAX;
 use causeway_core::{
@@ -144,7 +144,7 @@ impl Node {
                 "{name} needs full replication (replication factor = dcs)"
             ));
         }
-        let mutation = Mutation::parse(config.params.mutation.as_deref(), flavor)?;
+        let mutation = flavor.mutation(config.params.mutation.as_deref())?;
         let d = usize::from(topo.dc_of(config.node).0);
         let dcs = usize::from(topo.dcs);
         let uniform = Node::uniform_for(flavor, dcs, d)?;

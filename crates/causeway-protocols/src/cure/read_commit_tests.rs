@@ -7,7 +7,7 @@ use super::msg::{First, Msg};
 use super::tests::assign;
 use super::Cure;
 use crate::kit::testnet::TestNet;
-use crate::Params;
+use crate::params::Params;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, ClientSession, Ctx, Key, ObjValue, OpId, Output, Request, Response, ServerNode,

@@ -5,8 +5,8 @@
 
 use super::msg::Msg;
 use crate::kit::testnet::TestNet;
+use crate::params::Params;
 use crate::unistore::UniStore;
-use crate::Params;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, ClientSession, DcId, Key, ObjValue, Request, Response, Topology, TxnKind,
@@ -264,8 +264,11 @@ fn a_checkpoint_with_certification_groups_recovers_what_a_full_replay_does() {
     let mut compacted = vec![ck];
     compacted.extend_from_slice(&net.records[1][covered..]);
     let recover = |records: &[Vec<u8>]| {
-        let config =
-            crate::NodeConfig::new(causeway_core::NodeId(1), net.topo.clone(), params(None));
+        let config = crate::params::NodeConfig::new(
+            causeway_core::NodeId(1),
+            net.topo.clone(),
+            params(None),
+        );
         let section = crate::unistore::Config::default();
         let mut node =
             <UniStore as crate::Protocol>::recover(&config, &section, records).expect("recovers");

@@ -9,8 +9,9 @@ use super::msg::Msg;
 use super::node::Node;
 use super::record::Record;
 use crate::kit::testnet::TestNet;
+use crate::params::{NodeConfig, Params};
 use crate::unistore::UniStore;
-use crate::{NodeConfig, Params, Protocol};
+use crate::Protocol;
 use causeway_core::clock::Extra;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{

@@ -7,7 +7,8 @@ use super::record::Record;
 use super::Node;
 use super::{Config, Cure};
 use crate::kit::testnet::TestNet;
-use crate::{NodeConfig, Params, Protocol};
+use crate::params::{NodeConfig, Params};
+use crate::Protocol;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, ClientSession, Ctx, DcId, Key, NodeId, ObjValue, OpId, Output, PartitionId, Request,
@@ -1059,4 +1060,31 @@ fn a_read_reply_meant_for_a_crashed_coordinator_answers_nothing_after_its_restar
     let c = ObjValue::Lww(Some(b"c".to_vec()));
     assert_eq!(values, vec![ObjValue::Lww(None), c]);
     net.check_invariants().unwrap();
+}
+
+/// Each flavor's mutations parse to their own flag alone (UniStore's, which Cure does not
+/// run, included), and every protocol on this engine refuses a name it does not know at
+/// node and session construction, listing those it does.
+#[test]
+fn mutations_parse_to_one_flag_and_unknown_ones_are_refused() {
+    use super::{Flavor, Mutation, MUTATIONS, UNISTORE_MUTATIONS};
+    use crate::mutation::{assert_constructors_refuse, assert_parses};
+    for flavor in [Flavor::Cure, Flavor::CureFt, Flavor::UniStore { f: 1 }] {
+        assert_parses(flavor.mutations(), |n| {
+            flavor.mutation(n).map(|m| m.active())
+        });
+    }
+    assert_eq!(Flavor::CureFt.mutations(), MUTATIONS);
+    assert_eq!(Flavor::UniStore { f: 0 }.mutations(), UNISTORE_MUTATIONS);
+    assert!(Flavor::Cure.mutation(Some("no-forwarding")).is_err());
+    assert!(Mutation::parse(None).unwrap().active().is_empty());
+    for name in MUTATIONS.iter().chain(UNISTORE_MUTATIONS) {
+        assert_eq!(Mutation::parse(Some(name)).unwrap().active(), [*name]);
+    }
+    let topo = Topology::full(3, 1, 1);
+    assert_constructors_refuse::<Cure>(topo.clone());
+    assert_constructors_refuse::<crate::cureft::CureFt>(topo.clone());
+    assert_constructors_refuse::<crate::unistore::UniStore>(topo.clone());
+    assert_constructors_refuse::<crate::unistore::StrongBaseline>(topo.clone());
+    assert_constructors_refuse::<crate::unistore::RedBlue>(topo);
 }

@@ -9,7 +9,7 @@ use super::node::Node;
 use super::record::Record;
 use super::{Config, Cure, Flavor};
 use crate::kit::testnet::TestNet;
-use crate::{NodeConfig, Params};
+use crate::params::{NodeConfig, Params};
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{Addr, DcId, Key, NodeId, ObjValue, Request, Topology, Vc};
 

@@ -5,8 +5,9 @@
 use super::msg::Msg;
 use crate::cureft::CureFt;
 use crate::kit::testnet::TestNet;
+use crate::params::Params;
 use crate::unistore::UniStore;
-use crate::{Params, Protocol};
+use crate::Protocol;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{Addr, ClientSession, DcId, Error, Key, ObjValue, Request, Response, Topology};
 use std::collections::VecDeque;
@@ -185,7 +186,7 @@ fn bad_tokens_and_barriers_without_uniformity_are_refused() {
 #[test]
 fn f_must_be_below_the_number_of_dcs() {
     let topo = Topology::full(2, 1, 1);
-    let config = crate::NodeConfig::new(causeway_core::NodeId(0), topo, params(None));
+    let config = crate::params::NodeConfig::new(causeway_core::NodeId(0), topo, params(None));
     let section = crate::unistore::Config {
         f: Some(2),
         ..Default::default()

@@ -30,7 +30,8 @@ use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::session::{ClientProtocol, Session, SessionCore};
 use crate::kit::timers::Timers;
 use crate::kit::txn::{effect_type, prepare_effects, read_value, typed};
-use crate::{Guarantee, NodeConfig, Params, Protocol, Requirements};
+use crate::params::{NodeConfig, Params};
+use crate::{Guarantee, Protocol, Requirements};
 use causeway_core::crdt::{ArbTs, ObjType, Object, Op, Update};
 use causeway_core::{
     Addr, Ctx, DcId, Error, Key, Lsn, Nanos, NodeId, OpId, Response, ServerNode, SessionId,
@@ -41,6 +42,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The `eventual` protocol (registry entry).
 pub struct Eventual;
+
+crate::mutations! {
+    /// Which deliberately broken variant runs, decoded from `Params::mutation`.
+    pub struct Mutation for "eventual" {
+        /// A node never sends a state transfer, so a sibling back after the log dropped
+        /// what it lacks stays behind (caught by `long-outage` with the log max 0).
+        no_state_transfer = "no-state-transfer",
+    }
+    /// Deliberately broken variants the simulator and checker must catch.
+    pub const MUTATIONS;
+}
 
 /// `[protocols.eventual]`: the replication streams' catch-up (`repl.rs`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -83,9 +95,7 @@ impl Default for Config {
 impl Protocol for Eventual {
     const NAME: &'static str = "eventual";
     const GUARANTEE: Guarantee = Guarantee::Convergence;
-    /// `no-state-transfer`: a node never sends one, so a sibling back after the log
-    /// dropped what it lacks stays behind (caught by `long-outage` with the log max 0).
-    const MUTATIONS: &'static [&'static str] = &["no-state-transfer"];
+    const MUTATIONS: &'static [&'static str] = MUTATIONS;
     const SWEEPS: &'static [crate::sweep::Sweep] = sweeps::SWEEPS;
     const REQUIREMENTS: Requirements = Requirements {
         full_replication: true,
@@ -112,9 +122,11 @@ impl Protocol for Eventual {
         topology: &Topology,
         params: &Params,
         _: &Config,
-    ) -> Session<Client> {
+    ) -> Result<Session<Client>, String> {
+        // A session has no broken variant, but refuses a name the nodes would refuse.
+        Mutation::parse(params.mutation.as_deref())?;
         let core = SessionCore::new(Self::NAME, id, dc, topology.clone(), params.clone());
-        Session::new(core, Client::default())
+        Ok(Session::new(core, Client::default()))
     }
 }
 
@@ -256,7 +268,8 @@ impl Node {
     ) -> Result<Node, String> {
         let dc = config.topology.dc_of(config.node);
         let dcs = usize::from(config.topology.dcs);
-        let no_state_transfer = config.params.mutation.as_deref() == Some("no-state-transfer");
+        let no_state_transfer =
+            Mutation::parse(config.params.mutation.as_deref())?.no_state_transfer;
         let mut node = Node {
             sibs: Siblings::new(dc, config.topology.all_dcs()),
             config,
@@ -636,6 +649,16 @@ mod tests {
         let topo = Topology::full(1, 1, 1);
         let config = NodeConfig::new(NodeId(0), topo, Params::default());
         Node::recover(config, &[]).expect("node")
+    }
+
+    /// The one mutation parses to its flag alone, and the node and session refuse a name
+    /// they do not know, listing the one they do.
+    #[test]
+    fn mutations_parse_to_one_flag_and_unknown_ones_are_refused() {
+        use crate::mutation::{assert_constructors_refuse, assert_parses};
+        assert_eq!(MUTATIONS, ["no-state-transfer"]);
+        assert_parses(MUTATIONS, |n| Mutation::parse(n).map(|m| m.active()));
+        assert_constructors_refuse::<Eventual>(Topology::full(2, 1, 1));
     }
 
     fn op(index: u32) -> OpId {

@@ -16,7 +16,7 @@
 //! `ClientSession::submit_ahead`): one turn of the driver instead of one per request.
 
 use super::txn::{check_key, check_read, check_update, invalid_in_state, limit, TxnBuffer};
-use crate::Params;
+use crate::params::Params;
 use causeway_core::crdt::ObjType;
 use causeway_core::limits::{TXN_LABEL_MAX, TXN_UPDATES_MAX};
 use causeway_core::{

@@ -4,7 +4,8 @@
 //! hand, and every node's `poll_timeout` honoured as the clock passes it. Deterministic,
 //! sans-IO like the machines it drives; the simulator is where timing and faults live.
 
-use crate::{NodeConfig, Params, Protocol};
+use crate::params::{NodeConfig, Params};
+use crate::Protocol;
 use causeway_core::{
     Addr, ClientSession, Ctx, DcId, NodeId, Output, Request, Response, ServerNode, SessionId,
     Topology, TrueTime, TxnKind,
@@ -84,7 +85,8 @@ impl<P: Protocol> TestNet<P> {
             &self.topo,
             &self.params,
             &P::Config::default(),
-        );
+        )
+        .expect("a session");
         self.sessions.insert(id, s);
     }
 

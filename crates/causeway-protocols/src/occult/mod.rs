@@ -75,7 +75,8 @@ pub use node::Node;
 pub use session::Client;
 
 use crate::kit::session::{Session, SessionCore};
-use crate::{Guarantee, NodeConfig, Params, Requirements};
+use crate::params::{NodeConfig, Params};
+use crate::{Guarantee, Requirements};
 use causeway_core::{DcId, Key, Nanos, NodeId, PartitionId, SessionId, Topology};
 use serde::{Deserialize, Serialize};
 
@@ -94,34 +95,34 @@ impl Flavor {
             Flavor::EventualMs => "eventual-ms",
         }
     }
-}
 
-/// Deliberately broken variants the simulator and checker must catch.
-pub const MUTATIONS: &[&str] = &[
-    "no-read-check",
-    "skip-overwrite-validation",
-    "no-state-transfer",
-];
-
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Mutation {
-    /// The client accepts stale reads from slaves.
-    pub no_read_check: bool,
-    /// Commit without checking the read set against the overwrite set.
-    pub skip_overwrite_validation: bool,
-    /// A master never sends a state transfer: a slave back after the log dropped what it
-    /// lacks stays behind for good (`node/transfer.rs`).
-    pub no_state_transfer: bool,
-}
-
-impl Mutation {
-    pub fn parse(name: Option<&str>) -> Mutation {
-        Mutation {
-            no_read_check: name == Some("no-read-check"),
-            skip_overwrite_validation: name == Some("skip-overwrite-validation"),
-            no_state_transfer: name == Some("no-state-transfer"),
+    /// The mutations this flavor runs (its registry entry's).
+    pub const fn mutations(self) -> &'static [&'static str] {
+        match self {
+            Flavor::Occult => MUTATIONS,
+            Flavor::EventualMs => &[],
         }
     }
+
+    /// The mutation `name`, refused unless this flavor runs it.
+    pub fn mutation(self, name: Option<&str>) -> Result<Mutation, String> {
+        Mutation::parse_among(name, self.mutations(), self.name())
+    }
+}
+
+crate::mutations! {
+    /// Which deliberately broken variant runs, decoded from `Params::mutation`.
+    pub struct Mutation for "occult" {
+        /// The client accepts stale reads from slaves.
+        no_read_check = "no-read-check",
+        /// Commit without checking the read set against the overwrite set.
+        skip_overwrite_validation = "skip-overwrite-validation",
+        /// A master never sends a state transfer: a slave back after the log dropped what
+        /// it lacks stays behind for good (`node/transfer.rs`).
+        no_state_transfer = "no-state-transfer",
+    }
+    /// Deliberately broken variants the simulator and checker must catch.
+    pub const MUTATIONS;
 }
 
 /// Logical shards (Redis Cluster's 16,384, §8.1).
@@ -299,15 +300,18 @@ fn new_session(
     topology: &Topology,
     params: &Params,
     section: &Config,
-) -> Session<Client> {
+) -> Result<Session<Client>, String> {
     let core = SessionCore::new(flavor.name(), id, dc, topology.clone(), params.clone());
-    let mutation = Mutation::parse(params.mutation.as_deref());
+    let mutation = flavor.mutation(params.mutation.as_deref())?;
     let mut section = section.clone();
     if section.validate(usize::from(topology.dcs)).is_err() {
         section = Config::default(); // the nodes refuse such a config with its reason
     }
     let shards = Shards::new(topology, section.shards);
-    Session::new(core, Client::new(flavor, mutation, section, shards))
+    Ok(Session::new(
+        core,
+        Client::new(flavor, mutation, section, shards),
+    ))
 }
 
 crate::flavor_protocol!(
@@ -315,7 +319,7 @@ crate::flavor_protocol!(
     Occult,
     Flavor::Occult,
     Guarantee::PcPsi,
-    MUTATIONS,
+    Flavor::Occult.mutations(),
     sweeps::SWEEPS
 );
 crate::flavor_protocol!(
@@ -323,6 +327,6 @@ crate::flavor_protocol!(
     EventualMs,
     Flavor::EventualMs,
     Guarantee::Convergence,
-    &[],
+    Flavor::EventualMs.mutations(),
     sweeps::EVENTUAL_MS_SWEEPS
 );

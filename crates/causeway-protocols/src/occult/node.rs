@@ -14,7 +14,7 @@ use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::timers::Timers;
 use crate::kit::twopc::{Answer, Decisions};
 use crate::kit::txn::{effect_type, prepare_effects, typed};
-use crate::NodeConfig;
+use crate::params::NodeConfig;
 use causeway_core::crdt::{ArbTs, Object, Op, Update};
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{
@@ -182,7 +182,8 @@ impl Node {
             samples: Vec::new(),
             work: 0,
             transfers: transfer::Transfers::default(),
-            no_state_transfer: super::Mutation::parse(cfg.params.mutation.as_deref())
+            no_state_transfer: flavor
+                .mutation(cfg.params.mutation.as_deref())?
                 .no_state_transfer,
             cfg,
         };

@@ -6,7 +6,8 @@
 
 use super::{Config, Msg, Occult, Record, Shards};
 use crate::kit::testnet::{TestNet, MS};
-use crate::{NodeConfig, Params, Protocol};
+use crate::params::{NodeConfig, Params};
+use crate::Protocol;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, Ctx, DcId, Key, NodeId, ObjValue, OpId, Output, Request, Response, ServerNode, SessionId,
@@ -509,4 +510,21 @@ fn a_slave_back_after_its_log_was_dropped_converges_by_state_transfer() {
         .iter()
         .any(|k| net.nodes[0].version(k) != net.nodes[1].version(k));
     assert!(diverged, "without the transfer they stay diverged");
+}
+
+/// Each flavor's mutations parse to their own flag alone, and the node and session refuse
+/// a name the flavor does not run, listing those it does.
+#[test]
+fn mutations_parse_to_one_flag_and_unknown_ones_are_refused() {
+    use super::{Flavor, Mutation, MUTATIONS};
+    use crate::mutation::{assert_constructors_refuse, assert_parses};
+    assert_parses(MUTATIONS, |n| Mutation::parse(n).map(|m| m.active()));
+    for flavor in [Flavor::Occult, Flavor::EventualMs] {
+        assert_parses(flavor.mutations(), |n| {
+            flavor.mutation(n).map(|m| m.active())
+        });
+    }
+    assert!(Flavor::EventualMs.mutation(Some("no-read-check")).is_err());
+    assert_constructors_refuse::<Occult>(topo());
+    assert_constructors_refuse::<super::EventualMs>(topo());
 }

@@ -81,7 +81,8 @@ pub use node::Node;
 pub use session::Client;
 
 use crate::kit::session::{Session, SessionCore};
-use crate::{Guarantee, NodeConfig, Params, Requirements};
+use crate::params::{NodeConfig, Params};
+use crate::{Guarantee, Requirements};
 use causeway_core::{DcId, Nanos, PartitionId, SessionId, Topology};
 use serde::{Deserialize, Serialize};
 
@@ -105,50 +106,55 @@ impl Flavor {
             Flavor::Nocc => "nocc",
         }
     }
-}
 
-/// Deliberately broken variants the simulator and checker must catch.
-/// (`no-state-transfer` and `one-phase-early` show only under the faults they need:
-/// scripts/test sweeps them with a long outage and with crashes.)
-pub const MUTATIONS: &[&str] = &[
-    "no-client-cache",
-    "ust-ignores-remote-dc",
-    "no-state-transfer",
-    "one-phase-early",
-    "forget-repeated-read",
-];
-/// BPR's: reads do not block (they then miss txns committed below their snapshot).
-pub const BPR_MUTATIONS: &[&str] = &["no-read-block"];
-
-/// The mutation a run asked for.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Mutation {
-    pub no_client_cache: bool,
-    pub ust_ignores_remote_dc: bool,
-    pub no_read_block: bool,
-    /// A replica back after our log dropped txns it lacks gets no state transfer
-    /// (breaks transfer.rs: it never converges).
-    pub no_state_transfer: bool,
-    /// A one-phase txn's vote leaves when its record is written, not when it is durable:
-    /// the client hears of a commit that a crash can still undo.
-    pub one_phase_early: bool,
-    /// A key asked twice in one read request is answered once (the bug fixed in the
-    /// thirty-eighth session, `coord.rs` `in_request_order`): the txn aborts. Only the
-    /// simulator's fault-free rule catches it, with `--merge-reads`.
-    pub forget_repeated_read: bool,
-}
-
-impl Mutation {
-    pub fn parse(name: Option<&str>) -> Mutation {
-        Mutation {
-            no_client_cache: name == Some("no-client-cache"),
-            ust_ignores_remote_dc: name == Some("ust-ignores-remote-dc"),
-            no_read_block: name == Some("no-read-block"),
-            no_state_transfer: name == Some("no-state-transfer"),
-            one_phase_early: name == Some("one-phase-early"),
-            forget_repeated_read: name == Some("forget-repeated-read"),
+    /// The mutations this flavor runs (its registry entry's).
+    pub const fn mutations(self) -> &'static [&'static str] {
+        match self {
+            Flavor::Paris => MUTATIONS,
+            Flavor::Bpr => BPR_MUTATIONS,
+            Flavor::Nocc => &[],
         }
     }
+
+    /// The mutation `name`, refused unless this flavor runs it.
+    pub fn mutation(self, name: Option<&str>) -> Result<Mutation, String> {
+        Mutation::parse_among(name, self.mutations(), self.name())
+    }
+}
+
+crate::mutations! {
+    /// The mutation a run asked for.
+    pub struct Mutation for "paris" {
+        /// The client applies none of its cached writes to what it reads, and caches
+        /// none (breaks Alg. 1 l.11: read-your-writes below the UST).
+        no_client_cache = "no-client-cache",
+        /// The UST is the DC's own GST, not the meet of every DC's (breaks §IV-B).
+        ust_ignores_remote_dc = "ust-ignores-remote-dc",
+        /// A replica back after our log dropped txns it lacks gets no state transfer
+        /// (breaks transfer.rs: it never converges).
+        no_state_transfer = "no-state-transfer",
+        /// A one-phase txn's vote leaves when its record is written, not when it is
+        /// durable: the client hears of a commit that a crash can still undo.
+        one_phase_early = "one-phase-early",
+        /// A key asked twice in one read request is answered once (the bug fixed in the
+        /// thirty-eighth session, `coord.rs` `in_request_order`): the txn aborts. Only the
+        /// simulator's fault-free rule catches it, with `--merge-reads`.
+        forget_repeated_read = "forget-repeated-read",
+        /// BPR's reads do not block (they then miss txns committed below their snapshot).
+        no_read_block = "no-read-block",
+    }
+    /// Deliberately broken variants the simulator and checker must catch.
+    /// (`no-state-transfer` and `one-phase-early` show only under the faults they need:
+    /// scripts/test sweeps them with a long outage and with crashes.)
+    pub const MUTATIONS = [
+        no_client_cache,
+        ust_ignores_remote_dc,
+        no_state_transfer,
+        one_phase_early,
+        forget_repeated_read,
+    ];
+    /// BPR's: reads do not block (they then miss txns committed below their snapshot).
+    pub const BPR_MUTATIONS = [no_read_block];
 }
 
 /// The persisted lease on claimable timestamps reaches this far ahead of the clock.
@@ -246,10 +252,13 @@ fn new_session(
     topology: &Topology,
     params: &Params,
     section: &Config,
-) -> Session<Client> {
+) -> Result<Session<Client>, String> {
     let core = SessionCore::new(flavor.name(), id, dc, topology.clone(), params.clone());
-    let mutation = Mutation::parse(params.mutation.as_deref());
-    Session::new(core, Client::new(flavor, mutation, section.cache_ops_max))
+    let mutation = flavor.mutation(params.mutation.as_deref())?;
+    Ok(Session::new(
+        core,
+        Client::new(flavor, mutation, section.cache_ops_max),
+    ))
 }
 
 crate::flavor_protocol!(
@@ -257,7 +266,7 @@ crate::flavor_protocol!(
     Paris,
     Flavor::Paris,
     Guarantee::Tcc,
-    MUTATIONS,
+    Flavor::Paris.mutations(),
     sweeps::SWEEPS
 );
 crate::flavor_protocol!(
@@ -265,7 +274,7 @@ crate::flavor_protocol!(
     Bpr,
     Flavor::Bpr,
     Guarantee::Tcc,
-    BPR_MUTATIONS,
+    Flavor::Bpr.mutations(),
     sweeps::BPR_SWEEPS
 );
 crate::flavor_protocol!(
@@ -274,6 +283,6 @@ crate::flavor_protocol!(
     Nocc,
     Flavor::Nocc,
     Guarantee::Convergence,
-    &[],
+    Flavor::Nocc.mutations(),
     sweeps::NOCC_SWEEPS
 );

@@ -13,7 +13,7 @@ use crate::kit::gossip::Gossip;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
 use crate::kit::txn::ReadId;
-use crate::{NodeConfig, Params};
+use crate::params::{NodeConfig, Params};
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::limits::WAITING_REQUESTS_MAX;
 use causeway_core::{
@@ -124,7 +124,7 @@ impl Node {
             me: config.node,
             d,
             flavor,
-            mutation: Mutation::parse(config.params.mutation.as_deref()),
+            mutation: flavor.mutation(config.params.mutation.as_deref())?,
             time: Time::default(),
             parts,
             coord: Coord::default(),

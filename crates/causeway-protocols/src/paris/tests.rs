@@ -6,7 +6,8 @@
 
 use super::{Bpr, Config, Paris};
 use crate::kit::testnet::{TestNet, MS};
-use crate::{NodeConfig, Params, Protocol};
+use crate::params::{NodeConfig, Params};
+use crate::Protocol;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, DcId, Key, NodeId, ObjValue, PartitionId, Request, Response, ServerNode, Topology,
@@ -678,4 +679,24 @@ fn a_slice_reply_meant_for_a_crashed_coordinator_answers_nothing_after_its_resta
         other => panic!("the read answered {other:?}"),
     }
     net.check_invariants().expect("invariants");
+}
+
+/// Each flavor's mutations parse to their own flag alone, and the node and session refuse
+/// a name the flavor does not run, listing those it does (PaRiS once took any unknown
+/// name for none).
+#[test]
+fn mutations_parse_to_one_flag_and_unknown_ones_are_refused() {
+    use super::{Flavor, Mutation, Nocc, BPR_MUTATIONS, MUTATIONS};
+    use crate::mutation::{assert_constructors_refuse, assert_parses};
+    let all = [MUTATIONS, BPR_MUTATIONS].concat();
+    assert_parses(&all, |n| Mutation::parse(n).map(|m| m.active()));
+    for flavor in [Flavor::Paris, Flavor::Bpr, Flavor::Nocc] {
+        assert_parses(flavor.mutations(), |n| {
+            flavor.mutation(n).map(|m| m.active())
+        });
+    }
+    assert!(Flavor::Paris.mutation(Some("no-read-block")).is_err());
+    assert_constructors_refuse::<Paris>(topo());
+    assert_constructors_refuse::<Bpr>(topo());
+    assert_constructors_refuse::<Nocc>(topo());
 }

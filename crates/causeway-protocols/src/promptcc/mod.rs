@@ -74,7 +74,8 @@ pub use node::Node;
 pub use session::Client;
 
 use crate::kit::session::{Session, SessionCore};
-use crate::{Guarantee, NodeConfig, Params, Requirements};
+use crate::params::{NodeConfig, Params};
+use crate::{Guarantee, Requirements};
 use causeway_core::{DcId, Nanos, SessionId, Topology, Vc};
 use serde::{Deserialize, Serialize};
 
@@ -101,39 +102,38 @@ impl Flavor {
     pub fn full_vectors(self) -> bool {
         self == Flavor::Naive
     }
-}
 
-/// Deliberately broken variants the simulator and checker must catch.
-pub const MUTATIONS: &[&str] = &[
-    "single-round-always",
-    "visible-before-stable",
-    "stale-snapshot",
-    "snapshot-from-s",
-];
-
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Mutation {
-    /// The client never runs round two.
-    pub single_round_always: bool,
-    /// Committed versions are visible at once, without waiting for the other participants.
-    pub visible_before_stable: bool,
-    /// A txn's snapshot is `max-read-ts` alone: later reads stay pinned to what the first
-    /// read saw (a liveness bug: `session.rs` `snapshot_of`).
-    pub stale_snapshot: bool,
-    /// The snapshot raises the partitions the first read touched to `S`, not to their
-    /// `vis_i` (a safety bug: fractured reads).
-    pub snapshot_from_s: bool,
-}
-
-impl Mutation {
-    pub fn parse(name: Option<&str>) -> Mutation {
-        Mutation {
-            single_round_always: name == Some("single-round-always"),
-            visible_before_stable: name == Some("visible-before-stable"),
-            stale_snapshot: name == Some("stale-snapshot"),
-            snapshot_from_s: name == Some("snapshot-from-s"),
+    /// The mutations this flavor runs (its registry entry's).
+    pub const fn mutations(self) -> &'static [&'static str] {
+        match self {
+            Flavor::PrompTcc => MUTATIONS,
+            Flavor::Naive | Flavor::Wren => &[],
         }
     }
+
+    /// The mutation `name`, refused unless this flavor runs it.
+    pub fn mutation(self, name: Option<&str>) -> Result<Mutation, String> {
+        Mutation::parse_among(name, self.mutations(), self.name())
+    }
+}
+
+crate::mutations! {
+    /// Which deliberately broken variant runs, decoded from `Params::mutation`.
+    pub struct Mutation for "promptcc" {
+        /// The client never runs round two.
+        single_round_always = "single-round-always",
+        /// Committed versions are visible at once, without waiting for the other
+        /// participants.
+        visible_before_stable = "visible-before-stable",
+        /// A txn's snapshot is `max-read-ts` alone: later reads stay pinned to what the
+        /// first read saw (a liveness bug: `session.rs` `snapshot_of`).
+        stale_snapshot = "stale-snapshot",
+        /// The snapshot raises the partitions the first read touched to `S`, not to their
+        /// `vis_i` (a safety bug: fractured reads).
+        snapshot_from_s = "snapshot-from-s",
+    }
+    /// Deliberately broken variants the simulator and checker must catch.
+    pub const MUTATIONS;
 }
 
 /// A txn older than this aborts at COMMIT, and versions visible for longer fold (§VII).
@@ -261,14 +261,14 @@ fn new_session(
     topology: &Topology,
     params: &Params,
     section: &Config,
-) -> Session<Client> {
+) -> Result<Session<Client>, String> {
     let core = SessionCore::new(flavor.name(), id, dc, topology.clone(), params.clone());
-    let mutation = Mutation::parse(params.mutation.as_deref());
+    let mutation = flavor.mutation(params.mutation.as_deref())?;
     let partitions = topology.partitions as usize;
-    Session::new(
+    Ok(Session::new(
         core,
         Client::new(flavor, mutation, partitions, section.txn_timeout_ns),
-    )
+    ))
 }
 
 crate::flavor_protocol!(
@@ -276,7 +276,7 @@ crate::flavor_protocol!(
     PrompTcc,
     Flavor::PrompTcc,
     Guarantee::Tcc,
-    MUTATIONS,
+    Flavor::PrompTcc.mutations(),
     sweeps::SWEEPS
 );
 crate::flavor_protocol!(
@@ -284,7 +284,7 @@ crate::flavor_protocol!(
     PrompTccNaive,
     Flavor::Naive,
     Guarantee::Tcc,
-    &[],
+    Flavor::Naive.mutations(),
     sweeps::NAIVE_SWEEPS
 );
 crate::flavor_protocol!(
@@ -292,6 +292,6 @@ crate::flavor_protocol!(
     Wren,
     Flavor::Wren,
     Guarantee::Tcc,
-    &[],
+    Flavor::Wren.mutations(),
     sweeps::WREN_SWEEPS
 );

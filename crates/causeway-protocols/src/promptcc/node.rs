@@ -9,7 +9,7 @@ use super::{Config, Flavor, Mutation, Wire};
 use crate::kit::durability::Durability;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
-use crate::{NodeConfig, Params};
+use crate::params::{NodeConfig, Params};
 use causeway_core::crdt::ObjType;
 use causeway_core::limits::COORD_TXNS_MAX;
 use causeway_core::{
@@ -77,7 +77,7 @@ impl Node {
         let mut node = Node {
             me: config.node,
             flavor,
-            mutation: Mutation::parse(config.params.mutation.as_deref()),
+            mutation: flavor.mutation(config.params.mutation.as_deref())?,
             clock: 0,
             parts,
             s: Vc::zero(topo.partitions as usize),

@@ -2,7 +2,8 @@
 
 use super::{PrompTcc, Wren};
 use crate::kit::testnet::TestNet;
-use crate::{Params, Protocol};
+use crate::params::Params;
+use crate::Protocol;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{Key, ObjValue, Request, Response, ServerNode, Topology};
 
@@ -272,7 +273,8 @@ fn a_checkpoint_plus_the_later_records_recovers_what_a_full_replay_does() {
     net.run(100);
     let mut compacted = vec![ck];
     compacted.extend_from_slice(&net.records[0][covered..]);
-    let config = crate::NodeConfig::new(causeway_core::NodeId(0), topo(), Params::default());
+    let config =
+        crate::params::NodeConfig::new(causeway_core::NodeId(0), topo(), Params::default());
     let recover = |records: &[Vec<u8>]| {
         PrompTcc::recover(&config, &super::Config::default(), records).expect("recovers")
     };
@@ -325,4 +327,22 @@ fn a_later_read_of_a_fresh_sessions_txn_sees_what_committed_before_it_began() {
         .collect();
     assert_eq!(values, vec![ObjValue::Lww(None), lww("1")], "{r:?}");
     net.check_invariants().expect("invariants");
+}
+
+/// Each flavor's mutations parse to their own flag alone, and the node and session refuse
+/// a name the flavor does not run, listing those it does.
+#[test]
+fn mutations_parse_to_one_flag_and_unknown_ones_are_refused() {
+    use super::{Flavor, Mutation, PrompTccNaive, MUTATIONS};
+    use crate::mutation::{assert_constructors_refuse, assert_parses};
+    assert_parses(MUTATIONS, |n| Mutation::parse(n).map(|m| m.active()));
+    for flavor in [Flavor::PrompTcc, Flavor::Naive, Flavor::Wren] {
+        assert_parses(flavor.mutations(), |n| {
+            flavor.mutation(n).map(|m| m.active())
+        });
+    }
+    assert!(Flavor::Wren.mutation(Some("stale-snapshot")).is_err());
+    assert_constructors_refuse::<PrompTcc>(topo());
+    assert_constructors_refuse::<PrompTccNaive>(topo());
+    assert_constructors_refuse::<Wren>(topo());
 }

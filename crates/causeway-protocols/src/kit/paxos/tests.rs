@@ -576,9 +576,14 @@ fn configs_outside_the_limits_are_refused() {
     assert!(c.validate().is_err(), "a promise must fit one message");
     assert_eq!(Config::new(5, 0, 0).quorum(), 3);
     let mut c = Config::new(5, 0, 0);
-    c.mutations = Mutations::named("paxos-no-majority").unwrap();
+    c.mutations = Mutations::parse(Some("paxos-no-majority")).unwrap();
     assert_eq!(c.quorum(), 2);
-    assert!(MUTATIONS.iter().all(|m| Mutations::named(m).is_some()));
+}
+
+/// Each mutation parses to its own flag alone; an unknown name is refused, listing them.
+#[test]
+fn mutations_parse_to_one_flag_and_unknown_ones_are_refused() {
+    crate::mutation::assert_parses(MUTATIONS, |n| Mutations::parse(n).map(|m| m.active()));
 }
 
 /// Runs `seeds` seeds; the first failure, with its seed.
@@ -647,7 +652,7 @@ fn long_sweep() {
 
 /// The first of 500 seeds on which mutation `name` breaks agreement.
 fn caught(name: &str, members: usize) -> Option<(u64, String)> {
-    let m = Mutations::named(name).unwrap();
+    let m = Mutations::parse(Some(name)).unwrap();
     let found = (0..500).find_map(|seed| run(seed, members, m).err().map(|e| (seed, e)));
     eprintln!("{name}, {members} members: {found:?}");
     found.filter(|(_, e)| e.contains("agreement"))

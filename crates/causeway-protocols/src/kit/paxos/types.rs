@@ -27,8 +27,18 @@ pub const ELECTION_TIMEOUT_NS: Nanos = 500_000_000;
 /// are sent again.
 pub const RESEND_NS: Nanos = 200_000_000;
 
-/// Deliberately broken variants, for showing that the simulator catches them.
-pub const MUTATIONS: &[&str] = &["paxos-no-majority", "paxos-skip-recovery"];
+crate::mutations! {
+    /// Which deliberately broken variant runs (all false = correct Paxos).
+    #[derive(Serialize, Deserialize)]
+    pub struct Mutations for "paxos" {
+        /// Quorums of n/2 instead of n/2 + 1.
+        no_majority = "paxos-no-majority",
+        /// A new leader ignores the values its promises report.
+        skip_recovery = "paxos-skip-recovery",
+    }
+    /// Deliberately broken variants, for showing that the simulator catches them.
+    pub const MUTATIONS;
+}
 
 /// A ballot: a round, and the member that owns it (ties between rounds are impossible:
 /// a member never reuses a round, see the persistence contract in the module doc).
@@ -46,32 +56,6 @@ impl Ballot {
         round: 0,
         member: 0,
     };
-}
-
-/// Which deliberately broken variant runs (all false = correct Paxos).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Mutations {
-    /// `paxos-no-majority`: quorums of n/2 instead of n/2 + 1.
-    pub no_majority: bool,
-    /// `paxos-skip-recovery`: a new leader ignores the values its promises report.
-    pub skip_recovery: bool,
-}
-
-impl Mutations {
-    /// The variant named `name` (one of [`MUTATIONS`]).
-    pub fn named(name: &str) -> Option<Mutations> {
-        match name {
-            "paxos-no-majority" => Some(Mutations {
-                no_majority: true,
-                ..Mutations::default()
-            }),
-            "paxos-skip-recovery" => Some(Mutations {
-                skip_recovery: true,
-                ..Mutations::default()
-            }),
-            _ => None,
-        }
-    }
 }
 
 /// One member's view of its group. Times are in the member's clock nanoseconds.

@@ -1,0 +1,54 @@
+//! The ground floor of the protocols crate: what every protocol, the kit and the registry
+//! are built with, [`Params`] (the timing knobs and the mutation every protocol shares)
+//! and [`NodeConfig`] (everything a server node gets at construction). It imports nothing
+//! from the crate, so any module may import it without reaching back up to `lib.rs`.
+
+use causeway_core::{NodeId, Topology};
+use serde::{Deserialize, Serialize};
+
+/// Timing knobs every protocol shares (all in nanoseconds of the node's clock).
+/// Protocol-specific settings live in the protocol's own config section.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Params {
+    /// How often partitions replicate to or heartbeat their siblings in other DCs.
+    pub replication_interval_ns: u64,
+    /// How often partitions of a DC exchange their vectors to compute the stable one.
+    pub stabilization_interval_ns: u64,
+    /// How long a client session waits for an answer before giving up on a request.
+    pub request_timeout_ns: u64,
+    /// Deliberately broken variant to run, for testing the checker (`None` = correct).
+    pub mutation: Option<String>,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            replication_interval_ns: 5_000_000,
+            stabilization_interval_ns: 5_000_000,
+            request_timeout_ns: 10_000_000_000,
+            mutation: None,
+        }
+    }
+}
+
+/// Everything a server node needs to know at construction.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeConfig {
+    pub node: NodeId,
+    pub topology: Topology,
+    pub params: Params,
+    /// The protocol's own config section (`[protocol.NAME]`); `Null` means defaults.
+    pub section: serde_json::Value,
+}
+
+impl NodeConfig {
+    /// A node config with default protocol settings.
+    pub fn new(node: NodeId, topology: Topology, params: Params) -> NodeConfig {
+        NodeConfig {
+            node,
+            topology,
+            params,
+            section: serde_json::Value::Null,
+        }
+    }
+}
