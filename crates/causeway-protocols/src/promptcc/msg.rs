@@ -21,6 +21,9 @@ pub enum ReadKind {
     /// Round two, or a read at a fixed snapshot (Alg. 2 l.45-53): merge the bound, the
     /// latest versions with timestamps `<=` it.
     Bounded { bound: Wire },
+    /// Eiger's round three (§II l.82): the read at round two's bound, answered once no txn
+    /// open at the partition may be in it (the partition holds it until then).
+    Wait { bound: Wire },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -113,6 +116,13 @@ pub enum Msg {
     /// Stabilization (§IV-E): the sender's partitions' committed prefixes `S[i]`.
     Stable {
         entries: Vec<(PartitionId, u64)>,
+    },
+    // ---- partition -> client, Eiger (last: the others' encodings stay as they were) ----
+    /// Eiger: a round-two read at this partition may need a version of a txn still open
+    /// here (partially committed, §II l.82): no values, run round three.
+    ReadPending {
+        rid: u64,
+        partition: PartitionId,
     },
 }
 

@@ -1,11 +1,12 @@
 //! The PrompTCC server node: its partitions ([`Part`]), the node-level snapshot vector
 //! `S`, the coordinator side of write-only txns (Alg. 2 l.10-19), recovery of txns whose
 //! coordinator or client vanished (§VIII), stabilization (§IV-E), GC (§VII) and the
-//! persist-before-acknowledge plumbing.
+//! persist-before-acknowledge plumbing; under Eiger, the requests held until a txn open
+//! at a partition resolves (round-three reads, writes that must observe it).
 
 use super::msg::{Checkpoint, Msg, PreparedTxn, ReadKind, Record, Updates};
-use super::part::{Part, Pending};
-use super::{Config, Flavor, Mutation, Wire};
+use super::part::{may_observe_nothing, Part, Pending};
+use super::{Config, Flavor, Mutation, Wire, PARKED_MAX};
 use crate::kit::durability::Durability;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
@@ -15,7 +16,7 @@ use causeway_core::limits::COORD_TXNS_MAX;
 use causeway_core::{
     Addr, Ctx, DcId, Error, Key, Lsn, Nanos, NodeId, PartitionId, ServerNode, Topology, TxnId, Vc,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Timer {
@@ -35,6 +36,8 @@ pub struct Counters {
     pub read_bytes: u64,
     pub reads: u64,
     pub reads_round_two: u64,
+    /// Eiger's third rounds (§II l.82).
+    pub reads_round_three: u64,
 }
 
 /// A coordinated txn: its participants, their sequence numbers so far, when it began.
@@ -59,6 +62,11 @@ pub struct Node {
     timers: Timers<Timer>,
     pub(super) counters: Counters,
     work: u64,
+    /// Eiger: requests held until a txn open at their partition resolves (a round-three
+    /// read, a write whose effects must observe it), re-run when one may have.
+    parked: VecDeque<(Addr, Msg)>,
+    /// Something became visible (or a txn resolved) since the held requests last ran.
+    recheck: bool,
 }
 
 impl Node {
@@ -87,6 +95,8 @@ impl Node {
             timers: Timers::default(),
             counters: Counters::default(),
             work: 0,
+            parked: VecDeque::new(),
+            recheck: false,
             cfg,
             params: config.params,
             topo,
@@ -164,8 +174,13 @@ impl Node {
 
     /// Merges a vector the client has seen into `S` (Alg. 2 l.37, l.46): its entries are
     /// committed prefixes (they come from visible versions or acknowledged commits).
-    /// Our own partitions' entries are ours to set, so they are skipped.
+    /// Our own partitions' entries are ours to set, so they are skipped. Not under Eiger:
+    /// there a visible version's txn may not have committed at its other participants yet
+    /// (§II l.82), so its entries are no committed prefixes.
     fn merge(&mut self, v: &Vc) {
+        if self.flavor.local_visibility() {
+            return;
+        }
         let n = self.topo.partitions as usize;
         for p in 0..n {
             let x = v.get(p);
@@ -178,9 +193,11 @@ impl Node {
 
     fn make_visible(&mut self) {
         let (broken, clock) = (self.mutation.visible_before_stable, self.clock);
+        let local = self.flavor.local_visibility();
         for part in self.parts.values_mut() {
-            self.work += part.make_visible(&self.s, broken, clock) as u64;
+            self.work += part.make_visible(&self.s, broken, local, clock) as u64;
         }
+        self.recheck = true;
     }
 
     // ---- reads (Alg. 2 l.36-53) ----
@@ -204,28 +221,24 @@ impl Node {
                 self.merge(&d);
                 (top(n), d.dcs.iter().copied().min().unwrap_or(0))
             }
-            ReadKind::Bounded { bound } => {
+            ReadKind::Bounded { bound } | ReadKind::Wait { bound } => {
                 let b = bound.to_vc(n);
                 self.merge(&b);
                 (b, 0)
             }
         };
-        self.counters.reads += u64::from(first && matches!(kind, ReadKind::Latest { .. }));
-        self.counters.reads_round_two +=
-            u64::from(first && matches!(kind, ReadKind::Bounded { .. }));
+        self.count_read(&kind, first);
         let Some(part) = self.parts.get(&partition) else {
             let e = Error::Unavailable(format!("{partition:?} is not hosted here"));
-            let objects = keys.into_iter().map(|(k, _)| (k, Err(e.clone()))).collect();
-            let m = Msg::ReadReply {
-                rid,
-                partition,
-                objects,
-                ts: Vec::new(),
-                vis: 0,
-                snapshot: None,
-            };
-            return ctx.send(from, m);
+            return refuse_read(ctx, from, (rid, partition), keys, e);
         };
+        let latest = matches!(kind, ReadKind::Latest { .. });
+        if self.flavor.local_visibility()
+            && !latest
+            && part.in_doubt(&bound, |k| keys.iter().any(|(r, _)| r == k))
+        {
+            return self.hold_read(ctx, from, (rid, partition), keys, kind);
+        }
         self.work += keys.len() as u64;
         let (objects, per_key) = part.read(&bound, &keys);
         let vis = part.vis(self.s.get(part.idx()));
@@ -242,7 +255,6 @@ impl Node {
         // read, in the first partition's round-one reply: the client raises the txn's
         // snapshot with it for the partitions this read did not touch, so a later read
         // of the txn is not stuck at the versions the first one happened to see.
-        let latest = matches!(kind, ReadKind::Latest { .. });
         let snapshot = (full || (first && latest)).then(|| Wire::of(&self.s, n, full));
         let m = Msg::ReadReply {
             rid,
@@ -254,6 +266,48 @@ impl Node {
         };
         self.count_read_bytes(&kind, &m);
         ctx.send(from, m);
+    }
+
+    /// Counts a READ's rounds at its first request (reads, round two, round three).
+    fn count_read(&mut self, kind: &ReadKind, first: bool) {
+        let c = &mut self.counters;
+        let n = u64::from(first);
+        match kind {
+            ReadKind::Latest { .. } => c.reads += n,
+            ReadKind::Bounded { .. } => c.reads_round_two += n,
+            ReadKind::Wait { .. } => c.reads_round_three += n,
+        }
+    }
+
+    /// Eiger (§II l.82): a round-two read that may need a version still partially
+    /// committed here says so, and the client runs round three; a round-three read is
+    /// held until it can be exact (Eiger's check with the txn's coordinator: here the
+    /// commit is on its way, or recovery finishes the txn, §VIII).
+    fn hold_read(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        from: Addr,
+        (rid, partition): (u64, PartitionId),
+        keys: Vec<(Key, ObjType)>,
+        kind: ReadKind,
+    ) {
+        if !matches!(kind, ReadKind::Wait { .. }) {
+            let m = Msg::ReadPending { rid, partition };
+            self.count_read_bytes(&kind, &m);
+            return ctx.send(from, m);
+        }
+        if self.parked.len() >= PARKED_MAX {
+            let e = Error::Unavailable("too many reads wait for txns to resolve".into());
+            return refuse_read(ctx, from, (rid, partition), keys, e);
+        }
+        let m = Msg::Read {
+            rid,
+            partition,
+            keys,
+            kind,
+            first: false, // counted on arrival
+        };
+        self.parked.push_back((from, m));
     }
 
     fn count_read_bytes(&mut self, kind: &ReadKind, reply: &Msg) {
@@ -418,6 +472,84 @@ impl Node {
         let i = partition.0 as usize;
         self.s.set(i, self.s.get(i).max(seq)); // Alg. 2 l.27
         self.make_visible();
+    }
+
+    // ---- Eiger's held requests ----
+
+    /// Eiger: whether a write must wait (module doc, choice 3): an update that observes
+    /// state, on a key a txn still open at the partition writes, with a snapshot (or, for
+    /// a blind write, a past) that may include that txn. PrompTCC's merge makes such a txn
+    /// visible before the effects are computed; Eiger has no merge, so the write waits.
+    fn write_waits(&self, m: &Msg) -> bool {
+        let Msg::Write {
+            txn,
+            partition,
+            updates,
+            deps,
+            snapshot,
+            ..
+        } = m
+        else {
+            return false;
+        };
+        let Some(part) = self.parts.get(partition) else {
+            return false;
+        };
+        // on_write answers a duplicate or a fenced txn at once.
+        if !self.flavor.local_visibility()
+            || part.seqs.contains_key(txn)
+            || part.fences.contains(txn)
+        {
+            return false;
+        }
+        let at = snapshot
+            .as_ref()
+            .unwrap_or(deps)
+            .to_vc(self.topo.partitions as usize);
+        let observes = |k: &Key| {
+            updates
+                .iter()
+                .any(|(u, up, _)| u == k && !may_observe_nothing(up))
+        };
+        part.in_doubt(&at, observes)
+    }
+
+    /// Holds a write [`Node::write_waits`] named, or refuses it when too many wait.
+    fn park_write(&mut self, ctx: &mut Ctx<Msg>, from: Addr, m: Msg) {
+        if self.parked.len() < PARKED_MAX {
+            return self.parked.push_back((from, m));
+        }
+        let Msg::Write {
+            txn,
+            req,
+            partition,
+            coord,
+            ..
+        } = m
+        else {
+            return;
+        };
+        let coord_node = self.node_of(coord);
+        ctx.send(Addr::Node(coord_node), Msg::Refused { txn });
+        let error = Error::Unavailable("too many writes wait for txns to resolve".into());
+        let m = Msg::WriteFailed {
+            txn,
+            req,
+            partition,
+            error,
+        };
+        ctx.send(from, m);
+    }
+
+    /// Re-runs the held requests once something became visible or resolved; those still
+    /// in doubt are held again.
+    fn serve_parked(&mut self, ctx: &mut Ctx<Msg>) {
+        if !std::mem::take(&mut self.recheck) || self.parked.is_empty() {
+            return;
+        }
+        for (from, m) in std::mem::take(&mut self.parked) {
+            self.dispatch(ctx, from, m);
+        }
     }
 
     /// Aborts `txn` at our partitions that hold it prepared without a final timestamp,
@@ -633,6 +765,7 @@ impl Node {
                 first,
             } => self.on_read(ctx, from, rid, partition, keys, kind, first),
             Msg::Snapshot { rid } => self.on_snapshot(ctx, from, rid),
+            m @ Msg::Write { .. } if self.write_waits(&m) => self.park_write(ctx, from, m),
             Msg::Write {
                 txn,
                 req,
@@ -669,11 +802,32 @@ impl Node {
             } => self.on_status(ctx, txn, partition, seq),
             Msg::Stable { entries } => self.on_stable(entries),
             Msg::ReadReply { .. }
+            | Msg::ReadPending { .. }
             | Msg::SnapshotReply { .. }
             | Msg::Committed { .. }
             | Msg::WriteFailed { .. } => {}
         }
     }
+}
+
+/// Answers a read with `e` for every key.
+fn refuse_read(
+    ctx: &mut Ctx<Msg>,
+    from: Addr,
+    (rid, partition): (u64, PartitionId),
+    keys: Vec<(Key, ObjType)>,
+    e: Error,
+) {
+    let objects = keys.into_iter().map(|(k, _)| (k, Err(e.clone()))).collect();
+    let m = Msg::ReadReply {
+        rid,
+        partition,
+        objects,
+        ts: Vec::new(),
+        vis: 0,
+        snapshot: None,
+    };
+    ctx.send(from, m);
 }
 
 /// The vector above every timestamp: "every visible version".
@@ -699,6 +853,7 @@ impl ServerNode for Node {
     fn handle_message(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         self.clock = self.clock.max(ctx.clock);
         self.dispatch(ctx, from, msg);
+        self.serve_parked(ctx);
     }
 
     fn handle_timeout(&mut self, ctx: &mut Ctx<Msg>) {
@@ -712,6 +867,7 @@ impl ServerNode for Node {
                 }
             }
         }
+        self.serve_parked(ctx);
     }
 
     fn handle_persisted(&mut self, ctx: &mut Ctx<Msg>, lsn: Lsn) {
@@ -719,6 +875,7 @@ impl ServerNode for Node {
         for d in self.durability.persisted(ctx, lsn) {
             self.run_deferred(d);
         }
+        self.serve_parked(ctx);
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
@@ -764,13 +921,18 @@ impl ServerNode for Node {
         let versions: usize = self.parts.values().map(|p| p.store.versions()).sum();
         let invisible: usize = self.parts.values().map(|p| p.invisible.len()).sum();
         let c = self.counters;
-        vec![
+        let mut gauges = vec![
             ("store_versions", versions as f64),
             ("invisible_txns", invisible as f64),
             ("reads_total", c.reads as f64),
             ("reads_round_two", c.reads_round_two as f64),
             ("read_bytes_total", c.read_bytes as f64),
-        ]
+        ];
+        if self.flavor.local_visibility() {
+            gauges.push(("reads_round_three", c.reads_round_three as f64));
+            gauges.push(("parked_requests", self.parked.len() as f64));
+        }
+        gauges
     }
 
     fn take_work(&mut self) -> u64 {

@@ -238,6 +238,30 @@ impl Part {
         Ok(out)
     }
 
+    /// Whether a txn still open here (prepared, or committed but not yet visible) may be
+    /// in the snapshot `bound` and writes a key `touches` names: a read or an effect at
+    /// `bound` cannot be exact before it resolves (Eiger's partially committed versions,
+    /// §II l.82). A prepared txn's timestamp is at least its tentative one, raised to the
+    /// final entries once known; one whose known part is not below `bound` is out of it
+    /// whatever its final timestamp. Txns numbered later are out too: every entry of
+    /// `bound` is a sequence number handed out already.
+    pub fn in_doubt(&self, bound: &Vc, touches: impl Fn(&Key) -> bool) -> bool {
+        let upto = bound.get(self.idx());
+        let prepared = self.pending.range(..=upto).any(|(_, p)| {
+            let known = p.t.tentative.le(bound)
+                && p.final_ts
+                    .iter()
+                    .flatten()
+                    .all(|(q, f)| *f <= bound.get(q.0 as usize));
+            known && p.t.ops.iter().any(|(k, _, _)| touches(k))
+        });
+        prepared
+            || self
+                .invisible
+                .range(..=upto)
+                .any(|(_, t)| t.ct.le(bound) && t.ops.iter().any(|(k, _)| touches(k)))
+    }
+
     /// Reads `keys` at `bound`: the objects and the join of what they applied.
     pub fn read(&self, bound: &Vc, keys: &[(Key, ObjType)]) -> (Objects, Vec<Vc>) {
         let mut objects = Vec::with_capacity(keys.len());
@@ -320,13 +344,19 @@ impl Part {
     }
 
     /// Makes visible every committed txn whose participants all committed it as far as
-    /// `s` knows (Alg. 2 l.32-34), or all at once (`visible-before-stable`), at `clock`.
+    /// `s` knows (Alg. 2 l.32-34), or, when `local` (Eiger), whose commit here is durable
+    /// (`S[i]` reached it), or all at once (`visible-before-stable`), at `clock`.
     /// Returns the number of ops made visible.
-    pub fn make_visible(&mut self, s: &Vc, broken: bool, clock: Nanos) -> usize {
+    pub fn make_visible(&mut self, s: &Vc, broken: bool, local: bool, clock: Nanos) -> usize {
+        let own = s.get(self.idx());
         let ready: Vec<u64> = self
             .invisible
             .iter()
-            .filter(|(_, t)| broken || t.final_ts.iter().all(|(p, f)| s.get(p.0 as usize) >= *f))
+            .filter(|(seq, t)| {
+                broken
+                    || (local && own >= **seq)
+                    || (!local && t.final_ts.iter().all(|(p, f)| s.get(p.0 as usize) >= *f))
+            })
             .map(|(seq, _)| *seq)
             .collect();
         let mut n = 0;
@@ -382,7 +412,7 @@ impl Part {
 
 /// Whether `update` keeps its meaning when prepared against an empty object: assign and
 /// increment ignore the state, and an add then merely replaces no older tag.
-fn may_observe_nothing(update: &Update) -> bool {
+pub(super) fn may_observe_nothing(update: &Update) -> bool {
     matches!(
         update,
         Update::Assign(_) | Update::Increment(_) | Update::Add(_)

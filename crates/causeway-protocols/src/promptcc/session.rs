@@ -1,6 +1,7 @@
 //! The PrompTCC client library (Alg. 1) on the kit's session core: the dependency vector
 //! `D_c`, read-only rounds (one, and a second only to the partitions that need it), the
-//! write-only commit straight to the participants, and Wren's two-round reads.
+//! write-only commit straight to the participants, Wren's two-round reads, and Eiger's
+//! third round (to the partitions that held a partially committed version in round two).
 
 use super::msg::{Msg, ReadKind};
 use super::{Flavor, Mutation, Wire};
@@ -27,6 +28,10 @@ struct ReadState {
     stable: Vc,
     /// A read at a fixed snapshot (a later read of the txn, or Wren's second round).
     bounded: bool,
+    /// Whether its rounds count (a txn's first read; later ones read at its snapshot).
+    counted: bool,
+    /// Eiger: the partitions that answered this round "pending" (§II l.82).
+    partial: BTreeSet<PartitionId>,
 }
 
 #[derive(Debug)]
@@ -59,8 +64,9 @@ pub struct Client {
     txn_start: Nanos,
     next_rid: u64,
     pending: Pending,
-    /// Read-only rounds so far: (reads, reads that needed round two).
-    pub(super) rounds: (u64, u64),
+    /// Read-only rounds so far: (reads, reads that needed round two, reads that needed
+    /// round three).
+    pub(super) rounds: (u64, u64, u64),
 }
 
 impl Client {
@@ -75,7 +81,7 @@ impl Client {
             txn_start: 0,
             next_rid: 0,
             pending: Pending::None,
-            rounds: (0, 0),
+            rounds: (0, 0, 0),
         }
     }
 
@@ -139,11 +145,14 @@ impl Client {
             vis: BTreeMap::new(),
             stable: Vc::default(),
             bounded: false,
+            counted: true,
+            partial: BTreeSet::new(),
         });
     }
 
     /// A read at `bound` (Alg. 2 l.45-53) of `keys` at the partitions `only` (all if
-    /// None): round two, a later read of the txn, or Wren's second round.
+    /// None): round two, a later read of the txn, Wren's second round, or (`wait`)
+    /// Eiger's third.
     #[allow(clippy::too_many_arguments)]
     fn bounded(
         &mut self,
@@ -152,7 +161,7 @@ impl Client {
         keys: &[(Key, ObjType)],
         bound: &Vc,
         only: Option<&BTreeSet<PartitionId>>,
-        count: bool,
+        (count, wait): (bool, bool),
     ) -> (u64, BTreeSet<PartitionId>) {
         let rid = self.rid();
         let wire = Wire::of(bound, self.p, self.flavor.full_vectors());
@@ -161,13 +170,17 @@ impl Client {
             if only.is_some_and(|o| !o.contains(&p)) {
                 continue;
             }
+            let bound = wire.clone();
+            let kind = if wait {
+                ReadKind::Wait { bound }
+            } else {
+                ReadKind::Bounded { bound }
+            };
             let m = Msg::Read {
                 rid,
                 partition: p,
                 keys: ks,
-                kind: ReadKind::Bounded {
-                    bound: wire.clone(),
-                },
+                kind,
                 first: count && sent.is_empty(),
             };
             ctx.send(Self::node(core, p), m);
@@ -184,7 +197,7 @@ impl Client {
         bound: Vc,
         count: bool,
     ) {
-        let (rid, waiting) = self.bounded(core, ctx, &keys, &bound, None, count);
+        let (rid, waiting) = self.bounded(core, ctx, &keys, &bound, None, (count, false));
         self.pending = Pending::Read(ReadState {
             rid,
             round: 2,
@@ -195,6 +208,8 @@ impl Client {
             vis: BTreeMap::new(),
             stable: Vc::default(),
             bounded: true,
+            counted: count,
+            partial: BTreeSet::new(),
         });
     }
 
@@ -255,7 +270,8 @@ impl Client {
                 self.rounds.1 += 1;
                 st.mrt = st.stable.clone();
                 let (keys, mrt) = (st.keys.clone(), st.mrt.clone());
-                let (rid, waiting) = self.bounded(core, ctx, &keys, &mrt, Some(&behind), true);
+                let only = Some(&behind);
+                let (rid, waiting) = self.bounded(core, ctx, &keys, &mrt, only, (true, false));
                 let Pending::Read(st) = &mut self.pending else {
                     unreachable!("still reading");
                 };
@@ -264,6 +280,9 @@ impl Client {
                 st.waiting = waiting;
                 return;
             }
+        }
+        if matches!(&self.pending, Pending::Read(st) if !st.partial.is_empty()) {
+            return self.round_three(core, ctx);
         }
         let Pending::Read(st) = std::mem::replace(&mut self.pending, Pending::None) else {
             unreachable!("reading");
@@ -286,6 +305,47 @@ impl Client {
             .collect();
         let response = values.map_or_else(Response::Error, Response::Values);
         core.answer(ctx, response);
+    }
+
+    /// A partition answered round two "pending" (Eiger, §II l.82): it holds a partially
+    /// committed version the read may need.
+    fn on_read_pending(
+        &mut self,
+        core: &mut SessionCore,
+        ctx: &mut Ctx<Msg>,
+        rid: u64,
+        partition: PartitionId,
+    ) {
+        let Pending::Read(st) = &mut self.pending else {
+            return;
+        };
+        if st.rid != rid || !st.waiting.remove(&partition) {
+            return;
+        }
+        st.partial.insert(partition);
+        if st.waiting.is_empty() {
+            self.read_round_done(core, ctx);
+        }
+    }
+
+    /// Eiger's round three (§II l.82: "a third round if partially committed versions were
+    /// read on the second round"): the same read at the same bound, to the partitions that
+    /// answered "pending"; they answer once the txn resolved there. The values the other
+    /// partitions sent in round two stand (they were exact at the bound).
+    fn round_three(&mut self, core: &SessionCore, ctx: &mut Ctx<Msg>) {
+        let Pending::Read(st) = &mut self.pending else {
+            return;
+        };
+        let only = std::mem::take(&mut st.partial);
+        let (keys, bound, counted) = (st.keys.clone(), st.mrt.clone(), st.counted);
+        self.rounds.2 += u64::from(counted);
+        let (rid, waiting) = self.bounded(core, ctx, &keys, &bound, Some(&only), (counted, true));
+        let Pending::Read(st) = &mut self.pending else {
+            unreachable!("still reading");
+        };
+        st.rid = rid;
+        st.round = 3;
+        st.waiting = waiting;
     }
 
     fn fail(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, e: Error) {
@@ -431,6 +491,9 @@ impl ClientProtocol for Client {
                     self.on_read_reply(core, ctx, partition, objects, reply);
                 }
             }
+            Msg::ReadPending { rid, partition } => {
+                self.on_read_pending(core, ctx, rid, partition);
+            }
             Msg::SnapshotReply { rid, snapshot } => {
                 let Pending::Snapshot { rid: r, keys } = &self.pending else {
                     return;
@@ -475,7 +538,7 @@ impl ClientProtocol for Client {
             ));
         }
         if let Pending::Read(st) = &self.pending {
-            if st.round > 2 {
+            if st.round > self.flavor.max_rounds() {
                 return Err(format!("a read-only transaction in round {}", st.round));
             }
         }
