@@ -46,44 +46,54 @@
 //! round two's bound) go as their minimum plus the entries above it (lossless).
 //! `promptcc-naive` ships every vector whole. Nodes count request and response bytes.
 //!
-//! **Eiger** (`eiger`, the paper's optimistic baseline). What the paper says of it: it
-//! validates, reading the latest values first (§I l.37-42); it "requires a second round if
-//! the transaction read from a possibly inconsistent snapshot and even a third round if
-//! partially committed versions were read on the second round", where PrompTCC "avoids the
-//! third round completely, by always returning versions that have been committed at all
-//! participating partitions" (§II l.82, Table I: R <= 3); the third round is what the
-//! stabilization protocol saves PrompTCC (§IV-A l.140); §IX l.395: "up to 3 communication
-//! rounds". On this code that is three changes, nothing else:
-//! - *Visibility*: a version is readable once its txn committed at its own partition
-//!   (durably), not once every participant did: no stabilization wait (Alg. 2 l.32 is
-//!   PrompTCC's). `vis_i` is then the partition's durable committed prefix.
-//! - *No client-assisted visibility*: a node does not merge the client's vectors into `S`
-//!   (Alg. 2 l.37, l.46 are PrompTCC's): under Eiger they hold timestamps of txns
-//!   committed at one participant, which are not committed prefixes of the others.
-//! - *Round three*: round two is round two as above (same rule, same bound), but a
-//!   partition that holds a txn committed elsewhere and still open here (prepared, or
-//!   committed but not yet durable) that may be in the bound and writes a key read, does
-//!   not answer with values: it says the read is *pending*, and the client sends round
-//!   three to such partitions, which answer once the txn resolved there (they hold the
-//!   read, in a bounded queue).
+//! **Eiger** (`eiger`, the evaluation's optimistic baseline; in this section "l.N" is line
+//! N of shared/papers/001's text). The paper says of it: it reads the latest values and
+//! validates them (l.37, l.42); it "requires a second round if the transaction read from a
+//! possibly inconsistent snapshot and even a third round if partially committed versions
+//! were read on the second round", where PrompTCC "avoids the third round completely, by
+//! always returning versions that have been committed at all participating partitions"
+//! (§II l.82; Table I l.60: up to 3 rounds, O(deps) metadata; §IX l.395); its small
+//! metadata cannot always validate what was read, hence spurious rounds (§I l.44, §IV-A
+//! l.138); stabilization is what spares PrompTCC the third round (§IV-A l.140). Here:
+//! - *Visibility* (l.82): a version is visible once its txn committed at its own partition,
+//!   durably, not once every participant did (Alg. 2 l.32 is PrompTCC's); `vis_i` is then
+//!   the partition's durable committed prefix.
+//! - *No client-assisted visibility*: nodes do not merge clients' vectors into `S` (Alg. 2
+//!   l.37, l.46): under Eiger they hold timestamps of txns committed at one participant,
+//!   which are not committed prefixes of the others.
+//! - *Round one* is PrompTCC's, plus Eiger's validity intervals: a reply carries EVT (the
+//!   logical time at which the latest version of a key read became visible there) and LVT
+//!   (the node's logical clock, up to which those versions are the latest). The read's
+//!   effective time is the largest EVT.
+//! - *Round two* goes to the partitions PrompTCC's vector check names (`vis_i <
+//!   max-read-ts[i]`, which the snapshot's consistency needs) and to those whose LVT is
+//!   below the effective time (Eiger's check: scalars cannot tell a dependency from a
+//!   version that merely became visible later elsewhere, so these are often spurious). It
+//!   reads at PrompTCC's round-two bound and carries the effective time.
+//! - *Round three* (l.82): a partition answers round two "pending", without values, when a
+//!   txn still open there (prepared, or committed but not durable) writes a key read and
+//!   may be in the bound (a partially committed version the snapshot needs), or is
+//!   prepared, not committed, since a logical time at or before the effective time
+//!   (Eiger's pending check: it may commit before that time, so Eiger asks its
+//!   coordinator). The client re-sends the read to those partitions, which answer once no
+//!   open txn may be in the bound, holding the read until then (a bounded queue).
 //!
-//! Where the paper is silent, we chose: (1) Eiger's own metadata (Lamport clocks and
-//! validity intervals, §II's O(deps)) is not modelled; its round-two rule is PrompTCC's
-//! vector check (`vis_i < max-read-ts[i]`). Real Eiger's smaller metadata raises more
-//! spurious second rounds (§I l.44), so our round-two share is a lower bound of it; what
-//! differs from PrompTCC is that reads see versions before every participant committed
-//! (more second rounds under contention) and pay a third round for it. (2) Real Eiger's
-//! third round is a server's status check with the txn's coordinator; here the client
-//! re-sends the read (one more round trip either way, and the rounds are counted at the
-//! client and the nodes alike: `reads_round_three`). Our final timestamps are fixed at
-//! prepare (sequence numbers), not by Lamport clocks, so a read in round three waits for
-//! the txn to resolve at the partition, where Eiger's coordinator could push its commit
-//! time past the read's. (3) A write-only txn whose effects observe state (a remove, a
-//! multi-value assign) and whose snapshot or dependencies cover a txn still open at the
-//! partition on the same key waits, in the same queue, until it resolves: its effects
-//! must observe what it depends on (PrompTCC gets that from the merge). (4) Interactive
-//! txns' later reads at the snapshot take round three the same way, uncounted like their
-//! round two.
+//! Where the paper is silent, we chose: (1) Logical clocks: a node's ticks once per message
+//! handled and takes the logical time a client's read carries (the client's clock, or a
+//! round two's effective time); a client's takes every EVT and LVT it is sent. Node-to-node
+//! messages carry none (2PC and stabilization are PrompTCC's messages), so the clocks of
+//! nodes drift apart more than Eiger's would. (2) The scalars only decide rounds: what is
+//! read is PrompTCC's vector snapshot, so a spurious round costs time and bytes, never
+//! consistency. (3) Eiger's third round is the server's check with the coordinator; here the
+//! client re-sends the read (a round trip either way), counted at the client and the nodes
+//! (`reads_round_three`). Our final timestamps are fixed at prepare (sequence numbers), so a
+//! round three that may need a partially committed version waits for it to resolve at the
+//! partition (Eiger's coordinator answers at once). (4) A write whose effects observe state
+//! (a remove, a multi-value assign) and whose snapshot or past may include a txn still open
+//! at the partition on the same key waits in that queue until it resolves (PrompTCC's merge
+//! makes such a txn visible first). (5) Later reads of an interactive txn read at its
+//! snapshot: round three on a partially committed version too, uncounted like their round
+//! two. (6) Not modelled: Eiger's client-side dependency tree (its CPU cost, §IX l.459).
 //!
 //! **Stabilization** (§IV-E): every node sends its partitions' `S[i]` to every other node
 //! every `stabilization_interval` (all-to-all between nodes, a two-level tree of the
@@ -148,6 +158,12 @@ impl Flavor {
     /// Whether a version is visible once its txn committed at its own partition (Eiger:
     /// no stabilization, §II l.82), rather than at every participant (Alg. 2 l.32).
     pub fn local_visibility(self) -> bool {
+        self == Flavor::Eiger
+    }
+
+    /// Whether round one also validates Eiger's way, with scalar validity intervals
+    /// (module doc: Eiger's metadata), beside the vector check.
+    pub fn validity_intervals(self) -> bool {
         self == Flavor::Eiger
     }
 

@@ -67,6 +67,9 @@ pub struct Node {
     parked: VecDeque<(Addr, Msg)>,
     /// Something became visible (or a txn resolved) since the held requests last ran.
     recheck: bool,
+    /// Eiger's logical clock (Lamport): one tick per message handled, raised to the
+    /// logical time a client's read carries (node-to-node messages carry none).
+    lamport: u64,
 }
 
 impl Node {
@@ -97,6 +100,7 @@ impl Node {
             work: 0,
             parked: VecDeque::new(),
             recheck: false,
+            lamport: 0,
             cfg,
             params: config.params,
             topo,
@@ -127,6 +131,7 @@ impl Node {
                     since: 0,
                     final_ts: None,
                     query: Retry::default(),
+                    prepared_at: 0,
                     t: *t,
                 };
                 part.pending.insert(p.t.seq, p);
@@ -194,10 +199,16 @@ impl Node {
     fn make_visible(&mut self) {
         let (broken, clock) = (self.mutation.visible_before_stable, self.clock);
         let local = self.flavor.local_visibility();
+        let evt = self.flavor.validity_intervals().then_some(self.lamport);
         for part in self.parts.values_mut() {
-            self.work += part.make_visible(&self.s, broken, local, clock) as u64;
+            self.work += part.make_visible(&self.s, (broken, local), clock, evt) as u64;
         }
         self.recheck = true;
+    }
+
+    /// Eiger's logical clock sees `time`, a client's (Lamport's receive rule).
+    fn tick(&mut self, time: u64) {
+        self.lamport = self.lamport.max(time);
     }
 
     // ---- reads (Alg. 2 l.36-53) ----
@@ -214,9 +225,8 @@ impl Node {
         first: bool,
     ) {
         let n = self.topo.partitions as usize;
-        let full = self.flavor.full_vectors();
         let (bound, floor) = match &kind {
-            ReadKind::Latest { deps } => {
+            ReadKind::Latest { deps } | ReadKind::Clocked { deps, .. } => {
                 let d = deps.to_vc(n);
                 self.merge(&d);
                 (top(n), d.dcs.iter().copied().min().unwrap_or(0))
@@ -226,27 +236,79 @@ impl Node {
                 self.merge(&b);
                 (b, 0)
             }
+            ReadKind::At { bound, .. } => (bound.to_vc(n), 0),
         };
+        if let ReadKind::Clocked { time, .. } | ReadKind::At { time, .. } = &kind {
+            self.tick(*time); // the client's logical time (Eiger)
+        }
         self.count_read(&kind, first);
         let Some(part) = self.parts.get(&partition) else {
             let e = Error::Unavailable(format!("{partition:?} is not hosted here"));
             return refuse_read(ctx, from, (rid, partition), keys, e);
         };
-        let latest = matches!(kind, ReadKind::Latest { .. });
-        if self.flavor.local_visibility()
-            && !latest
-            && part.in_doubt(&bound, |k| keys.iter().any(|(r, _)| r == k))
-        {
+        if self.read_waits(part, &bound, &keys, &kind) {
             return self.hold_read(ctx, from, (rid, partition), keys, kind);
         }
         self.work += keys.len() as u64;
         let (objects, per_key) = part.read(&bound, &keys);
         let vis = part.vis(self.s.get(part.idx()));
+        let latest = kind.latest();
+        let evt = keys.iter().filter_map(|(k, _)| part.evt.get(k)).max();
+        let evt = evt.copied().unwrap_or(0);
+        let m = self.read_reply(
+            (rid, partition),
+            objects,
+            &per_key,
+            (vis, evt),
+            (floor, first, latest),
+        );
+        self.count_read_bytes(&kind, &m);
+        ctx.send(from, m);
+    }
+
+    /// Eiger (§II l.82): whether a re-read may not answer with values now: a txn still
+    /// open here may be in the snapshot and writes a key read (a partially committed
+    /// version the snapshot needs), or, in round two (`At`), one prepared here at or
+    /// before the read's effective time writes a key read (Eiger's pending check, which
+    /// the third round stands for, so round three does not repeat it).
+    /// [`Node::hold_read`] then answers "pending", or holds a round three.
+    fn read_waits(
+        &self,
+        part: &Part,
+        bound: &Vc,
+        keys: &[(Key, ObjType)],
+        kind: &ReadKind,
+    ) -> bool {
+        if !self.flavor.local_visibility() || kind.latest() {
+            return false;
+        }
+        let touches = |k: &Key| keys.iter().any(|(r, _)| r == k);
+        let prepared = match kind {
+            ReadKind::At { time, .. } => part.prepared_before(*time, touches),
+            _ => false,
+        };
+        prepared || part.in_doubt(bound, touches)
+    }
+
+    /// read_response (Alg. 2 l.43, l.52): the objects, their timestamps (one local max
+    /// read timestamp above the client's `min(D_c)`, or every key's with full vectors),
+    /// the visible frontier, and `S` where it goes; Eiger's round one adds the validity
+    /// interval (EVT: the latest of the keys' EVTs; LVT: the node's logical clock).
+    fn read_reply(
+        &mut self,
+        (rid, partition): (u64, PartitionId),
+        objects: super::msg::Objects,
+        per_key: &[Vc],
+        (vis, evt): (u64, u64),
+        (floor, first, latest): (u64, bool, bool),
+    ) -> Msg {
+        let n = self.topo.partitions as usize;
+        let full = self.flavor.full_vectors();
         let ts = if full {
             per_key.iter().map(|v| Wire::of(v, n, true)).collect()
         } else {
             let mut local = Vc::default();
-            for v in &per_key {
+            for v in per_key {
                 local.join(v);
             }
             vec![Wire::above(&local, n, floor, false)]
@@ -256,16 +318,26 @@ impl Node {
         // snapshot with it for the partitions this read did not touch, so a later read
         // of the txn is not stuck at the versions the first one happened to see.
         let snapshot = (full || (first && latest)).then(|| Wire::of(&self.s, n, full));
-        let m = Msg::ReadReply {
+        if !(latest && self.flavor.validity_intervals()) {
+            return Msg::ReadReply {
+                rid,
+                partition,
+                objects,
+                ts,
+                vis,
+                snapshot,
+            };
+        }
+        Msg::EigerReadReply {
             rid,
             partition,
             objects,
             ts,
             vis,
             snapshot,
-        };
-        self.count_read_bytes(&kind, &m);
-        ctx.send(from, m);
+            evt,
+            lvt: self.lamport,
+        }
     }
 
     /// Counts a READ's rounds at its first request (reads, round two, round three).
@@ -273,8 +345,8 @@ impl Node {
         let c = &mut self.counters;
         let n = u64::from(first);
         match kind {
-            ReadKind::Latest { .. } => c.reads += n,
-            ReadKind::Bounded { .. } => c.reads_round_two += n,
+            ReadKind::Latest { .. } | ReadKind::Clocked { .. } => c.reads += n,
+            ReadKind::Bounded { .. } | ReadKind::At { .. } => c.reads_round_two += n,
             ReadKind::Wait { .. } => c.reads_round_three += n,
         }
     }
@@ -385,7 +457,7 @@ impl Node {
     /// Holds `t`, just numbered at `partition`, until its final timestamp arrives; its
     /// vote goes to the coordinator once its record is durable.
     fn hold_and_vote(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, t: PreparedTxn) {
-        let clock = self.clock;
+        let (clock, prepared_at) = (self.clock, self.lamport);
         let part = self.part(partition);
         part.remember(t.txn, t.seq);
         let p = Pending {
@@ -393,6 +465,7 @@ impl Node {
             since: clock,
             final_ts: None,
             query: Retry::sent_at(clock),
+            prepared_at,
         };
         part.pending.insert(t.seq, p);
         let vote = Msg::Prepared {
@@ -802,6 +875,7 @@ impl Node {
             } => self.on_status(ctx, txn, partition, seq),
             Msg::Stable { entries } => self.on_stable(entries),
             Msg::ReadReply { .. }
+            | Msg::EigerReadReply { .. }
             | Msg::ReadPending { .. }
             | Msg::SnapshotReply { .. }
             | Msg::Committed { .. }
@@ -852,6 +926,7 @@ impl ServerNode for Node {
 
     fn handle_message(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         self.clock = self.clock.max(ctx.clock);
+        self.lamport += u64::from(self.flavor.validity_intervals()); // Eiger's tick
         self.dispatch(ctx, from, msg);
         self.serve_parked(ctx);
     }

@@ -32,6 +32,24 @@ struct ReadState {
     counted: bool,
     /// Eiger: the partitions that answered this round "pending" (§II l.82).
     partial: BTreeSet<PartitionId>,
+    /// Eiger: round one's effective time (the largest EVT) and each partition's LVT.
+    eff: u64,
+    lvt: BTreeMap<PartitionId, u64>,
+}
+
+/// A read reply's metadata: the timestamps read, the visible frontier, `S` if carried,
+/// and Eiger's validity interval (EVT, LVT) if carried.
+type ReplyMeta = (Vec<Wire>, u64, Option<Wire>, Option<(u64, u64)>);
+
+/// How a re-read reads at its bound (`Client::bounded`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reread {
+    /// Round two, a later read of the txn, Wren's second round.
+    Bounded,
+    /// Eiger's round two, at its effective time.
+    At(u64),
+    /// Eiger's round three.
+    Wait,
 }
 
 #[derive(Debug)]
@@ -67,6 +85,9 @@ pub struct Client {
     /// Read-only rounds so far: (reads, reads that needed round two, reads that needed
     /// round three).
     pub(super) rounds: (u64, u64, u64),
+    /// Eiger: the client's logical clock (Lamport), raised to every logical time a reply
+    /// carried (EVT, LVT).
+    lamport: u64,
 }
 
 impl Client {
@@ -82,6 +103,7 @@ impl Client {
             next_rid: 0,
             pending: Pending::None,
             rounds: (0, 0, 0),
+            lamport: 0,
         }
     }
 
@@ -126,11 +148,17 @@ impl Client {
                 };
                 Wire::Above { min, entries }
             };
+            let kind = if self.flavor.validity_intervals() {
+                let time = self.lamport;
+                ReadKind::Clocked { deps, time }
+            } else {
+                ReadKind::Latest { deps }
+            };
             let m = Msg::Read {
                 rid,
                 partition: *p,
                 keys: ks.clone(),
-                kind: ReadKind::Latest { deps },
+                kind,
                 first: i == 0,
             };
             ctx.send(Self::node(core, *p), m);
@@ -147,12 +175,14 @@ impl Client {
             bounded: false,
             counted: true,
             partial: BTreeSet::new(),
+            eff: 0,
+            lvt: BTreeMap::new(),
         });
     }
 
     /// A read at `bound` (Alg. 2 l.45-53) of `keys` at the partitions `only` (all if
-    /// None): round two, a later read of the txn, Wren's second round, or (`wait`)
-    /// Eiger's third.
+    /// None): round two, a later read of the txn, Wren's second round, or Eiger's second
+    /// or third (`how`).
     #[allow(clippy::too_many_arguments)]
     fn bounded(
         &mut self,
@@ -161,7 +191,7 @@ impl Client {
         keys: &[(Key, ObjType)],
         bound: &Vc,
         only: Option<&BTreeSet<PartitionId>>,
-        (count, wait): (bool, bool),
+        (count, how): (bool, Reread),
     ) -> (u64, BTreeSet<PartitionId>) {
         let rid = self.rid();
         let wire = Wire::of(bound, self.p, self.flavor.full_vectors());
@@ -171,10 +201,10 @@ impl Client {
                 continue;
             }
             let bound = wire.clone();
-            let kind = if wait {
-                ReadKind::Wait { bound }
-            } else {
-                ReadKind::Bounded { bound }
+            let kind = match how {
+                Reread::Bounded => ReadKind::Bounded { bound },
+                Reread::At(time) => ReadKind::At { bound, time },
+                Reread::Wait => ReadKind::Wait { bound },
             };
             let m = Msg::Read {
                 rid,
@@ -197,7 +227,8 @@ impl Client {
         bound: Vc,
         count: bool,
     ) {
-        let (rid, waiting) = self.bounded(core, ctx, &keys, &bound, None, (count, false));
+        let how = (count, Reread::Bounded);
+        let (rid, waiting) = self.bounded(core, ctx, &keys, &bound, None, how);
         self.pending = Pending::Read(ReadState {
             rid,
             round: 2,
@@ -210,6 +241,8 @@ impl Client {
             bounded: true,
             counted: count,
             partial: BTreeSet::new(),
+            eff: 0,
+            lvt: BTreeMap::new(),
         });
     }
 
@@ -219,7 +252,7 @@ impl Client {
         ctx: &mut Ctx<Msg>,
         partition: PartitionId,
         objects: super::msg::Objects,
-        (ts, vis, stable): (Vec<Wire>, u64, Option<Wire>),
+        (ts, vis, stable, validity): ReplyMeta,
     ) {
         let Pending::Read(st) = &mut self.pending else {
             return;
@@ -241,6 +274,11 @@ impl Client {
             }
         }
         st.vis.insert(partition, vis);
+        if let Some((evt, lvt)) = validity {
+            st.eff = st.eff.max(evt);
+            st.lvt.insert(partition, lvt);
+            self.lamport = self.lamport.max(lvt); // Lamport's receive rule
+        }
         // Only round one's: `snapshot_of` fixes the snapshot from them when it ends.
         if let Some(w) = stable.filter(|_| st.round == 1 && !st.bounded) {
             st.stable.join(&w.to_vc(self.p));
@@ -259,19 +297,19 @@ impl Client {
         if st.round == 1 {
             // The snapshot is fixed now: a round two reads at it, as do later reads.
             st.stable = snapshot_of(st, self.p, self.mutation);
-            let behind: BTreeSet<PartitionId> = st
-                .vis
-                .iter()
-                .filter(|(p, v)| **v < st.mrt.get(p.0 as usize))
-                .map(|(p, _)| *p)
-                .collect();
+            let behind = behind(st);
             self.rounds.0 += 1;
             if !behind.is_empty() && !self.mutation.single_round_always {
                 self.rounds.1 += 1;
                 st.mrt = st.stable.clone();
                 let (keys, mrt) = (st.keys.clone(), st.mrt.clone());
+                let how = if self.flavor.validity_intervals() {
+                    Reread::At(st.eff)
+                } else {
+                    Reread::Bounded
+                };
                 let only = Some(&behind);
-                let (rid, waiting) = self.bounded(core, ctx, &keys, &mrt, only, (true, false));
+                let (rid, waiting) = self.bounded(core, ctx, &keys, &mrt, only, (true, how));
                 let Pending::Read(st) = &mut self.pending else {
                     unreachable!("still reading");
                 };
@@ -339,7 +377,8 @@ impl Client {
         let only = std::mem::take(&mut st.partial);
         let (keys, bound, counted) = (st.keys.clone(), st.mrt.clone(), st.counted);
         self.rounds.2 += u64::from(counted);
-        let (rid, waiting) = self.bounded(core, ctx, &keys, &bound, Some(&only), (counted, true));
+        let how = (counted, Reread::Wait);
+        let (rid, waiting) = self.bounded(core, ctx, &keys, &bound, Some(&only), how);
         let Pending::Read(st) = &mut self.pending else {
             unreachable!("still reading");
         };
@@ -487,7 +526,22 @@ impl ClientProtocol for Client {
                 snapshot,
             } => {
                 if matches!(&self.pending, Pending::Read(st) if st.rid == rid) {
-                    let reply = (ts, vis, snapshot);
+                    let reply = (ts, vis, snapshot, None);
+                    self.on_read_reply(core, ctx, partition, objects, reply);
+                }
+            }
+            Msg::EigerReadReply {
+                rid,
+                partition,
+                objects,
+                ts,
+                vis,
+                snapshot,
+                evt,
+                lvt,
+            } => {
+                if matches!(&self.pending, Pending::Read(st) if st.rid == rid) {
+                    let reply = (ts, vis, snapshot, Some((evt, lvt)));
                     self.on_read_reply(core, ctx, partition, objects, reply);
                 }
             }
@@ -544,6 +598,21 @@ impl ClientProtocol for Client {
         }
         Ok(())
     }
+}
+
+/// The partitions round one may have read inconsistently, to read again in round two
+/// (Alg. 1 l.27): those whose visible frontier is below `max-read-ts`, and under Eiger
+/// also those whose validity interval ends before the read's effective time (the largest
+/// EVT; module doc, Eiger's metadata). The first is what makes the snapshot consistent;
+/// the second is Eiger's scalar check, which cannot tell a dependency from a txn that
+/// merely committed later elsewhere (its spurious second rounds, §I l.44).
+fn behind(st: &ReadState) -> BTreeSet<PartitionId> {
+    let stale = st
+        .vis
+        .iter()
+        .filter(|(p, v)| **v < st.mrt.get(p.0 as usize));
+    let short = st.lvt.iter().filter(|(_, lvt)| **lvt < st.eff);
+    stale.chain(short).map(|(p, _)| *p).collect()
 }
 
 /// The snapshot of a txn whose first read finished round one: `max-read-ts` (Alg. 1 l.24)
