@@ -46,6 +46,7 @@ registry! {
     PrompTcc => promptcc::PrompTcc,
     PrompTccNaive => promptcc::PrompTccNaive,
     Wren => promptcc::Wren,
+    Eiger => promptcc::Eiger,
     Occult => occult::Occult,
     EventualMs => occult::EventualMs,
 }

@@ -32,6 +32,7 @@ fn every_protocol_is_listed_once_with_its_mutations() {
             "promptcc",
             "promptcc-naive",
             "wren",
+            "eiger",
             "occult",
             "eventual-ms"
         ]

@@ -20,7 +20,7 @@ fn same_seed_same_trace_and_history() {
         // Each protocol in the shape it runs in: PrompTCC's family in one DC, PaRiS's
         // under partial replication.
         match *protocol {
-            "promptcc" | "promptcc-naive" | "wren" => c.dcs = 1,
+            "promptcc" | "promptcc-naive" | "wren" | "eiger" => c.dcs = 1,
             "paris" | "bpr" | "nocc" => c.replication_factor = Some(2),
             _ => {}
         }

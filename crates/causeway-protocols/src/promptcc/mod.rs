@@ -1,8 +1,9 @@
 //! `promptcc`: PrompTCC (Lykhenko, Soares, Rodrigues; shared/papers/001, §IV-VIII,
 //! Algorithms 1-2), transactional causal consistency in one DC whose read-only rounds are
 //! one in most cases and never more than two, with lock-free write-only transactions;
-//! plus `promptcc-naive` (full vectors on the wire, §V's baseline) and `wren` (always two
-//! rounds: fix a snapshot, then read at it, §IX) on the same code.
+//! plus `promptcc-naive` (full vectors on the wire, §V's baseline), `wren` (always two
+//! rounds: fix a snapshot, then read at it, §IX) and `eiger` (up to three rounds, §II,
+//! §IX; below) on the same code.
 //!
 //! **Metadata** (§IV-B). Timestamps are vectors over the P partitions (`Vc` with P
 //! entries). Partition `i` keeps its sequence number `s_i`, and its node keeps the
@@ -45,6 +46,55 @@
 //! round two's bound) go as their minimum plus the entries above it (lossless).
 //! `promptcc-naive` ships every vector whole. Nodes count request and response bytes.
 //!
+//! **Eiger** (`eiger`, the evaluation's optimistic baseline; in this section "l.N" is line
+//! N of shared/papers/001's text). The paper says of it: it reads the latest values and
+//! validates them (l.37, l.42); it "requires a second round if the transaction read from a
+//! possibly inconsistent snapshot and even a third round if partially committed versions
+//! were read on the second round", where PrompTCC "avoids the third round completely, by
+//! always returning versions that have been committed at all participating partitions"
+//! (§II l.82; Table I l.60: up to 3 rounds, O(deps) metadata; §IX l.395); its small
+//! metadata cannot always validate what was read, hence spurious rounds (§I l.44, §IV-A
+//! l.138); stabilization is what spares PrompTCC the third round (§IV-A l.140). Here:
+//! - *Visibility* (l.82): a version is visible once its txn committed at its own partition,
+//!   durably, not once every participant did (Alg. 2 l.32 is PrompTCC's); `vis_i` is then
+//!   the partition's durable committed prefix.
+//! - *No client-assisted visibility*: nodes do not merge clients' vectors into `S` (Alg. 2
+//!   l.37, l.46): under Eiger they hold timestamps of txns committed at one participant,
+//!   which are not committed prefixes of the others.
+//! - *Round one* is PrompTCC's, plus Eiger's validity intervals: a reply carries EVT (the
+//!   logical time at which the latest version of a key read became visible there) and LVT
+//!   (the node's logical clock, up to which those versions are the latest). The read's
+//!   effective time is the largest EVT.
+//! - *Round two* goes to the partitions PrompTCC's vector check names (`vis_i <
+//!   max-read-ts[i]`, which the snapshot's consistency needs) and to those whose LVT is
+//!   below the effective time (Eiger's check: scalars cannot tell a dependency from a
+//!   version that merely became visible later elsewhere, so these are often spurious). It
+//!   reads at PrompTCC's round-two bound and carries the effective time.
+//! - *Round three* (l.82): a partition answers round two "pending", without values, when a
+//!   txn still open there (prepared, or committed but not durable) writes a key read and
+//!   may be in the bound (a partially committed version the snapshot needs), or is
+//!   prepared, not committed, since a logical time at or before the effective time
+//!   (Eiger's pending check: it may commit before that time, so Eiger asks its
+//!   coordinator). The client re-sends the read to those partitions, which answer once no
+//!   open txn may be in the bound, holding the read until then (a bounded queue).
+//!
+//! Where the paper is silent, we chose: (1) Logical clocks: a node's ticks once per message
+//! handled and takes the logical time a client's read carries (the client's clock, or a
+//! round two's effective time); a client's takes every EVT and LVT it is sent. Node-to-node
+//! messages carry none (2PC and stabilization are PrompTCC's messages), so the clocks of
+//! nodes drift apart more than Eiger's would. (2) The scalars only decide rounds: what is
+//! read is PrompTCC's vector snapshot, so a spurious round costs time and bytes, never
+//! consistency. (3) Eiger's third round is the server's check with the coordinator; here the
+//! client re-sends the read (a round trip either way), counted at the client and the nodes
+//! (`reads_round_three`). Our final timestamps are fixed at prepare (sequence numbers), so a
+//! round three that may need a partially committed version waits for it to resolve at the
+//! partition (Eiger's coordinator answers at once). (4) A write whose effects observe state
+//! (a remove, a multi-value assign) and whose snapshot or past may include a txn still open
+//! at the partition on the same key waits in that queue until it resolves (PrompTCC's merge
+//! makes such a txn visible first). (5) Later reads of an interactive txn read at its
+//! snapshot: round three on a partially committed version too, uncounted like their round
+//! two. (6) Not modelled: Eiger's client-side dependency tree (its CPU cost, §IX l.459).
+//!
 //! **Stabilization** (§IV-E): every node sends its partitions' `S[i]` to every other node
 //! every `stabilization_interval` (all-to-all between nodes, a two-level tree of the
 //! paper's kind: partitions aggregate at their node; a DC has few nodes).
@@ -79,7 +129,7 @@ use crate::{Guarantee, Requirements};
 use causeway_core::{DcId, Nanos, SessionId, Topology, Vc};
 use serde::{Deserialize, Serialize};
 
-/// Which of the three protocols on this code runs.
+/// Which of the four protocols on this code runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flavor {
     PrompTcc,
@@ -87,6 +137,8 @@ pub enum Flavor {
     Naive,
     /// Wren-style reads (§IX): a snapshot first, then every read at it.
     Wren,
+    /// Eiger-style reads (§II l.82, §IX): no stabilization, up to three rounds.
+    Eiger,
 }
 
 impl Flavor {
@@ -95,6 +147,7 @@ impl Flavor {
             Flavor::PrompTcc => "promptcc",
             Flavor::Naive => "promptcc-naive",
             Flavor::Wren => "wren",
+            Flavor::Eiger => "eiger",
         }
     }
 
@@ -103,11 +156,33 @@ impl Flavor {
         self == Flavor::Naive
     }
 
+    /// Whether a version is visible once its txn committed at its own partition (Eiger:
+    /// no stabilization, §II l.82), rather than at every participant (Alg. 2 l.32).
+    pub fn local_visibility(self) -> bool {
+        self == Flavor::Eiger
+    }
+
+    /// Whether round one also validates Eiger's way, with scalar validity intervals
+    /// (module doc: Eiger's metadata), beside the vector check.
+    pub fn validity_intervals(self) -> bool {
+        self == Flavor::Eiger
+    }
+
+    /// Most rounds of one read: PrompTCC never needs a third (§IV-F l.345), Eiger may
+    /// (§II l.82).
+    pub fn max_rounds(self) -> u8 {
+        if self == Flavor::Eiger {
+            3
+        } else {
+            2
+        }
+    }
+
     /// The mutations this flavor runs (its registry entry's).
     pub const fn mutations(self) -> &'static [&'static str] {
         match self {
             Flavor::PrompTcc => MUTATIONS,
-            Flavor::Naive | Flavor::Wren => &[],
+            Flavor::Naive | Flavor::Wren | Flavor::Eiger => &[],
         }
     }
 
@@ -143,8 +218,12 @@ pub const TXN_TIMEOUT_NS: Nanos = 5_000_000_000;
 pub const RECOVER_AFTER_NS: Nanos = 1_000_000_000;
 /// Most txn ids a partition remembers having fenced (refused for good).
 pub const FENCES_MAX: usize = 65_536;
+/// Most requests an Eiger node holds until a txn open at a partition resolves (round-three
+/// reads, writes whose effects must observe it); past it they are refused (overload).
+pub const PARKED_MAX: usize = 4_096;
 
-/// `[protocols.promptcc]` (and `promptcc-naive`, `wren`), in ns of the node's clock.
+/// `[protocols.promptcc]` (and `promptcc-naive`, `wren`, `eiger`), in ns of the node's
+/// clock.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -294,4 +373,12 @@ crate::flavor_protocol!(
     Guarantee::Tcc,
     Flavor::Wren.mutations(),
     sweeps::WREN_SWEEPS
+);
+crate::flavor_protocol!(
+    /// `eiger`: Eiger-style reads, up to three rounds (registry entry).
+    Eiger,
+    Flavor::Eiger,
+    Guarantee::Tcc,
+    Flavor::Eiger.mutations(),
+    sweeps::EIGER_SWEEPS
 );

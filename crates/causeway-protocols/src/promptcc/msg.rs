@@ -21,6 +21,22 @@ pub enum ReadKind {
     /// Round two, or a read at a fixed snapshot (Alg. 2 l.45-53): merge the bound, the
     /// latest versions with timestamps `<=` it.
     Bounded { bound: Wire },
+    /// Eiger's round three (§II l.82): the read at round two's bound, answered once no txn
+    /// open at the partition may be in it (the partition holds it until then).
+    Wait { bound: Wire },
+    /// Eiger's round two: a bounded read that also carries the read's effective time (the
+    /// largest EVT round one saw), for Eiger's pending check.
+    At { bound: Wire, time: u64 },
+    /// Eiger's round one: [`ReadKind::Latest`] plus the client's logical time, which the
+    /// node's logical clock takes (Lamport).
+    Clocked { deps: Wire, time: u64 },
+}
+
+impl ReadKind {
+    /// Round one: the most recent visible versions.
+    pub fn latest(&self) -> bool {
+        matches!(self, ReadKind::Latest { .. } | ReadKind::Clocked { .. })
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -113,6 +129,27 @@ pub enum Msg {
     /// Stabilization (§IV-E): the sender's partitions' committed prefixes `S[i]`.
     Stable {
         entries: Vec<(PartitionId, u64)>,
+    },
+    // ---- partition -> client, Eiger (last: the others' encodings stay as they were) ----
+    /// Eiger: a round-two read at this partition may need a version of a txn still open
+    /// here (partially committed, §II l.82): no values, run round three.
+    ReadPending {
+        rid: u64,
+        partition: PartitionId,
+    },
+    /// Eiger's round-one read_response: a [`Msg::ReadReply`] plus the validity interval
+    /// of what it read: `evt`, the latest logical time at which a version of a key read
+    /// became visible there, and `lvt`, the node's logical clock, up to which they are the
+    /// latest.
+    EigerReadReply {
+        rid: u64,
+        partition: PartitionId,
+        objects: Objects,
+        ts: Vec<Wire>,
+        vis: u64,
+        snapshot: Option<Wire>,
+        evt: u64,
+        lvt: u64,
     },
 }
 

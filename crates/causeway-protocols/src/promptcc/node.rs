@@ -1,11 +1,12 @@
 //! The PrompTCC server node: its partitions ([`Part`]), the node-level snapshot vector
 //! `S`, the coordinator side of write-only txns (Alg. 2 l.10-19), recovery of txns whose
 //! coordinator or client vanished (§VIII), stabilization (§IV-E), GC (§VII) and the
-//! persist-before-acknowledge plumbing.
+//! persist-before-acknowledge plumbing; under Eiger, the requests held until a txn open
+//! at a partition resolves (round-three reads, writes that must observe it).
 
 use super::msg::{Checkpoint, Msg, PreparedTxn, ReadKind, Record, Updates};
-use super::part::{Part, Pending};
-use super::{Config, Flavor, Mutation, Wire};
+use super::part::{may_observe_nothing, Part, Pending};
+use super::{Config, Flavor, Mutation, Wire, PARKED_MAX};
 use crate::kit::durability::Durability;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
@@ -15,7 +16,7 @@ use causeway_core::limits::COORD_TXNS_MAX;
 use causeway_core::{
     Addr, Ctx, DcId, Error, Key, Lsn, Nanos, NodeId, PartitionId, ServerNode, Topology, TxnId, Vc,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Timer {
@@ -35,6 +36,8 @@ pub struct Counters {
     pub read_bytes: u64,
     pub reads: u64,
     pub reads_round_two: u64,
+    /// Eiger's third rounds (§II l.82).
+    pub reads_round_three: u64,
 }
 
 /// A coordinated txn: its participants, their sequence numbers so far, when it began.
@@ -59,6 +62,14 @@ pub struct Node {
     timers: Timers<Timer>,
     pub(super) counters: Counters,
     work: u64,
+    /// Eiger: requests held until a txn open at their partition resolves (a round-three
+    /// read, a write whose effects must observe it), re-run when one may have.
+    parked: VecDeque<(Addr, Msg)>,
+    /// Something became visible (or a txn resolved) since the held requests last ran.
+    recheck: bool,
+    /// Eiger's logical clock (Lamport): one tick per message handled, raised to the
+    /// logical time a client's read carries (node-to-node messages carry none).
+    lamport: u64,
 }
 
 impl Node {
@@ -87,6 +98,9 @@ impl Node {
             timers: Timers::default(),
             counters: Counters::default(),
             work: 0,
+            parked: VecDeque::new(),
+            recheck: false,
+            lamport: 0,
             cfg,
             params: config.params,
             topo,
@@ -117,6 +131,7 @@ impl Node {
                     since: 0,
                     final_ts: None,
                     query: Retry::default(),
+                    prepared_at: 0,
                     t: *t,
                 };
                 part.pending.insert(p.t.seq, p);
@@ -164,8 +179,13 @@ impl Node {
 
     /// Merges a vector the client has seen into `S` (Alg. 2 l.37, l.46): its entries are
     /// committed prefixes (they come from visible versions or acknowledged commits).
-    /// Our own partitions' entries are ours to set, so they are skipped.
+    /// Our own partitions' entries are ours to set, so they are skipped. Not under Eiger:
+    /// there a visible version's txn may not have committed at its other participants yet
+    /// (§II l.82), so its entries are no committed prefixes.
     fn merge(&mut self, v: &Vc) {
+        if self.flavor.local_visibility() {
+            return;
+        }
         let n = self.topo.partitions as usize;
         for p in 0..n {
             let x = v.get(p);
@@ -178,9 +198,17 @@ impl Node {
 
     fn make_visible(&mut self) {
         let (broken, clock) = (self.mutation.visible_before_stable, self.clock);
+        let local = self.flavor.local_visibility();
+        let evt = self.flavor.validity_intervals().then_some(self.lamport);
         for part in self.parts.values_mut() {
-            self.work += part.make_visible(&self.s, broken, clock) as u64;
+            self.work += part.make_visible(&self.s, (broken, local), clock, evt) as u64;
         }
+        self.recheck = true;
+    }
+
+    /// Eiger's logical clock sees `time`, a client's (Lamport's receive rule).
+    fn tick(&mut self, time: u64) {
+        self.lamport = self.lamport.max(time);
     }
 
     // ---- reads (Alg. 2 l.36-53) ----
@@ -197,43 +225,90 @@ impl Node {
         first: bool,
     ) {
         let n = self.topo.partitions as usize;
-        let full = self.flavor.full_vectors();
         let (bound, floor) = match &kind {
-            ReadKind::Latest { deps } => {
+            ReadKind::Latest { deps } | ReadKind::Clocked { deps, .. } => {
                 let d = deps.to_vc(n);
                 self.merge(&d);
                 (top(n), d.dcs.iter().copied().min().unwrap_or(0))
             }
-            ReadKind::Bounded { bound } => {
+            ReadKind::Bounded { bound } | ReadKind::Wait { bound } => {
                 let b = bound.to_vc(n);
                 self.merge(&b);
                 (b, 0)
             }
+            ReadKind::At { bound, .. } => (bound.to_vc(n), 0),
         };
-        self.counters.reads += u64::from(first && matches!(kind, ReadKind::Latest { .. }));
-        self.counters.reads_round_two +=
-            u64::from(first && matches!(kind, ReadKind::Bounded { .. }));
+        if let ReadKind::Clocked { time, .. } | ReadKind::At { time, .. } = &kind {
+            self.tick(*time); // the client's logical time (Eiger)
+        }
+        self.count_read(&kind, first);
         let Some(part) = self.parts.get(&partition) else {
             let e = Error::Unavailable(format!("{partition:?} is not hosted here"));
-            let objects = keys.into_iter().map(|(k, _)| (k, Err(e.clone()))).collect();
-            let m = Msg::ReadReply {
-                rid,
-                partition,
-                objects,
-                ts: Vec::new(),
-                vis: 0,
-                snapshot: None,
-            };
-            return ctx.send(from, m);
+            return refuse_read(ctx, from, (rid, partition), keys, e);
         };
+        if self.read_waits(part, &bound, &keys, &kind) {
+            return self.hold_read(ctx, from, (rid, partition), keys, kind);
+        }
         self.work += keys.len() as u64;
         let (objects, per_key) = part.read(&bound, &keys);
         let vis = part.vis(self.s.get(part.idx()));
+        let latest = kind.latest();
+        let evt = keys.iter().filter_map(|(k, _)| part.evt.get(k)).max();
+        let evt = evt.copied().unwrap_or(0);
+        let m = self.read_reply(
+            (rid, partition),
+            objects,
+            &per_key,
+            (vis, evt),
+            (floor, first, latest),
+        );
+        self.count_read_bytes(&kind, &m);
+        ctx.send(from, m);
+    }
+
+    /// Eiger (§II l.82): whether a re-read may not answer with values now: a txn still
+    /// open here may be in the snapshot and writes a key read (a partially committed
+    /// version the snapshot needs), or, in round two (`At`), one prepared here at or
+    /// before the read's effective time writes a key read (Eiger's pending check, which
+    /// the third round stands for, so round three does not repeat it).
+    /// [`Node::hold_read`] then answers "pending", or holds a round three.
+    fn read_waits(
+        &self,
+        part: &Part,
+        bound: &Vc,
+        keys: &[(Key, ObjType)],
+        kind: &ReadKind,
+    ) -> bool {
+        if !self.flavor.local_visibility() || kind.latest() {
+            return false;
+        }
+        let touches = |k: &Key| keys.iter().any(|(r, _)| r == k);
+        let prepared = match kind {
+            ReadKind::At { time, .. } => part.prepared_before(*time, touches),
+            _ => false,
+        };
+        prepared || part.in_doubt(bound, touches)
+    }
+
+    /// read_response (Alg. 2 l.43, l.52): the objects, their timestamps (one local max
+    /// read timestamp above the client's `min(D_c)`, or every key's with full vectors),
+    /// the visible frontier, and `S` where it goes; Eiger's round one adds the validity
+    /// interval (EVT: the latest of the keys' EVTs; LVT: the node's logical clock).
+    fn read_reply(
+        &mut self,
+        (rid, partition): (u64, PartitionId),
+        objects: super::msg::Objects,
+        per_key: &[Vc],
+        (vis, evt): (u64, u64),
+        (floor, first, latest): (u64, bool, bool),
+    ) -> Msg {
+        let n = self.topo.partitions as usize;
+        let full = self.flavor.full_vectors();
         let ts = if full {
             per_key.iter().map(|v| Wire::of(v, n, true)).collect()
         } else {
             let mut local = Vc::default();
-            for v in &per_key {
+            for v in per_key {
                 local.join(v);
             }
             vec![Wire::above(&local, n, floor, false)]
@@ -242,18 +317,69 @@ impl Node {
         // read, in the first partition's round-one reply: the client raises the txn's
         // snapshot with it for the partitions this read did not touch, so a later read
         // of the txn is not stuck at the versions the first one happened to see.
-        let latest = matches!(kind, ReadKind::Latest { .. });
         let snapshot = (full || (first && latest)).then(|| Wire::of(&self.s, n, full));
-        let m = Msg::ReadReply {
+        if !(latest && self.flavor.validity_intervals()) {
+            return Msg::ReadReply {
+                rid,
+                partition,
+                objects,
+                ts,
+                vis,
+                snapshot,
+            };
+        }
+        Msg::EigerReadReply {
             rid,
             partition,
             objects,
             ts,
             vis,
             snapshot,
+            evt,
+            lvt: self.lamport,
+        }
+    }
+
+    /// Counts a READ's rounds at its first request (reads, round two, round three).
+    fn count_read(&mut self, kind: &ReadKind, first: bool) {
+        let c = &mut self.counters;
+        let n = u64::from(first);
+        match kind {
+            ReadKind::Latest { .. } | ReadKind::Clocked { .. } => c.reads += n,
+            ReadKind::Bounded { .. } | ReadKind::At { .. } => c.reads_round_two += n,
+            ReadKind::Wait { .. } => c.reads_round_three += n,
+        }
+    }
+
+    /// Eiger (§II l.82): a round-two read that may need a version still partially
+    /// committed here says so, and the client runs round three; a round-three read is
+    /// held until it can be exact (Eiger's check with the txn's coordinator: here the
+    /// commit is on its way, or recovery finishes the txn, §VIII).
+    fn hold_read(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        from: Addr,
+        (rid, partition): (u64, PartitionId),
+        keys: Vec<(Key, ObjType)>,
+        kind: ReadKind,
+    ) {
+        if !matches!(kind, ReadKind::Wait { .. }) {
+            let m = Msg::ReadPending { rid, partition };
+            self.count_read_bytes(&kind, &m);
+            return ctx.send(from, m);
+        }
+        if self.parked.len() >= PARKED_MAX {
+            let e = Error::Unavailable("too many reads wait for txns to resolve".into());
+            return refuse_read(ctx, from, (rid, partition), keys, e);
+        }
+        let m = Msg::Read {
+            rid,
+            partition,
+            keys,
+            kind,
+            first: false, // counted on arrival
         };
-        self.count_read_bytes(&kind, &m);
-        ctx.send(from, m);
+        self.parked.push_back((from, m));
     }
 
     fn count_read_bytes(&mut self, kind: &ReadKind, reply: &Msg) {
@@ -331,7 +457,7 @@ impl Node {
     /// Holds `t`, just numbered at `partition`, until its final timestamp arrives; its
     /// vote goes to the coordinator once its record is durable.
     fn hold_and_vote(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, t: PreparedTxn) {
-        let clock = self.clock;
+        let (clock, prepared_at) = (self.clock, self.lamport);
         let part = self.part(partition);
         part.remember(t.txn, t.seq);
         let p = Pending {
@@ -339,6 +465,7 @@ impl Node {
             since: clock,
             final_ts: None,
             query: Retry::sent_at(clock),
+            prepared_at,
         };
         part.pending.insert(t.seq, p);
         let vote = Msg::Prepared {
@@ -418,6 +545,84 @@ impl Node {
         let i = partition.0 as usize;
         self.s.set(i, self.s.get(i).max(seq)); // Alg. 2 l.27
         self.make_visible();
+    }
+
+    // ---- Eiger's held requests ----
+
+    /// Eiger: whether a write must wait (module doc, choice 3): an update that observes
+    /// state, on a key a txn still open at the partition writes, with a snapshot (or, for
+    /// a blind write, a past) that may include that txn. PrompTCC's merge makes such a txn
+    /// visible before the effects are computed; Eiger has no merge, so the write waits.
+    fn write_waits(&self, m: &Msg) -> bool {
+        let Msg::Write {
+            txn,
+            partition,
+            updates,
+            deps,
+            snapshot,
+            ..
+        } = m
+        else {
+            return false;
+        };
+        let Some(part) = self.parts.get(partition) else {
+            return false;
+        };
+        // on_write answers a duplicate or a fenced txn at once.
+        if !self.flavor.local_visibility()
+            || part.seqs.contains_key(txn)
+            || part.fences.contains(txn)
+        {
+            return false;
+        }
+        let at = snapshot
+            .as_ref()
+            .unwrap_or(deps)
+            .to_vc(self.topo.partitions as usize);
+        let observes = |k: &Key| {
+            updates
+                .iter()
+                .any(|(u, up, _)| u == k && !may_observe_nothing(up))
+        };
+        part.in_doubt(&at, observes)
+    }
+
+    /// Holds a write [`Node::write_waits`] named, or refuses it when too many wait.
+    fn park_write(&mut self, ctx: &mut Ctx<Msg>, from: Addr, m: Msg) {
+        if self.parked.len() < PARKED_MAX {
+            return self.parked.push_back((from, m));
+        }
+        let Msg::Write {
+            txn,
+            req,
+            partition,
+            coord,
+            ..
+        } = m
+        else {
+            return;
+        };
+        let coord_node = self.node_of(coord);
+        ctx.send(Addr::Node(coord_node), Msg::Refused { txn });
+        let error = Error::Unavailable("too many writes wait for txns to resolve".into());
+        let m = Msg::WriteFailed {
+            txn,
+            req,
+            partition,
+            error,
+        };
+        ctx.send(from, m);
+    }
+
+    /// Re-runs the held requests once something became visible or resolved; those still
+    /// in doubt are held again.
+    fn serve_parked(&mut self, ctx: &mut Ctx<Msg>) {
+        if !std::mem::take(&mut self.recheck) || self.parked.is_empty() {
+            return;
+        }
+        for (from, m) in std::mem::take(&mut self.parked) {
+            self.dispatch(ctx, from, m);
+        }
     }
 
     /// Aborts `txn` at our partitions that hold it prepared without a final timestamp,
@@ -633,6 +838,7 @@ impl Node {
                 first,
             } => self.on_read(ctx, from, rid, partition, keys, kind, first),
             Msg::Snapshot { rid } => self.on_snapshot(ctx, from, rid),
+            m @ Msg::Write { .. } if self.write_waits(&m) => self.park_write(ctx, from, m),
             Msg::Write {
                 txn,
                 req,
@@ -669,11 +875,33 @@ impl Node {
             } => self.on_status(ctx, txn, partition, seq),
             Msg::Stable { entries } => self.on_stable(entries),
             Msg::ReadReply { .. }
+            | Msg::EigerReadReply { .. }
+            | Msg::ReadPending { .. }
             | Msg::SnapshotReply { .. }
             | Msg::Committed { .. }
             | Msg::WriteFailed { .. } => {}
         }
     }
+}
+
+/// Answers a read with `e` for every key.
+fn refuse_read(
+    ctx: &mut Ctx<Msg>,
+    from: Addr,
+    (rid, partition): (u64, PartitionId),
+    keys: Vec<(Key, ObjType)>,
+    e: Error,
+) {
+    let objects = keys.into_iter().map(|(k, _)| (k, Err(e.clone()))).collect();
+    let m = Msg::ReadReply {
+        rid,
+        partition,
+        objects,
+        ts: Vec::new(),
+        vis: 0,
+        snapshot: None,
+    };
+    ctx.send(from, m);
 }
 
 /// The vector above every timestamp: "every visible version".
@@ -698,7 +926,9 @@ impl ServerNode for Node {
 
     fn handle_message(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         self.clock = self.clock.max(ctx.clock);
+        self.lamport += u64::from(self.flavor.validity_intervals()); // Eiger's tick
         self.dispatch(ctx, from, msg);
+        self.serve_parked(ctx);
     }
 
     fn handle_timeout(&mut self, ctx: &mut Ctx<Msg>) {
@@ -712,6 +942,7 @@ impl ServerNode for Node {
                 }
             }
         }
+        self.serve_parked(ctx);
     }
 
     fn handle_persisted(&mut self, ctx: &mut Ctx<Msg>, lsn: Lsn) {
@@ -719,6 +950,7 @@ impl ServerNode for Node {
         for d in self.durability.persisted(ctx, lsn) {
             self.run_deferred(d);
         }
+        self.serve_parked(ctx);
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
@@ -764,13 +996,18 @@ impl ServerNode for Node {
         let versions: usize = self.parts.values().map(|p| p.store.versions()).sum();
         let invisible: usize = self.parts.values().map(|p| p.invisible.len()).sum();
         let c = self.counters;
-        vec![
+        let mut gauges = vec![
             ("store_versions", versions as f64),
             ("invisible_txns", invisible as f64),
             ("reads_total", c.reads as f64),
             ("reads_round_two", c.reads_round_two as f64),
             ("read_bytes_total", c.read_bytes as f64),
-        ]
+        ];
+        if self.flavor.local_visibility() {
+            gauges.push(("reads_round_three", c.reads_round_three as f64));
+            gauges.push(("parked_requests", self.parked.len() as f64));
+        }
+        gauges
     }
 
     fn take_work(&mut self) -> u64 {

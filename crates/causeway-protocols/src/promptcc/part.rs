@@ -49,6 +49,9 @@ pub struct Pending {
     /// recovery) sent them.
     pub final_ts: Option<Vec<(PartitionId, u64)>>,
     pub query: Retry,
+    /// Eiger: the node's logical time when the txn prepared here (volatile: 0 after a
+    /// restart, "prepared long ago").
+    pub prepared_at: u64,
 }
 
 /// A committed txn not yet visible (Alg. 2 l.32: waiting for `S[p] >= final[p]`).
@@ -80,6 +83,9 @@ pub struct Part {
     /// Join of every visible version's timestamp, sampled over time (GC horizon).
     pub visible_join: Vc,
     pub gc_ring: VecDeque<(Nanos, Vc)>,
+    /// Eiger: each key's EVT, the node's logical time when a version of it last became
+    /// visible here (volatile; one entry per key written, like the store's).
+    pub evt: BTreeMap<Key, u64>,
     /// Txns made visible within the GC horizon, by the clock when they became visible:
     /// they never fold, whatever their timestamp (a txn can become visible long after
     /// txns with higher timestamps, and a round two in flight may not include it).
@@ -103,6 +109,7 @@ impl Part {
             fence_order: VecDeque::new(),
             visible_join: Vc::default(),
             gc_ring: VecDeque::new(),
+            evt: BTreeMap::new(),
             recent: VecDeque::new(),
             recent_set: BTreeSet::new(),
         }
@@ -148,6 +155,7 @@ impl Part {
                 since: 0,
                 final_ts,
                 query: Retry::default(),
+                prepared_at: 0,
             };
             self.pending.insert(seq, p);
         }
@@ -238,6 +246,41 @@ impl Part {
         Ok(out)
     }
 
+    /// Whether a txn still open here (prepared, or committed but not yet visible) may be
+    /// in the snapshot `bound` and writes a key `touches` names: a read or an effect at
+    /// `bound` cannot be exact before it resolves (Eiger's partially committed versions,
+    /// §II l.82). A prepared txn's timestamp is at least its tentative one, raised to the
+    /// final entries once known; one whose known part is not below `bound` is out of it
+    /// whatever its final timestamp. Txns numbered later are out too: every entry of
+    /// `bound` is a sequence number handed out already.
+    pub fn in_doubt(&self, bound: &Vc, touches: impl Fn(&Key) -> bool) -> bool {
+        let upto = bound.get(self.idx());
+        let prepared = self.pending.range(..=upto).any(|(_, p)| {
+            let known = p.t.tentative.le(bound)
+                && p.final_ts
+                    .iter()
+                    .flatten()
+                    .all(|(q, f)| *f <= bound.get(q.0 as usize));
+            known && p.t.ops.iter().any(|(k, _, _)| touches(k))
+        });
+        prepared
+            || self
+                .invisible
+                .range(..=upto)
+                .any(|(_, t)| t.ct.le(bound) && t.ops.iter().any(|(k, _)| touches(k)))
+    }
+
+    /// Whether a txn prepared here and not committed yet writes a key `touches` names and
+    /// prepared at logical time `time` or before: Eiger's pending check (it may commit
+    /// before the read's effective time, so Eiger asks its coordinator).
+    pub fn prepared_before(&self, time: u64, touches: impl Fn(&Key) -> bool) -> bool {
+        self.pending.values().any(|p| {
+            p.final_ts.is_none()
+                && p.prepared_at <= time
+                && p.t.ops.iter().any(|(k, _, _)| touches(k))
+        })
+    }
+
     /// Reads `keys` at `bound`: the objects and the join of what they applied.
     pub fn read(&self, bound: &Vc, keys: &[(Key, ObjType)]) -> (Objects, Vec<Vc>) {
         let mut objects = Vec::with_capacity(keys.len());
@@ -320,13 +363,25 @@ impl Part {
     }
 
     /// Makes visible every committed txn whose participants all committed it as far as
-    /// `s` knows (Alg. 2 l.32-34), or all at once (`visible-before-stable`), at `clock`.
-    /// Returns the number of ops made visible.
-    pub fn make_visible(&mut self, s: &Vc, broken: bool, clock: Nanos) -> usize {
+    /// `s` knows (Alg. 2 l.32-34), or, when `local` (Eiger), whose commit here is durable
+    /// (`S[i]` reached it), or all at once (`visible-before-stable`), at `clock`; under
+    /// Eiger its keys' EVT becomes `evt`. Returns the number of ops made visible.
+    pub fn make_visible(
+        &mut self,
+        s: &Vc,
+        (broken, local): (bool, bool),
+        clock: Nanos,
+        evt: Option<u64>,
+    ) -> usize {
+        let own = s.get(self.idx());
         let ready: Vec<u64> = self
             .invisible
             .iter()
-            .filter(|(_, t)| broken || t.final_ts.iter().all(|(p, f)| s.get(p.0 as usize) >= *f))
+            .filter(|(seq, t)| {
+                broken
+                    || (local && own >= **seq)
+                    || (!local && t.final_ts.iter().all(|(p, f)| s.get(p.0 as usize) >= *f))
+            })
             .map(|(seq, _)| *seq)
             .collect();
         let mut n = 0;
@@ -335,6 +390,9 @@ impl Part {
             n += t.ops.len();
             self.store.insert(t.txn, &t.ct, &t.ops);
             self.visible_join.join(&t.ct);
+            for (k, _) in t.ops.iter().filter(|_| evt.is_some()) {
+                self.evt.insert(k.clone(), evt.unwrap_or(0));
+            }
             self.recent.push_back((clock, t.txn));
             self.recent_set.insert(t.txn);
         }
@@ -382,7 +440,7 @@ impl Part {
 
 /// Whether `update` keeps its meaning when prepared against an empty object: assign and
 /// increment ignore the state, and an add then merely replaces no older tag.
-fn may_observe_nothing(update: &Update) -> bool {
+pub(super) fn may_observe_nothing(update: &Update) -> bool {
     matches!(
         update,
         Update::Assign(_) | Update::Increment(_) | Update::Add(_)

@@ -1,6 +1,7 @@
 //! The PrompTCC client library (Alg. 1) on the kit's session core: the dependency vector
 //! `D_c`, read-only rounds (one, and a second only to the partitions that need it), the
-//! write-only commit straight to the participants, and Wren's two-round reads.
+//! write-only commit straight to the participants, Wren's two-round reads, and Eiger's
+//! third round (to the partitions that held a partially committed version in round two).
 
 use super::msg::{Msg, ReadKind};
 use super::{Flavor, Mutation, Wire};
@@ -27,6 +28,28 @@ struct ReadState {
     stable: Vc,
     /// A read at a fixed snapshot (a later read of the txn, or Wren's second round).
     bounded: bool,
+    /// Whether its rounds count (a txn's first read; later ones read at its snapshot).
+    counted: bool,
+    /// Eiger: the partitions that answered this round "pending" (§II l.82).
+    partial: BTreeSet<PartitionId>,
+    /// Eiger: round one's effective time (the largest EVT) and each partition's LVT.
+    eff: u64,
+    lvt: BTreeMap<PartitionId, u64>,
+}
+
+/// A read reply's metadata: the timestamps read, the visible frontier, `S` if carried,
+/// and Eiger's validity interval (EVT, LVT) if carried.
+type ReplyMeta = (Vec<Wire>, u64, Option<Wire>, Option<(u64, u64)>);
+
+/// How a re-read reads at its bound (`Client::bounded`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reread {
+    /// Round two, a later read of the txn, Wren's second round.
+    Bounded,
+    /// Eiger's round two, at its effective time.
+    At(u64),
+    /// Eiger's round three.
+    Wait,
 }
 
 #[derive(Debug)]
@@ -59,8 +82,12 @@ pub struct Client {
     txn_start: Nanos,
     next_rid: u64,
     pending: Pending,
-    /// Read-only rounds so far: (reads, reads that needed round two).
-    pub(super) rounds: (u64, u64),
+    /// Read-only rounds so far: (reads, reads that needed round two, reads that needed
+    /// round three).
+    pub(super) rounds: (u64, u64, u64),
+    /// Eiger: the client's logical clock (Lamport), raised to every logical time a reply
+    /// carried (EVT, LVT).
+    lamport: u64,
 }
 
 impl Client {
@@ -75,7 +102,8 @@ impl Client {
             txn_start: 0,
             next_rid: 0,
             pending: Pending::None,
-            rounds: (0, 0),
+            rounds: (0, 0, 0),
+            lamport: 0,
         }
     }
 
@@ -120,11 +148,17 @@ impl Client {
                 };
                 Wire::Above { min, entries }
             };
+            let kind = if self.flavor.validity_intervals() {
+                let time = self.lamport;
+                ReadKind::Clocked { deps, time }
+            } else {
+                ReadKind::Latest { deps }
+            };
             let m = Msg::Read {
                 rid,
                 partition: *p,
                 keys: ks.clone(),
-                kind: ReadKind::Latest { deps },
+                kind,
                 first: i == 0,
             };
             ctx.send(Self::node(core, *p), m);
@@ -139,11 +173,16 @@ impl Client {
             vis: BTreeMap::new(),
             stable: Vc::default(),
             bounded: false,
+            counted: true,
+            partial: BTreeSet::new(),
+            eff: 0,
+            lvt: BTreeMap::new(),
         });
     }
 
     /// A read at `bound` (Alg. 2 l.45-53) of `keys` at the partitions `only` (all if
-    /// None): round two, a later read of the txn, or Wren's second round.
+    /// None): round two, a later read of the txn, Wren's second round, or Eiger's second
+    /// or third (`how`).
     #[allow(clippy::too_many_arguments)]
     fn bounded(
         &mut self,
@@ -152,7 +191,7 @@ impl Client {
         keys: &[(Key, ObjType)],
         bound: &Vc,
         only: Option<&BTreeSet<PartitionId>>,
-        count: bool,
+        (count, how): (bool, Reread),
     ) -> (u64, BTreeSet<PartitionId>) {
         let rid = self.rid();
         let wire = Wire::of(bound, self.p, self.flavor.full_vectors());
@@ -161,13 +200,17 @@ impl Client {
             if only.is_some_and(|o| !o.contains(&p)) {
                 continue;
             }
+            let bound = wire.clone();
+            let kind = match how {
+                Reread::Bounded => ReadKind::Bounded { bound },
+                Reread::At(time) => ReadKind::At { bound, time },
+                Reread::Wait => ReadKind::Wait { bound },
+            };
             let m = Msg::Read {
                 rid,
                 partition: p,
                 keys: ks,
-                kind: ReadKind::Bounded {
-                    bound: wire.clone(),
-                },
+                kind,
                 first: count && sent.is_empty(),
             };
             ctx.send(Self::node(core, p), m);
@@ -184,7 +227,8 @@ impl Client {
         bound: Vc,
         count: bool,
     ) {
-        let (rid, waiting) = self.bounded(core, ctx, &keys, &bound, None, count);
+        let how = (count, Reread::Bounded);
+        let (rid, waiting) = self.bounded(core, ctx, &keys, &bound, None, how);
         self.pending = Pending::Read(ReadState {
             rid,
             round: 2,
@@ -195,6 +239,10 @@ impl Client {
             vis: BTreeMap::new(),
             stable: Vc::default(),
             bounded: true,
+            counted: count,
+            partial: BTreeSet::new(),
+            eff: 0,
+            lvt: BTreeMap::new(),
         });
     }
 
@@ -204,7 +252,7 @@ impl Client {
         ctx: &mut Ctx<Msg>,
         partition: PartitionId,
         objects: super::msg::Objects,
-        (ts, vis, stable): (Vec<Wire>, u64, Option<Wire>),
+        (ts, vis, stable, validity): ReplyMeta,
     ) {
         let Pending::Read(st) = &mut self.pending else {
             return;
@@ -226,6 +274,11 @@ impl Client {
             }
         }
         st.vis.insert(partition, vis);
+        if let Some((evt, lvt)) = validity {
+            st.eff = st.eff.max(evt);
+            st.lvt.insert(partition, lvt);
+            self.lamport = self.lamport.max(lvt); // Lamport's receive rule
+        }
         // Only round one's: `snapshot_of` fixes the snapshot from them when it ends.
         if let Some(w) = stable.filter(|_| st.round == 1 && !st.bounded) {
             st.stable.join(&w.to_vc(self.p));
@@ -244,18 +297,19 @@ impl Client {
         if st.round == 1 {
             // The snapshot is fixed now: a round two reads at it, as do later reads.
             st.stable = snapshot_of(st, self.p, self.mutation);
-            let behind: BTreeSet<PartitionId> = st
-                .vis
-                .iter()
-                .filter(|(p, v)| **v < st.mrt.get(p.0 as usize))
-                .map(|(p, _)| *p)
-                .collect();
+            let behind = behind(st);
             self.rounds.0 += 1;
             if !behind.is_empty() && !self.mutation.single_round_always {
                 self.rounds.1 += 1;
                 st.mrt = st.stable.clone();
                 let (keys, mrt) = (st.keys.clone(), st.mrt.clone());
-                let (rid, waiting) = self.bounded(core, ctx, &keys, &mrt, Some(&behind), true);
+                let how = if self.flavor.validity_intervals() {
+                    Reread::At(st.eff)
+                } else {
+                    Reread::Bounded
+                };
+                let only = Some(&behind);
+                let (rid, waiting) = self.bounded(core, ctx, &keys, &mrt, only, (true, how));
                 let Pending::Read(st) = &mut self.pending else {
                     unreachable!("still reading");
                 };
@@ -264,6 +318,9 @@ impl Client {
                 st.waiting = waiting;
                 return;
             }
+        }
+        if matches!(&self.pending, Pending::Read(st) if !st.partial.is_empty()) {
+            return self.round_three(core, ctx);
         }
         let Pending::Read(st) = std::mem::replace(&mut self.pending, Pending::None) else {
             unreachable!("reading");
@@ -286,6 +343,48 @@ impl Client {
             .collect();
         let response = values.map_or_else(Response::Error, Response::Values);
         core.answer(ctx, response);
+    }
+
+    /// A partition answered round two "pending" (Eiger, §II l.82): it holds a partially
+    /// committed version the read may need.
+    fn on_read_pending(
+        &mut self,
+        core: &mut SessionCore,
+        ctx: &mut Ctx<Msg>,
+        rid: u64,
+        partition: PartitionId,
+    ) {
+        let Pending::Read(st) = &mut self.pending else {
+            return;
+        };
+        if st.rid != rid || !st.waiting.remove(&partition) {
+            return;
+        }
+        st.partial.insert(partition);
+        if st.waiting.is_empty() {
+            self.read_round_done(core, ctx);
+        }
+    }
+
+    /// Eiger's round three (§II l.82: "a third round if partially committed versions were
+    /// read on the second round"): the same read at the same bound, to the partitions that
+    /// answered "pending"; they answer once the txn resolved there. The values the other
+    /// partitions sent in round two stand (they were exact at the bound).
+    fn round_three(&mut self, core: &SessionCore, ctx: &mut Ctx<Msg>) {
+        let Pending::Read(st) = &mut self.pending else {
+            return;
+        };
+        let only = std::mem::take(&mut st.partial);
+        let (keys, bound, counted) = (st.keys.clone(), st.mrt.clone(), st.counted);
+        self.rounds.2 += u64::from(counted);
+        let how = (counted, Reread::Wait);
+        let (rid, waiting) = self.bounded(core, ctx, &keys, &bound, Some(&only), how);
+        let Pending::Read(st) = &mut self.pending else {
+            unreachable!("still reading");
+        };
+        st.rid = rid;
+        st.round = 3;
+        st.waiting = waiting;
     }
 
     fn fail(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, e: Error) {
@@ -427,9 +526,27 @@ impl ClientProtocol for Client {
                 snapshot,
             } => {
                 if matches!(&self.pending, Pending::Read(st) if st.rid == rid) {
-                    let reply = (ts, vis, snapshot);
+                    let reply = (ts, vis, snapshot, None);
                     self.on_read_reply(core, ctx, partition, objects, reply);
                 }
+            }
+            Msg::EigerReadReply {
+                rid,
+                partition,
+                objects,
+                ts,
+                vis,
+                snapshot,
+                evt,
+                lvt,
+            } => {
+                if matches!(&self.pending, Pending::Read(st) if st.rid == rid) {
+                    let reply = (ts, vis, snapshot, Some((evt, lvt)));
+                    self.on_read_reply(core, ctx, partition, objects, reply);
+                }
+            }
+            Msg::ReadPending { rid, partition } => {
+                self.on_read_pending(core, ctx, rid, partition);
             }
             Msg::SnapshotReply { rid, snapshot } => {
                 let Pending::Snapshot { rid: r, keys } = &self.pending else {
@@ -475,12 +592,27 @@ impl ClientProtocol for Client {
             ));
         }
         if let Pending::Read(st) = &self.pending {
-            if st.round > 2 {
+            if st.round > self.flavor.max_rounds() {
                 return Err(format!("a read-only transaction in round {}", st.round));
             }
         }
         Ok(())
     }
+}
+
+/// The partitions round one may have read inconsistently, to read again in round two
+/// (Alg. 1 l.27): those whose visible frontier is below `max-read-ts`, and under Eiger
+/// also those whose validity interval ends before the read's effective time (the largest
+/// EVT; module doc, Eiger's metadata). The first is what makes the snapshot consistent;
+/// the second is Eiger's scalar check, which cannot tell a dependency from a txn that
+/// merely committed later elsewhere (its spurious second rounds, §I l.44).
+fn behind(st: &ReadState) -> BTreeSet<PartitionId> {
+    let stale = st
+        .vis
+        .iter()
+        .filter(|(p, v)| **v < st.mrt.get(p.0 as usize));
+    let short = st.lvt.iter().filter(|(_, lvt)| **lvt < st.eff);
+    stale.chain(short).map(|(p, _)| *p).collect()
 }
 
 /// The snapshot of a txn whose first read finished round one: `max-read-ts` (Alg. 1 l.24)

@@ -1,4 +1,4 @@
-//! The simulator runs the test loop makes of `promptcc`, `promptcc-naive` and `wren`
+//! The simulator runs the test loop makes of `promptcc`, `promptcc-naive`, `wren` and `eiger`
 //! ([`crate::sweep`]), all on one DC (the paper's setting): every fault that applies to
 //! one DC.
 
@@ -49,6 +49,13 @@ pub const NAIVE_SWEEPS: &[Sweep] = &[
 
 /// Wren-style reads, always two rounds.
 pub const WREN_SWEEPS: &[Sweep] = &[
+    Sweep::pass("--dcs 1 --seeds 1 --faults all").quick(),
+    Sweep::pass("--dcs 1 --seeds 1..10 --faults all"),
+    Sweep::pass(concat!("--dcs 1 ", sweep_merged!())),
+];
+
+/// Eiger-style reads, up to three rounds.
+pub const EIGER_SWEEPS: &[Sweep] = &[
     Sweep::pass("--dcs 1 --seeds 1 --faults all").quick(),
     Sweep::pass("--dcs 1 --seeds 1..10 --faults all"),
     Sweep::pass(concat!("--dcs 1 ", sweep_merged!())),

@@ -1,6 +1,6 @@
 //! Tests of the PrompTCC machines on the kit's in-memory network.
 
-use super::{PrompTcc, Wren};
+use super::{Eiger, PrompTcc, Wren};
 use crate::kit::testnet::TestNet;
 use crate::params::Params;
 use crate::Protocol;
@@ -85,7 +85,7 @@ fn wren_reads_take_two_rounds() {
         read(&mut net, 1, &a, ObjType::Lww),
         ObjValue::Lww(Some(b"x".to_vec()))
     );
-    assert_eq!(net.sessions[&1].client.rounds, (1, 1));
+    assert_eq!(net.sessions[&1].client.rounds, (1, 1, 0));
 }
 
 fn node_of(topo: &Topology, k: &Key) -> causeway_core::NodeId {
@@ -152,7 +152,7 @@ fn a_read_that_sees_half_a_txn_runs_round_two_and_gets_all_of_it() {
     );
     assert_eq!(
         net.sessions[&2].client.rounds,
-        (1, 1),
+        (1, 1, 0),
         "one read, one second round"
     );
     net.check_invariants().expect("invariants");
@@ -238,7 +238,7 @@ fn values_at_end(node: &mut super::node::Node, keys: &[Key]) -> Vec<String> {
         extra: Vec::new(),
     };
     for part in node.parts.values_mut() {
-        part.make_visible(&end, true, 0);
+        part.make_visible(&end, (true, false), 0, None);
     }
     let mut out = Vec::new();
     for k in keys {
@@ -336,7 +336,7 @@ fn mutations_parse_to_one_flag_and_unknown_ones_are_refused() {
     use super::{Flavor, Mutation, PrompTccNaive, MUTATIONS};
     use crate::mutation::{assert_constructors_refuse, assert_parses};
     assert_parses(MUTATIONS, |n| Mutation::parse(n).map(|m| m.active()));
-    for flavor in [Flavor::PrompTcc, Flavor::Naive, Flavor::Wren] {
+    for flavor in [Flavor::PrompTcc, Flavor::Naive, Flavor::Wren, Flavor::Eiger] {
         assert_parses(flavor.mutations(), |n| {
             flavor.mutation(n).map(|m| m.active())
         });
@@ -345,4 +345,177 @@ fn mutations_parse_to_one_flag_and_unknown_ones_are_refused() {
     assert_constructors_refuse::<PrompTcc>(topo());
     assert_constructors_refuse::<PrompTccNaive>(topo());
     assert_constructors_refuse::<Wren>(topo());
+    assert_constructors_refuse::<Eiger>(topo());
+}
+
+// ---- Eiger: up to three rounds (§II l.82) ----
+
+/// Holds every commit message to node 1: a txn of both nodes commits (and, under Eiger, is
+/// visible) at node 0 while it stays prepared at node 1.
+fn hold_commits_to_1(_: &Topology, _: Addr, to: Addr, m: &super::Msg) -> bool {
+    matches!(m, super::Msg::Commit { .. }) && to == Addr::Node(causeway_core::NodeId(1))
+}
+
+/// `a` on node 1, `b` on node 0, and `a2`, another key of `a`'s partition.
+fn eiger_keys(topo: &Topology) -> (Key, Key, Key) {
+    let (a, b) = keys_on_two_nodes(topo);
+    let (a, b) = if node_of(topo, &a).0 == 1 {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let a2 = (0..500)
+        .map(|i| Key::new(format!("n{i}")))
+        .find(|k| topo.partition_of(k) == topo.partition_of(&a))
+        .expect("a neighbour of a");
+    (a, b, a2)
+}
+
+/// Session 1 writes `writes` in one txn and sends its COMMIT without waiting for it: with
+/// `hold_commits_to_1`, it commits at node 0 and stays prepared at node 1.
+fn commit_half(net: &mut TestNet<Eiger>, writes: &[(&Key, Update)]) {
+    net.session(1, 0);
+    net.hold = hold_commits_to_1;
+    let begin = Request::Begin {
+        kind: causeway_core::TxnKind::Causal,
+        label: None,
+    };
+    net.request(1, begin);
+    for (k, u) in writes {
+        let r = net.request(1, upd(k, u.clone()));
+        assert!(matches!(r, Response::Updated { .. }), "{r:?}");
+    }
+    net.session_call(1, |m, ctx| {
+        causeway_core::ClientSession::submit(m, ctx, Request::Commit)
+    });
+    net.deliver_all();
+}
+
+fn assign(v: &str) -> Update {
+    Update::Assign(v.as_bytes().to_vec())
+}
+
+#[test]
+fn eiger_reads_a_possibly_inconsistent_snapshot_again_in_round_two() {
+    let mut net = net::<Eiger>(None);
+    let (a, b, a2) = eiger_keys(&net.topo);
+    // The txn writes `a2` and `b`: `b` is visible at node 0, the txn prepared at node 1.
+    commit_half(&mut net, &[(&a2, assign("1")), (&b, assign("1"))]);
+    net.session(2, 0);
+    let (va, vb) = read_two(&mut net, 2, &a, &b);
+    // Round one saw `b` of a txn `a`'s partition has not committed: `a` may be
+    // inconsistent, so round two reads it again at the snapshot. The txn does not write
+    // `a`, so round two is exact there, and no third round is needed.
+    assert_eq!((va, vb), (ObjValue::Lww(None), lww("1")));
+    assert_eq!(
+        net.sessions[&2].client.rounds,
+        (1, 1, 0),
+        "a second round only"
+    );
+    net.release();
+    net.run(10);
+    net.check_invariants().expect("invariants");
+}
+
+#[test]
+fn eiger_runs_round_three_when_round_two_meets_a_partially_committed_version() {
+    let mut net = net::<Eiger>(None);
+    let (a, b, _) = eiger_keys(&net.topo);
+    commit_half(&mut net, &[(&a, assign("1")), (&b, assign("1"))]);
+    net.session(2, 0);
+    let begin = Request::Begin {
+        kind: causeway_core::TxnKind::Causal,
+        label: None,
+    };
+    net.request(2, begin);
+    let keys = vec![(a.clone(), ObjType::Lww), (b.clone(), ObjType::Lww)];
+    net.session_call(2, |m, ctx| {
+        causeway_core::ClientSession::submit(m, ctx, Request::Read { keys })
+    });
+    net.deliver_all();
+    // Round one saw the txn's `b`; round two at `a`'s partition found the txn's `a`
+    // prepared there, not committed: "pending", and round three waits at node 1.
+    assert_eq!(net.take_reply(2), None, "round three waits for the txn");
+    assert_eq!(net.sessions[&2].client.rounds, (1, 1, 1), "three rounds");
+    net.release(); // the commit reaches node 1: round three answers
+    net.deliver_all();
+    let Some(Response::Values(v)) = net.take_reply(2) else {
+        panic!("round three answered");
+    };
+    assert_eq!(
+        (v[0].value.clone(), v[1].value.clone()),
+        (lww("1"), lww("1"))
+    );
+    assert_eq!(net.request(2, Request::Commit), Response::Committed);
+    net.check_invariants().expect("invariants");
+}
+
+#[test]
+fn an_eiger_write_that_observes_state_waits_for_what_it_depends_on() {
+    let mut net = net::<Eiger>(None);
+    let (a, b, _) = eiger_keys(&net.topo);
+    let mv = |v: &str| Update::MvAssign(v.as_bytes().to_vec());
+    commit_half(&mut net, &[(&a, mv("1")), (&b, assign("1"))]);
+    net.session(2, 0);
+    assert_eq!(read(&mut net, 2, &b, ObjType::Lww), lww("1"));
+    // Session 2 depends on the txn, which is still prepared at `a`'s partition: its
+    // assignment of `a` must overwrite the txn's, so it waits for it there.
+    let begin = Request::Begin {
+        kind: causeway_core::TxnKind::Causal,
+        label: None,
+    };
+    net.request(2, begin);
+    let r = net.request(2, upd(&a, mv("2")));
+    assert!(matches!(r, Response::Updated { .. }), "{r:?}");
+    net.session_call(2, |m, ctx| {
+        causeway_core::ClientSession::submit(m, ctx, Request::Commit)
+    });
+    net.deliver_all();
+    assert_eq!(net.take_reply(2), None, "the write waits at node 1");
+    net.release();
+    net.deliver_all();
+    assert_eq!(net.take_reply(2), Some(Response::Committed));
+    net.session(3, 0);
+    assert_eq!(
+        read(&mut net, 3, &a, ObjType::MvReg),
+        ObjValue::MvReg(vec![b"2".to_vec()]),
+        "the later assignment overwrote the one it depends on"
+    );
+    net.check_invariants().expect("invariants");
+}
+
+/// Session 1 writes `b` alone, then a fresh session 2 reads `a` and `b`: nothing either
+/// depends on is missing, so PrompTCC's vectors validate the read in one round.
+fn write_b_then_read_both<P: Protocol>(net: &mut TestNet<P>) {
+    let (a, b) = keys_on_two_nodes(&net.topo);
+    let (a, b) = if node_of(&net.topo, &a).0 == 1 {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    net.session(1, 0);
+    let r = net.txn(1, vec![upd(&b, assign("1"))]);
+    assert_eq!(r.last(), Some(&Response::Committed));
+    net.session(2, 0);
+    let (va, vb) = read_two(net, 2, &a, &b);
+    assert_eq!((va, vb), (ObjValue::Lww(None), lww("1")));
+}
+
+#[test]
+fn eigers_validity_intervals_ask_for_a_second_round_the_vectors_do_not_need() {
+    let mut promptcc = net::<PrompTcc>(None);
+    write_b_then_read_both(&mut promptcc);
+    let rounds = promptcc.sessions[&2].client.rounds;
+    assert_eq!(rounds, (1, 0, 0), "promptcc: one round");
+    let mut net = net::<Eiger>(None);
+    write_b_then_read_both(&mut net);
+    // `b`'s version became visible at node 0 at a logical time node 1's clock has not
+    // reached (node 0 handled the write's messages): the intervals do not overlap, and
+    // Eiger reads `a` again (§I l.44: small metadata, spurious rounds).
+    assert_eq!(
+        net.sessions[&2].client.rounds,
+        (1, 1, 0),
+        "eiger: a second round"
+    );
+    net.check_invariants().expect("invariants");
 }
