@@ -8,6 +8,7 @@
 //! distribution per DC (`cdf`); `unistore` defines UniStore's, on the AWS-like round trips
 //! of `regions`, and `paris` PaRiS's (Fig. 2 and 4-6), on the simulator's default WAN.
 
+pub mod calibrate;
 pub mod catalogue;
 pub mod cdf;
 pub mod cure;

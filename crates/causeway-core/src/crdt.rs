@@ -276,6 +276,16 @@ impl Object {
         }
     }
 
+    /// This object's state without the ids of the operations it applied: what a reader or
+    /// a generator needs. The ids grow with every write to the key, and copying them into
+    /// every read reply made a hot key's read cost grow with its history.
+    pub fn state_only(&self) -> Object {
+        Object {
+            state: self.state.clone(),
+            seen: BTreeSet::new(),
+        }
+    }
+
     pub fn obj_type(&self) -> ObjType {
         match self.state {
             State::Lww { .. } => ObjType::Lww,

@@ -1,29 +1,58 @@
 //! The CPU model (DESIGN.md, "CPU model"): each node has `cores` served in FIFO order, and
-//! handling an input (a message, a timer, a durable lsn) costs
-//! `msg_ns + byte_ns x encoded size + op_ns x work`, where `work` is what the machine
-//! reports it did (`ServerNode::take_work`: keys read and written, versions traversed,
-//! entries merged). An input that finds every core busy waits in the node's queue; the
-//! machine runs it when a core frees up, and its messages and writes leave only when the
-//! handler finishes. Off by default for `sim` (pure protocol studies), on for experiments.
+//! handling an input costs a fixed part by its kind ([`InputKind`]: a message from another
+//! node, a timer, a durability notice, or a client-session event) plus `byte_ns` per byte
+//! of its encoding and `op_ns` per unit of the work the machine reports it did
+//! (`ServerNode::take_work`: keys read and written, versions traversed, entries merged).
+//!
+//! Client sessions are charged where the runtime runs them: on the node hosting the
+//! session (a node of the client's DC), each message into or out of the session is a
+//! session event in that node's queue, so the front end and the hosted session compete
+//! with the node's protocol work for its cores, as they do in a real node process.
+//!
+//! An input that finds every core busy waits in the node's queue; the machine runs it
+//! when a core frees up, and its messages and writes leave only when the handler
+//! finishes. The constants are fitted for every protocol together against real clusters
+//! (`causeway bench --calibrate`, `causeway_bench::calibrate`). Off by default for `sim`
+//! (pure protocol studies), on for experiments.
 
 use crate::world::{Ev, World};
 use causeway_core::clock::Nanos;
-use causeway_core::Addr;
+use causeway_core::{Addr, SessionId};
 use causeway_protocols::Msg;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// Most inputs waiting for a core on one node; past it the node is hopelessly overloaded
 /// and the run fails rather than grow without bound.
 pub const CPU_QUEUE_MAX: usize = 1 << 20;
 
+/// What kind of input a handler ran, for its fixed cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// A message from another node.
+    Message,
+    /// A timer of the node's machine (replication, stabilization, heartbeats).
+    Timer,
+    /// A durability notice (records up to an lsn are on disk).
+    Persisted,
+    /// A message into or out of a client session hosted on the node.
+    Session,
+}
+
 /// The cost model, per node.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CpuModel {
     pub enabled: bool,
     pub cores: u32,
-    /// Fixed cost of handling one input.
+    /// Fixed cost of handling one message from another node.
     pub msg_ns: Nanos,
+    /// Fixed cost of one timer of the node's machine.
+    pub timer_ns: Nanos,
+    /// Fixed cost of one durability notice.
+    pub persist_ns: Nanos,
+    /// Fixed cost of one message into or out of a hosted client session (the front end,
+    /// the session machine, the hop to the protocol).
+    pub session_ns: Nanos,
     /// Cost per byte of an input message's encoding.
     pub byte_ns: Nanos,
     /// Cost per unit of work the machine reports.
@@ -31,15 +60,19 @@ pub struct CpuModel {
 }
 
 impl Default for CpuModel {
-    /// Calibrated against the real runtime (BENCHMARKS.md, "CPU model calibration"):
-    /// `scripts/calibrate-cpu` measured 34.6 us (GET) and 76.3 us (SET) of node CPU per
-    /// single-key Cure transaction; the simulator counts 6.4 and 11.6 node inputs for the
-    /// same transactions, so about 6 us per input.
+    /// Fitted for every registered protocol together by `causeway bench --calibrate
+    /// --fit` (byte_ns and op_ns held; `causeway_bench::calibrate::HELD`) on the recorded
+    /// figures in `docs/results/calibrate.json` (BENCHMARKS.md, "CPU model calibration").
+    /// A timer stands for a tick with its fan-out and the runtime's wake-ups, a session
+    /// event for a client frame through the front end and the hosted session.
     fn default() -> CpuModel {
         CpuModel {
             enabled: false,
             cores: 4,
-            msg_ns: 6_000,
+            msg_ns: 2_100,
+            timer_ns: 93_200,
+            persist_ns: 45_300,
+            session_ns: 12_800,
             byte_ns: 2,
             op_ns: 500,
         }
@@ -47,8 +80,18 @@ impl Default for CpuModel {
 }
 
 impl CpuModel {
-    pub fn cost(&self, bytes: usize, work: u64) -> Nanos {
-        self.msg_ns + self.byte_ns * bytes as Nanos + self.op_ns * work
+    /// The fixed cost of an input of `kind`.
+    pub fn fixed_ns(&self, kind: InputKind) -> Nanos {
+        match kind {
+            InputKind::Message => self.msg_ns,
+            InputKind::Timer => self.timer_ns,
+            InputKind::Persisted => self.persist_ns,
+            InputKind::Session => self.session_ns,
+        }
+    }
+
+    pub fn cost(&self, kind: InputKind, bytes: usize, work: u64) -> Nanos {
+        self.fixed_ns(kind) + self.byte_ns * bytes as Nanos + self.op_ns * work
     }
 
     pub fn validate(&self) -> Result<(), String> {
@@ -59,6 +102,36 @@ impl CpuModel {
             ));
         }
         Ok(())
+    }
+}
+
+/// What the nodes' CPUs ran during the load phase, by what the model charges: the inputs
+/// of the calibration fit (`causeway_bench::calibrate`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuTally {
+    pub messages: u64,
+    pub timers: u64,
+    pub persisted: u64,
+    pub session_events: u64,
+    /// Bytes of the messages' encodings (node and session messages).
+    pub bytes: u64,
+    /// Work units the machines reported.
+    pub work: u64,
+    /// Handler time charged.
+    pub busy_ns: u64,
+}
+
+impl CpuTally {
+    pub(crate) fn add(&mut self, kind: InputKind, bytes: usize, work: u64, cost: Nanos) {
+        match kind {
+            InputKind::Message => self.messages += 1,
+            InputKind::Timer => self.timers += 1,
+            InputKind::Persisted => self.persisted += 1,
+            InputKind::Session => self.session_events += 1,
+        }
+        self.bytes += bytes as u64;
+        self.work += work;
+        self.busy_ns += cost;
     }
 }
 
@@ -78,15 +151,46 @@ pub(crate) enum NodeInput {
         incarnation: u32,
         lsn: u64,
     },
+    /// A message to a client session this node hosts.
+    ToSession {
+        from: Addr,
+        session: SessionId,
+        msg: Msg,
+    },
+    /// A message a client session this node hosts sends.
+    FromSession {
+        session: SessionId,
+        to: Addr,
+        msg: Msg,
+    },
 }
 
 impl NodeInput {
+    fn kind(&self) -> InputKind {
+        match self {
+            NodeInput::Message { .. } => InputKind::Message,
+            NodeInput::Timer { .. } => InputKind::Timer,
+            NodeInput::Persisted { .. } => InputKind::Persisted,
+            NodeInput::ToSession { .. } | NodeInput::FromSession { .. } => InputKind::Session,
+        }
+    }
+
     /// Bytes of the input's encoding (messages only: a timer or an lsn is a word).
     pub(crate) fn bytes(&self) -> usize {
         match self {
-            NodeInput::Message { msg, .. } => postcard::to_allocvec(msg).map_or(0, |b| b.len()),
+            NodeInput::Message { msg, .. }
+            | NodeInput::ToSession { msg, .. }
+            | NodeInput::FromSession { msg, .. } => {
+                postcard::to_allocvec(msg).map_or(0, |b| b.len())
+            }
             _ => 0,
         }
+    }
+
+    /// Whether the input outlives a crash of the node running it: a session's messages
+    /// are the client's, and the model only borrows the node's cores for them.
+    pub(crate) fn survives_crash(&self) -> bool {
+        self.kind() == InputKind::Session
     }
 }
 
@@ -138,37 +242,50 @@ impl World {
             return self.invariant_broken(format!("driver: {what}"));
         }
         queue.push_back((self.now, input));
-        self.cpu_drain(n);
+        // An input that arrives inside a handler (a hosted session answering) waits for
+        // the running drain: `n`'s own picks it up once the handler's core is occupied,
+        // another node's runs it at the same instant, from the event queue.
+        match self.cpu_draining {
+            None => self.cpu_drain(n),
+            Some(d) if d == n => {}
+            Some(_) => self.schedule(self.now, Ev::CpuFree { node: n }),
+        }
     }
 
     /// Runs queued inputs on free cores, in arrival order; when every core is busy,
     /// wakes up when the first one frees.
     pub(crate) fn cpu_drain(&mut self, n: usize) {
+        assert!(self.cpu_draining.is_none(), "CPU drains never nest");
+        self.cpu_draining = Some(n);
         loop {
             let (core, free_at) = self.nodes[n].cpu.first_free();
             let cpu = &mut self.nodes[n].cpu;
             if cpu.queue.is_empty() {
-                return;
+                break;
             }
             if free_at > self.now {
                 if cpu.wake_at.is_none_or(|w| w > free_at) {
                     cpu.wake_at = Some(free_at);
                     self.schedule(free_at, Ev::CpuFree { node: n });
                 }
-                return;
+                break;
             }
             let (arrived, input) = cpu.queue.pop_front().expect("not empty");
             self.sample("cpu_queue_wait_ns", self.now - arrived);
             let cost = self.run_input(n, input);
             self.nodes[n].cpu.occupy(core, self.now, cost);
         }
+        self.cpu_draining = None;
     }
 
-    /// Runs one input through the machine; returns its cost (the fixed part if the input
-    /// was for a dead incarnation or a stale wake-up).
+    /// Runs one input through the machine (or, for a session's message, the session);
+    /// returns its cost (the fixed part if the input was for a dead incarnation or a
+    /// stale wake-up).
     fn run_input(&mut self, n: usize, input: NodeInput) -> Nanos {
-        self.cpu_input_bytes = Some(input.bytes());
+        let (kind, bytes) = (input.kind(), input.bytes());
+        self.cpu_input = Some((kind, bytes));
         self.cpu_last_cost = None;
+        self.cpu_last_work = 0;
         match input {
             NodeInput::Message {
                 from,
@@ -177,9 +294,39 @@ impl World {
             } => self.deliver_to_node(n, from, msg, incarnation),
             NodeInput::Timer { incarnation, at } => self.node_timer(n, incarnation, at),
             NodeInput::Persisted { incarnation, lsn } => self.persisted(n, incarnation, lsn),
+            NodeInput::ToSession { from, session, msg } => {
+                self.cpu_input = None;
+                self.deliver_to_session(from, session, msg);
+            }
+            NodeInput::FromSession { session, to, msg } => {
+                self.cpu_input = None;
+                // The message leaves when the host has handled it.
+                self.out_delay_ns = self.config.cpu.cost(kind, bytes, 0);
+                self.send_direct(Addr::Client(session), to, msg);
+                self.out_delay_ns = 0;
+            }
         }
-        self.cpu_input_bytes = None;
-        self.cpu_last_cost.take().unwrap_or(self.config.cpu.msg_ns)
+        self.cpu_input = None;
+        let cost =
+            (self.cpu_last_cost.take()).unwrap_or_else(|| self.config.cpu.cost(kind, bytes, 0));
+        if self.now < self.end_faults_at {
+            let work = self.cpu_last_work;
+            self.metrics.cpu_tally.add(kind, bytes, work, cost);
+        }
+        cost
+    }
+
+    /// The node that hosts session `s` under the CPU model: a live node of its DC, by its
+    /// client slot (`None`: its DC has none alive, or the route retired).
+    pub(crate) fn session_host(&self, s: SessionId) -> Option<usize> {
+        let route = self.routes.get(&s)?;
+        if route.retired {
+            return None;
+        }
+        let live: Vec<usize> = (0..self.nodes.len())
+            .filter(|&n| self.nodes[n].dc == route.dc && self.nodes[n].machine.is_some())
+            .collect();
+        (!live.is_empty()).then(|| live[route.slot % live.len()])
     }
 
     /// Keeps a sample of the simulator's own measurements (bounded per name).
@@ -212,10 +359,16 @@ mod tests {
             enabled: true,
             cores: 2,
             msg_ns: 100,
+            timer_ns: 7,
+            persist_ns: 5,
+            session_ns: 40,
             byte_ns: 2,
             op_ns: 10,
         };
-        assert_eq!(m.cost(50, 3), 100 + 100 + 30);
+        assert_eq!(m.cost(InputKind::Message, 50, 3), 100 + 100 + 30);
+        assert_eq!(m.cost(InputKind::Session, 50, 0), 40 + 100);
+        assert_eq!(m.cost(InputKind::Timer, 0, 1), 7 + 10);
+        assert_eq!(m.cost(InputKind::Persisted, 0, 0), 5);
     }
 
     #[test]

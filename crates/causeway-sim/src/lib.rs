@@ -131,6 +131,10 @@ pub struct SimResult {
     /// fault (load) phase. Queueing delay is the sample `cpu_queue_wait_ns`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_utilization: Option<f64>,
+    /// Under the CPU model: what the nodes' CPUs ran during the load phase, by what the
+    /// model charges (the calibration's inputs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_tally: Option<cpu::CpuTally>,
     /// Whether the history went through the checker (see `SimConfig::allow_unchecked`).
     pub checked: bool,
     pub faults: Vec<String>,
@@ -303,6 +307,7 @@ pub fn run(config: &SimConfig) -> Result<SimResult, String> {
         events: world.metrics.events,
         messages: world.metrics.messages,
         cpu_utilization: world.metrics.cpu_utilization,
+        cpu_tally: (world.config.cpu.enabled).then(|| world.metrics.cpu_tally.clone()),
         checked,
         faults: world.fault_log.clone(),
         violation,

@@ -14,7 +14,7 @@ use crate::cpu::NodeInput;
 use crate::rng::SimRng;
 use crate::world::{Ev, World};
 use causeway_core::clock::Nanos;
-use causeway_core::{Addr, NodeId};
+use causeway_core::{Addr, NodeId, SessionId};
 use causeway_protocols::Msg;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -113,9 +113,22 @@ impl World {
         }
     }
 
+    /// Sends `msg`; under the CPU model a client session's message first takes a turn on
+    /// the CPU of the node hosting the session (`World::session_host`).
+    pub(crate) fn send(&mut self, from: Addr, to: Addr, msg: Msg) {
+        if let Addr::Client(session) = from {
+            let host = self.config.cpu.enabled.then(|| self.session_host(session));
+            if let Some(Some(host)) = host {
+                let input = NodeInput::FromSession { session, to, msg };
+                return self.node_input(host, input);
+            }
+        }
+        self.send_direct(from, to, msg);
+    }
+
     /// Sends `msg`: held if the link crosses a cut or already holds messages (FIFO), else
     /// put on the wire.
-    pub(crate) fn send(&mut self, from: Addr, to: Addr, msg: Msg) {
+    pub(crate) fn send_direct(&mut self, from: Addr, to: Addr, msg: Msg) {
         self.metrics.messages += 1;
         let incarnation = match to {
             Addr::Node(n) => self.nodes[n.0 as usize].incarnation,
@@ -236,18 +249,25 @@ impl World {
                 self.node_input(n as usize, input);
             }
             Addr::Node(NodeId(n)) => self.deliver_to_node(n as usize, from, msg, incarnation),
-            Addr::Client(s) => {
-                let route = self.routes[&s];
-                if route.retired {
-                    return; // its client moved on to a session at another DC
-                }
-                let c = route.slot;
-                let mut wrong = None;
-                self.with_client(c, |s, ctx| wrong = s.handle_message(ctx, from, msg).err());
-                if let Some(e) = wrong {
-                    self.invariant_broken(format!("client {c}: {e}"));
-                }
-            }
+            Addr::Client(session) if self.config.cpu.enabled => match self.session_host(session) {
+                Some(host) => self.node_input(host, NodeInput::ToSession { from, session, msg }),
+                None => self.deliver_to_session(from, session, msg),
+            },
+            Addr::Client(session) => self.deliver_to_session(from, session, msg),
+        }
+    }
+
+    /// Hands `msg` to session `s`'s client, unless the session retired.
+    pub(crate) fn deliver_to_session(&mut self, from: Addr, s: SessionId, msg: Msg) {
+        let route = self.routes[&s];
+        if route.retired {
+            return; // its client moved on to a session at another DC
+        }
+        let c = route.slot;
+        let mut wrong = None;
+        self.with_client(c, |s, ctx| wrong = s.handle_message(ctx, from, msg).err());
+        if let Some(e) = wrong {
+            self.invariant_broken(format!("client {c}: {e}"));
         }
     }
 }

@@ -150,11 +150,13 @@ impl World {
             }
         }
         let deadline = machine.poll_timeout();
-        if let Some(bytes) = self.cpu_input_bytes.take() {
+        if let Some((kind, bytes)) = self.cpu_input.take() {
             // Under the CPU model the handler's cost is known once it ran; its outputs
             // leave when it finishes.
-            let cost = self.config.cpu.cost(bytes, machine.take_work());
+            let work = machine.take_work();
+            let cost = self.config.cpu.cost(kind, bytes, work);
             self.cpu_last_cost = Some(cost);
+            self.cpu_last_work = work;
             self.out_delay_ns = cost;
         }
         for (name, value) in machine.take_samples() {
@@ -267,7 +269,8 @@ impl World {
             return;
         }
         slot.machine = None;
-        slot.cpu.queue.clear(); // inputs of the dead incarnation are lost
+        // Inputs of the dead incarnation are lost; its hosted sessions' are the clients'.
+        slot.cpu.queue.retain(|(_, input)| input.survives_crash());
         slot.disk.lose_unsynced();
         slot.timer_at = None;
         slot.incarnation += 1;

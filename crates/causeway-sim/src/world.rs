@@ -100,6 +100,8 @@ pub struct Metrics {
     pub invariants: Vec<String>,
     /// CPU utilization over the load phase (CPU model only).
     pub cpu_utilization: Option<f64>,
+    /// What the CPUs ran during the load phase (CPU model only).
+    pub cpu_tally: crate::cpu::CpuTally,
     /// Transactions the protocol refused to begin (a kind it lacks, e.g. strong).
     pub refused: usize,
     /// Keys left out of the final reads: no surviving DC replicates them.
@@ -141,10 +143,14 @@ pub struct World {
     /// How long after `now` the outputs being routed leave (the running handler's cost
     /// under the CPU model; 0 otherwise).
     pub(crate) out_delay_ns: Nanos,
-    /// Set while a CPU-model input runs: its encoded size (for its cost).
-    pub(crate) cpu_input_bytes: Option<usize>,
-    /// The cost of the input that just ran.
+    /// Set while a CPU-model input runs on a machine: its kind and encoded size (for its
+    /// cost).
+    pub(crate) cpu_input: Option<(crate::cpu::InputKind, usize)>,
+    /// The cost of the input that just ran, and the work its machine reported.
     pub(crate) cpu_last_cost: Option<Nanos>,
+    pub(crate) cpu_last_work: u64,
+    /// The node whose CPU queue is being drained, if any (drains never nest).
+    pub(crate) cpu_draining: Option<usize>,
 }
 
 impl World {
@@ -173,8 +179,10 @@ impl World {
             last_dc_failure_at: None,
             end_faults_at: T0 + config.duration_ms * 1_000_000,
             out_delay_ns: 0,
-            cpu_input_bytes: None,
+            cpu_input: None,
             cpu_last_cost: None,
+            cpu_last_work: 0,
+            cpu_draining: None,
             config,
         };
         world.boot_nodes()?;

@@ -8,6 +8,7 @@
 //! `--experiment NAME --real` runs the experiment against real local clusters instead (see
 //! [`real`]); `--also-sim` adds the simulated sweep, and the plot then shows both.
 
+mod calibrate;
 mod real;
 
 use crate::sim_cmd::{fail, parse_seeds, progress, workload_config, WorkloadArgs};
@@ -43,9 +44,23 @@ pub struct BenchArgs {
     /// `plan` prints what the test loop requires of each one's `--quick` report.
     #[arg(long)]
     experiment: Option<String>,
-    /// With --experiment: the reduced sweep (under a minute).
+    /// With --experiment: the reduced sweep (under a minute); with --calibrate: short
+    /// steps (4 s real, 2 s simulated).
     #[arg(long)]
     quick: bool,
+    /// Calibrate the CPU model: each protocol (--protocols, default all) on a fresh local
+    /// cluster and in the simulator with the same workload; node CPU per committed txn in
+    /// both, one line each, then a summary. Exit 1 if a ratio is outside 0.75-1.33.
+    #[arg(long, conflicts_with = "experiment")]
+    calibrate: bool,
+    /// With --calibrate: fit the model's constants for every protocol together and print
+    /// them with each protocol's ratio under them.
+    #[arg(long, requires = "calibrate")]
+    fit: bool,
+    /// With --calibrate: read the protocols' figures from FILE (a --json of an earlier
+    /// calibration) instead of running clusters.
+    #[arg(long, requires = "calibrate")]
+    calibrate_from: Option<String>,
     /// With --experiment: write the throughput-latency plot to FILE (.svg or .png).
     #[arg(long)]
     plot: Option<String>,
@@ -225,6 +240,23 @@ fn run_experiment(name: &str, args: &BenchArgs) -> ExitCode {
         print!("{}", r.table());
     }
     write_outputs(&reports, args)
+}
+
+/// `--calibrate`: exit 0 when every protocol's ratio is within the band.
+fn run_calibrate(protocols: &[&str], args: &BenchArgs) -> ExitCode {
+    let options = calibrate::CalibrateOptions {
+        protocols: protocols.iter().map(ToString::to_string).collect(),
+        quick: args.quick,
+        clients_per_dc: args.workload.clients_per_dc,
+        fit: args.fit,
+        from: args.calibrate_from.clone(),
+        json: args.json.clone(),
+    };
+    match calibrate::run(&options) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => fail(&e),
+    }
 }
 
 /// The CPU model an experiment runs with: the command line's when it differs from the
@@ -421,6 +453,15 @@ pub fn run(args: BenchArgs) -> ExitCode {
             "--protocols takes 1 to {BENCH_PROTOCOLS_MAX} names, got {}",
             protocols.len()
         ));
+    }
+    if let Some(p) = protocols
+        .iter()
+        .find(|p| !causeway_protocols::PROTOCOLS.contains(p))
+    {
+        return fail(&format!("unknown protocol '{p}'; known: {all}"));
+    }
+    if args.calibrate {
+        return run_calibrate(&protocols, &args);
     }
     let seeds = match parse_seeds(&args.seeds) {
         Ok(s) => s,

@@ -595,6 +595,12 @@ fn sweep(ctx: &RunCtx, out: &mut Swept, on_row: &mut dyn FnMut(&Row)) {
 /// count for the duration and returns one row per count; an error if a client failed
 /// (a lost cluster, say), since its rows would then not measure the cluster.
 pub fn drive(w: Sweep) -> Result<Vec<Row>, String> {
+    drive_observed(w, &mut |_| {})
+}
+
+/// [`drive`], calling `on_row` as each client count's step ends (the next one starts
+/// right after it returns).
+pub fn drive_observed(w: Sweep, on_row: &mut dyn FnMut(&Row)) -> Result<Vec<Row>, String> {
     let (ctx, preloaded) = prepare(Settings::from_sweep(w)?)?;
     let mut out = Swept {
         rows: Vec::new(),
@@ -602,7 +608,7 @@ pub fn drive(w: Sweep) -> Result<Vec<Row>, String> {
         errors: Vec::new(),
         abort_reasons: AbortReasons::new(),
     };
-    sweep(&ctx, &mut out, &mut |_| {});
+    sweep(&ctx, &mut out, on_row);
     out.errors.dedup();
     match out.errors.first() {
         None => Ok(out.rows),

@@ -181,9 +181,19 @@ pub struct CpuArgs {
     /// Cores per node (CPU model).
     #[arg(long, default_value_t = CpuModel::default().cores)]
     pub cores: u32,
-    /// Fixed cost of handling one message, timer or durable lsn, in ns (CPU model).
+    /// Fixed cost of handling one message from another node, in ns (CPU model).
     #[arg(long, default_value_t = CpuModel::default().msg_ns)]
     pub cpu_msg_ns: u64,
+    /// Fixed cost of one timer of a node (replication, stabilization), in ns (CPU model).
+    #[arg(long, default_value_t = CpuModel::default().timer_ns)]
+    pub cpu_timer_ns: u64,
+    /// Fixed cost of one durability notice (records on disk), in ns (CPU model).
+    #[arg(long, default_value_t = CpuModel::default().persist_ns)]
+    pub cpu_persist_ns: u64,
+    /// Fixed cost of one message into or out of a client session, charged on the node
+    /// hosting the session, in ns (CPU model).
+    #[arg(long, default_value_t = CpuModel::default().session_ns)]
+    pub cpu_session_ns: u64,
     /// Cost per encoded byte of a message, in ns (CPU model).
     #[arg(long, default_value_t = CpuModel::default().byte_ns)]
     pub cpu_byte_ns: u64,
@@ -198,6 +208,9 @@ impl CpuArgs {
             enabled,
             cores: self.cores,
             msg_ns: self.cpu_msg_ns,
+            timer_ns: self.cpu_timer_ns,
+            persist_ns: self.cpu_persist_ns,
+            session_ns: self.cpu_session_ns,
             byte_ns: self.cpu_byte_ns,
             op_ns: self.cpu_op_ns,
         }

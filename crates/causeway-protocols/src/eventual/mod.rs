@@ -29,7 +29,7 @@ use crate::kit::durability::Durability;
 use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::session::{ClientProtocol, Session, SessionCore};
 use crate::kit::timers::Timers;
-use crate::kit::txn::{effect_type, prepare_effects, read_value, typed};
+use crate::kit::txn::{effect_type, prepare_effects, read_value, typed_state};
 use crate::params::{NodeConfig, Params};
 use crate::{Guarantee, Protocol, Requirements};
 use causeway_core::crdt::{ArbTs, ObjType, Object, Op, Update};
@@ -358,7 +358,7 @@ impl Node {
 
     fn read(&self, keys: Vec<(Key, ObjType)>) -> Vec<(Key, Result<Object, Error>)> {
         keys.into_iter()
-            .map(|(k, t)| (k.clone(), typed(self.store.get(&k), t)))
+            .map(|(k, t)| (k.clone(), typed_state(self.store.get(&k), t)))
             .collect()
     }
 
@@ -711,6 +711,54 @@ mod tests {
             )
         });
         assert!(replied, "the client hears WRONGTYPE: {:?}", ctx.outputs);
+    }
+
+    /// A read reply carries the key's state, not the ids of every write it applied: its
+    /// size does not grow with the key's history (it did, and a hot key's reads cost
+    /// grew with every write).
+    #[test]
+    fn a_read_reply_does_not_grow_with_the_keys_history() {
+        let mut n = node();
+        let client = Addr::Client(SessionId(1));
+        let reply_bytes = |n: &mut Node, req: u64| {
+            let mut ctx = Ctx::new(TrueTime(req), req);
+            let read = Msg::Read {
+                req,
+                keys: vec![(Key::from("k"), ObjType::Lww)],
+            };
+            n.handle_message(&mut ctx, client, read);
+            let reply = ctx.outputs.iter().find_map(|o| match o {
+                Output::Send {
+                    msg: msg @ Msg::ReadReply { .. },
+                    ..
+                } => Some(postcard::to_allocvec(msg).expect("encodes").len()),
+                _ => None,
+            });
+            reply.expect("a read reply")
+        };
+        let mut sizes = Vec::new();
+        for i in 0..200u32 {
+            let mut ctx = Ctx::new(TrueTime(10 + u64::from(i)), 10 + u64::from(i));
+            let w = Msg::Write {
+                req: u64::from(i) + 1,
+                updates: vec![(Key::from("k"), Update::Assign("v".into()), op(i))],
+            };
+            n.handle_message(&mut ctx, client, w);
+            if i == 0 || i == 199 {
+                sizes.push(reply_bytes(&mut n, 1_000 + u64::from(i)));
+            }
+        }
+        let obj = n.object(&Key::from("k")).expect("stored");
+        assert!(
+            obj.has_seen(&op(0)) && obj.has_seen(&op(199)),
+            "the store keeps them"
+        );
+        // The winner's stamp and id may take a few more varint bytes; 200 ids would take
+        // over a kilobyte.
+        assert!(
+            sizes[1] < sizes[0] + 16,
+            "reply bytes after 1 and 200 writes: {sizes:?}"
+        );
     }
 
     /// Through the kit's test network: a write at DC 0 reaches DC 1 once replicated, and

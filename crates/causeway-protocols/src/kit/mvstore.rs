@@ -429,11 +429,16 @@ impl<T: SnapshotTs> KeyVersions<T> {
     /// everything applied (checkpoint included): what the read depends on.
     fn at_with_ts(&self, svc: &T, obj_type: ObjType) -> Result<(Object, T), Error> {
         let obj = self.at(svc, obj_type)?;
+        Ok((obj, self.ts_at(svc)))
+    }
+
+    /// The join of the commit timestamps of what a read at `svc` applies.
+    fn ts_at(&self, svc: &T) -> T {
         let mut ts = self.base_vc.clone();
         for v in self.versions.iter().filter(|v| v.ct.le(svc)) {
             ts.join(&v.ct);
         }
-        Ok((obj, ts))
+        ts
     }
 
     /// Folds versions into the checkpoint: the leading run with `ct <= point`
@@ -901,6 +906,20 @@ impl<T: SnapshotTs> Store<T> {
             Some(k) => k.at_with_ts(svc, obj_type),
             None => Ok((Object::new(obj_type), T::default())),
         }
+    }
+
+    /// [`Store::read_state`] plus [`Store::read_with_ts`]'s timestamp: a reply's object
+    /// without the applied ids, which grow with the key's history.
+    pub fn read_state_with_ts(
+        &self,
+        key: &Key,
+        svc: &T,
+        obj_type: ObjType,
+    ) -> Result<(Object, T), Error> {
+        let Some(k) = self.keys.get(key) else {
+            return Ok((Object::new(obj_type), T::default()));
+        };
+        Ok((self.read_state(key, svc, obj_type)?, k.ts_at(svc)))
     }
 
     /// GC (§III-D): fold below `point` (the DC's oldest snapshot in use, met with `durable`,

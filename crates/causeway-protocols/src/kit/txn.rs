@@ -189,7 +189,7 @@ pub fn prepare_effects<'a>(
     let mut ops = Vec::with_capacity(updates.len());
     for (key, update, id) in updates {
         if !scratch.contains_key(key) {
-            let obj = typed(stored(key), update.obj_type())?;
+            let obj = typed_state(stored(key), update.obj_type())?;
             scratch.insert(key.clone(), obj);
         }
         let obj = scratch.get_mut(key).expect("inserted above");
@@ -455,6 +455,15 @@ pub fn typed(stored: Option<&Object>, obj_type: ObjType) -> Result<Object, Error
             found: obj_type,
         }),
         Some(o) => Ok(o.clone()),
+        None => Ok(Object::new(obj_type)),
+    }
+}
+
+/// [`typed`] without the applied ids ([`Object::state_only`]): for readers and generators.
+pub fn typed_state(stored: Option<&Object>, obj_type: ObjType) -> Result<Object, Error> {
+    match stored {
+        Some(o) if o.obj_type() != obj_type => typed(stored, obj_type),
+        Some(o) => Ok(o.state_only()),
         None => Ok(Object::new(obj_type)),
     }
 }

@@ -161,14 +161,16 @@ impl Part {
         self.log.add(origin, t);
     }
 
-    /// Materializes `keys` at `snapshot` (Alg. 3 l.4-7).
+    /// Materializes `keys` at `snapshot` (Alg. 3 l.4-7), without the applied ids (they
+    /// grow with a key's history): the client's cached writes it puts on top all commit
+    /// after the snapshot (`session.rs` drops the others first), so none is in the state.
     pub fn read(
         &self,
         snapshot: u64,
         keys: &[(Key, ObjType)],
     ) -> Vec<(Key, Result<Object, Error>)> {
         keys.iter()
-            .map(|(k, t)| (k.clone(), self.store.read(k, &snapshot, *t)))
+            .map(|(k, t)| (k.clone(), self.store.read_state(k, &snapshot, *t)))
             .collect()
     }
 

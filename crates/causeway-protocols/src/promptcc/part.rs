@@ -286,7 +286,9 @@ impl Part {
         let mut objects = Vec::with_capacity(keys.len());
         let mut ts = Vec::with_capacity(keys.len());
         for (k, t) in keys {
-            match self.store.read_with_ts(k, bound, *t) {
+            // Without the applied ids (they grow with the key's history): a reader needs
+            // the state.
+            match self.store.read_state_with_ts(k, bound, *t) {
                 Ok((o, v)) => {
                     objects.push((k.clone(), Ok(o)));
                     ts.push(v);

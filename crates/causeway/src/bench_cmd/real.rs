@@ -30,7 +30,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// (longer than `up`'s own 15 s per-node grace, so it can finish its work).
 const STOP_TIMEOUT: Duration = Duration::from_secs(25);
 /// Bytes per written value: the simulator's values are short tags.
-const VALUE_SIZE: usize = 16;
+pub(crate) const VALUE_SIZE: usize = 16;
 /// Where automatic port ranges are looked for, and how many ranges are tried. Below Linux's
 /// default ephemeral range (32768-60999), so no outgoing connection takes a port between
 /// the check and the bind.
@@ -39,7 +39,7 @@ const AUTO_PORT_TRIES: u32 = 40;
 
 /// The process group of the running cluster, for the signal handler (0: none).
 static CLUSTER_PGID: AtomicI32 = AtomicI32::new(0);
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// What the command line asked of the real run.
 pub struct RealOptions {
@@ -212,14 +212,19 @@ fn ports(dcs: u16, nodes: u32, given: Option<u16>) -> Result<(u16, u16), String>
 }
 
 /// A running `causeway up` cluster; dropping it stops the cluster and removes its data.
-struct LocalCluster {
+pub(crate) struct LocalCluster {
     child: Option<Child>,
     dir: PathBuf,
-    addrs: Vec<SocketAddr>,
+    pub(crate) addrs: Vec<SocketAddr>,
 }
 
 impl LocalCluster {
-    fn start(
+    /// The process group of `up` and its nodes.
+    pub(crate) fn group(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
+    pub(crate) fn start(
         protocol: &str,
         cfg: &SimConfig,
         rtt_ms: Option<f64>,
@@ -332,7 +337,7 @@ impl LocalCluster {
     }
 
     /// Why the run failed if the cluster itself is gone (it was signalled or crashed).
-    fn exit_note(&mut self) -> String {
+    pub(crate) fn exit_note(&mut self) -> String {
         match self.child.as_mut().map(Child::try_wait) {
             Some(Ok(Some(status))) => format!(
                 "; the cluster (causeway up) exited during the run ({status}): another process stopped it or a node failed; to keep its logs, rerun with CAUSEWAY_KEEP_LOGS=1"
@@ -397,7 +402,7 @@ extern "C" fn on_signal(_: libc::c_int) {
     }
 }
 
-fn install_signal_handlers() {
+pub(crate) fn install_signal_handlers() {
     let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SAFETY: the handler only touches atomics and calls kill(2).
     unsafe {
