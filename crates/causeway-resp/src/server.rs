@@ -14,7 +14,7 @@ use crate::limits::{
     KEEPALIVE_RETRIES, PIPELINE_DEPTH_MAX, PIPELINE_TXN_COMMANDS_MAX, REPLY_BUFFER_MAX,
     SHUTDOWN_GRACE_MS,
 };
-use crate::parse::parse_command;
+use crate::parse::{parse_command, ProtocolError};
 use crate::reply::Reply;
 use crate::session::SessionFactory;
 use bytes::BytesMut;
@@ -43,6 +43,9 @@ pub struct RespConfig {
     /// TLS: when set, every connection must open with a TLS handshake (`redis-cli
     /// --tls`), completed within [`TLS_HANDSHAKE_TIMEOUT_MS`]. `None`: plain TCP.
     pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// The DC's native client endpoint, named to a client that speaks Causeway's native
+    /// protocol here (`causeway cli` pointed at this port). `None`: not named.
+    pub native_addr: Option<std::net::SocketAddr>,
 }
 
 /// Longest a client may take to complete its TLS handshake, in milliseconds.
@@ -56,6 +59,7 @@ impl Default for RespConfig {
             idle_timeout_ms: 0,
             shutdown: None,
             tls: None,
+            native_addr: None,
         }
     }
 }
@@ -165,7 +169,7 @@ async fn run_session<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
     tokio::select! {
         biased;
         () = shutdown_raised(&mut signal) => {}
-        _ = serve_stream(&mut stream, &mut conn, config.idle_timeout_ms) => {}
+        _ = serve_stream(&mut stream, &mut conn, &config) => {}
     }
     let _ = stream.shutdown().await;
 }
@@ -197,20 +201,28 @@ async fn read_more<S: AsyncRead + Unpin>(
 }
 
 /// The read / execute / write loop; returns when the client leaves, asks to (`QUIT`),
-/// sends malformed input or stays idle for `idle_timeout_ms` (0: forever), or on an IO
-/// error.
+/// sends malformed input or stays idle for the config's `idle_timeout_ms` (0: forever), or
+/// on an IO error.
 async fn serve_stream<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     conn: &mut Conn<F>,
-    idle_timeout_ms: u64,
+    config: &RespConfig,
 ) -> io::Result<()> {
+    let idle_timeout_ms = config.idle_timeout_ms;
     let mut input = BytesMut::with_capacity(CONN_BUFFER_BYTES);
     let mut output = BytesMut::with_capacity(CONN_BUFFER_BYTES);
     // The pipelinable commands gathered, kept across reads: a new vector for each
     // command was an allocation per request.
     let mut run: Vec<DataCmd> = Vec::new();
     loop {
-        let close = run_buffered(&mut input, &mut output, &mut run, conn, stream).await?;
+        let close = run_buffered(&mut input, &mut output, &mut run, conn, stream).await;
+        let close = match close? {
+            Ok(close) => close,
+            Err(e) => {
+                protocol_error(&e, config.native_addr).encode(conn.proto(), &mut output);
+                true
+            }
+        };
         if !output.is_empty() {
             stream.write_all(&output).await?;
             // A TLS stream may keep the last record buffered until flushed (a no-op on
@@ -232,14 +244,15 @@ async fn serve_stream<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
 /// when a batch grows past its limits). Consecutive standalone data commands already
 /// buffered together (a pipeline) run as one transaction, at most
 /// [`PIPELINE_TXN_COMMANDS_MAX`] at a time ([`Conn::run_pipelined`]); nothing waits for
-/// more input to fill one. Returns whether the connection must close.
+/// more input to fill one. Returns whether the connection must close, or the malformed
+/// input that closes it (answered by the caller, after the replies before it).
 async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
     input: &mut BytesMut,
     output: &mut BytesMut,
     run: &mut Vec<DataCmd>,
     conn: &mut Conn<F>,
     stream: &mut S,
-) -> io::Result<bool> {
+) -> io::Result<Result<bool, ProtocolError>> {
     assert!(run.is_empty(), "commands left from an earlier input");
     let mut batch_commands = 0;
     loop {
@@ -247,12 +260,11 @@ async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
             Ok(Some(args)) => args,
             Ok(None) => {
                 run_pipelined(conn, run, output).await;
-                return Ok(false);
+                return Ok(Ok(false));
             }
             Err(e) => {
                 run_pipelined(conn, run, output).await;
-                Reply::err(e.to_string()).encode(conn.proto(), output);
-                return Ok(true);
+                return Ok(Err(e));
             }
         };
         if let Some(cmd) = conn.pipelinable(&args) {
@@ -266,7 +278,7 @@ async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
             let outcome = conn.execute(args).await;
             outcome.reply.encode(conn.proto(), output);
             if outcome.close {
-                return Ok(true);
+                return Ok(Ok(true));
             }
             batch_commands += 1;
         }
@@ -276,6 +288,19 @@ async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
             output.clear();
             batch_commands = 0;
         }
+    }
+}
+
+/// The answer to malformed input: its error, and for a client of another protocol where
+/// the DC's native endpoint is (`native_addr`), so `causeway cli` pointed here says where
+/// to go.
+fn protocol_error(e: &ProtocolError, native_addr: Option<std::net::SocketAddr>) -> Reply {
+    match native_addr {
+        Some(addr) if e.is_foreign() => Reply::err(format!(
+            "{e}; Causeway's native clients (causeway cli, causeway load) connect to this \
+             DC's client port, {addr}"
+        )),
+        _ => Reply::err(e.to_string()),
     }
 }
 
