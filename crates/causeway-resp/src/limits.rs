@@ -41,6 +41,12 @@ pub const TOKEN_HEX_LEN_MAX: usize = BULK_LEN_MAX;
 /// How long a shutdown waits for open connections to finish their command, in
 /// milliseconds, before it drops them.
 pub const SHUTDOWN_GRACE_MS: u64 = 2_000;
+/// After answering malformed input, how long the connection keeps reading what the client
+/// still sends before it closes, in milliseconds, and how many bytes at most
+/// (`server::drain_input`): a 20 MB `SET` refused at its length is read to its end, so the
+/// client sees the error rather than a reset.
+pub const ERROR_DRAIN_MS: u64 = 2_000;
+pub const ERROR_DRAIN_BYTES_MAX: usize = 64 << 20;
 /// Initial capacity of a connection's input and output buffers, in bytes.
 pub const CONN_BUFFER_BYTES: usize = 16 << 10;
 /// TCP keepalive of a RESP connection: first probe after this much silence, in

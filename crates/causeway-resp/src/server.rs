@@ -4,15 +4,16 @@
 //! A connection reads what the socket has, runs every whole command buffered (a pipeline
 //! is answered in one write, at most [`PIPELINE_DEPTH_MAX`] commands or
 //! [`REPLY_BUFFER_MAX`] bytes at a time), writes the replies, and reads again. Malformed
-//! input is answered with `-ERR Protocol error: ...` and the connection closes; the
-//! endpoint and the other connections go on.
+//! input is answered with `-ERR Protocol error: ...` and the connection closes, once what the
+//! client still sends is read (bounded: [`drain_input`]); the endpoint and the other
+//! connections go on.
 
 use crate::conn::{Conn, Shared};
 use crate::data::DataCmd;
 use crate::limits::{
-    CONNECTIONS_MAX, CONN_BUFFER_BYTES, KEEPALIVE_IDLE_MS, KEEPALIVE_INTERVAL_MS,
-    KEEPALIVE_RETRIES, PIPELINE_DEPTH_MAX, PIPELINE_TXN_COMMANDS_MAX, REPLY_BUFFER_MAX,
-    SHUTDOWN_GRACE_MS,
+    CONNECTIONS_MAX, CONN_BUFFER_BYTES, ERROR_DRAIN_BYTES_MAX, ERROR_DRAIN_MS, KEEPALIVE_IDLE_MS,
+    KEEPALIVE_INTERVAL_MS, KEEPALIVE_RETRIES, PIPELINE_DEPTH_MAX, PIPELINE_TXN_COMMANDS_MAX,
+    REPLY_BUFFER_MAX, SHUTDOWN_GRACE_MS,
 };
 use crate::parse::{parse_command, ProtocolError};
 use crate::reply::Reply;
@@ -216,11 +217,11 @@ async fn serve_stream<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
     let mut run: Vec<DataCmd> = Vec::new();
     loop {
         let close = run_buffered(&mut input, &mut output, &mut run, conn, stream).await;
-        let close = match close? {
-            Ok(close) => close,
+        let (close, malformed) = match close? {
+            Ok(close) => (close, false),
             Err(e) => {
                 protocol_error(&e, config.native_addr).encode(conn.proto(), &mut output);
-                true
+                (true, true)
             }
         };
         if !output.is_empty() {
@@ -229,6 +230,9 @@ async fn serve_stream<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
             // plain TCP): without it a reply could wait for the client's next command.
             stream.flush().await?;
             output.clear();
+        }
+        if malformed {
+            drain_input(stream).await;
         }
         if close {
             return Ok(());
@@ -289,6 +293,26 @@ async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
             batch_commands = 0;
         }
     }
+}
+
+/// After the answer to malformed input: ends our side (the client reads the answer, then
+/// end of file) and reads, dropping it, what the client still sends, for at most
+/// [`ERROR_DRAIN_MS`] and [`ERROR_DRAIN_BYTES_MAX`]. Closing with its input unread would
+/// reset the connection, and a client still writing (a 20 MB `SET` refused at its length)
+/// would see a broken pipe instead of the error naming the limit.
+async fn drain_input<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) {
+    let _ = stream.shutdown().await;
+    let mut buf = vec![0u8; CONN_BUFFER_BYTES];
+    let mut left = ERROR_DRAIN_BYTES_MAX;
+    let drain = async {
+        while left > 0 {
+            match stream.read(&mut buf).await {
+                Ok(n) if n > 0 => left = left.saturating_sub(n),
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_millis(ERROR_DRAIN_MS), drain).await;
 }
 
 /// The answer to malformed input: its error, and for a client of another protocol where

@@ -159,6 +159,16 @@ fn malformed_resp_is_answered_and_closed_and_the_server_lives_on() {
             "the server answers after {input:?}"
         );
     }
+    // A value over the limit, sent whole as a client does: the server reads it to its end
+    // before closing, so the client sees the error naming the limit, not a reset.
+    let mut big = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3000000\r\n".to_vec();
+    big.extend(std::iter::repeat_n(b'a', 3_000_000));
+    big.extend_from_slice(b"\r\n");
+    let answer = send_until_closed(port, &big);
+    assert!(
+        answer.starts_with("-ERR Protocol error: invalid bulk length 3000000: an argument is at most 2097152 bytes (2 MiB)"),
+        "{answer:?}"
+    );
     let long_line = vec![b'a'; 65_536];
     let answer = send_until_closed(port, &long_line);
     assert!(
