@@ -132,10 +132,16 @@ pub fn foreign_answer(head: &[u8; 4], r: &mut impl Read) -> Option<String> {
     }
     let text = String::from_utf8_lossy(&line);
     let text = text.trim_end().trim_start_matches(['-', '+']);
+    // A Causeway endpoint's answer names the native port itself.
+    let hint = match text.contains("client port") {
+        true => "",
+        false => {
+            "; connect to the DC's native client port (the cluster file's client_addr, e.g. \
+             127.0.0.1:7101 for `causeway up`'s first DC)"
+        }
+    };
     Some(format!(
-        "the server answered in {what}, not Causeway's native client protocol: \"{text}\"; \
-         connect to the DC's native client port (the cluster file's client_addr, e.g. \
-         127.0.0.1:7101 for `causeway up`'s first DC)"
+        "the server answered in {what}, not Causeway's native client protocol: \"{text}\"{hint}"
     ))
 }
 
@@ -154,16 +160,20 @@ mod tests {
 
     #[test]
     fn a_resp_or_http_answer_where_a_length_belongs_is_named_with_its_line() {
-        let resp = b"-ERR Protocol error: this port speaks RESP; go to 127.0.0.1:7101\r\nmore";
+        let resp = b"-ERR Protocol error: this port speaks RESP; its client port is 127.0.0.1:7101\r\nmore";
         let e = read_frame(&mut &resp[..]).unwrap_err().to_string();
         assert!(e.contains("the Redis protocol (RESP)"), "{e}");
+        let line =
+            "\"ERR Protocol error: this port speaks RESP; its client port is 127.0.0.1:7101\"";
+        assert!(e.contains(line), "{e}");
         assert!(
-            e.contains("\"ERR Protocol error: this port speaks RESP; go to 127.0.0.1:7101\""),
-            "{e}"
+            !e.contains("e.g. 127.0.0.1:7101"),
+            "the server named the port: {e}"
         );
         let http = b"HTTP/1.1 404 Not Found\r\n\r\n";
         let e = read_frame(&mut &http[..]).unwrap_err().to_string();
         assert!(e.contains("in HTTP") && e.contains("404 Not Found"), "{e}");
+        assert!(e.contains("native client port"), "where to go: {e}");
         let endless = vec![b'+'; 10 * FOREIGN_LINE_MAX];
         let e = read_frame(&mut &endless[..]).unwrap_err().to_string();
         assert!(
