@@ -86,6 +86,9 @@ pub struct Options {
     /// Speak TLS, trusting the CA certificates of this PEM file (the cluster file's
     /// `tls.ca_file`; `causeway up --tls` writes DIR/tls/ca.pem). `None`: plain TCP.
     pub tls_ca_file: Option<std::path::PathBuf>,
+    /// Keep trying when the connection is refused (nothing listens yet: a server still
+    /// starting). `false` reports a refusal at once (`causeway cli`).
+    pub retry_refused: bool,
 }
 
 impl Default for Options {
@@ -96,6 +99,7 @@ impl Default for Options {
             cluster: None,
             password: None,
             tls_ca_file: None,
+            retry_refused: true,
         }
     }
 }
@@ -237,6 +241,14 @@ impl Client {
                 Duration::from_millis(options.connect_timeout_ms.max(1)),
             ) {
                 Ok(s) => break s,
+                Err(e)
+                    if e.kind() == io::ErrorKind::ConnectionRefused && !options.retry_refused =>
+                {
+                    return Err(fail(format!(
+                        "{e}: nothing listens there; is the cluster up, and is this a DC's \
+                         native client port?"
+                    )))
+                }
                 Err(e) if Instant::now() + pause > deadline => return Err(fail(e.to_string())),
                 Err(_) => std::thread::sleep(pause),
             }
@@ -486,5 +498,25 @@ mod tests {
             e.to_string().contains("cannot connect to 127.0.0.1:1"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_refused_connection_is_reported_at_once_when_asked() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = free.local_addr().unwrap();
+        drop(free);
+        let options = Options {
+            connect_timeout_ms: 10_000,
+            retry_refused: false,
+            ..Options::default()
+        };
+        let began = Instant::now();
+        let e = Client::connect_with(addr, options).err().unwrap();
+        assert!(
+            began.elapsed() < Duration::from_millis(2_000),
+            "not retried: {:?}",
+            began.elapsed()
+        );
+        assert!(e.to_string().contains("nothing listens there"), "{e}");
     }
 }

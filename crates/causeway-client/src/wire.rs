@@ -92,6 +92,9 @@ pub fn read_frame(r: &mut impl Read) -> io::Result<Vec<u8>> {
             "the server answered with TLS: connect with TLS (causeway cli/load --tls-ca CA_FILE, Options::tls_ca_file)",
         ));
     }
+    if let Some(what) = foreign_answer(&len, r) {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, what));
+    }
     let len = u32::from_be_bytes(len) as usize;
     if len > FRAME_LEN_MAX {
         return Err(io::Error::new(
@@ -102,6 +105,44 @@ pub fn read_frame(r: &mut impl Read) -> io::Result<Vec<u8>> {
     let mut payload = vec![0u8; len];
     r.read_exact(&mut payload)?;
     Ok(payload)
+}
+
+/// Most bytes of another protocol's answer line [`foreign_answer`] reads and shows.
+pub const FOREIGN_LINE_MAX: usize = 512;
+
+/// What a server that does not speak this protocol answered, when `head` (the bytes where
+/// a frame's length belongs) opens the answer of the Redis protocol (a RESP reply, as
+/// Causeway's RESP endpoint, and its metrics endpoint to a client of another protocol,
+/// send) or of HTTP: its first line (read from `r`, at most [`FOREIGN_LINE_MAX`] bytes)
+/// and where this client belongs. `None` for a plausible frame length: a real frame's
+/// length is below 2^24, so its first byte is 0 or 1, and none of these.
+pub fn foreign_answer(head: &[u8; 4], r: &mut impl Read) -> Option<String> {
+    let what = match head {
+        [b'-' | b'+' | b'$' | b'*' | b':' | b'%' | b'_', ..] => "the Redis protocol (RESP)",
+        b"HTTP" => "HTTP",
+        _ => return None,
+    };
+    let mut line = head.to_vec();
+    let mut byte = [0u8; 1];
+    while line.len() < FOREIGN_LINE_MAX && !line.ends_with(b"\n") {
+        match r.read(&mut byte) {
+            Ok(1) => line.push(byte[0]),
+            _ => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&line);
+    let text = text.trim_end().trim_start_matches(['-', '+']);
+    // A Causeway endpoint's answer names the native port itself.
+    let hint = match text.contains("client port") {
+        true => "",
+        false => {
+            "; connect to the DC's native client port (the cluster file's client_addr, e.g. \
+             127.0.0.1:7101 for `causeway up`'s first DC)"
+        }
+    };
+    Some(format!(
+        "the server answered in {what}, not Causeway's native client protocol: \"{text}\"{hint}"
+    ))
 }
 
 #[cfg(test)]
@@ -116,6 +157,31 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_resp_or_http_answer_where_a_length_belongs_is_named_with_its_line() {
+        let resp = b"-ERR Protocol error: this port speaks RESP; its client port is 127.0.0.1:7101\r\nmore";
+        let e = read_frame(&mut &resp[..]).unwrap_err().to_string();
+        assert!(e.contains("the Redis protocol (RESP)"), "{e}");
+        let line =
+            "\"ERR Protocol error: this port speaks RESP; its client port is 127.0.0.1:7101\"";
+        assert!(e.contains(line), "{e}");
+        assert!(
+            !e.contains("e.g. 127.0.0.1:7101"),
+            "the server named the port: {e}"
+        );
+        let http = b"HTTP/1.1 404 Not Found\r\n\r\n";
+        let e = read_frame(&mut &http[..]).unwrap_err().to_string();
+        assert!(e.contains("in HTTP") && e.contains("404 Not Found"), "{e}");
+        assert!(e.contains("native client port"), "where to go: {e}");
+        let endless = vec![b'+'; 10 * FOREIGN_LINE_MAX];
+        let e = read_frame(&mut &endless[..]).unwrap_err().to_string();
+        assert!(
+            e.len() < 2 * FOREIGN_LINE_MAX,
+            "the line is bounded: {} bytes",
+            e.len()
+        );
+    }
 
     #[test]
     fn frames_round_trip_and_oversized_ones_are_refused() {

@@ -181,6 +181,54 @@ pub static COMMANDS: &[Spec] = &[
         (1, 1, 1),
         "Returns the number of members of a set.",
     ),
+    spec(
+        "APPEND",
+        3,
+        Data,
+        W,
+        (1, 1, 1),
+        "Appends to a register's value (last writer wins).",
+    ),
+    spec(
+        "STRLEN",
+        2,
+        Data,
+        RF,
+        (1, 1, 1),
+        "Returns the length of a register's value.",
+    ),
+    spec(
+        "SETNX",
+        3,
+        Data,
+        WF,
+        (1, 1, 1),
+        "Assigns a register that holds no value.",
+    ),
+    spec(
+        "GETSET",
+        3,
+        Data,
+        W,
+        (1, 1, 1),
+        "Assigns a register and returns its old value.",
+    ),
+    spec(
+        "SPOP",
+        -2,
+        Data,
+        WF,
+        (1, 1, 1),
+        "Removes and returns random members the transaction sees.",
+    ),
+    spec(
+        "SRANDMEMBER",
+        -2,
+        Data,
+        R,
+        (1, 1, 1),
+        "Returns random members of a set.",
+    ),
     spec("ECHO", 2, Conn, C, (0, 0, 0), "Returns the argument."),
     spec(
         "MULTI",
@@ -321,6 +369,9 @@ pub static COMMANDS: &[Spec] = &[
     ),
 ];
 
+/// The string commands whose names start with `S`, as the set commands' do.
+const STRING_S: &[&str] = &["SET", "SETNX", "STRLEN"];
+
 /// Looks a command up by name, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
     COMMANDS
@@ -365,7 +416,7 @@ impl Spec {
     /// The `COMMAND DOCS` entry: name, then a map of summary, since and group.
     pub fn docs(&self) -> [Reply; 2] {
         let group = match self.group {
-            Group::Data if self.name.starts_with('S') && self.name != "SET" => "set",
+            Group::Data if self.name.starts_with('S') && !STRING_S.contains(&self.name) => "set",
             Group::Data => "string",
             Group::Transaction => "transactions",
             Group::Connection | Group::Causal => "connection",

@@ -1342,3 +1342,108 @@ async fn an_exec_whose_writes_need_no_read_is_planned() {
         &["link"],
     );
 }
+
+#[tokio::test]
+async fn append_strlen_setnx_and_getset() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "APPEND k ab").await, Reply::Int(2));
+    assert_eq!(run(&mut c, "APPEND k cd").await, Reply::Int(4));
+    assert_eq!(run(&mut c, "GET k").await, bulk("abcd"));
+    assert_eq!(run(&mut c, "STRLEN k").await, Reply::Int(4));
+    assert_eq!(run(&mut c, "STRLEN missing").await, Reply::Int(0));
+    assert_eq!(run(&mut c, "SETNX k x").await, Reply::Int(0));
+    assert_eq!(run(&mut c, "SETNX j x").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "GETSET j y").await, bulk("x"));
+    assert_eq!(run(&mut c, "GETSET fresh y").await, Reply::Nil);
+    assert_eq!(run(&mut c, "GET j").await, bulk("y"));
+    run(&mut c, "INCRBY n -120").await;
+    assert_eq!(run(&mut c, "STRLEN n").await, Reply::Int(4), "\"-120\"");
+    run(&mut c, "SADD s a").await;
+    assert_eq!(run(&mut c, "SETNX s x").await, Reply::Int(0), "s exists");
+    assert_err(&run(&mut c, "APPEND s x").await, "WRONGTYPE", &[]);
+    assert_err(&run(&mut c, "STRLEN s").await, "WRONGTYPE", &[]);
+    run(&mut c, "DEL k").await;
+    assert_eq!(run(&mut c, "APPEND k z").await, Reply::Int(1), "after DEL");
+    // In one transaction, each command sees the ones before it.
+    run(&mut c, "MULTI").await;
+    run(&mut c, "APPEND t 1").await;
+    run(&mut c, "APPEND t 23").await;
+    run(&mut c, "STRLEN t").await;
+    let want = Reply::Array(vec![Reply::Int(1), Reply::Int(3), Reply::Int(3)]);
+    assert_eq!(run(&mut c, "EXEC").await, want);
+}
+
+#[tokio::test]
+async fn spop_and_srandmember_draw_from_the_snapshot() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "SPOP s").await, Reply::Nil);
+    assert_eq!(run(&mut c, "SRANDMEMBER s").await, Reply::Nil);
+    assert_eq!(run(&mut c, "SRANDMEMBER s 3").await, Reply::Array(vec![]));
+    run(&mut c, "SADD s a b c d e").await;
+    let members = ["a", "b", "c", "d", "e"].map(bulk);
+    let Reply::Array(three) = run(&mut c, "SRANDMEMBER s 3").await else {
+        panic!("an array");
+    };
+    assert_eq!(three.len(), 3);
+    assert!(three.iter().all(|m| members.contains(m)), "{three:?}");
+    let Reply::Array(all) = run(&mut c, "SRANDMEMBER s 9").await else {
+        panic!("an array");
+    };
+    assert_eq!(all.len(), 5, "distinct: no more than the set holds");
+    let Reply::Array(repeats) = run(&mut c, "SRANDMEMBER s -12").await else {
+        panic!("an array");
+    };
+    assert_eq!(repeats.len(), 12, "a negative count may repeat");
+    assert_eq!(
+        run(&mut c, "SCARD s").await,
+        Reply::Int(5),
+        "nothing removed"
+    );
+    let one = run(&mut c, "SPOP s").await;
+    assert!(members.contains(&one), "{one:?}");
+    let Reply::Array(two) = run(&mut c, "SPOP s 2").await else {
+        panic!("an array");
+    };
+    assert_eq!(two.len(), 2);
+    assert!(!two.contains(&one), "popped once");
+    assert_eq!(run(&mut c, "SCARD s").await, Reply::Int(2));
+    let Reply::Array(rest) = run(&mut c, "SPOP s 10").await else {
+        panic!("an array");
+    };
+    assert_eq!(rest.len(), 2);
+    assert_eq!(run(&mut c, "SCARD s").await, Reply::Int(0));
+    run(&mut c, "SET r v").await;
+    assert_err(&run(&mut c, "SPOP r").await, "WRONGTYPE", &[]);
+}
+
+/// The documented conflict rules across DCs: concurrent `APPEND`s, last writer wins;
+/// concurrent `SPOP`s of a one-member set both return it; an `SADD` of the member
+/// concurrent with a `SPOP` survives it.
+#[tokio::test]
+async fn concurrent_appends_and_spops_resolve_by_their_types_rules() {
+    let cluster = MemoryCluster::new(options(2));
+    let mut dc1 = Conn::new(shared(&cluster, 0, None), 1);
+    let mut dc2 = Conn::new(shared(&cluster, 1, None), 2);
+    run(&mut dc1, "SET k base").await;
+    run(&mut dc1, "SADD s only").await;
+    cluster.replicate();
+    assert_eq!(run(&mut dc1, "APPEND k -one").await, Reply::Int(8));
+    assert_eq!(run(&mut dc2, "APPEND k -two").await, Reply::Int(8));
+    assert_eq!(run(&mut dc1, "SPOP s").await, bulk("only"));
+    assert_eq!(run(&mut dc2, "SPOP s").await, bulk("only"), "both pop it");
+    run(&mut dc2, "SADD s only").await;
+    cluster.replicate();
+    let v1 = run(&mut dc1, "GET k").await;
+    assert_eq!(v1, run(&mut dc2, "GET k").await, "the DCs agree");
+    assert!(
+        v1 == bulk("base-one") || v1 == bulk("base-two"),
+        "one append wins whole: {v1:?}"
+    );
+    for c in [&mut dc1, &mut dc2] {
+        assert_eq!(
+            run(c, "SMEMBERS s").await,
+            Reply::Set(vec![bulk("only")]),
+            "dc2's add after its SPOP, concurrent with dc1's SPOP, survives it"
+        );
+    }
+}

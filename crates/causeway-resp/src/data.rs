@@ -16,7 +16,23 @@
 //!
 //! `EXISTS` counts a register that holds a value, a set with members and a counter that is
 //! not zero (a counter cannot tell zero from never written).
+//!
+//! Read-modify-write commands run in one transaction, on its snapshot, and their writes are
+//! updates like any other, so concurrent ones resolve by their type's rule:
+//! - `APPEND` assigns the register its snapshot's value with the suffix: of two concurrent
+//!   `APPEND`s (or an `APPEND` and a `SET`) the last writer wins and the other's write is
+//!   lost, as Redis Active-Active resolves strings;
+//! - `SETNX` and `SET NX` assign when the snapshot holds no value: two concurrent ones may
+//!   both answer 1, and the last writer wins;
+//! - `GETSET` is `SET key value GET`;
+//! - `SPOP` removes members its snapshot shows (observed-remove): two concurrent `SPOP`s
+//!   may return the same member, and an add of it concurrent with the `SPOP` survives it;
+//! - `SRANDMEMBER` only reads.
+//!
+//! `INCRBYFLOAT` is not served: the counter holds integers, and a register's
+//! read-modify-write would lose concurrent increments, which a counter must not.
 
+use crate::limits::RANDOM_MEMBERS_MAX;
 use crate::parse::parse_i64;
 use crate::reply::Reply;
 use crate::session::SessionHandle;
@@ -61,6 +77,21 @@ pub enum DataCmd {
     SMembers(Key),
     SIsMember(Key, Value),
     SCard(Key),
+    Append(Key, Value),
+    StrLen(Key),
+    SetNx(Key, Value),
+    /// `SPOP key [count]`: `None` pops one and answers it alone.
+    SPop {
+        key: Key,
+        count: Option<usize>,
+        seed: u64,
+    },
+    /// `SRANDMEMBER key [count]`: a negative count may repeat members.
+    SRandMember {
+        key: Key,
+        count: Option<i64>,
+        seed: u64,
+    },
     Ping(Option<Bytes>),
     Echo(Bytes),
 }
@@ -126,6 +157,16 @@ impl DataCmd {
             "SMEMBERS" => DataCmd::SMembers(key(&a[0])),
             "SISMEMBER" => DataCmd::SIsMember(key(&a[0]), a[1].to_vec()),
             "SCARD" => DataCmd::SCard(key(&a[0])),
+            "APPEND" => DataCmd::Append(key(&a[0]), a[1].to_vec()),
+            "STRLEN" => DataCmd::StrLen(key(&a[0])),
+            "SETNX" => DataCmd::SetNx(key(&a[0]), writable(&a[1])?),
+            "GETSET" => DataCmd::Set {
+                key: key(&a[0]),
+                value: writable(&a[1])?,
+                cond: SetCond::Always,
+                get: true,
+            },
+            "SPOP" | "SRANDMEMBER" => parse_random(name, a)?,
             "PING" => DataCmd::Ping(a.first().cloned()),
             "ECHO" => DataCmd::Echo(a[0].clone()),
             other => return Err(Reply::err(format!("'{other}' is not a data command"))),
@@ -159,6 +200,14 @@ impl DataCmd {
             DataCmd::SMembers(_) | DataCmd::SIsMember(..) | DataCmd::SCard(_) => {
                 set_read(tx, &self).await
             }
+            DataCmd::Append(k, suffix) => append(tx, &k, &suffix).await,
+            DataCmd::StrLen(k) => strlen(tx, &k).await,
+            DataCmd::SetNx(k, v) => Ok(match set(tx, k, v, SetCond::Nx, false).await? {
+                Reply::Ok => Reply::Int(1),
+                _ => Reply::Int(0),
+            }),
+            DataCmd::SPop { key, count, seed } => spop(tx, &key, count, seed).await,
+            DataCmd::SRandMember { key, count, seed } => srandmember(tx, &key, count, seed).await,
             DataCmd::Ping(None) => Ok(Reply::Simple("PONG")),
             DataCmd::Ping(Some(msg)) | DataCmd::Echo(msg) => Ok(Reply::Bulk(msg)),
         }
@@ -195,8 +244,14 @@ impl DataCmd {
             | DataCmd::Type(k)
             | DataCmd::IncrBy(k, _)
             | DataCmd::SMembers(k)
-            | DataCmd::SCard(k) => on_key(k),
-            DataCmd::Set { key, value, .. } | DataCmd::SIsMember(key, value) => {
+            | DataCmd::SCard(k)
+            | DataCmd::StrLen(k)
+            | DataCmd::SPop { key: k, .. }
+            | DataCmd::SRandMember { key: k, .. } => on_key(k),
+            DataCmd::Set { key, value, .. }
+            | DataCmd::SIsMember(key, value)
+            | DataCmd::Append(key, value)
+            | DataCmd::SetNx(key, value) => {
                 on_key(key);
                 on_value(value);
             }
@@ -238,6 +293,16 @@ impl DataCmd {
                 value_too_long |= v.len() > VALUE_LEN_MAX;
             },
         );
+        if let DataCmd::SPop { count: Some(n), .. } = self {
+            if *n > TXN_UPDATES_MAX {
+                return over("members popped by one SPOP", TXN_UPDATES_MAX);
+            }
+        }
+        if let DataCmd::SRandMember { count: Some(n), .. } = self {
+            if n.unsigned_abs() > RANDOM_MEMBERS_MAX as u64 {
+                return over("members of one SRANDMEMBER", RANDOM_MEMBERS_MAX);
+            }
+        }
         if keys > READ_KEYS_MAX {
             return over("keys in one command", READ_KEYS_MAX);
         }
@@ -277,6 +342,71 @@ fn parse_set(a: &[Bytes]) -> Result<DataCmd, Reply> {
         cond,
         get,
     })
+}
+
+/// `SPOP key [count]` and `SRANDMEMBER key [count]`, each with a fresh seed for its
+/// random choice ([`random_seed`]).
+fn parse_random(name: &str, a: &[Bytes]) -> Result<DataCmd, Reply> {
+    if a.len() > 2 {
+        return Err(Reply::err("syntax error"));
+    }
+    let count = a.get(1).map(integer).transpose()?;
+    let key = key(&a[0]);
+    let seed = random_seed();
+    if name == "SRANDMEMBER" {
+        return Ok(DataCmd::SRandMember { key, count, seed });
+    }
+    let count = match count {
+        Some(n) => Some(
+            usize::try_from(n)
+                .map_err(|_| Reply::err("value is out of range, must be positive"))?,
+        ),
+        None => None,
+    };
+    Ok(DataCmd::SPop { key, count, seed })
+}
+
+/// A seed for a command's random choices, from the standard library's randomly keyed
+/// hasher (no dependency): the choice is then a function of the seed, so a command run
+/// again after an abort chooses alike.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(DRAWS.fetch_add(1, Ordering::Relaxed));
+    h.finish()
+}
+
+/// SplitMix64: the random numbers of one command, from its seed.
+struct Draws(u64);
+
+impl Draws {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number below `n` (> 0).
+    fn below(&mut self, n: usize) -> usize {
+        assert!(n > 0, "a draw from nothing");
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// `count` distinct members of `members` drawn at random (all of them when there are no
+/// more), by a partial Fisher-Yates shuffle.
+fn draw_distinct(mut members: Vec<Value>, count: usize, draws: &mut Draws) -> Vec<Value> {
+    let count = count.min(members.len());
+    for i in 0..count {
+        let j = i + draws.below(members.len() - i);
+        members.swap(i, j);
+    }
+    members.truncate(count);
+    members
 }
 
 fn parse_mset(a: &[Bytes]) -> Result<DataCmd, Reply> {
@@ -565,4 +695,140 @@ async fn set_read<H: SessionHandle>(tx: &mut Tx<'_, H>, cmd: &DataCmd) -> Result
                 .collect(),
         ),
     })
+}
+
+/// `APPEND`: the register's value in this transaction's snapshot with `suffix` after it
+/// (nothing before it when the key holds no value), assigned; answers the new length.
+async fn append<H: SessionHandle>(
+    tx: &mut Tx<'_, H>,
+    k: &Key,
+    suffix: &[u8],
+) -> Result<Reply, Error> {
+    let mut values = tx.read(vec![(k.clone(), ObjType::Lww)]).await?;
+    let mut value = match values.pop().map(|v| v.value) {
+        Some(ObjValue::Lww(v)) => live(v).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    if value.len() + suffix.len() > VALUE_LEN_MAX {
+        let e = Error::LimitExceeded {
+            what: "value length in bytes".into(),
+            max: VALUE_LEN_MAX as u64,
+        };
+        return Ok(Reply::err(e.to_string()));
+    }
+    value.extend_from_slice(suffix);
+    if value.as_slice() == LWW_TOMBSTONE {
+        return Ok(Reply::err("this value is reserved for deleted keys"));
+    }
+    let len = value.len() as i64;
+    tx.update(k.clone(), Update::Assign(value));
+    Ok(Reply::Int(len))
+}
+
+/// `STRLEN`: the length of a register's value, or of a counter's in decimal; 0 for a key
+/// that holds nothing.
+async fn strlen<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key) -> Result<Reply, Error> {
+    let value = tx.read_any(k, ObjType::Lww, true).await?;
+    if !present(&value) {
+        return Ok(Reply::Int(0));
+    }
+    match value {
+        ObjValue::Lww(v) => Ok(Reply::Int(live(v).map_or(0, |v| v.len()) as i64)),
+        ObjValue::Counter(n) => Ok(Reply::Int(n.to_string().len() as i64)),
+        ObjValue::Set(_) => Err(wrongtype(ObjType::Set, ObjType::Lww)),
+        ObjValue::MvReg(_) => Err(wrongtype(ObjType::MvReg, ObjType::Lww)),
+    }
+}
+
+/// `SPOP`: removes members drawn from those this transaction's snapshot shows and answers
+/// them (observed-remove, see the module docs).
+async fn spop<H: SessionHandle>(
+    tx: &mut Tx<'_, H>,
+    k: &Key,
+    count: Option<usize>,
+    seed: u64,
+) -> Result<Reply, Error> {
+    let mut values = tx.read(vec![(k.clone(), ObjType::Set)]).await?;
+    let members = set_members(&mut values);
+    let popped = draw_distinct(members, count.unwrap_or(1), &mut Draws(seed));
+    for m in &popped {
+        tx.update(k.clone(), Update::Remove(m.clone()));
+    }
+    let mut replies = popped.into_iter().map(|m| Reply::Bulk(Bytes::from(m)));
+    Ok(match count {
+        None => replies.next().unwrap_or(Reply::Nil),
+        Some(_) => Reply::Array(replies.collect()),
+    })
+}
+
+/// `SRANDMEMBER`: members drawn from the snapshot, distinct for a positive count, with
+/// repeats for a negative one (as Redis draws them).
+async fn srandmember<H: SessionHandle>(
+    tx: &mut Tx<'_, H>,
+    k: &Key,
+    count: Option<i64>,
+    seed: u64,
+) -> Result<Reply, Error> {
+    let mut values = tx
+        .read_then(vec![(k.clone(), ObjType::Set)], Vec::new(), true)
+        .await?;
+    let members = set_members(&mut values);
+    let mut draws = Draws(seed);
+    let bulk = |m: Value| Reply::Bulk(Bytes::from(m));
+    Ok(match count {
+        None => draw_distinct(members, 1, &mut draws)
+            .pop()
+            .map_or(Reply::Nil, bulk),
+        Some(n) if n >= 0 => Reply::Array(
+            draw_distinct(members, n as usize, &mut draws)
+                .into_iter()
+                .map(bulk)
+                .collect(),
+        ),
+        Some(_) if members.is_empty() => Reply::Array(Vec::new()),
+        Some(n) => Reply::Array(
+            (0..n.unsigned_abs())
+                .map(|_| bulk(members[draws.below(members.len())].clone()))
+                .collect(),
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_are_distinct_bounded_and_follow_the_seed() {
+        let members: Vec<Value> = (0..10u8).map(|i| vec![i]).collect();
+        let a = draw_distinct(members.clone(), 4, &mut Draws(7));
+        let b = draw_distinct(members.clone(), 4, &mut Draws(7));
+        assert_eq!(a, b, "one seed, one choice");
+        let mut sorted = a.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 4, "distinct: {a:?}");
+        assert!(a.iter().all(|m| members.contains(m)));
+        let all = draw_distinct(members.clone(), 50, &mut Draws(1));
+        assert_eq!(all.len(), 10, "no more than there are");
+        let firsts: BTreeSet<Value> = (0..64)
+            .map(|seed| draw_distinct(members.clone(), 1, &mut Draws(seed)).remove(0))
+            .collect();
+        assert!(firsts.len() > 5, "seeds choose differently: {firsts:?}");
+    }
+
+    #[test]
+    fn spop_and_srandmember_counts_are_parsed_and_bounded() {
+        let args = |words: &[&str]| -> Vec<Bytes> {
+            words.iter().map(|w| Bytes::from(w.to_string())).collect()
+        };
+        let e = DataCmd::parse("SPOP", &args(&["SPOP", "s", "-1"])).unwrap_err();
+        assert!(format!("{e:?}").contains("must be positive"), "{e:?}");
+        let over = (TXN_UPDATES_MAX + 1).to_string();
+        assert!(DataCmd::parse("SPOP", &args(&["SPOP", "s", &over])).is_err());
+        let many = format!("-{}", RANDOM_MEMBERS_MAX + 1);
+        assert!(DataCmd::parse("SRANDMEMBER", &args(&["SRANDMEMBER", "s", &many])).is_err());
+        assert!(DataCmd::parse("SRANDMEMBER", &args(&["SRANDMEMBER", "s", "-3"])).is_ok());
+        assert!(DataCmd::parse("SPOP", &args(&["SPOP", "s", "1", "2"])).is_err());
+    }
 }

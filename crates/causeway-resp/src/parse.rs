@@ -1,7 +1,12 @@
-//! The request parser: RESP arrays of bulk strings, what every client library sends.
-//! Inline commands (what a person types into `nc`) are refused with a clear error, as
-//! DESIGN.md asks: they are the one part of RESP no client library uses, and refusing them
-//! keeps one request grammar whose every length is bounded before it is buffered.
+//! The request parser: RESP arrays of bulk strings, what every client library sends, and
+//! inline commands, a line of words (`PING\r\n`: what `redis-benchmark`'s PING_INLINE, a
+//! person typing into `nc` or `telnet`, and old clients send), split as Redis splits them
+//! (`sdssplitargs`: `"..."` with escapes, `'...'`). An inline line is bounded by
+//! [`INLINE_LEN_MAX`], as Redis bounds it; larger commands go as arrays.
+//!
+//! Input that is no Redis command at all (a binary frame where a command belongs, as
+//! Causeway's native client sends, or a TLS handshake) is refused with [`NOT_RESP`], to
+//! which the server adds where such a client belongs.
 //!
 //! Hand-written because requests use a small corner of RESP and because measuring it
 //! against `redis-protocol`'s general frame decoder (`examples/parse_bench.rs`, numbers in
@@ -13,15 +18,23 @@
 //! Rescanning an incomplete command only walks its headers (payloads are skipped by
 //! length), so a large value arriving in pieces costs one scan per read, not per byte.
 //! Every length is checked against the limits in [`crate::limits`] before any byte of
-//! the payload is awaited, so a client cannot make the server buffer without bound.
+//! the payload is awaited, so a client cannot make the server buffer without bound; each
+//! refusal names the limit it hit.
 
-use crate::limits::{ARGS_MAX, BULK_LEN_MAX, COMMAND_BYTES_MAX};
+use crate::limits::{ARGS_MAX, BULK_LEN_MAX, COMMAND_BYTES_MAX, INLINE_LEN_MAX};
 use bytes::{Bytes, BytesMut};
 use std::fmt;
 
 /// Input that is not a valid request. The connection answers it and closes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProtocolError(pub String);
+
+impl ProtocolError {
+    /// Whether the input is no Redis command at all (see [`NOT_RESP`]).
+    pub fn is_foreign(&self) -> bool {
+        self.0.starts_with(NOT_RESP)
+    }
+}
 
 impl fmt::Display for ProtocolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -35,28 +48,148 @@ fn err<T>(what: impl Into<String>) -> Result<T, ProtocolError> {
     Err(ProtocolError(what.into()))
 }
 
-/// What a request that does not start with `*` (an inline command typed into `nc`, or
-/// garbage) is told before the connection closes.
-pub const INLINE_REFUSED: &str = "inline commands are not supported; send RESP arrays of bulk \
-     strings (redis-cli, redis-benchmark and every client library do)";
+/// What input that is no Redis command is told (binary bytes where a command or an inline
+/// line belongs); the rest of the message says what it looks like.
+pub const NOT_RESP: &str = "this port speaks the Redis protocol (RESP) and the input is not RESP";
+
+/// What an unterminated quote in an inline command is told (Redis's words).
+const UNBALANCED: &str = "unbalanced quotes in request";
+
+/// `n` bytes, with its size in MiB or KiB when it is a whole number of them.
+pub fn bytes_text(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{n} bytes ({} MiB)", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{n} bytes ({} KiB)", n >> 10),
+        n => format!("{n} bytes"),
+    }
+}
 
 /// Takes the next command off the front of `buf`: `Ok(Some(args))` with at least one
-/// argument, `Ok(None)` when more bytes are needed, `Err` on malformed input (including
-/// inline commands, see [`INLINE_REFUSED`]). Empty commands (`*0`, `*-1`) are consumed and
-/// skipped.
+/// argument, `Ok(None)` when more bytes are needed, `Err` on malformed input. Empty
+/// commands (`*0`, `*-1`, a blank inline line) are consumed and skipped.
 pub fn parse_command(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     loop {
         let Some(&first) = buf.first() else {
             return Ok(None);
         };
-        if first != b'*' {
-            return err(INLINE_REFUSED);
-        }
-        match parse_multibulk(buf)? {
+        let parsed = if first == b'*' {
+            parse_multibulk(buf)?
+        } else {
+            parse_inline(buf)?
+        };
+        match parsed {
             Some(args) if args.is_empty() => continue,
             other => return Ok(other),
         }
     }
+}
+
+/// Refuses input that cannot start an inline command: a TLS handshake, or a control byte
+/// (Causeway's native client opens with a 4-byte big-endian length, so a zero byte).
+fn refuse_foreign(buf: &[u8]) -> Result<(), ProtocolError> {
+    match buf {
+        [0x16, 0x03, ..] => err(format!(
+            "{NOT_RESP}: it opens a TLS handshake, and this port speaks plain TCP"
+        )),
+        [c, ..] if c.is_ascii_control() && !c.is_ascii_whitespace() => err(format!(
+            "{NOT_RESP}: binary bytes (byte {c:#04x}) where a command belongs"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// An inline command: one line, ended by `\n` (a `\r` before it is dropped), split into
+/// words ([`inline_arg`]).
+fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    refuse_foreign(buf)?;
+    let Some(nl) = buf.iter().take(INLINE_LEN_MAX).position(|&b| b == b'\n') else {
+        if buf.len() >= INLINE_LEN_MAX {
+            return err(format!(
+                "too big inline request: a line is at most {}; send longer commands as \
+                 RESP arrays of bulk strings",
+                bytes_text(INLINE_LEN_MAX)
+            ));
+        }
+        return Ok(None);
+    };
+    let line = buf.split_to(nl + 1);
+    let body = &line[..nl];
+    let body = body.strip_suffix(b"\r").unwrap_or(body);
+    let mut args = Vec::new();
+    let mut at = 0;
+    loop {
+        while body.get(at).is_some_and(u8::is_ascii_whitespace) {
+            at += 1;
+        }
+        if at == body.len() {
+            break;
+        }
+        if args.len() == ARGS_MAX {
+            return err(format!(
+                "too many arguments in an inline request: at most {ARGS_MAX}"
+            ));
+        }
+        args.push(Bytes::from(inline_arg(body, &mut at)?));
+    }
+    Ok(Some(args))
+}
+
+/// The inline argument starting at `at` (not a space), leaving `at` after it: a word, where
+/// `"..."` (with the escapes of [`escaped`]) and `'...'` (with `\'`) may quote spaces, as
+/// Redis's `sdssplitargs` reads them; a closing quote must end the argument.
+fn inline_arg(line: &[u8], at: &mut usize) -> Result<Vec<u8>, ProtocolError> {
+    let mut arg = Vec::new();
+    let mut quote: Option<u8> = None;
+    while let Some(&c) = line.get(*at) {
+        *at += 1;
+        match (quote, c) {
+            (None, b'"' | b'\'') => quote = Some(c),
+            (None, c) if c.is_ascii_whitespace() => return Ok(arg),
+            (None, c) => arg.push(c),
+            (Some(q), c) if c == q => {
+                if line.get(*at).is_some_and(|n| !n.is_ascii_whitespace()) {
+                    return err(UNBALANCED);
+                }
+                quote = None;
+            }
+            (Some(b'"'), b'\\') => arg.push(escaped(line, at)?),
+            (Some(_), b'\\') if line.get(*at) == Some(&b'\'') => {
+                *at += 1;
+                arg.push(b'\'');
+            }
+            (Some(_), c) => arg.push(c),
+        }
+    }
+    match quote {
+        Some(_) => err(UNBALANCED),
+        None => Ok(arg),
+    }
+}
+
+/// The byte an escape inside `"..."` stands for (`at` is just after its backslash):
+/// `\n`, `\r`, `\t`, `\b`, `\a`, `\xHH`, and any other byte for itself.
+fn escaped(line: &[u8], at: &mut usize) -> Result<u8, ProtocolError> {
+    let Some(&c) = line.get(*at) else {
+        return err(UNBALANCED);
+    };
+    *at += 1;
+    let hex = |b: u8| (b as char).to_digit(16);
+    if c == b'x' {
+        if let Some([h, l]) = line.get(*at..*at + 2) {
+            if let (Some(h), Some(l)) = (hex(*h), hex(*l)) {
+                *at += 2;
+                return Ok((h * 16 + l) as u8);
+            }
+        }
+    }
+    Ok(match c {
+        b'n' => b'\n',
+        b'r' => b'\r',
+        b't' => b'\t',
+        b'b' => 8,
+        b'a' => 7,
+        other => other,
+    })
 }
 
 /// Where `\r\n` ends the line starting at `from` (index of the `\r`), if buffered.
@@ -116,7 +249,9 @@ fn parse_multibulk(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolErr
         return Ok(Some(Vec::new()));
     }
     if count as u64 > ARGS_MAX as u64 {
-        return err("invalid multibulk length");
+        return err(format!(
+            "invalid multibulk length {count}: a command has at most {ARGS_MAX} arguments"
+        ));
     }
     let mut spans = Vec::with_capacity(count as usize);
     for _ in 0..count {
@@ -128,12 +263,18 @@ fn parse_multibulk(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolErr
         let Some((len, start)) = read_len(buf, pos + 1, "bulk")? else {
             return incomplete(buf);
         };
-        if len < 0 || len as u64 > BULK_LEN_MAX as u64 {
+        if len < 0 {
             return err("invalid bulk length");
+        }
+        if len as u64 > BULK_LEN_MAX as u64 {
+            return err(format!(
+                "invalid bulk length {len}: an argument is at most {}",
+                bytes_text(BULK_LEN_MAX)
+            ));
         }
         let end = start + len as usize;
         if end > COMMAND_BYTES_MAX {
-            return err("command too big");
+            return err(too_big());
         }
         if buf.len() < end + 2 {
             return incomplete(buf);
@@ -153,9 +294,16 @@ fn parse_multibulk(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolErr
 /// More bytes are needed; refuses to wait when the command is already too big.
 fn incomplete(buf: &BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     if buf.len() > COMMAND_BYTES_MAX {
-        return err("command too big");
+        return err(too_big());
     }
     Ok(None)
+}
+
+fn too_big() -> String {
+    format!(
+        "command too big: a command is at most {}",
+        bytes_text(COMMAND_BYTES_MAX)
+    )
 }
 
 #[cfg(test)]
@@ -190,14 +338,61 @@ mod tests {
         }
     }
 
+    fn words(cmd: &[Vec<u8>]) -> Vec<String> {
+        cmd.iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect()
+    }
+
     #[test]
-    fn refuses_inline_commands() {
-        let e = parse_all(b"PING\r\n").unwrap_err();
+    fn parses_inline_commands_as_redis_splits_them() {
+        let cmds = parse_all(
+            b"PING\r\n  set  k v \r\n\r\nGET \"a b\\n\\x41\\\"\" 'it\\'s' x\"y z\"\nECHO \"\"\r\n*1\r\n$4\r\nPING\r\n",
+        )
+        .unwrap();
+        let got: Vec<Vec<String>> = cmds.iter().map(|c| words(c)).collect();
+        let want: Vec<Vec<&str>> = vec![
+            vec!["PING"],
+            vec!["set", "k", "v"],
+            vec!["GET", "a b\nA\"", "it's", "xy z"],
+            vec!["ECHO", ""],
+            vec!["PING"],
+        ];
+        assert_eq!(got, want, "a blank line is skipped, arrays and lines mix");
+    }
+
+    #[test]
+    fn an_inline_command_waits_for_its_line_and_is_bounded() {
+        let mut buf = BytesMut::from(&b"SET k va"[..]);
+        assert_eq!(parse_command(&mut buf), Ok(None));
+        assert_eq!(buf.len(), 8, "nothing consumed");
+        let long = vec![b'a'; INLINE_LEN_MAX];
+        let e = parse_all(&long).unwrap_err();
         assert!(
-            e.to_string().contains("inline commands are not supported"),
+            e.0.contains("too big inline request") && e.0.contains("65536 bytes (64 KiB)"),
             "{e}"
         );
-        assert!(parse_all(b"\r\n").is_err());
+        let mut fits = vec![b'a'; INLINE_LEN_MAX - 1];
+        fits.push(b'\n');
+        assert_eq!(parse_all(&fits).unwrap()[0][0].len(), INLINE_LEN_MAX - 1);
+        for bad in [&b"GET \"a\r\n"[..], b"GET 'a\r\n", b"GET \"a\"b\r\n"] {
+            let e = parse_all(bad).unwrap_err();
+            assert!(e.0.contains("unbalanced quotes"), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn binary_or_tls_input_is_refused_as_another_protocol() {
+        for input in [
+            &[0u8, 0, 0, 9, 1][..],
+            &[0x16, 0x03, 0x01, 0, 5],
+            b"\x01PING\r\n",
+        ] {
+            let e = parse_all(input).unwrap_err();
+            assert!(e.is_foreign(), "{input:?}: {e}");
+        }
+        assert!(parse_all(b"\tPING\r\n").is_ok(), "a tab is a space");
+        assert!(!parse_all(b"*x\r\n").unwrap_err().is_foreign());
     }
 
     #[test]
@@ -208,8 +403,12 @@ mod tests {
         assert!(parse_all(b"*1\r\n$3\r\nGETxx").is_err());
         let big = format!("*{}\r\n", ARGS_MAX + 1);
         assert!(parse_all(big.as_bytes()).is_err());
-        let bulk = format!("*1\r\n${}\r\n", BULK_LEN_MAX + 1);
-        assert!(parse_all(bulk.as_bytes()).is_err());
+        let bulk = format!("*1\r\n${}\r\n", 20_000_000);
+        let e = parse_all(bulk.as_bytes()).unwrap_err();
+        assert!(
+            e.0.contains("at most 2097152 bytes (2 MiB)"),
+            "the limit is named: {e}"
+        );
         assert!(parse_all(b"*99999999999999999999999999999999999999\r\n").is_err());
     }
 

@@ -4,17 +4,18 @@
 //! A connection reads what the socket has, runs every whole command buffered (a pipeline
 //! is answered in one write, at most [`PIPELINE_DEPTH_MAX`] commands or
 //! [`REPLY_BUFFER_MAX`] bytes at a time), writes the replies, and reads again. Malformed
-//! input is answered with `-ERR Protocol error: ...` and the connection closes; the
-//! endpoint and the other connections go on.
+//! input is answered with `-ERR Protocol error: ...` and the connection closes, once what the
+//! client still sends is read (bounded: [`drain_input`]); the endpoint and the other
+//! connections go on.
 
 use crate::conn::{Conn, Shared};
 use crate::data::DataCmd;
 use crate::limits::{
-    CONNECTIONS_MAX, CONN_BUFFER_BYTES, KEEPALIVE_IDLE_MS, KEEPALIVE_INTERVAL_MS,
-    KEEPALIVE_RETRIES, PIPELINE_DEPTH_MAX, PIPELINE_TXN_COMMANDS_MAX, REPLY_BUFFER_MAX,
-    SHUTDOWN_GRACE_MS,
+    CONNECTIONS_MAX, CONN_BUFFER_BYTES, ERROR_DRAIN_BYTES_MAX, ERROR_DRAIN_MS, KEEPALIVE_IDLE_MS,
+    KEEPALIVE_INTERVAL_MS, KEEPALIVE_RETRIES, PIPELINE_DEPTH_MAX, PIPELINE_TXN_COMMANDS_MAX,
+    REPLY_BUFFER_MAX, SHUTDOWN_GRACE_MS,
 };
-use crate::parse::parse_command;
+use crate::parse::{parse_command, ProtocolError};
 use crate::reply::Reply;
 use crate::session::SessionFactory;
 use bytes::BytesMut;
@@ -43,6 +44,9 @@ pub struct RespConfig {
     /// TLS: when set, every connection must open with a TLS handshake (`redis-cli
     /// --tls`), completed within [`TLS_HANDSHAKE_TIMEOUT_MS`]. `None`: plain TCP.
     pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// The DC's native client endpoint, named to a client that speaks Causeway's native
+    /// protocol here (`causeway cli` pointed at this port). `None`: not named.
+    pub native_addr: Option<std::net::SocketAddr>,
 }
 
 /// Longest a client may take to complete its TLS handshake, in milliseconds.
@@ -56,6 +60,7 @@ impl Default for RespConfig {
             idle_timeout_ms: 0,
             shutdown: None,
             tls: None,
+            native_addr: None,
         }
     }
 }
@@ -165,7 +170,7 @@ async fn run_session<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
     tokio::select! {
         biased;
         () = shutdown_raised(&mut signal) => {}
-        _ = serve_stream(&mut stream, &mut conn, config.idle_timeout_ms) => {}
+        _ = serve_stream(&mut stream, &mut conn, &config) => {}
     }
     let _ = stream.shutdown().await;
 }
@@ -197,26 +202,37 @@ async fn read_more<S: AsyncRead + Unpin>(
 }
 
 /// The read / execute / write loop; returns when the client leaves, asks to (`QUIT`),
-/// sends malformed input or stays idle for `idle_timeout_ms` (0: forever), or on an IO
-/// error.
+/// sends malformed input or stays idle for the config's `idle_timeout_ms` (0: forever), or
+/// on an IO error.
 async fn serve_stream<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     conn: &mut Conn<F>,
-    idle_timeout_ms: u64,
+    config: &RespConfig,
 ) -> io::Result<()> {
+    let idle_timeout_ms = config.idle_timeout_ms;
     let mut input = BytesMut::with_capacity(CONN_BUFFER_BYTES);
     let mut output = BytesMut::with_capacity(CONN_BUFFER_BYTES);
     // The pipelinable commands gathered, kept across reads: a new vector for each
     // command was an allocation per request.
     let mut run: Vec<DataCmd> = Vec::new();
     loop {
-        let close = run_buffered(&mut input, &mut output, &mut run, conn, stream).await?;
+        let close = run_buffered(&mut input, &mut output, &mut run, conn, stream).await;
+        let (close, malformed) = match close? {
+            Ok(close) => (close, false),
+            Err(e) => {
+                protocol_error(&e, config.native_addr).encode(conn.proto(), &mut output);
+                (true, true)
+            }
+        };
         if !output.is_empty() {
             stream.write_all(&output).await?;
             // A TLS stream may keep the last record buffered until flushed (a no-op on
             // plain TCP): without it a reply could wait for the client's next command.
             stream.flush().await?;
             output.clear();
+        }
+        if malformed {
+            drain_input(stream).await;
         }
         if close {
             return Ok(());
@@ -232,14 +248,15 @@ async fn serve_stream<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
 /// when a batch grows past its limits). Consecutive standalone data commands already
 /// buffered together (a pipeline) run as one transaction, at most
 /// [`PIPELINE_TXN_COMMANDS_MAX`] at a time ([`Conn::run_pipelined`]); nothing waits for
-/// more input to fill one. Returns whether the connection must close.
+/// more input to fill one. Returns whether the connection must close, or the malformed
+/// input that closes it (answered by the caller, after the replies before it).
 async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
     input: &mut BytesMut,
     output: &mut BytesMut,
     run: &mut Vec<DataCmd>,
     conn: &mut Conn<F>,
     stream: &mut S,
-) -> io::Result<bool> {
+) -> io::Result<Result<bool, ProtocolError>> {
     assert!(run.is_empty(), "commands left from an earlier input");
     let mut batch_commands = 0;
     loop {
@@ -247,12 +264,11 @@ async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
             Ok(Some(args)) => args,
             Ok(None) => {
                 run_pipelined(conn, run, output).await;
-                return Ok(false);
+                return Ok(Ok(false));
             }
             Err(e) => {
                 run_pipelined(conn, run, output).await;
-                Reply::err(e.to_string()).encode(conn.proto(), output);
-                return Ok(true);
+                return Ok(Err(e));
             }
         };
         if let Some(cmd) = conn.pipelinable(&args) {
@@ -266,7 +282,7 @@ async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
             let outcome = conn.execute(args).await;
             outcome.reply.encode(conn.proto(), output);
             if outcome.close {
-                return Ok(true);
+                return Ok(Ok(true));
             }
             batch_commands += 1;
         }
@@ -276,6 +292,39 @@ async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
             output.clear();
             batch_commands = 0;
         }
+    }
+}
+
+/// After the answer to malformed input: ends our side (the client reads the answer, then
+/// end of file) and reads, dropping it, what the client still sends, for at most
+/// [`ERROR_DRAIN_MS`] and [`ERROR_DRAIN_BYTES_MAX`]. Closing with its input unread would
+/// reset the connection, and a client still writing (a 20 MB `SET` refused at its length)
+/// would see a broken pipe instead of the error naming the limit.
+async fn drain_input<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) {
+    let _ = stream.shutdown().await;
+    let mut buf = vec![0u8; CONN_BUFFER_BYTES];
+    let mut left = ERROR_DRAIN_BYTES_MAX;
+    let drain = async {
+        while left > 0 {
+            match stream.read(&mut buf).await {
+                Ok(n) if n > 0 => left = left.saturating_sub(n),
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_millis(ERROR_DRAIN_MS), drain).await;
+}
+
+/// The answer to malformed input: its error, and for a client of another protocol where
+/// the DC's native endpoint is (`native_addr`), so `causeway cli` pointed here says where
+/// to go.
+fn protocol_error(e: &ProtocolError, native_addr: Option<std::net::SocketAddr>) -> Reply {
+    match native_addr {
+        Some(addr) if e.is_foreign() => Reply::err(format!(
+            "{e}; Causeway's native clients (causeway cli, causeway load) connect to this \
+             DC's client port, {addr}"
+        )),
+        _ => Reply::err(e.to_string()),
     }
 }
 

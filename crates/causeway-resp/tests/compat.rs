@@ -159,16 +159,58 @@ fn malformed_resp_is_answered_and_closed_and_the_server_lives_on() {
             "the server answers after {input:?}"
         );
     }
-    let inline = send_until_closed(port, b"PING\r\n");
+    // A value over the limit, sent whole as a client does: the server reads it to its end
+    // before closing, so the client sees the error naming the limit, not a reset.
+    let mut big = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3000000\r\n".to_vec();
+    big.extend(std::iter::repeat_n(b'a', 3_000_000));
+    big.extend_from_slice(b"\r\n");
+    let answer = send_until_closed(port, &big);
     assert!(
-        inline.contains("inline commands are not supported"),
-        "{inline:?}"
+        answer.starts_with("-ERR Protocol error: invalid bulk length 3000000: an argument is at most 2097152 bytes (2 MiB)"),
+        "{answer:?}"
+    );
+    let long_line = vec![b'a'; 65_536];
+    let answer = send_until_closed(port, &long_line);
+    assert!(
+        answer.contains("too big inline request") && answer.contains("65536 bytes (64 KiB)"),
+        "{answer:?}"
+    );
+    let native_hello = [0u8, 0, 0, 9, 0, 2, 0, 0, 0, 0, 0, 0, 0];
+    let answer = send_until_closed(port, &native_hello);
+    assert!(
+        answer.starts_with("-ERR Protocol error: this port speaks the Redis protocol"),
+        "{answer:?}"
     );
     let pipelined = send_until_closed(port, b"*1\r\n$4\r\nPING\r\n*1\r\n:1\r\n");
     assert!(
         pipelined.starts_with("+PONG\r\n-ERR Protocol error"),
         "{pipelined:?}"
     );
+}
+
+/// Inline commands, as `redis-benchmark`'s PING_INLINE and `nc` send them, quotes and
+/// escapes split as Redis splits them; the connection stays open.
+#[test]
+fn inline_commands_are_answered_like_arrays() {
+    let server = Server::start(1, &[]);
+    let mut stream = connect(server.port(0));
+    let input = b"PING\r\nSET k \"a b\\x41\"\r\n\r\nGET k\nAPPEND k ' c'\r\nSTRLEN k\r\n";
+    stream.write_all(input).expect("write");
+    let want = "+PONG\r\n+OK\r\n$4\r\na bA\r\n:6\r\n:6\r\n";
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_millis(WAIT_MS_MAX);
+    while got.len() < want.len() && Instant::now() < deadline {
+        let mut buf = [0u8; 256];
+        stream
+            .set_read_timeout(Some(Duration::from_millis(WAIT_MS_MAX)))
+            .expect("timeout");
+        let n = stream.read(&mut buf).expect("read");
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(String::from_utf8_lossy(&got), want);
+    let answer = send_until_closed(server.port(0), b"SET k \"unterminated\r\n");
+    assert!(answer.contains("unbalanced quotes"), "{answer:?}");
 }
 
 #[test]

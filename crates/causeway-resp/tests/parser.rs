@@ -78,7 +78,11 @@ proptest! {
         let mut buf = BytesMut::from(&input[..]);
         let ours = parse_command(&mut buf);
         let consumed = input.len() - buf.len();
+        // Input not opening with a non-empty array is an inline command, or skipped: the
+        // oracle decodes arrays only.
+        let array = input.starts_with(b"*") && !input.starts_with(b"*0") && !input.starts_with(b"*-");
         match (ours, oracle(&input)) {
+            (Ok(Some(_)), None) if !array => {}
             (Ok(Some(args)), want) => {
                 prop_assert_eq!(Some((args, consumed)), want);
             }

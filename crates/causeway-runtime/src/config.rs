@@ -349,6 +349,18 @@ fn positive_at_most(name: &str, value: u64, max: u64) -> Result<(), String> {
 }
 
 impl ClusterConfig {
+    /// The client endpoints of the DC `placement` sits in, named to a client that knocks
+    /// at the wrong one: `(client_addr, resp_addr)`, each the node's own when it has one,
+    /// else the first of its DC's nodes that has one.
+    pub fn dc_endpoints(&self, placement: &Placement) -> (Option<SocketAddr>, Option<SocketAddr>) {
+        let dc = &placement.spec.dc;
+        let first = |pick: fn(&NodeSpec) -> Option<SocketAddr>| {
+            pick(&placement.spec)
+                .or_else(|| self.nodes.iter().filter(|n| &n.dc == dc).find_map(pick))
+        };
+        (first(|n| n.client_addr), first(|n| n.resp_addr))
+    }
+
     /// Parses and validates a cluster file's text.
     pub fn parse(text: &str) -> Result<ClusterConfig, String> {
         let config: ClusterConfig = toml::from_str(text).map_err(|e| {

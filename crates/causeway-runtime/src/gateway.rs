@@ -21,9 +21,10 @@ use futures_util::{SinkExt, StreamExt};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::codec::Framed;
+use tokio_util::codec::{Framed, FramedParts};
 
 /// How long a new client connection may take to say Hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -221,13 +222,16 @@ impl Drop for GatewaySession {
 }
 
 /// Serves the native client protocol on `listener` forever. A connection idle (no
-/// request) for `idle_timeout_ms` is closed; 0 never closes one.
+/// request) for `idle_timeout_ms` is closed; 0 never closes one. A client of another
+/// protocol is told where it belongs ([`foreign_client`]; `resp_addr`: the DC's RESP
+/// endpoint, if it has one) and closed.
 pub async fn serve_clients(
     listener: TcpListener,
     gateway: Gateway,
     connections_max: usize,
     idle_timeout_ms: u64,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    resp_addr: Option<std::net::SocketAddr>,
 ) {
     let open = gateway.inner.connections.clone();
     loop {
@@ -253,7 +257,7 @@ pub async fn serve_clients(
                         .await
                         .map_err(|e| format!("TLS: {e}"))?,
                 };
-                client_connection(stream, &gateway, full, idle_timeout_ms).await
+                client_connection(stream, &gateway, full, idle_timeout_ms, resp_addr).await
             };
             if let Err(e) = served.await {
                 tracing::debug!(%addr, "client connection ended: {e}");
@@ -329,13 +333,74 @@ async fn send(framed: &mut ClientFramed, frame: &ServerFrame) -> Result<(), Stri
         .map_err(|e: std::io::Error| e.to_string())
 }
 
+/// How long a client of another protocol, once answered, may take to close.
+const FOREIGN_DRAIN: Duration = Duration::from_millis(500);
+
+/// How many bytes of a new connection are looked at before framing it: a frame's length.
+const HEAD_LEN: usize = 4;
+
+// A frame is at most 2^24 bytes, so a native client's first byte is 0 or 1.
+const _: () = assert!(causeway_core::limits::FRAME_LEN_MAX <= 1 << 24);
+
+/// What a client whose first bytes are `head` is told when it speaks another protocol
+/// (a frame's length opens with 0 or 1; a Redis client's with `*` or a letter, an HTTP
+/// client's with its method): where it belongs, as an HTTP answer to an HTTP client and a
+/// RESP error to any other (which `redis-cli` shows). `None`: a native client.
+pub fn foreign_client(
+    head: &[u8; HEAD_LEN],
+    resp_addr: Option<std::net::SocketAddr>,
+) -> Option<String> {
+    if head[0] <= 1 {
+        return None;
+    }
+    let what = match head {
+        [b'*', ..] => "the Redis protocol (RESP)",
+        b"GET " | b"POST" | b"HEAD" | b"PUT " => "HTTP",
+        [0x16, 0x03, ..] => "TLS, which this port does not",
+        [c, ..] if c.is_ascii_alphabetic() => "the Redis protocol (inline commands)",
+        _ => "another protocol",
+    };
+    let mut line = format!("this is Causeway's native client port, and the client speaks {what}");
+    if let Some(addr) = resp_addr {
+        line.push_str(&format!(
+            "; Redis clients connect to this DC's RESP port, {addr}"
+        ));
+    }
+    Some(match what {
+        "HTTP" => format!(
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{line}\n",
+            line.len() + 1
+        ),
+        _ => format!("-ERR {line}\r\n"),
+    })
+}
+
 async fn client_connection(
-    stream: Stream,
+    mut stream: Stream,
     gateway: &Gateway,
     full: bool,
     idle_timeout_ms: u64,
+    resp_addr: Option<std::net::SocketAddr>,
 ) -> Result<(), String> {
-    let mut framed = Framed::new(stream, peer::codec());
+    let mut head = [0u8; HEAD_LEN];
+    match tokio::time::timeout(HELLO_TIMEOUT, stream.read_exact(&mut head)).await {
+        Ok(Ok(_)) => {}
+        _ => return Err("no Hello".into()),
+    }
+    if let Some(answer) = foreign_client(&head, resp_addr) {
+        let _ = stream.write_all(answer.as_bytes()).await;
+        let _ = stream.shutdown().await;
+        // What the client sent after its first bytes is read before closing: closing with
+        // it unread resets the connection, and the client may lose the answer.
+        let mut rest = [0u8; 1024];
+        let drain = async { while matches!(stream.read(&mut rest).await, Ok(n) if n > 0) {} };
+        let _ = tokio::time::timeout(FOREIGN_DRAIN, drain).await;
+        return Err("a client of another protocol: told where it belongs".into());
+    }
+    let mut parts = FramedParts::new::<bytes::Bytes>(stream, peer::codec());
+    parts.read_buf = bytes::BytesMut::from(&head[..]);
+    let mut framed = Framed::from_parts(parts);
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, framed.next()).await {
         Ok(Some(Ok(bytes))) => wire::decode::<ClientFrame>(&bytes).map_err(|e| e.to_string())?,
         _ => return Err("no Hello".into()),
@@ -396,6 +461,31 @@ mod tests {
         assert!(e.contains("upgrade the client"), "{e}");
         let e = hello_refusal(&ClientFrame::Request(Request::Commit), "c", None).unwrap();
         assert_eq!(e, "the first frame must be Hello");
+    }
+
+    #[test]
+    fn a_client_of_another_protocol_is_told_where_it_belongs() {
+        let resp = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 7001)));
+        assert_eq!(foreign_client(&[0, 0, 0, 9], resp), None, "a frame length");
+        assert_eq!(
+            foreign_client(&[1, 0, 0, 0], resp),
+            None,
+            "the longest frame"
+        );
+        let redis = foreign_client(b"*1\r\n", resp).expect("RESP");
+        assert_eq!(
+            redis,
+            "-ERR this is Causeway's native client port, and the client speaks the Redis \
+             protocol (RESP); Redis clients connect to this DC's RESP port, 127.0.0.1:7001\r\n"
+        );
+        let http = foreign_client(b"GET ", None).expect("HTTP");
+        assert!(http.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{http}");
+        assert!(http.ends_with("the client speaks HTTP\n"), "{http}");
+        let inline = foreign_client(b"PING", resp).expect("inline");
+        assert!(
+            inline.contains("inline commands") && inline.contains("7001"),
+            "{inline}"
+        );
     }
 
     #[test]

@@ -235,21 +235,31 @@ async fn open_endpoints(
     render: metrics_http::Render,
 ) -> Result<Vec<tokio::task::JoinHandle<()>>, String> {
     let mut tasks = Vec::new();
+    let (client_addr, resp_addr) = config.dc_endpoints(placement);
     if let Some(addr) = placement.spec.client_addr {
         let listener = bind(addr, "client_addr").await?;
         let max = config.limits.client_connections_max;
         let idle_ms = config.limits.client_idle_timeout_ms;
         let tls = load_tls(config)?.map(|t| t.clients.clone());
-        let serve = gateway::serve_clients(listener, gateway.clone(), max, idle_ms, tls);
+        let serve = gateway::serve_clients(listener, gateway.clone(), max, idle_ms, tls, resp_addr);
         tasks.push(tokio::spawn(serve));
     }
+    let elsewhere = |what| -> std::sync::Arc<str> {
+        metrics_http::elsewhere(what, resp_addr, client_addr).into()
+    };
     if let Some(addr) = placement.spec.metrics_addr {
         let listener = bind(addr, "metrics_addr").await?;
-        tasks.push(tokio::spawn(metrics_http::serve(listener, render)));
+        let serve = metrics_http::serve(listener, render, elsewhere("metrics (HTTP)"));
+        tasks.push(tokio::spawn(serve));
     }
     if let Some(addr) = placement.spec.http_addr {
         let listener = bind(addr, "http_addr").await?;
-        tasks.push(tokio::spawn(dashboard::serve(listener, config.clone())));
+        let page = elsewhere("cluster page (HTTP)");
+        tasks.push(tokio::spawn(dashboard::serve(
+            listener,
+            config.clone(),
+            page,
+        )));
     }
     Ok(tasks)
 }

@@ -1,5 +1,6 @@
 //! `causeway check --guarantee tcc|convergence|por|pc-psi [--conflicts REL] --history FILE`: checks
-//! a saved history.
+//! a saved history. A file without a transaction (empty, or only final reads) is refused
+//! with exit status 2, as a malformed one is: "ok" would claim a check that checked nothing.
 
 use causeway_check::{check_with, read_history, ConflictRelation, Guarantee};
 use clap::Args;
@@ -53,6 +54,14 @@ pub fn run(args: CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if history.txns.is_empty() {
+        eprintln!(
+            "error: history '{}' holds no transaction: nothing to check (an empty file, or \
+             not a history written by `causeway sim --history` or `causeway load --history`)",
+            args.history
+        );
+        return ExitCode::from(2);
+    }
     match check_with(&history, guarantee, &conflicts) {
         Ok(stats) => {
             let strong = match guarantee {

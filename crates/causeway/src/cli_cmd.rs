@@ -5,6 +5,7 @@
 //! `attach HEX`, `barrier`, `help`. A data command outside a transaction runs in its own
 //! (begin ... commit). With `-c` the commands run in order and the first error stops the
 //! script with exit status 1; without it, commands are read line by line from stdin.
+//! Either way, input that ends inside a transaction aborts it and exits with status 1.
 
 use causeway_client::{from_hex, to_hex, Client, ClientError};
 use causeway_core::crdt::{ObjType, Update};
@@ -192,6 +193,7 @@ pub fn run(args: CliArgs) -> ExitCode {
             .clone()
             .or_else(|| std::env::var(PASSWORD_ENV).ok()),
         tls_ca_file: args.tls_ca.clone(),
+        retry_refused: false,
         ..Default::default()
     };
     let client = match Client::connect_with(args.addr.as_str(), options) {
@@ -221,7 +223,21 @@ fn run_script(shell: &mut Shell, script: &str) -> ExitCode {
             }
         }
     }
-    ExitCode::SUCCESS
+    end_of_input(shell)
+}
+
+/// The end of the commands: a transaction still open is aborted and reported, with exit
+/// status 1, rather than dropped with the connection as if nothing were wrong.
+fn end_of_input(shell: &mut Shell) -> ExitCode {
+    if !shell.in_txn {
+        return ExitCode::SUCCESS;
+    }
+    let _ = shell.client.abort();
+    eprintln!(
+        "error: the commands ended inside a transaction (begin without commit or abort): \
+         it was aborted, nothing of it took effect; end it with commit"
+    );
+    ExitCode::FAILURE
 }
 
 fn interactive(shell: &mut Shell) -> ExitCode {
@@ -241,7 +257,7 @@ fn interactive(shell: &mut Shell) -> ExitCode {
         }
         let mut line = String::new();
         match stdin.lock().read_line(&mut line) {
-            Ok(0) | Err(_) => return ExitCode::SUCCESS,
+            Ok(0) | Err(_) => return end_of_input(shell),
             Ok(_) => {}
         }
         match shell.exec(line.trim()) {

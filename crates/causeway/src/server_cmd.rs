@@ -117,6 +117,7 @@ pub fn run(args: ServerArgs) -> ExitCode {
                 password: config.password.clone(),
                 idle_timeout_ms: config.limits.client_idle_timeout_ms,
                 tls: causeway_runtime::load_tls(&config)?.map(|t| t.clients_config.clone()),
+                native_addr: config.dc_endpoints(server.placement()).0,
                 ..RespConfig::default()
             };
             let factory = RespFactory {

@@ -807,7 +807,12 @@ fn supervise(
     runtime.block_on(async {
         if let Some((listener, config)) = page {
             match tokio::net::TcpListener::from_std(listener) {
-                Ok(l) => drop(tokio::spawn(causeway_runtime::dashboard::serve(l, config))),
+                Ok(l) => {
+                    let elsewhere =
+                        causeway_runtime::metrics_http::elsewhere("cluster page (HTTP)", None, None);
+                    let serve = causeway_runtime::dashboard::serve(l, config, elsewhere.into());
+                    drop(tokio::spawn(serve));
+                }
                 Err(e) => eprintln!("warning: the cluster page cannot be served: {e}"),
             }
         }

@@ -119,6 +119,30 @@ fn bad_arguments_are_refused_with_a_clear_error() {
     assert!(out.contains("unknown protocol 'nosuch'"), "{out}");
 }
 
+/// A file with no transaction checks nothing: refused, not "ok". So is a file that is no
+/// history (CSV, a header line of another format).
+#[test]
+fn check_refuses_an_empty_or_headerless_history() {
+    let finals_only =
+        r#"{"type":"final","dc":0,"key":"k","obj":"lww","value":{"lww":null},"observed":[]}"#;
+    for (name, text) in [
+        ("empty.jsonl", ""),
+        ("blank.jsonl", "\n\n"),
+        ("finals.jsonl", finals_only),
+    ] {
+        let history = temp_path(name);
+        std::fs::write(&history, text).expect("write the history");
+        let (code, out) = causeway(&["check", "--history", &history]);
+        assert_eq!(code, 2, "{name}: {out}");
+        assert!(out.contains("holds no transaction"), "{name}: {out}");
+    }
+    let csv = temp_path("table.csv");
+    std::fs::write(&csv, "id,session,dc\ns1.t1,1,0\n").expect("write the file");
+    let (code, out) = causeway(&["check", "--history", &csv]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("is malformed"), "{out}");
+}
+
 #[test]
 fn workload_families_run_clean_and_rubis_strong_txns_are_refused_by_cure() {
     let (code, out) = causeway(&[

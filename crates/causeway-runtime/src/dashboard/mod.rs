@@ -29,11 +29,12 @@ const INDEX_HTML: &str = include_str!("assets/index.html");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 const APP_JS: &str = include_str!("assets/app.js");
 
-/// Scrapes the nodes of `config` and serves the page and its API on `listener`, forever.
-pub async fn serve(listener: TcpListener, config: ClusterConfig) {
+/// Scrapes the nodes of `config` and serves the page and its API on `listener`, forever;
+/// a client of another protocol is told `elsewhere` (`metrics_http::elsewhere`).
+pub async fn serve(listener: TcpListener, config: ClusterConfig, elsewhere: Arc<str>) {
     let interval_ms = SCRAPE_INTERVAL.as_millis() as u64;
     let board = Arc::new(Mutex::new(Board::new(&config, interval_ms)));
-    let serving = metrics_http::serve_routes(listener, routes(board.clone()));
+    let serving = metrics_http::serve_routes(listener, routes(board.clone()), elsewhere);
     tokio::join!(scrape_forever(board), serving);
 }
 
@@ -97,7 +98,12 @@ mod tests {
         c.nodes[0].metrics_addr = Some(live.local_addr().unwrap());
         c.nodes[1].metrics_addr = Some(dead.local_addr().unwrap());
         drop(dead);
-        tokio::spawn(metrics_http::serve(live, Arc::new(|| METRICS.to_string())));
+        let elsewhere = metrics_http::elsewhere("metrics", None, None).into();
+        tokio::spawn(metrics_http::serve(
+            live,
+            Arc::new(|| METRICS.to_string()),
+            elsewhere,
+        ));
         c
     }
 
@@ -106,7 +112,8 @@ mod tests {
         let config = cluster_with_one_live_node().await;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        tokio::spawn(serve(listener, config));
+        let elsewhere = metrics_http::elsewhere("cluster page", None, None).into();
+        tokio::spawn(serve(listener, config, elsewhere));
         let timeout = Duration::from_secs(5);
         let html = scrape::get(&addr, "/", timeout).await.unwrap();
         assert!(html.contains("<canvas id=\"c-tps\"") && html.contains("/app.js"));
