@@ -7,6 +7,7 @@ use crate::experiment::Experiment;
 /// Every experiment, by paper.
 pub const EXPERIMENTS: &[Experiment] = &[
     crate::cure::VS_EVENTUAL,
+    crate::cure::CRDT_SETS,
     crate::cure::SCALE,
     crate::unistore::UNIFORMITY_COST,
     crate::unistore::VISIBILITY,
@@ -14,12 +15,16 @@ pub const EXPERIMENTS: &[Experiment] = &[
     crate::unistore_strong::SCALABILITY,
     crate::paris::VS_BPR,
     crate::paris::LOCALITY,
+    crate::paris::SCALE,
+    crate::promptcc::VALUE_SIZE,
     crate::promptcc::SKEW,
     crate::promptcc::READSET,
+    crate::promptcc::WRITE_RATIO,
     crate::promptcc::SCALE,
     crate::occult::OVERHEAD,
     crate::occult::TXN,
     crate::occult::SLOW_NODES,
+    crate::occult::HOT_NODES,
     crate::occult::WRITE_HEAVY,
 ];
 
