@@ -18,7 +18,8 @@ use std::collections::BTreeMap;
 /// Most points one sweep may hold.
 pub const SWEEP_POINTS_MAX: usize = 32;
 
-/// A change to the experiment's configuration (a DC count, a config section), labelled
+/// A change to the experiment's configuration (a DC count, a config section, the clients
+/// in proportion to the servers: the runner sets the sweep's count before it), labelled
 /// for tables and plots.
 pub struct Variant {
     pub label: &'static str,
@@ -281,8 +282,9 @@ impl Plan<'_> {
         per_variant * variants * self.seeds()
     }
 
-    /// The configuration of one run: the experiment's, changed by `variant`, then the
-    /// run's protocol, clients, seed, duration and the plan's CPU model.
+    /// The configuration of one run: the experiment's with the run's clients, changed by
+    /// `variant` (which may scale the clients), then the run's protocol, seed, duration
+    /// and the plan's CPU model.
     pub fn config(
         &self,
         variant: Option<&Variant>,
@@ -304,6 +306,8 @@ impl Plan<'_> {
     ) -> SimConfig {
         let e = self.experiment;
         let mut c = (e.config)();
+        // Before the variant: one may scale the clients with the servers (PrompTCC Fig. 7).
+        c.clients_per_dc = clients;
         if let Some(v) = variant {
             (v.apply)(&mut c);
         }
@@ -311,7 +315,6 @@ impl Plan<'_> {
             apply(&mut c);
         }
         c.protocol = protocol.to_string();
-        c.clients_per_dc = clients;
         c.seed = seed;
         // The papers' workloads have no barriers or moves: none unless the experiment
         // asks (the simulator's default gives them to protocols with uniform barriers).
@@ -356,7 +359,11 @@ impl Plan<'_> {
             let mut points = Vec::new();
             for &clients in self.clients() {
                 let mut results = Vec::new();
-                let duration = config(clients, 1).duration_ms;
+                // The clients the runs had: a variant may have scaled the sweep's count.
+                let (duration, clients_run) = {
+                    let c = config(clients, 1);
+                    (c.duration_ms, c.clients_per_dc)
+                };
                 let warmup = self.warmup_ms();
                 for seed in 1..=self.seeds() {
                     let mut r = run(&config(clients, seed))?;
@@ -367,7 +374,7 @@ impl Plan<'_> {
                     results.push(r);
                     tick(spec.label, clients);
                 }
-                points.push(pool(clients, &results, duration - warmup));
+                points.push(pool(clients_run, &results, duration - warmup));
             }
             curves.push(Curve {
                 protocol: spec.label.to_string(),

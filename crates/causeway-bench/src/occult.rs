@@ -17,6 +17,12 @@
 //!   stable vector advances only as fast as its slowest partition, so every remote update
 //!   at a DC waits (the cascade), while Occult's writes are readable once applied.
 //!
+//! - `occult-hot-nodes` (Fig. 8a/8c): the same with the slowed slaves the nodes holding the
+//!   hottest keys (`SimConfig::slow_hot_replication`: each DC's first nodes holding a key,
+//!   walking the keys from the Zipf's hottest). Findings as for the slowed tail nodes
+//!   (paper: throughput falls, no further past two slowed slaves; p95/p99 latency up
+//!   faster than with tail nodes, the median unchanged).
+//!
 //! - `occult-write-heavy` (Fig. 9a/b): the overhead experiment at 75:25 reads:writes with
 //!   4 entries (paper: -6.9% goodput, +50 us median and +4 ms p99 latency vs Redis).
 //!
@@ -229,6 +235,42 @@ pub const SLOW_NODES: Experiment = Experiment {
     ..BASE
 };
 
+/// Slows the replication into the `k` nodes of each DC holding the hottest keys.
+fn slow_hot(c: &mut SimConfig, k: u32) {
+    c.slow_hot_replication = (k > 0).then_some((k, SLOW_NS));
+}
+
+const SLOWED_HOT: &[Variant] = &[
+    Variant {
+        label: "no slow node",
+        apply: |c| slow_hot(c, 0),
+    },
+    Variant {
+        label: "1 hot slave/DC",
+        apply: |c| slow_hot(c, 1),
+    },
+    Variant {
+        label: "2 hot slaves/DC",
+        apply: |c| slow_hot(c, 2),
+    },
+    Variant {
+        label: "3 hot slaves/DC",
+        apply: |c| slow_hot(c, 3),
+    },
+];
+
+pub const HOT_NODES: Experiment = Experiment {
+    name: "occult-hot-nodes",
+    figure: "Occult Fig. 8a/8c (2 DCs, YCSB 95:5, Zipf 0.99, replication into the 1-3 nodes per DC holding the hottest keys delayed 100 ms): occult's goodput and latency against no slowdown, and cure under the same slowdown; paper: goodput falls (no further past two slowed slaves), p95/p99 latency up faster than with slowed tail nodes (Fig. 8b: to about 48 ms), median unchanged",
+    kind: Kind::PeakPerVariant(SLOWED_HOT),
+    findings: Some(hot_findings),
+    quick_check: QuickCheck {
+        must: &["^\\[3 hot slaves/DC\\] occult"],
+        show: "^\\[.*hot slaves/DC\\] occult",
+    },
+    ..SLOW_NODES
+};
+
 /// YCSB single-key operations at 75:25 reads:writes (Appendix B.1), the overhead
 /// experiment's setup otherwise.
 fn write_heavy_config() -> SimConfig {
@@ -370,8 +412,22 @@ pub fn txn_findings(r: &PeaksReport) -> Vec<String> {
     out
 }
 
+/// Fig. 8a/8c: as [`slow_findings`], with the paper's lines on hot nodes.
+pub fn hot_findings(r: &PeaksReport) -> Vec<String> {
+    let mut out = slow_lines(r);
+    out.push("paper (hot nodes): goodput falls, the hot master having no spare capacity for the failed-over reads, and no further past two slowed slaves; p95/p99 read latency up faster than with slowed tail nodes (which reach about 48 ms), median and p75 unchanged".into());
+    out
+}
+
 /// Fig. 8: peaks against no slowdown, tail latency and update visibility per protocol.
 pub fn slow_findings(r: &PeaksReport) -> Vec<String> {
+    let mut out = slow_lines(r);
+    out.push("paper: Occult's throughput unchanged with slowed tail nodes, its p95/p99 read latency up to about 48 ms (4 retries, then the remote master); a causal store with a stable vector (cure here) delays the visibility of every remote update at the slowed DC".into());
+    out
+}
+
+/// Each protocol's peak per variant against no slowdown, its latency and visibility.
+fn slow_lines(r: &PeaksReport) -> Vec<String> {
     let mut out = Vec::new();
     for name in ["occult", "cure"] {
         let base = r
@@ -395,7 +451,6 @@ pub fn slow_findings(r: &PeaksReport) -> Vec<String> {
             ));
         }
     }
-    out.push("paper: Occult's throughput unchanged with slowed tail nodes, its p95/p99 read latency up to about 48 ms (4 retries, then the remote master); a causal store with a stable vector (cure here) delays the visibility of every remote update at the slowed DC".into());
     out
 }
 
@@ -450,5 +505,21 @@ mod tests {
         );
         slow(&mut c, 0);
         assert!(c.slow_replication.is_empty());
+    }
+
+    #[test]
+    fn hot_variants_slow_the_hottest_nodes_and_their_runs_are_valid() {
+        for (i, v) in SLOWED_HOT.iter().enumerate() {
+            let mut c = slow_config();
+            (v.apply)(&mut c);
+            c.protocol = "occult".into();
+            assert_eq!(c.validate(), Ok(()), "{}", v.label);
+            assert!(
+                c.slow_replication.is_empty(),
+                "picked by heat, not by index"
+            );
+            let k = i as u32;
+            assert_eq!(c.slow_hot_replication, (k > 0).then_some((k, SLOW_NS)));
+        }
     }
 }

@@ -16,8 +16,13 @@
 //!   mean latency at the peak, UST lag and visibility latency, the share of bytes sent for
 //!   replication, intra-DC and inter-DC UST when the load stopped (Fig. 6), and the client
 //!   cache's mean size.
+//! - `paris-scale` (Fig. 3): `paris` on 3 and 5 DCs of 1 and 3 nodes, and on 10 DCs of 1
+//!   node, partitions, keys and clients in proportion to the nodes (each node stores 4
+//!   partitions, as in the default setup). Findings: each peak against the same DCs of 1
+//!   node (paper Fig. 3a: 3x from 6 to 18 machines/DC) and against 3 DCs of the same nodes
+//!   (Fig. 3b: 3.33x from 3 to 10 DCs).
 //!
-//! Both measure a steady state ([`Experiment::warmup_ms`]): a client's multi-DC txn takes
+//! All measure a steady state ([`Experiment::warmup_ms`]): a client's multi-DC txn takes
 //! one or two WAN round trips (up to ~600 ms with Sydney and Mumbai), so until every
 //! client has met a few of them a run counts mostly its fast local txns (at 128
 //! clients/DC, txns begun in the first 100 ms ran at 73,000/s, from 400 ms on at a steady
@@ -202,6 +207,101 @@ pub const LOCALITY: Experiment = Experiment {
         show: "^\\[l:m .*paris peak",
     },
 };
+
+/// Partition replicas per node of the scalability experiment (the default setup's 4).
+const REPLICAS_PER_NODE: u32 = 4;
+/// Keys per partition (the default setup's 250).
+const KEYS_PER_PARTITION: u32 = KEYS / PARTITIONS;
+
+/// `dcs` DCs of `nodes` nodes each, with partitions, keys and clients in proportion (the
+/// sweep's client counts are per node). The simulator's default WAN holds Fig. 1's five
+/// regions, then 100 ms one way for the DCs past them.
+fn paris_shape(c: &mut SimConfig, dcs: u16, nodes: u32) {
+    let factor = u32::from(c.replication_factor.unwrap_or(dcs));
+    c.dcs = dcs;
+    c.nodes_per_dc = nodes;
+    c.partitions = u32::from(dcs) * nodes * REPLICAS_PER_NODE / factor;
+    c.keys = c.partitions * KEYS_PER_PARTITION;
+    c.clients_per_dc *= nodes;
+}
+
+const SCALE_SHAPES: &[Variant] = &[
+    Variant {
+        label: "3 DCs x 1 node",
+        apply: |c| paris_shape(c, 3, 1),
+    },
+    Variant {
+        label: "3 DCs x 3 nodes",
+        apply: |c| paris_shape(c, 3, 3),
+    },
+    Variant {
+        label: "5 DCs x 1 node",
+        apply: |c| paris_shape(c, 5, 1),
+    },
+    Variant {
+        label: "5 DCs x 3 nodes",
+        apply: |c| paris_shape(c, 5, 3),
+    },
+    Variant {
+        label: "10 DCs x 1 node",
+        apply: |c| paris_shape(c, 10, 1),
+    },
+];
+
+pub const SCALE: Experiment = Experiment {
+    name: "paris-scale",
+    figure: "PaRiS Fig. 3 (default workload, R = 2, partitions in proportion to the machines): paris's peak throughput as machines per DC and DCs grow; paper: 3x from 6 to 18 machines/DC on 3 and on 5 DCs (Fig. 3a), 3.33x from 3 to 10 DCs with 6 and 12 machines/DC (Fig. 3b)",
+    kind: Kind::PeakPerVariant(SCALE_SHAPES),
+    protocols: &["paris"],
+    // Per node: the variants multiply them by the nodes per DC.
+    clients_per_dc: &[8, 128, 512, 2048],
+    // 64 per node left 1 core at 35-60% busy: a peak the WAN latency set, not the CPU.
+    quick_clients_per_dc: &[16, 256],
+    findings: Some(scale_findings),
+    quick_check: QuickCheck {
+        must: &["^\\[10 DCs x 1 node\\] .*x the peak of 3 DCs x 1 node"],
+        show: "^\\[.*x the peak of",
+    },
+    ..LOCALITY
+};
+
+/// Fig. 3: each shape's peak against fewer nodes (3a) and against fewer DCs (3b).
+pub fn scale_findings(r: &PeaksReport) -> Vec<String> {
+    let peak = |label: &str| {
+        Some(
+            curve(r.variant(label)?, "paris")?
+                .peak()
+                .throughput_txn_per_s,
+        )
+    };
+    let mut out = Vec::new();
+    for (variant, base, paper) in [
+        (
+            "3 DCs x 3 nodes",
+            "3 DCs x 1 node",
+            "paper Fig. 3a: 3x from 6 to 18 machines/DC",
+        ),
+        (
+            "5 DCs x 3 nodes",
+            "5 DCs x 1 node",
+            "paper Fig. 3a: 3x from 6 to 18 machines/DC",
+        ),
+        ("5 DCs x 1 node", "3 DCs x 1 node", "ideal 1.67x"),
+        (
+            "10 DCs x 1 node",
+            "3 DCs x 1 node",
+            "paper Fig. 3b: 3.33x from 3 to 10 DCs",
+        ),
+    ] {
+        if let (Some(p), Some(b)) = (peak(variant), peak(base)) {
+            out.push(format!(
+                "[{variant}] {:.2}x the peak of {base} ({p:.0} vs {b:.0} txn/s; {paper})",
+                p / b.max(1e-9)
+            ));
+        }
+    }
+    out
+}
 
 fn curve<'a>(v: &'a VariantReport, label: &str) -> Option<&'a Curve> {
     v.report.curve(label)
@@ -406,7 +506,7 @@ mod tests {
 
     #[test]
     fn the_configurations_are_valid_and_the_papers() {
-        for e in [&VS_BPR, &LOCALITY] {
+        for e in [&VS_BPR, &LOCALITY, &SCALE] {
             let Kind::PeakPerVariant(variants) = e.kind else {
                 panic!("peaks per variant");
             };
@@ -416,8 +516,16 @@ mod tests {
                 c.protocol = "paris".into();
                 assert_eq!(c.validate(), Ok(()), "{} {}", e.name, v.label);
                 assert_eq!(
-                    (c.dcs, c.replication_factor, c.txn_ops, c.partitions_per_txn),
-                    (5, Some(2), 20, 4)
+                    (c.replication_factor, c.txn_ops, c.partitions_per_txn),
+                    (Some(2), 20, 4)
+                );
+                // Every node stores as many partitions as in the default setup.
+                let replicas = c.partitions * 2;
+                assert_eq!(
+                    replicas,
+                    u32::from(c.dcs) * c.nodes_per_dc * 4,
+                    "{}",
+                    v.label
                 );
             }
             assert!(e.quick_warmup_ms < e.quick_duration_ms && e.warmup_ms < e.duration_ms);
@@ -427,6 +535,33 @@ mod tests {
         assert_eq!(c.local_dc_ratio, 0.5);
         (RW_RATIOS[1].apply)(&mut c);
         assert_eq!(c.workload, WorkloadFamily::YcsbA);
+    }
+
+    #[test]
+    fn scale_shapes_grow_partitions_keys_and_clients_with_the_nodes() {
+        let mut c = default_workload();
+        c.clients_per_dc = 64;
+        paris_shape(&mut c, 10, 3);
+        assert_eq!((c.dcs, c.nodes_per_dc, c.partitions), (10, 3, 60));
+        assert_eq!((c.keys, c.clients_per_dc), (60 * 250, 192));
+        c.protocol = "paris".into();
+        assert_eq!(c.validate(), Ok(()));
+        let r = report(vec![
+            (
+                "3 DCs x 1 node",
+                vec![curve("paris", vec![point(8, 10_000.0, 9.0)])],
+            ),
+            (
+                "10 DCs x 1 node",
+                vec![curve("paris", vec![point(8, 31_000.0, 9.0)])],
+            ),
+        ]);
+        let lines = scale_findings(&r).join("\n");
+        assert!(
+            lines.contains("[10 DCs x 1 node] 3.10x the peak of 3 DCs x 1 node (31000 vs 10000 txn/s; paper Fig. 3b"),
+            "{lines}"
+        );
+        assert!(!lines.contains("3 DCs x 3 nodes"), "only the variants run");
     }
 
     #[test]

@@ -151,7 +151,81 @@ pub const READSET: Experiment = Experiment {
     ..BASE
 };
 
-/// A variant of `servers` servers, with partitions and keys in proportion.
+/// Value sizes of Fig. 2 (the paper: 1 to 2,048 B): its ends and where promptcc and wren
+/// meet. Three, so that 4 protocols in each make the 12 curves a plot holds.
+const VALUE_SIZES: &[Variant] = &[
+    Variant {
+        label: "8 B",
+        apply: |c| c.value_bytes = 8,
+    },
+    Variant {
+        label: "512 B",
+        apply: |c| c.value_bytes = 512,
+    },
+    Variant {
+        label: "2048 B",
+        apply: |c| c.value_bytes = 2048,
+    },
+];
+
+pub const VALUE_SIZE: Experiment = Experiment {
+    name: "promptcc-value-size",
+    figure: "PrompTCC Fig. 2 (one DC, 90:10 read-only:write-only txns of 5 keys, Zipf 0.99, values of 8 to 2048 B): throughput normalized to eventual; paper: promptcc closest to eventual, promptcc and wren approaching each other above 512 B, eiger -96% for large values (a second round in 40% of its reads, promptcc's about 2%)",
+    kind: Kind::PeakPerVariant(VALUE_SIZES),
+    protocols: &["eventual", "promptcc", "wren", "eiger"],
+    findings: Some(value_size_findings),
+    quick_check: QuickCheck {
+        must: &["^\\[2048 B\\] eiger: .*x the peak throughput of eventual"],
+        show: "^\\[2048 B\\]",
+    },
+    ..BASE
+};
+
+/// A variant whose write-only share is `$w` (the rest read-only), values of 128 B.
+macro_rules! write_share {
+    ($label:expr, $w:expr) => {
+        Variant {
+            label: $label,
+            apply: |c| {
+                c.write_only_ratio = $w;
+                c.read_only_ratio = 1.0 - $w;
+            },
+        }
+    };
+}
+
+/// Write-only shares of Fig. 6 (Table II: 0.01 to 0.5): its ends and the default. Three,
+/// so that 4 protocols in each make the 12 curves a plot holds.
+const WRITE_SHARES: &[Variant] = &[
+    write_share!("1% writes", 0.01),
+    write_share!("10% writes", 0.1),
+    write_share!("50% writes", 0.5),
+];
+
+/// Fig. 6's workload: the default one with values of 128 B.
+fn write_ratio_workload() -> SimConfig {
+    SimConfig {
+        value_bytes: 128,
+        ..default_workload()
+    }
+}
+
+pub const WRITE_RATIO: Experiment = Experiment {
+    name: "promptcc-write-ratio",
+    figure: "PrompTCC Fig. 6 (one DC, txns of 5 keys of 128 B, Zipf 0.99, 1% to 50% write-only txns): throughput normalized to eventual; paper: at residual write ratios eiger 20% below promptcc, promptcc falling as writes grow and wren ahead of it at large write ratios",
+    kind: Kind::PeakPerVariant(WRITE_SHARES),
+    protocols: &["eventual", "promptcc", "wren", "eiger"],
+    config: write_ratio_workload,
+    findings: Some(write_ratio_findings),
+    quick_check: QuickCheck {
+        must: &["^\\[50% writes\\] wren over promptcc:"],
+        show: "^\\[.*over promptcc",
+    },
+    ..BASE
+};
+
+/// A variant of `servers` servers, with partitions, keys and clients in proportion (the
+/// sweep's client counts are per server).
 macro_rules! servers {
     ($label:expr, $n:expr) => {
         Variant {
@@ -160,6 +234,7 @@ macro_rules! servers {
                 c.nodes_per_dc = $n;
                 c.partitions = $n * PARTITIONS_PER_SERVER;
                 c.keys = $n * KEYS_PER_SERVER;
+                c.clients_per_dc *= $n;
             },
         }
     };
@@ -174,9 +249,12 @@ const SERVER_COUNTS: &[Variant] = &[
 
 pub const SCALE: Experiment = Experiment {
     name: "promptcc-scale",
-    figure: "PrompTCC Fig. 7/8 (one DC, 1 to 8 servers with partitions, keys and clients in proportion): peak throughput scaling and read metadata bytes of promptcc (compressed, §V) vs promptcc-naive (full vectors)",
+    figure: "PrompTCC Fig. 7/8 (one DC, 1 to 8 servers with partitions, keys and clients in proportion): peak throughput scaling of every system and read metadata bytes of promptcc (compressed, §V) vs promptcc-naive (full vectors); paper: all scale almost linearly but promptcc-naive",
     kind: Kind::PeakPerVariant(SERVER_COUNTS),
-    protocols: &["promptcc", "promptcc-naive"],
+    protocols: &["promptcc", "promptcc-naive", "wren", "eiger"],
+    // Clients per server: the variants multiply them by the servers.
+    clients_per_dc: &[4, 16, 64, 256],
+    quick_clients_per_dc: &[4, 32],
     findings: Some(scale_findings),
     quick_check: QuickCheck {
         must: &["^\\[8 servers\\] read metadata"],
@@ -309,6 +387,89 @@ pub fn readset_findings(r: &PeaksReport) -> Vec<String> {
     out
 }
 
+/// Each of promptcc, wren and eiger against eventual in variant `v`: peak throughput
+/// and mean latency at the peak.
+fn normalized_lines(v: &VariantReport) -> Vec<String> {
+    ["promptcc", "wren", "eiger"]
+        .into_iter()
+        .filter_map(|name| {
+            let (tput, lat) = over_eventual(v, name)?;
+            Some(format!(
+                "[{}] {name}: {:.2}x the peak throughput of eventual ({:+.1}%), {:+.1}% mean latency at the peak",
+                v.variant,
+                tput,
+                (tput - 1.0) * 100.0,
+                (lat - 1.0) * 100.0
+            ))
+        })
+        .collect()
+}
+
+/// promptcc's round-two share at its peak in `v`, if it ran.
+fn promptcc_rounds(v: &VariantReport) -> Option<String> {
+    let c = curve(v, "promptcc")?;
+    Some(format!(
+        "[{}] promptcc round two in {:.2}% of read-only rounds at its peak",
+        v.variant,
+        round_two_fraction(c.peak()) * 100.0
+    ))
+}
+
+/// Fig. 2: each protocol against eventual per value size, and the read rounds.
+pub fn value_size_findings(r: &PeaksReport) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in &r.variants {
+        out.extend(normalized_lines(v));
+        out.extend(promptcc_rounds(v));
+        out.extend(eiger_rounds(
+            v,
+            "paper: a second round in 40% of eiger's reads",
+        ));
+    }
+    out.push(
+        "paper: promptcc closest to eventual at every size; promptcc and wren approach each \
+         other above 512 B; eiger -96% vs eventual for large values (second rounds carry the \
+         values again); promptcc's second round in about 2% of reads"
+            .into(),
+    );
+    out
+}
+
+/// `a`'s peak over `b`'s in variant `v`.
+fn peak_over(v: &VariantReport, a: &str, b: &str) -> Option<f64> {
+    let (pa, pb) = (curve(v, a)?.peak(), curve(v, b)?.peak());
+    Some(pa.throughput_txn_per_s / pb.throughput_txn_per_s.max(1e-9))
+}
+
+/// Fig. 6: each protocol against eventual per write share, eiger and wren against
+/// promptcc, and the read rounds.
+pub fn write_ratio_findings(r: &PeaksReport) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in &r.variants {
+        out.extend(normalized_lines(v));
+        for name in ["eiger", "wren"] {
+            if let Some(x) = peak_over(v, name, "promptcc") {
+                out.push(format!(
+                    "[{}] {name} over promptcc: {x:.2}x peak throughput",
+                    v.variant
+                ));
+            }
+        }
+        out.extend(promptcc_rounds(v));
+        out.extend(eiger_rounds(
+            v,
+            "paper: as many second rounds as promptcc's at residual write ratios",
+        ));
+    }
+    out.push(
+        "paper: at residual write ratios eiger 20% below promptcc (its client's dependency \
+         tree); promptcc falls as the write share grows, and wren overtakes it at large \
+         write ratios"
+            .into(),
+    );
+    out
+}
+
 /// Fig. 7/8: read metadata bytes per round, compressed against full vectors, by size.
 pub fn scale_findings(r: &PeaksReport) -> Vec<String> {
     let mut out = Vec::new();
@@ -378,7 +539,7 @@ mod tests {
 
     #[test]
     fn the_configurations_are_valid_one_dc_and_scale_partitions_with_servers() {
-        for e in [&SKEW, &READSET, &SCALE] {
+        for e in [&SKEW, &READSET, &SCALE, &VALUE_SIZE, &WRITE_RATIO] {
             let Kind::PeakPerVariant(variants) = e.kind else {
                 panic!("{} is peak-per-variant", e.name);
             };

@@ -5,8 +5,8 @@
 
 use crate::params::{NodeConfig, Params};
 use causeway_core::{
-    Addr, ClientSession, Ctx, DcId, Lsn, Nanos, NodeId, Output, Request, ServerNode, SessionId,
-    Topology,
+    Addr, ClientSession, Ctx, DcId, Key, Lsn, Nanos, NodeId, Output, PartitionId, Request,
+    ServerNode, SessionId, Topology,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -109,7 +109,8 @@ pub struct Requirements {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! flavor_protocol {
-    ($(#[$doc:meta])* $ty:ident, $flavor:expr, $guarantee:expr, $mutations:expr, $sweeps:expr) => {
+    ($(#[$doc:meta])* $ty:ident, $flavor:expr, $guarantee:expr, $mutations:expr, $sweeps:expr
+     $(, partition_of_key = $placement:path)?) => {
         $(#[$doc])*
         pub struct $ty;
 
@@ -141,6 +142,16 @@ macro_rules! flavor_protocol {
             ) -> Result<$crate::kit::session::Session<Client>, String> {
                 new_session($flavor, id, dc, topology, params, section)
             }
+
+            $(
+                fn partition_of_key(
+                    section: &Config,
+                    topology: &causeway_core::Topology,
+                    key: &causeway_core::Key,
+                ) -> causeway_core::PartitionId {
+                    $placement(section, topology, key)
+                }
+            )?
         }
     };
 }
@@ -190,6 +201,14 @@ pub trait Protocol: 'static {
     /// whether it did; if not, `out` is untouched and serde writes it.
     fn encode_msg_by_hand(_msg: &Self::Msg, _out: &mut Vec<u8>) -> bool {
         false
+    }
+
+    /// The partition storing `key` under `section` (its node in a DC is
+    /// `Topology::node_of`): the slot ranges of `Topology::partition_of`, unless the
+    /// protocol places keys its own way (Occult's shards). The simulator finds the nodes
+    /// holding the hottest keys by it (`SimConfig::slow_hot_replication`).
+    fn partition_of_key(_section: &Self::Config, topology: &Topology, key: &Key) -> PartitionId {
+        topology.partition_of(key)
     }
 }
 
@@ -399,6 +418,13 @@ pub trait Entry: Sync {
     fn check_section(&self, section: &serde_json::Value) -> Result<(), String>;
     /// DC failures tolerated under `section` on `dcs` DCs (see `Protocol`).
     fn tolerated_failures(&self, section: &serde_json::Value, dcs: u16) -> Result<usize, String>;
+    /// The partition storing `key` under `section` ([`Protocol::partition_of_key`]).
+    fn partition_of_key(
+        &self,
+        section: &serde_json::Value,
+        topology: &Topology,
+        key: &Key,
+    ) -> Result<PartitionId, String>;
     fn new_node(&self, config: &NodeConfig, records: &[Vec<u8>]) -> Result<BoxedNode, String>;
     fn new_session(
         &self,
@@ -456,6 +482,14 @@ where
     }
     fn tolerated_failures(&self, section: &serde_json::Value, dcs: u16) -> Result<usize, String> {
         section_of::<P>(section).map(|s| P::tolerated_failures(&s, dcs))
+    }
+    fn partition_of_key(
+        &self,
+        section: &serde_json::Value,
+        topology: &Topology,
+        key: &Key,
+    ) -> Result<PartitionId, String> {
+        section_of::<P>(section).map(|s| P::partition_of_key(&s, topology, key))
     }
     fn new_node(&self, config: &NodeConfig, records: &[Vec<u8>]) -> Result<BoxedNode, String> {
         check_topology::<P>(&config.topology)?;

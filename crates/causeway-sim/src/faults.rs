@@ -13,6 +13,43 @@ use crate::world::T0;
 use causeway_core::clock::Nanos;
 use causeway_core::Topology;
 
+/// The nodes of each DC holding the hottest keys, `per_dc` of them per DC: walking the
+/// keys from the hottest (`k0`, which the workload's Zipf draws most), each key's node in
+/// every DC replicating it (under the protocol's placement, `Entry::partition_of_key`),
+/// until every DC has `per_dc` distinct ones (or the keys run out). In order of heat.
+pub fn hot_nodes(config: &SimConfig, per_dc: u32) -> Result<Vec<u32>, String> {
+    assert!(per_dc <= config.nodes_per_dc, "more hot nodes than nodes");
+    let entry = causeway_protocols::entry(&config.protocol)?;
+    let topology = config.topology();
+    let mut by_dc: Vec<Vec<u32>> = vec![Vec::new(); usize::from(config.dcs)];
+    for index in 0..config.keys {
+        if by_dc.iter().all(|nodes| nodes.len() as u32 >= per_dc) {
+            break;
+        }
+        let key = crate::workload::Workload::key(index);
+        let partition = entry.partition_of_key(&config.section, &topology, &key)?;
+        for dc in topology.replicas_of(partition) {
+            let node = topology.node_of(dc, partition).0;
+            let nodes = &mut by_dc[usize::from(dc.0)];
+            if (nodes.len() as u32) < per_dc && !nodes.contains(&node) {
+                nodes.push(node);
+            }
+        }
+    }
+    Ok(by_dc.into_iter().flatten().collect())
+}
+
+/// `SimConfig::slow_replication` with `slow_hot_replication`'s nodes added ([`hot_nodes`]):
+/// the (node, extra one-way ns) the network slows.
+pub fn slowed_replication(config: &SimConfig) -> Result<Vec<(u32, Nanos)>, String> {
+    let mut slowed = config.slow_replication.clone();
+    if let Some((per_dc, extra_ns)) = config.slow_hot_replication {
+        let hot = hot_nodes(config, per_dc)?;
+        slowed.extend(hot.into_iter().map(|n| (n, extra_ns)));
+    }
+    Ok(slowed)
+}
+
 /// Largest clock offset drawn for a node, either way.
 const SKEW_OFFSET_MAX_NS: u64 = 50_000_000;
 /// Largest clock drift drawn for a node, either way, in parts per million.
@@ -357,6 +394,61 @@ impl FaultPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::Workload;
+    use causeway_core::DcId;
+    use causeway_protocols::occult::{Config as OccultConfig, Shards};
+
+    fn two_dcs_of_16(protocol: &str) -> SimConfig {
+        SimConfig {
+            protocol: protocol.into(),
+            dcs: 2,
+            nodes_per_dc: 16,
+            partitions: 64,
+            keys: 10_000,
+            ..SimConfig::default()
+        }
+    }
+
+    #[test]
+    fn hot_nodes_are_those_holding_the_hottest_keys_under_the_protocols_placement() {
+        let c = two_dcs_of_16("cure");
+        let t = c.topology();
+        let hot = hot_nodes(&c, 3).unwrap();
+        assert_eq!(hot.len(), 6, "3 per DC");
+        let k0 = t.partition_of(&Workload::key(0));
+        assert_eq!(hot[0], t.node_of(DcId(0), k0).0, "the node of k0 first");
+        assert_eq!(hot[3], t.node_of(DcId(1), k0).0);
+        for (dc, nodes) in hot.chunks(3).enumerate() {
+            assert!(nodes
+                .iter()
+                .all(|n| t.dc_of(causeway_core::NodeId(*n)).0 == dc as u16));
+            assert!(nodes[0] != nodes[1] && nodes[1] != nodes[2] && nodes[0] != nodes[2]);
+        }
+        // Occult places keys by its shards (FNV-1a), not the slot ranges.
+        let o = two_dcs_of_16("occult");
+        let shards = Shards::new(&t, OccultConfig::default().shards);
+        let shard_node = |i| shards.node(DcId(0), shards.of(&Workload::key(i))).0;
+        let hot = hot_nodes(&o, 2).unwrap();
+        assert_eq!(hot[0], shard_node(0));
+        let second = (1..).map(shard_node).find(|n| *n != hot[0]).unwrap();
+        assert_eq!(hot[1], second, "the next distinct node in order of heat");
+        assert!(hot_nodes(&o, 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn slowed_replication_adds_the_hot_nodes_to_the_named_ones() {
+        let mut c = two_dcs_of_16("cure");
+        c.slow_replication = vec![(15, 7)];
+        assert_eq!(slowed_replication(&c).unwrap(), vec![(15, 7)]);
+        c.slow_hot_replication = Some((1, 100));
+        let hot = hot_nodes(&c, 1).unwrap();
+        assert_eq!(
+            slowed_replication(&c).unwrap(),
+            vec![(15, 7), (hot[0], 100), (hot[1], 100)]
+        );
+        c.slow_hot_replication = Some((17, 100));
+        assert!(c.validate().unwrap_err().contains("slow_hot_replication"));
+    }
 
     #[test]
     fn a_plan_is_replayable_data_with_every_cut_healed_every_crash_restarted_and_every_stall_ending_in_a_crash(

@@ -154,8 +154,11 @@ pub struct World {
 }
 
 impl World {
-    pub fn new(config: SimConfig) -> Result<World, String> {
+    pub fn new(mut config: SimConfig) -> Result<World, String> {
         config.validate()?;
+        // The network reads the slowed nodes from `slow_replication`: the hot ones join it.
+        config.slow_replication = crate::faults::slowed_replication(&config)?;
+        config.slow_hot_replication = None;
         let topology = config.topology();
         let mut world = World {
             topology: topology.clone(),

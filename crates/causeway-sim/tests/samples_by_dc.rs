@@ -45,3 +45,20 @@ fn samples_of_the_warm_up_are_dropped_and_the_run_is_the_same() {
         "{n_late} of {n_all} after the warm-up"
     );
 }
+
+/// `slow_hot_replication` slows the replication into each DC's node holding the hottest
+/// key: Cure's stable snapshot waits for its slowest partition, so every remote txn turns
+/// visible about the delay later (the slowdown cascade Occult Fig. 8 contrasts with).
+#[test]
+fn slowing_the_hot_nodes_replication_delays_cures_remote_visibility() {
+    const EXTRA_MS: f64 = 100.0;
+    let base = common::cure_run(2, |_| {});
+    let slowed = common::cure_run(2, |c| {
+        c.slow_hot_replication = Some((1, (EXTRA_MS * 1e6) as u64));
+    });
+    let (b, s) = (base.samples[NAME].mean_ms, slowed.samples[NAME].mean_ms);
+    assert!(
+        s > b + EXTRA_MS / 2.0,
+        "visibility {b:.1} ms, slowed {s:.1} ms"
+    );
+}

@@ -314,13 +314,20 @@ fn new_session(
     ))
 }
 
+/// The partition storing `key`: its shard's (the registry's `partition_of_key`).
+fn partition_of_key(section: &Config, topology: &Topology, key: &Key) -> PartitionId {
+    let shards = Shards::new(topology, section.shards);
+    shards.partition(shards.of(key))
+}
+
 crate::flavor_protocol!(
     /// The `occult` protocol (registry entry).
     Occult,
     Flavor::Occult,
     Guarantee::PcPsi,
     Flavor::Occult.mutations(),
-    sweeps::SWEEPS
+    sweeps::SWEEPS,
+    partition_of_key = partition_of_key
 );
 crate::flavor_protocol!(
     /// `eventual-ms`: master/slave with no causal metadata (registry entry).
@@ -328,5 +335,6 @@ crate::flavor_protocol!(
     Flavor::EventualMs,
     Guarantee::Convergence,
     Flavor::EventualMs.mutations(),
-    sweeps::EVENTUAL_MS_SWEEPS
+    sweeps::EVENTUAL_MS_SWEEPS,
+    partition_of_key = partition_of_key
 );
