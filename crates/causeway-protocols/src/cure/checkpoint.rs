@@ -32,7 +32,7 @@ use super::record::{Checkpoint, PartCheckpoint, Record};
 impl Node {
     /// The checkpoint record, or `None` when records are in flight (or the certification
     /// groups are not started yet).
-    pub(super) fn take_checkpoint(&self) -> Option<Vec<u8>> {
+    pub(crate) fn take_checkpoint(&self) -> Option<Vec<u8>> {
         let receiving = self.parts.values().any(|p| p.transfers.receiving());
         if !self.durability.quiescent() || receiving {
             return None; // a transfer's chunk records must stay until its end
@@ -87,7 +87,7 @@ impl Node {
     }
 
     /// Replays a checkpoint (the first record of a compacted log).
-    pub(super) fn restore(&mut self, ck: Checkpoint) {
+    pub(crate) fn restore(&mut self, ck: Checkpoint) {
         self.time.recovered(ck.lease);
         self.time.last = self.time.last.max(ck.last);
         let d = self.d;

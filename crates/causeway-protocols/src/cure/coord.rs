@@ -20,10 +20,10 @@ const PREPARE_TIMED_OUT: &str = "prepare timed out";
 
 /// What an open txn is doing.
 #[derive(Debug)]
-pub(super) enum Step {
+pub(crate) enum Step {
     Idle,
     /// A strong txn's COMMIT_STRONG (strong.rs).
-    Strong(super::strong::StrongStep),
+    Strong(crate::unistore::StrongStep),
     /// A direct read-then-commit's read, parked at its partition here (`direct.rs`).
     ReadingHere {
         req: u64,
@@ -48,31 +48,31 @@ pub(super) enum Step {
 
 #[derive(Debug)]
 pub struct Txn {
-    pub(super) client: Addr,
+    pub(crate) client: Addr,
     pub svc: Vc,
-    pub(super) buffer: TxnBuffer,
-    pub(super) step: Step,
+    pub(crate) buffer: TxnBuffer,
+    pub(crate) step: Step,
     last_active: u64,
     /// When the coordinator started it (clock).
-    pub(super) started: u64,
-    pub(super) kind: TxnKind,
+    pub(crate) started: u64,
+    pub(crate) kind: TxnKind,
     /// A strong txn's read set (Alg. 1 l.14), for certification.
-    pub(super) reads: std::collections::BTreeSet<Key>,
+    pub(crate) reads: std::collections::BTreeSet<Key>,
     /// Its type (declared conflict relations).
-    pub(super) label: Option<String>,
+    pub(crate) label: Option<String>,
     /// A read-then-commit's updates after the read (`First::ReadCommit`): committed as
     /// soon as the read is answered.
-    pub(super) then: Option<Updates>,
+    pub(crate) then: Option<Updates>,
     /// Whether its read answers carry `ReadValue::observed` (`Msg::StartWith`).
-    pub(super) observed: bool,
+    pub(crate) observed: bool,
     /// A direct read-then-commit's read answer (`direct.rs`), held until its commit's
     /// answer, which carries it (`Msg::ReadCommitResult`).
-    pub(super) held: Option<(Vec<ReadValue>, Vc)>,
+    pub(crate) held: Option<(Vec<ReadValue>, Vc)>,
 }
 
 /// What a START says of its txn, besides the session's past and the first request.
 #[derive(Debug)]
-pub(super) struct Start {
+pub(crate) struct Start {
     pub txn: TxnId,
     pub kind: TxnKind,
     /// Its type (declared conflict relations).
@@ -118,7 +118,7 @@ impl Coord {
 
     /// The answer to a txn's commit: a `CommitResult`, or a `ReadCommitResult` when its
     /// read's answer was held for it (`Txn::held`).
-    pub(super) fn commit_answer(
+    pub(crate) fn commit_answer(
         (txn, req): (TxnId, u64),
         held: Option<(Vec<ReadValue>, Vc)>,
         result: Result<Vc, Error>,
@@ -137,7 +137,7 @@ impl Coord {
 
 impl Node {
     /// START (Alg. 1 l.1) with the txn's first request (`first`).
-    pub(super) fn on_start(
+    pub(crate) fn on_start(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: Addr,
@@ -168,7 +168,7 @@ impl Node {
 
     /// Starts every txn whose session's past the GSS covers (Alg. 1 l.2-6). Under
     /// UniStore's rules (UniStore Alg. 1 l.2-7) every START goes on at once.
-    pub(super) fn try_starts(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn try_starts(&mut self, ctx: &mut Ctx<Msg>) {
         if self.coord.starts.is_empty() {
             return;
         }
@@ -249,7 +249,7 @@ impl Node {
     }
 
     /// Appends updates shipped with a request; None (after answering) if the txn is gone.
-    pub(super) fn take_updates(&mut self, txn: TxnId, updates: Updates) -> Result<(), Error> {
+    pub(crate) fn take_updates(&mut self, txn: TxnId, updates: Updates) -> Result<(), Error> {
         let clock = self.time.clock;
         let Some(t) = self.coord.txns.get_mut(&txn) else {
             return Err(Error::Aborted(
@@ -268,7 +268,7 @@ impl Node {
         Ok(())
     }
 
-    pub(super) fn on_read(
+    pub(crate) fn on_read(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: Addr,
@@ -331,7 +331,7 @@ impl Node {
         self.finish_read(ctx, txn);
     }
 
-    pub(super) fn on_read_reply(
+    pub(crate) fn on_read_reply(
         &mut self,
         ctx: &mut Ctx<Msg>,
         rid: ReadId,
@@ -403,7 +403,7 @@ impl Node {
         }
     }
 
-    pub(super) fn on_commit(
+    pub(crate) fn on_commit(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: Addr,
@@ -509,7 +509,7 @@ impl Node {
         }
     }
 
-    pub(super) fn on_abort(&mut self, txn: TxnId) {
+    pub(crate) fn on_abort(&mut self, txn: TxnId) {
         if let Some(t) = self.coord.txns.get(&txn) {
             if matches!(t.step, Step::Idle) {
                 self.coord.txns.remove(&txn);
@@ -517,7 +517,7 @@ impl Node {
         }
     }
 
-    pub(super) fn on_prepared(
+    pub(crate) fn on_prepared(
         &mut self,
         ctx: &mut Ctx<Msg>,
         txn: TxnId,
@@ -544,7 +544,7 @@ impl Node {
     }
 
     /// A single-partition txn's partition committed it (one-phase commit): answer.
-    pub(super) fn on_one_phase_done(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, ct: Vc) {
+    pub(crate) fn on_one_phase_done(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, ct: Vc) {
         let Some(Txn {
             step: Step::Preparing {
                 phase: Phase::One, ..
@@ -713,7 +713,7 @@ impl Node {
         }
     }
 
-    pub(super) fn on_commit_ack(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, partition: PartitionId) {
+    pub(crate) fn on_commit_ack(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, partition: PartitionId) {
         if self.coord.decisions.ack(txn, partition) {
             self.persist(ctx, Record::Ended { txns: vec![txn] }, Vec::new());
         }
@@ -721,7 +721,7 @@ impl Node {
 
     /// A participant asks about a txn it holds prepared: commit if decided, nothing if
     /// still running, else abort (presumed abort: decisions are durable before use).
-    pub(super) fn on_inquire(
+    pub(crate) fn on_inquire(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: Addr,
@@ -737,7 +737,7 @@ impl Node {
     }
 
     /// Re-sends unacknowledged COMMITs, aborts txns whose votes do not come, drops idle ones.
-    pub(super) fn coord_tick(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn coord_tick(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
         let every = self.cfg.inquire_after_ns;
         for (txn, partition, node, ct) in self.coord.decisions.resends(clock, every) {
@@ -762,7 +762,7 @@ impl Node {
 
     /// The oldest snapshot this coordinator may still use: its open txns' and a lower
     /// bound on future ones (GSS, with the clock as local entry).
-    pub(super) fn oldest_snapshot(&self) -> Vc {
+    pub(crate) fn oldest_snapshot(&self) -> Vc {
         let mut oldest = self.visible_vec().clone();
         if self.strong.is_some() {
             // Future snapshots' strong entry is at least stableVec[strong] (Alg. 1 l.7).

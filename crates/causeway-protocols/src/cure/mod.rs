@@ -51,9 +51,8 @@
 //!
 //! # Code layout
 //!
-//! `uniform.rs`: UniStore's flavor (STABLEVEC, `uniformVec`, barrier, attach, snapshots).
-//! `strong.rs`: UniStore's strong txns (COMMIT_STRONG, certification over per-partition
-//! `kit::paxos` groups with `kit::certify`, DELIVER_UPDATES, heartbeats, recovery).
+//! UniStore's parts are in `crate::unistore` (`uniform.rs`, `strong.rs`, `strong_gc.rs`,
+//! `strong_transfer.rs`), as `impl Node` blocks on this engine's state.
 //! `node.rs`: the node's state, recovery, dispatch, the partition side of reads and 2PC,
 //! timers (`kit::timers`), invariants, persist-before-release (`kit::durability`) and the
 //! clock and lease (`kit::clock`). `coord.rs`: the TC (Alg. 1), its 2PC bookkeeping on
@@ -130,7 +129,7 @@
 //! # Flavors: one engine, three protocols
 //!
 //! [`Flavor`] selects the protocol this engine runs: `Cure` (all of the above), or the
-//! protocols built on it, `UniStore` (registry entry `unistore.rs`) and its baseline
+//! protocols built on it, `UniStore` (registry entry `unistore/mod.rs`) and its baseline
 //! `CureFt` (`cureft.rs`). They share every mechanism here and differ where
 //! `uniform.rs` and the flavor branches say: START's snapshot (UniStore Alg. 1 l.2-7 in
 //! place of Cure Alg. 1 l.2-6), the visible vector (`uniformVec` from STABLEVEC, or the GSS),
@@ -139,40 +138,30 @@
 //! [`VERSIONS_PER_KEY_MAX`]: causeway_core::limits::VERSIONS_PER_KEY_MAX
 
 mod checkpoint;
-mod coord;
+pub(crate) mod coord;
 mod direct;
-mod msg;
+pub(crate) mod msg;
 pub(crate) mod msg_enc;
-mod node;
-mod part;
+pub(crate) mod node;
+pub(crate) mod part;
 #[cfg(test)]
 mod read_commit_tests;
-mod record;
+pub(crate) mod record;
 mod record_enc;
 mod repl;
 mod session;
-mod strong;
-mod strong_gc;
-#[cfg(test)]
-mod strong_tests;
-mod strong_transfer;
-#[cfg(test)]
-mod strong_transfer_tests;
 pub mod sweeps;
 #[cfg(test)]
 mod tests;
 mod transfer;
 #[cfg(test)]
 mod transfer_tests;
-mod uniform;
-#[cfg(test)]
-mod unistore_tests;
-mod wire;
+pub(crate) mod wire;
 
+pub use crate::unistore::StrongConfig;
 pub use msg::{Msg, ReplTxn, Stream};
 pub use node::Node;
 pub use session::Client;
-pub use strong::StrongConfig;
 pub use wire::{commit_ts, SharedStream};
 
 use crate::kit::session::{Session, SessionCore};

@@ -7,7 +7,6 @@ use super::coord::{Coord, Start};
 use super::msg::Msg;
 use super::part::{Direct, Part, Phase, Prepared, Waiting};
 use super::record::Record;
-use super::uniform::ClientWait;
 use super::{Config, Flavor, Mutation};
 use crate::kit::durability::Durability;
 use crate::kit::gossip::Gossip;
@@ -16,6 +15,7 @@ use crate::kit::twopc::Retry;
 use crate::kit::txn::ReadId;
 use crate::kit::uniform::Uniform;
 use crate::params::{NodeConfig, Params};
+use crate::unistore::ClientWait;
 use causeway_core::crdt::ObjType;
 use causeway_core::limits::WAITING_REQUESTS_MAX;
 use causeway_core::{
@@ -94,39 +94,39 @@ pub enum Deferred {
 }
 
 pub struct Node {
-    pub(super) topo: Topology,
-    pub(super) params: Params,
-    pub(super) cfg: Config,
-    pub(super) me: NodeId,
-    pub(super) d: usize,
-    pub(super) flavor: Flavor,
-    pub(super) mutation: Mutation,
-    pub(super) time: Time,
-    pub(super) parts: BTreeMap<PartitionId, Part>,
+    pub(crate) topo: Topology,
+    pub(crate) params: Params,
+    pub(crate) cfg: Config,
+    pub(crate) me: NodeId,
+    pub(crate) d: usize,
+    pub(crate) flavor: Flavor,
+    pub(crate) mutation: Mutation,
+    pub(crate) time: Time,
+    pub(crate) parts: BTreeMap<PartitionId, Part>,
     /// How many requests wait in the partitions' `waiting` queues, all partitions
     /// together: kept, not summed, as every message asked for it (`park`, and
     /// `set_clock_wait` after each one: about 1k instructions of a GET's 26k).
     waiting_total: usize,
-    pub(super) coord: Coord,
+    pub(crate) coord: Coord,
     /// The GSS: gossip of the partitions' min `pvc` inside the DC.
-    pub(super) gss: Gossip<Vc>,
+    pub(crate) gss: Gossip<Vc>,
     /// The DC's oldest snapshot in use (for GC): gossip of each node's oldest.
-    pub(super) oldest: Gossip<Vc>,
+    pub(crate) oldest: Gossip<Vc>,
     /// UniStore's stable matrix and `uniformVec` (`None` for Cure and CureFt).
-    pub(super) uniform: Option<Uniform>,
+    pub(crate) uniform: Option<Uniform>,
     /// UNIFORM_BARRIER and ATTACH requests waiting for their condition (UniStore Alg. 1
     /// l.49-52), at most `WAITING_REQUESTS_MAX`.
-    pub(super) client_waits: Vec<ClientWait>,
+    pub(crate) client_waits: Vec<ClientWait>,
     /// UniStore's strong txns: certification groups and recoveries (`None` otherwise).
-    pub(super) strong: Option<super::strong::Strong>,
-    pub(super) durability: Durability<Msg, Deferred>,
+    pub(crate) strong: Option<crate::unistore::Strong>,
+    pub(crate) durability: Durability<Msg, Deferred>,
     timers: Timers<Timer>,
     /// (partition, sibling DC) still to be told that we restarted.
-    pub(super) announce: BTreeSet<(PartitionId, DcId)>,
+    pub(crate) announce: BTreeSet<(PartitionId, DcId)>,
     samples: Vec<(&'static str, u64)>,
     /// Work since the last `take_work` (keys read, effects prepared or applied, vector
     /// entries merged), for the simulator's CPU model.
-    pub(super) work: u64,
+    pub(crate) work: u64,
 }
 
 impl Node {
@@ -372,24 +372,24 @@ impl Node {
         part.pvc.set(o, part.pvc.get(o).max(upto));
     }
 
-    pub(super) fn part(&mut self, p: PartitionId) -> &mut Part {
+    pub(crate) fn part(&mut self, p: PartitionId) -> &mut Part {
         self.parts
             .get_mut(&p)
             .expect("a record or message for a hosted partition")
     }
 
-    pub(super) fn sample(&mut self, name: &'static str, value: u64) {
+    pub(crate) fn sample(&mut self, name: &'static str, value: u64) {
         if self.samples.len() < SAMPLES_MAX {
             self.samples.push((name, value));
         }
     }
 
-    pub(super) fn dc_nodes(&self) -> Vec<NodeId> {
+    pub(crate) fn dc_nodes(&self) -> Vec<NodeId> {
         self.topo.nodes_in_dc(DcId(self.d as u16)).collect()
     }
 
     /// Persists `record`, then sends `then` (persist before release).
-    pub(super) fn persist(
+    pub(crate) fn persist(
         &mut self,
         ctx: &mut Ctx<Msg>,
         record: Record,
@@ -399,7 +399,7 @@ impl Node {
     }
 
     /// Runs `action` once everything persisted so far is durable.
-    pub(super) fn after_durable(&mut self, action: Deferred) {
+    pub(crate) fn after_durable(&mut self, action: Deferred) {
         if let Some(now) = self.durability.after_durable(action) {
             let done = self.run_deferred(now);
             assert!(done.is_none(), "a one-phase commit waits for its record");
@@ -408,7 +408,7 @@ impl Node {
 
     /// Runs `action`; a one-phase txn coordinated here is returned, to be answered.
     #[must_use]
-    pub(super) fn run_deferred(&mut self, action: Deferred) -> Option<(TxnId, Vc)> {
+    pub(crate) fn run_deferred(&mut self, action: Deferred) -> Option<(TxnId, Vc)> {
         match action {
             Deferred::Lease(until) => {
                 self.time.lease_durable(until);
@@ -486,7 +486,7 @@ impl Node {
     // ---- invariants ----
 
     /// The clock never runs behind a reading, and no claim (`pvc[d]`) passes the lease.
-    pub(super) fn check_clock_invariants(&self) -> Result<(), String> {
+    pub(crate) fn check_clock_invariants(&self) -> Result<(), String> {
         if self.time.clock > self.time.last {
             return Err(format!(
                 "clock {} above Clock {}",
@@ -504,7 +504,7 @@ impl Node {
 
     /// Per partition: `pvc[d]` below every prepared txn's time (Alg. 2 l.20) and the GSS
     /// at or below `pvc` on every remote entry (Alg. 2 l.43-46: the GSS is a minimum).
-    pub(super) fn check_partition_invariants(&self) -> Result<(), String> {
+    pub(crate) fn check_partition_invariants(&self) -> Result<(), String> {
         let d = self.d;
         let waiting: usize = self.parts.values().map(|p| p.waiting.len()).sum();
         if waiting != self.waiting_total {
@@ -540,7 +540,7 @@ impl Node {
     // ---- partition side: reads and 2PC participant ----
 
     /// Parks a READ_KEY or PREPARE until its snapshot is stable here (Alg. 2 l.2, l.8).
-    pub(super) fn park(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, w: Waiting) {
+    pub(crate) fn park(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, w: Waiting) {
         let total = self.waiting_total;
         if total >= WAITING_REQUESTS_MAX || !self.parts.contains_key(&partition) {
             let e = Error::Unavailable("partition overloaded or not hosted here".into());
@@ -602,7 +602,7 @@ impl Node {
     }
 
     /// Serves every parked request whose wait condition now holds.
-    pub(super) fn serve_waiting(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn serve_waiting(&mut self, ctx: &mut Ctx<Msg>) {
         if self.waiting_total == 0 {
             return;
         }
@@ -689,7 +689,7 @@ impl Node {
 
     /// PREPARE (Cure Alg. 2 l.6-12): effects at the snapshot, a prepare time above
     /// every claim, the record persisted before the vote leaves.
-    pub(super) fn prepare(
+    pub(crate) fn prepare(
         &mut self,
         ctx: &mut Ctx<Msg>,
         to: Participant,

@@ -60,7 +60,7 @@ fn read(net: &mut Net, s: u64, keys: &[(Key, ObjType)]) -> Vec<ObjValue> {
     }
 }
 
-pub(super) fn assign(key: &Key, v: &str) -> Request {
+pub(crate) fn assign(key: &Key, v: &str) -> Request {
     Request::Update {
         key: key.clone(),
         update: Update::Assign(v.as_bytes().to_vec()),

@@ -43,9 +43,9 @@
 use super::msg::Msg;
 use super::node::{Deferred, Node};
 use super::record::Record;
-use super::strong_transfer::StrongImage;
 use crate::kit::mvstore::KeyImage;
 use crate::kit::transfer::Chunk;
+use crate::unistore::StrongImage;
 use causeway_core::{Addr, Ctx, DcId, PartitionId, TxnId, Vc};
 
 /// One partition's transfers, both ways (`kit::transfer`).
@@ -54,7 +54,7 @@ pub type Transfers = crate::kit::transfer::Transfers<Vc>;
 impl Node {
     /// Sender side, every replication interval per sibling: starts a transfer to `s` if
     /// it needs one, and sends the next chunks of one under way.
-    pub(super) fn transfer_to(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, s: DcId) {
+    pub(crate) fn transfer_to(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, s: DcId) {
         if self.mutation.no_state_transfer {
             return;
         }
@@ -99,7 +99,7 @@ impl Node {
     }
 
     /// Receiver side: a chunk of a transfer from DC `s`.
-    pub(super) fn on_transfer(
+    pub(crate) fn on_transfer(
         &mut self,
         ctx: &mut Ctx<Msg>,
         s: DcId,
@@ -190,7 +190,7 @@ impl Node {
     }
 
     /// The transfer's record is durable: `pvc` claims what it brought.
-    pub(super) fn transfer_durable(&mut self, pid: PartitionId, claims: &Vc) {
+    pub(crate) fn transfer_durable(&mut self, pid: PartitionId, claims: &Vc) {
         let d = self.d;
         let part = self.part(pid);
         for k in (0..claims.dcs.len()).filter(|k| *k != d) {
@@ -199,7 +199,7 @@ impl Node {
     }
 
     /// Replay of a `TransferDone` record: the buffered transfer is installed.
-    pub(super) fn replay_done(&mut self, pid: PartitionId, s: DcId, id: u64) {
+    pub(crate) fn replay_done(&mut self, pid: PartitionId, s: DcId, id: u64) {
         if let Some(t) = self.part(pid).transfers.replay_done(s, id) {
             self.install(pid, &t.at, &t.claims, t.images);
             self.transfer_durable(pid, &t.claims);
@@ -208,7 +208,7 @@ impl Node {
 
     /// Replay of a `TransferAdopted` record: installed as at `TransferDone`, the same
     /// versions dropped, the certification part kept for `start_strong`.
-    pub(super) fn replay_adopted_transfer(
+    pub(crate) fn replay_adopted_transfer(
         &mut self,
         pid: PartitionId,
         s: DcId,

@@ -5,9 +5,9 @@
 //! every DC, and a node restarted from its records (strong images and adoptions
 //! included) must hold the same values.
 
-use super::msg::Msg;
-use super::node::Node;
-use super::record::Record;
+use crate::cure::msg::Msg;
+use crate::cure::node::Node;
+use crate::cure::record::Record;
 use crate::kit::testnet::TestNet;
 use crate::params::{NodeConfig, Params};
 use crate::unistore::UniStore;

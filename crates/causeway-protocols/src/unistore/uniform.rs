@@ -11,9 +11,9 @@
 //! share its DC's stable vector, so one STABLEVEC per node and sibling DC carries what the
 //! paper's per-partition messages would, with fewer messages.
 
-use super::msg::Msg;
-use super::node::Node;
-use super::Flavor;
+use crate::cure::msg::Msg;
+use crate::cure::node::Node;
+use crate::cure::Flavor;
 use causeway_core::clock::Extra;
 use causeway_core::limits::WAITING_REQUESTS_MAX;
 use causeway_core::{Addr, Ctx, DcId, Error, NodeId, Vc};
@@ -53,7 +53,7 @@ const UNIFORM_EXTRA_NS: [&str; 8] = [
 impl Node {
     /// The vector whose remote entries snapshots take: `uniformVec` for UniStore, the
     /// stable vector (GSS) otherwise.
-    pub(super) fn visible_vec(&self) -> &Vc {
+    pub(crate) fn visible_vec(&self) -> &Vc {
         match &self.uniform {
             Some(u) => u.vec(),
             None => self.gss.stable(),
@@ -63,7 +63,7 @@ impl Node {
     /// A snapshot under UniStore's rules (Alg. 1 l.2-7): adopt the remote entries of the
     /// client's past (they were visible where it read them), take the visible vector and
     /// the client's own DC entry. No wait: the snapshot is always available.
-    pub(super) fn unistore_snapshot(&mut self, cvc: &Vc) -> Vc {
+    pub(crate) fn unistore_snapshot(&mut self, cvc: &Vc) -> Vc {
         self.adopt_remote(cvc); // Alg. 1 l.2-3
         let d = self.d;
         let mut svc = self.visible_vec().clone(); // Alg. 1 l.5
@@ -79,13 +79,13 @@ impl Node {
 
     /// `stableVec[strong]`: every partition of the DC has delivered the strong txns up to
     /// it (Property 7; the GSS carries the partitions' `knownVec[strong]`).
-    pub(super) fn stable_strong(&self) -> u64 {
+    pub(crate) fn stable_strong(&self) -> u64 {
         self.gss.stable().get_extra(Extra::Strong)
     }
 
     /// Adopts the remote entries of a snapshot (Alg. 1 l.2-3, l.19-20, l.37-38). For
     /// CureFt the stable vector is the DC-wide GSS, which may adopt them the same way.
-    pub(super) fn adopt_remote(&mut self, v: &Vc) {
+    pub(crate) fn adopt_remote(&mut self, v: &Vc) {
         if !self.flavor.unistore_rules() {
             return;
         }
@@ -103,7 +103,7 @@ impl Node {
 
     /// BROADCAST_VECS' STABLEVEC (Alg. 2 l.25): our stable vector to the sibling node of
     /// every other DC, and a recomputation of `uniformVec` with it as our own row.
-    pub(super) fn broadcast_stable(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn broadcast_stable(&mut self, ctx: &mut Ctx<Msg>) {
         if self.uniform.is_none() {
             return;
         }
@@ -129,7 +129,7 @@ impl Node {
     }
 
     /// STABLEVEC received (Alg. 2 l.31-36): update the matrix and `uniformVec`.
-    pub(super) fn on_stable_vec(&mut self, ctx: &mut Ctx<Msg>, from: DcId, stable: Vc) {
+    pub(crate) fn on_stable_vec(&mut self, ctx: &mut Ctx<Msg>, from: DcId, stable: Vc) {
         let own = self.gss.stable().clone();
         let broken = self.mutation.visible_before_uniform;
         let Some(u) = self.uniform.as_mut() else {
@@ -179,7 +179,7 @@ impl Node {
     }
 
     /// UNIFORM_BARRIER (Alg. 1 l.49-50) or ATTACH (l.51-52) from a session.
-    pub(super) fn on_client_wait(&mut self, ctx: &mut Ctx<Msg>, w: ClientWait) {
+    pub(crate) fn on_client_wait(&mut self, ctx: &mut Ctx<Msg>, w: ClientWait) {
         if !self.flavor.unistore_rules() {
             let e = Error::Unsupported {
                 protocol: self.flavor.name().into(),
@@ -215,7 +215,7 @@ impl Node {
     }
 
     /// Answers every parked barrier or attach whose condition now holds.
-    pub(super) fn serve_client_waits(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn serve_client_waits(&mut self, ctx: &mut Ctx<Msg>) {
         if self.client_waits.is_empty() {
             return;
         }

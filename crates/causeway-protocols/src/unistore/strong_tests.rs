@@ -3,7 +3,7 @@
 //! delivered to every DC, the leader DC's failure does not stop certification, and the
 //! uniform barrier's role in Figure 2 (the `no-uniform-barrier` mutation).
 
-use super::msg::Msg;
+use crate::cure::msg::Msg;
 use crate::kit::testnet::TestNet;
 use crate::params::Params;
 use crate::unistore::UniStore;
@@ -200,7 +200,7 @@ fn strong_incr(net: &mut TestNet<UniStore>, s: u64, key: &str) {
 
 /// Every counter's value in `node`'s store at the newest snapshot, and each group's
 /// `knownVec[strong]`.
-fn counters(node: &super::node::Node, keys: &[&str]) -> (Vec<i64>, Vec<u64>) {
+fn counters(node: &crate::cure::node::Node, keys: &[&str]) -> (Vec<i64>, Vec<u64>) {
     let all = causeway_core::Vc {
         dcs: vec![u64::MAX; node.topo.dcs as usize],
         extra: vec![(causeway_core::clock::Extra::Strong, u64::MAX)],

@@ -25,9 +25,9 @@
 //!   (`Output::SnapshotNeeded`) and it gets a state transfer that carries the
 //!   certification state (`strong_transfer.rs`).
 
-use super::msg::Msg;
-use super::node::Node;
-use super::record::GroupCheckpoint;
+use crate::cure::msg::Msg;
+use crate::cure::node::Node;
+use crate::cure::record::GroupCheckpoint;
 use crate::kit::paxos::{Record as PxRecord, Slot};
 use causeway_core::{Addr, Ctx, DcId, Nanos, PartitionId};
 
@@ -38,7 +38,7 @@ impl Node {
     /// Every group's durable state, for the node's checkpoint (quiescent: every decided
     /// entry was taken and applied, every record is durable).
     /// `None` before `start_strong` built the groups.
-    pub(super) fn strong_checkpoint(&self) -> Option<Vec<GroupCheckpoint>> {
+    pub(crate) fn strong_checkpoint(&self) -> Option<Vec<GroupCheckpoint>> {
         let Some(st) = self.strong.as_ref() else {
             return Some(Vec::new());
         };
@@ -64,7 +64,7 @@ impl Node {
 
     /// Replays the groups of a checkpoint: the acceptor state becomes the first record
     /// of each group, the rest waits for `start_strong`.
-    pub(super) fn restore_strong(&mut self, groups: Vec<GroupCheckpoint>) {
+    pub(crate) fn restore_strong(&mut self, groups: Vec<GroupCheckpoint>) {
         let Some(st) = self.strong.as_mut() else {
             return; // strong txns turned off since: the groups are dropped
         };
@@ -79,7 +79,7 @@ impl Node {
 
     /// Leaders send the everywhere point (paced); every member forgets what is below it
     /// and its own delivered slot.
-    pub(super) fn strong_gc(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn strong_gc(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
         let kept_max = self.cfg.strong.log_kept_max;
         let Some(st) = self.strong.as_mut() else {
@@ -114,7 +114,7 @@ impl Node {
     }
 
     /// Decided slots every group keeps in memory (what truncation bounds).
-    pub(super) fn cert_log_slots(&self) -> u64 {
+    pub(crate) fn cert_log_slots(&self) -> u64 {
         let groups = self.strong.iter().flat_map(|s| s.groups.values());
         groups
             .map(|g| g.px.decided_upto() - g.px.truncated_below())
@@ -122,7 +122,7 @@ impl Node {
     }
 
     /// The leader's everywhere point for `partition`'s group.
-    pub(super) fn on_strong_gc(&mut self, partition: PartitionId, below: Slot) {
+    pub(crate) fn on_strong_gc(&mut self, partition: PartitionId, below: Slot) {
         let g = self
             .strong
             .as_mut()

@@ -15,17 +15,38 @@
 //!   session's DC until `uniformVec` covers the session's own-DC entry (barrier) or every
 //!   remote entry of the attached token (attach).
 //!
-//! - **Strong transactions** (§6, Alg. 3; `cure/strong.rs`): speculative execution on a
+//! - **Strong transactions** (§6, Alg. 3; `strong.rs`): speculative execution on a
 //!   snapshot with a strong entry, COMMIT_STRONG = uniform barrier + certification by 2PC
 //!   over per-partition consensus groups (`kit::paxos` + `kit::certify`), delivery in
 //!   strong-timestamp order, strong heartbeats, recovery of orphaned txns.
+//!
+//! Files: this one (the registry entries and `[protocols.unistore]`), `uniform.rs`
+//! (uniformity, snapshots, barrier and attach), `strong.rs` (Alg. 3), `strong_gc.rs` (the
+//! certification groups' checkpoint and GC), `strong_transfer.rs` (their state transfer):
+//! `impl Node` blocks on the Cure engine's state (`crate::cure`).
 //!
 //! `f` defaults to the most a majority tolerates, (dcs - 1) / 2. The baselines of §8.1
 //! are registry entries on the same code: `strong` (every txn strong: serializability)
 //! and `redblue` (all strong txns conflict, certified centrally by partition 0's group);
 //! `causal` is `unistore` with `strong_txns = false`.
 
-use crate::cure::{self, Client, Flavor, Msg, Node, StrongConfig};
+mod strong;
+mod strong_gc;
+#[cfg(test)]
+mod strong_tests;
+mod strong_transfer;
+#[cfg(test)]
+mod strong_transfer_tests;
+mod uniform;
+#[cfg(test)]
+mod unistore_tests;
+
+pub use strong::StrongConfig;
+pub(crate) use strong::{Strong, StrongStep};
+pub(crate) use strong_transfer::StrongImage;
+pub(crate) use uniform::ClientWait;
+
+use crate::cure::{self, Client, Flavor, Msg, Node};
 use crate::kit::certify::Relation;
 use crate::kit::session::Session;
 use crate::params::{NodeConfig, Params};
@@ -270,7 +291,7 @@ impl Config {
     }
 }
 
-/// A long outage with strong txns (`cure/strong_transfer.rs`): with `strong_log_kept_max`
+/// A long outage with strong txns (`unistore/strong_transfer.rs`): with `strong_log_kept_max`
 /// small the certification groups forget what a majority decided, so a returning DC's
 /// group member needs the transfer's certification state too.
 macro_rules! strong_outage {
@@ -282,7 +303,7 @@ macro_rules! strong_outage {
 
 /// UniStore's runs ([`crate::sweep`]): uniform barriers, moves between DCs and DC failures
 /// up to f; strong txns under every fault; a run catching each of its own mutations (Cure's
-/// are caught under `cure`, `no-uniform-barrier` by `cure::strong_tests`).
+/// are caught under `cure`, `no-uniform-barrier` by `unistore::strong_tests`).
 const SWEEPS: &[Sweep] = &[
     Sweep::pass("--seeds 1 --faults all --strong-ratio 0.3 --keys 20").quick(),
     Sweep::caught("--mutation visible-before-uniform --faults dc-failure --seeds 1..3").quick(),
@@ -327,7 +348,7 @@ const SWEEPS: &[Sweep] = &[
         " --seeds 1..3"
     )),
     Sweep::pass(crate::sweep_merged!()),
-    // The certification groups in the checkpoint (`cure/strong_gc.rs`), strong txns
+    // The certification groups in the checkpoint (`unistore/strong_gc.rs`), strong txns
     // contended, a checkpoint every 16 records.
     Sweep::pass("--seeds 1..10 --faults all --strong-ratio 0.3 --keys 20 --checkpoint-records 16"),
 ];

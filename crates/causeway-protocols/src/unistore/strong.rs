@@ -49,10 +49,10 @@
 //!   relation), `redblue` conflicts every two strong txns and makes partition 0's group a
 //!   participant of every strong txn (one central certification service).
 
-use super::coord::{Step, Txn};
-use super::msg::Msg;
-use super::node::Node;
-use super::part::Part;
+use crate::cure::coord::{Step, Txn};
+use crate::cure::msg::Msg;
+use crate::cure::node::Node;
+use crate::cure::part::Part;
 use crate::kit::certify::{CertEntry, CertTxn, Certifier, Delivery, Relation, Reply};
 use crate::kit::paxos::{self, Output, Paxos};
 use crate::kit::twopc::{Retry, Votes};
@@ -185,7 +185,7 @@ pub struct Strong {
     /// Records replayed at recovery, until `start` builds the groups.
     pub recovered: BTreeMap<PartitionId, Vec<paxos::Record<CertEntry>>>,
     /// The groups of a replayed checkpoint (`strong_gc.rs`), until `start`.
-    pub restored: BTreeMap<PartitionId, super::record::GroupCheckpoint>,
+    pub restored: BTreeMap<PartitionId, crate::cure::record::GroupCheckpoint>,
     recovering: BTreeMap<TxnId, Recovery>,
     /// The node that last voted for each partition (its leader, probably).
     leader_hint: BTreeMap<PartitionId, NodeId>,
@@ -228,7 +228,7 @@ impl Node {
     }
 
     /// Builds every hosted partition's group from its recovered records (at `start`).
-    pub(super) fn start_strong(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn start_strong(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
         let (dcs, d) = (usize::from(self.topo.dcs), self.d);
         let leader = usize::from(self.strong_cfg().leader_dc).min(dcs - 1);
@@ -273,13 +273,13 @@ impl Node {
     }
 
     /// The earliest deadline of the groups.
-    pub(super) fn strong_deadline(&self) -> Option<Nanos> {
+    pub(crate) fn strong_deadline(&self) -> Option<Nanos> {
         let st = self.strong.as_ref()?;
         st.groups.values().filter_map(|g| g.px.poll_timeout()).min()
     }
 
     /// Runs the groups' due deadlines.
-    pub(super) fn strong_timeouts(&mut self) {
+    pub(crate) fn strong_timeouts(&mut self) {
         let clock = self.time.clock;
         let Some(st) = self.strong.as_mut() else {
             return;
@@ -292,7 +292,7 @@ impl Node {
     }
 
     /// A record of a group is durable.
-    pub(super) fn strong_persisted(&mut self, partition: PartitionId, seq: u64) {
+    pub(crate) fn strong_persisted(&mut self, partition: PartitionId, seq: u64) {
         let clock = self.time.clock;
         if let Some(g) = self
             .strong
@@ -305,7 +305,7 @@ impl Node {
 
     /// Drains every group: messages, records, decided entries (applied, answered by the
     /// leader, delivered up to `known`).
-    pub(super) fn pump_strong(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn pump_strong(&mut self, ctx: &mut Ctx<Msg>) {
         let Some(pids) = self.strong.as_ref().map(|s| {
             let v: Vec<PartitionId> = s.groups.keys().copied().collect();
             v
@@ -317,7 +317,7 @@ impl Node {
         }
     }
 
-    pub(super) fn pump_group(&mut self, ctx: &mut Ctx<Msg>, p: PartitionId) {
+    pub(crate) fn pump_group(&mut self, ctx: &mut Ctx<Msg>, p: PartitionId) {
         let g = self.strong_state().groups.get_mut(&p).expect("a group");
         let outputs = g.px.take_outputs();
         let decided = g.px.take_decided();
@@ -329,12 +329,12 @@ impl Node {
                     ctx.send(Addr::Node(node), Msg::Paxos { partition: p, msg });
                 }
                 Output::Persist { seq, record } => {
-                    let r = super::record::Record::Paxos {
+                    let r = crate::cure::record::Record::Paxos {
                         partition: p,
                         record,
                     };
                     self.persist(ctx, r, Vec::new());
-                    self.after_durable(super::node::Deferred::Paxos { partition: p, seq });
+                    self.after_durable(crate::cure::node::Deferred::Paxos { partition: p, seq });
                 }
                 // Our catch-up was answered `Truncated`: the member that truncated
                 // sends a state transfer (strong_transfer.rs).
@@ -369,7 +369,7 @@ impl Node {
 
     /// DELIVER_UPDATES (Alg. 3 l.4-8): committed txns up to `known` into the store, in
     /// strong-timestamp order, then `knownVec[strong]`.
-    pub(super) fn deliver(&mut self, p: PartitionId) {
+    pub(crate) fn deliver(&mut self, p: PartitionId) {
         let g = self.strong_state().groups.get_mut(&p).expect("a group");
         let deliveries = g.cert.take_deliveries();
         let known = g.cert.known();
@@ -405,7 +405,7 @@ impl Node {
 
     // ---- member side ----
 
-    pub(super) fn on_paxos(
+    pub(crate) fn on_paxos(
         &mut self,
         from: NodeId,
         partition: PartitionId,
@@ -423,7 +423,7 @@ impl Node {
     }
 
     /// CERTIFY at a member: answer from the applied log, append as leader, or forward.
-    pub(super) fn on_cert_prepare(
+    pub(crate) fn on_cert_prepare(
         &mut self,
         ctx: &mut Ctx<Msg>,
         partition: PartitionId,
@@ -454,7 +454,7 @@ impl Node {
     }
 
     /// A decision for a txn prepared in our group: the leader appends it.
-    pub(super) fn on_cert_decide(
+    pub(crate) fn on_cert_decide(
         &mut self,
         ctx: &mut Ctx<Msg>,
         txn: TxnId,
@@ -493,7 +493,7 @@ impl Node {
     }
 
     /// A recovery asks for our vote: answer from the log, or fence it as leader.
-    pub(super) fn on_cert_query(
+    pub(crate) fn on_cert_query(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: NodeId,
@@ -513,7 +513,7 @@ impl Node {
 
     /// Every `strong_heartbeat_ns`: heartbeats of idle groups we lead (Alg. 3 l.9),
     /// recoveries of orphaned txns, coordinator retries and timeouts.
-    pub(super) fn strong_tick(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn strong_tick(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
         let every = self.strong_cfg().heartbeat_ns;
         let idle: Vec<PartitionId> = match self.strong.as_ref() {
@@ -655,7 +655,7 @@ impl Node {
     }
 
     /// CertVote or CertDecided: for our coordinated txn or a recovery.
-    pub(super) fn on_cert_answer(
+    pub(crate) fn on_cert_answer(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: NodeId,
@@ -690,7 +690,7 @@ impl Node {
 
     /// COMMIT_STRONG (Alg. 3 l.1): effects from the DC's partitions, the uniform barrier,
     /// then CERTIFY.
-    pub(super) fn commit_strong(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, req: u64) {
+    pub(crate) fn commit_strong(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, req: u64) {
         let (dc, clock) = (DcId(self.d as u16), self.time.clock);
         let deadline = clock + self.strong_cfg().timeout_ns;
         let central = self.strong_cfg().central;
@@ -734,7 +734,7 @@ impl Node {
     }
 
     /// A partition of our DC computed (or failed to compute) a strong txn's effects.
-    pub(super) fn on_effects(
+    pub(crate) fn on_effects(
         &mut self,
         ctx: &mut Ctx<Msg>,
         txn: TxnId,
@@ -762,7 +762,7 @@ impl Node {
     }
 
     /// Strong txns whose uniform barrier may hold now (uniformVec advanced).
-    pub(super) fn serve_strong_barriers(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn serve_strong_barriers(&mut self, ctx: &mut Ctx<Msg>) {
         let waiting: Vec<TxnId> = self
             .coord
             .txns
@@ -1005,7 +1005,7 @@ impl Node {
     }
 
     /// Certification invariants of every group.
-    pub(super) fn check_strong_invariants(&self) -> Result<(), String> {
+    pub(crate) fn check_strong_invariants(&self) -> Result<(), String> {
         let Some(st) = self.strong.as_ref() else {
             return Ok(());
         };
@@ -1051,7 +1051,7 @@ fn send_reply(ctx: &mut Ctx<Msg>, partition: PartitionId, r: Reply) {
 fn apply_delivery(part: &mut Part, d: Delivery) {
     let mut ct = d.svc;
     ct.set_extra(Extra::Strong, d.ts);
-    let ts = super::wire::commit_ts(&ct);
+    let ts = crate::cure::wire::commit_ts(&ct);
     let ops: Vec<(Key, Op)> = d
         .ops
         .into_iter()

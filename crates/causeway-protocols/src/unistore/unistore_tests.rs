@@ -2,7 +2,7 @@
 //! only once uniform, the uniform barrier, attach after migration, and forwarding by a
 //! third DC when the origin cannot reach a sibling; driven through the kit's test network.
 
-use super::msg::Msg;
+use crate::cure::msg::Msg;
 use crate::cureft::CureFt;
 use crate::kit::testnet::TestNet;
 use crate::params::Params;
