@@ -2,6 +2,7 @@
 //! the session's past, reads through READ_KEY with the write-set overlay, and 2PC inside
 //! the DC with the commit decision persisted before any COMMIT leaves (presumed abort).
 
+use super::ext::Extension;
 use super::msg::{First, Msg, Updates};
 use super::node::{Deferred, Node};
 use super::part::{Phase, Waiting};
@@ -135,7 +136,7 @@ impl Coord {
     }
 }
 
-impl Node {
+impl<X: Extension> Node<X> {
     /// START (Alg. 1 l.1) with the txn's first request (`first`).
     pub(crate) fn on_start(
         &mut self,
@@ -146,9 +147,9 @@ impl Node {
         first: First,
     ) {
         let txn = start.txn;
-        if start.kind == TxnKind::Strong && self.strong.is_none() {
+        if start.kind == TxnKind::Strong && !self.ext.strong_txns() {
             let e = Error::Unsupported {
-                protocol: self.flavor.name().into(),
+                protocol: self.ext.name(self.flavor).into(),
                 capability: "strong transactions".into(),
             };
             return Coord::reply(ctx, from, refusal(txn, first, e));
@@ -173,12 +174,12 @@ impl Node {
             return;
         }
         let clock = self.time.last;
-        let go = if self.flavor.unistore_rules() {
+        let go = if self.flavor.ft_rules() {
             let starts = std::mem::take(&mut self.coord.starts);
             starts
                 .into_iter()
                 .map(|s| {
-                    let svc = self.unistore_snapshot(&s.cvc);
+                    let svc = X::snapshot(self, &s.cvc);
                     (s, svc)
                 })
                 .collect()
@@ -422,7 +423,7 @@ impl Node {
             .get_mut(&txn)
             .expect("checked by take_updates");
         if t.kind == TxnKind::Strong {
-            return self.commit_strong(ctx, txn, req); // Alg. 3
+            return X::commit_other(self, ctx, txn, req); // UniStore Alg. 3
         }
         if t.buffer.updates.is_empty() {
             // Read-only: the snapshot is the txn's place in causality.
@@ -763,13 +764,9 @@ impl Node {
     /// The oldest snapshot this coordinator may still use: its open txns' and a lower
     /// bound on future ones (GSS, with the clock as local entry).
     pub(crate) fn oldest_snapshot(&self) -> Vc {
-        let mut oldest = self.visible_vec().clone();
-        if self.strong.is_some() {
-            // Future snapshots' strong entry is at least stableVec[strong] (Alg. 1 l.7).
-            let strong = self.stable_strong();
-            oldest.set_extra(causeway_core::clock::Extra::Strong, strong);
-        }
-        if !self.flavor.unistore_rules() {
+        let mut oldest = X::visible_vec(self).clone();
+        X::oldest_bound(self, &mut oldest);
+        if !self.flavor.ft_rules() {
             oldest.set(self.d, self.time.last); // Cure: svc[d] >= Clock (Alg. 1 l.5)
         } // UniStore: a future snapshot is at or above the visible vector (Alg. 1 l.5-6)
         for t in self.coord.txns.values() {

@@ -18,6 +18,7 @@
 //! no record after it, its read waits as any read does (`Direct::writes`, Alg. 2 l.2).
 
 use super::coord::{Coord, Step, Txn};
+use super::ext::Extension;
 use super::msg::{Msg, Updates};
 use super::node::{Node, Participant};
 use super::part::{Direct, Phase, Waiting};
@@ -26,7 +27,7 @@ use crate::kit::txn::{read_value, ReadId};
 use causeway_core::crdt::ObjType;
 use causeway_core::{Ctx, DcId, Error, Key, Object, PartitionId, TxnId, TxnKind, Vc};
 
-impl Node {
+impl<X: Extension> Node<X> {
     /// The partition where the read-then-commit `txn` reading `keys` is read and committed
     /// in one step, if it is: a causal txn whose keys and updates (those shipped so far
     /// and those after the read) are all on one partition of this node.

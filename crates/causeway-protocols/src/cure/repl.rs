@@ -3,6 +3,7 @@
 //! are `kit::repl`), and the GSS / GC exchange between the nodes of a DC (Alg. 2 l.39-46,
 //! §III-D; the gossip is `kit::gossip`).
 
+use super::ext::Extension;
 use super::msg::{Msg, Stream};
 use super::node::{Deferred, Node};
 use super::record::Record;
@@ -10,7 +11,7 @@ use super::wire::{CompactTxns, SharedStream};
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};
 
-impl Node {
+impl<X: Extension> Node<X> {
     /// Every replication interval, per partition and sibling (Alg. 2 l.18-37).
     pub(crate) fn replicate(&mut self, ctx: &mut Ctx<Msg>) {
         let pids: Vec<PartitionId> = self.parts.keys().copied().collect();
@@ -240,7 +241,7 @@ impl Node {
             ctx.send(Addr::Node(n), m);
         }
         self.after_gossip(ctx);
-        self.broadcast_stable(ctx);
+        X::stabilized(self, ctx);
         // GSS lag: how far the oldest remote entry trails our clock (once all are known).
         let gss = self.gss.stable();
         let remote: Vec<u64> = (0..gss.dcs.len())
@@ -303,7 +304,7 @@ impl Node {
     /// Under UniStore a txn stable here waits for uniformity (`uniform.rs` samples it).
     fn note_visible(&mut self) {
         let (d, clock) = (self.d, self.time.clock);
-        let uni = self.uniform.is_some();
+        let uni = self.ext.uniform();
         let gss = self.gss.stable().clone();
         let mut seen = Vec::new();
         for part in self.parts.values_mut() {

@@ -49,6 +49,7 @@
 //!   relation), `redblue` conflicts every two strong txns and makes partition 0's group a
 //!   participant of every strong txn (one central certification service).
 
+use super::UniExt;
 use crate::cure::coord::{Step, Txn};
 use crate::cure::msg::Msg;
 use crate::cure::node::Node;
@@ -218,13 +219,16 @@ enum Phase {
     },
 }
 
-impl Node {
+impl Node<UniExt> {
     fn strong_cfg(&self) -> &StrongConfig {
-        &self.cfg.strong
+        &self.ext.cfg
     }
 
     fn strong_state(&mut self) -> &mut Strong {
-        self.strong.as_mut().expect("strong state under UniStore")
+        self.ext
+            .strong
+            .as_mut()
+            .expect("strong state under UniStore")
     }
 
     /// Builds every hosted partition's group from its recovered records (at `start`).
@@ -237,7 +241,7 @@ impl Node {
         let relation = self.strong_cfg().relation;
         let ignore = self.mutation.certify_ignores_conflicts;
         let pids: Vec<PartitionId> = self.parts.keys().copied().collect();
-        let Some(st) = self.strong.as_mut() else {
+        let Some(st) = self.ext.strong.as_mut() else {
             return;
         };
         for p in &pids {
@@ -274,14 +278,14 @@ impl Node {
 
     /// The earliest deadline of the groups.
     pub(crate) fn strong_deadline(&self) -> Option<Nanos> {
-        let st = self.strong.as_ref()?;
+        let st = self.ext.strong.as_ref()?;
         st.groups.values().filter_map(|g| g.px.poll_timeout()).min()
     }
 
     /// Runs the groups' due deadlines.
     pub(crate) fn strong_timeouts(&mut self) {
         let clock = self.time.clock;
-        let Some(st) = self.strong.as_mut() else {
+        let Some(st) = self.ext.strong.as_mut() else {
             return;
         };
         for g in st.groups.values_mut() {
@@ -295,6 +299,7 @@ impl Node {
     pub(crate) fn strong_persisted(&mut self, partition: PartitionId, seq: u64) {
         let clock = self.time.clock;
         if let Some(g) = self
+            .ext
             .strong
             .as_mut()
             .and_then(|s| s.groups.get_mut(&partition))
@@ -306,7 +311,7 @@ impl Node {
     /// Drains every group: messages, records, decided entries (applied, answered by the
     /// leader, delivered up to `known`).
     pub(crate) fn pump_strong(&mut self, ctx: &mut Ctx<Msg>) {
-        let Some(pids) = self.strong.as_ref().map(|s| {
+        let Some(pids) = self.ext.strong.as_ref().map(|s| {
             let v: Vec<PartitionId> = s.groups.keys().copied().collect();
             v
         }) else {
@@ -384,7 +389,7 @@ impl Node {
 
     fn propose(&mut self, p: PartitionId, entry: CertEntry) {
         let clock = self.time.clock;
-        let Some(g) = self.strong.as_mut().and_then(|s| s.groups.get_mut(&p)) else {
+        let Some(g) = self.ext.strong.as_mut().and_then(|s| s.groups.get_mut(&p)) else {
             return;
         };
         // Not the leader or too busy: the coordinator's retry finds the leader.
@@ -394,7 +399,7 @@ impl Node {
     }
 
     fn group(&self, p: PartitionId) -> Option<&Group> {
-        self.strong.as_ref().and_then(|s| s.groups.get(&p))
+        self.ext.strong.as_ref().and_then(|s| s.groups.get(&p))
     }
 
     /// The node leading `p`'s group as this member knows it.
@@ -414,6 +419,7 @@ impl Node {
         let clock = self.time.clock;
         let member = usize::from(self.topo.dc_of(from).0);
         if let Some(g) = self
+            .ext
             .strong
             .as_mut()
             .and_then(|s| s.groups.get_mut(&partition))
@@ -516,7 +522,7 @@ impl Node {
     pub(crate) fn strong_tick(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
         let every = self.strong_cfg().heartbeat_ns;
-        let idle: Vec<PartitionId> = match self.strong.as_ref() {
+        let idle: Vec<PartitionId> = match self.ext.strong.as_ref() {
             Some(s) => s
                 .groups
                 .iter()
@@ -540,7 +546,7 @@ impl Node {
     fn start_recoveries(&mut self) {
         let clock = self.time.clock;
         let after = self.strong_cfg().recover_ns;
-        let st = self.strong.as_ref().expect("strong");
+        let st = self.ext.strong.as_ref().expect("strong");
         let mut found = Vec::new();
         for (p, g) in st.groups.iter().filter(|(_, g)| g.px.is_leader()) {
             for (txn, pend) in g.cert.prepared() {
@@ -578,7 +584,7 @@ impl Node {
     /// Asks the participants that have not answered, or re-proposes a decision not yet
     /// applied (again every `strong_retry_ns`).
     fn retry_recoveries(&mut self, ctx: &mut Ctx<Msg>) {
-        let (clock, every) = (self.time.clock, self.cfg.strong.retry_ns);
+        let (clock, every) = (self.time.clock, self.ext.cfg.retry_ns);
         let dcs = self.topo.dcs;
         let topo = self.topo.clone();
         let mut proposals = Vec::new();
@@ -701,7 +707,7 @@ impl Node {
         participants.extend(t.reads.iter().map(|k| topo.partition_of(k)));
         let written = t.buffer.updates.iter().map(|(k, _, _)| k);
         let touched = t.reads.iter().chain(written);
-        let tokens = conflict_tokens(&self.cfg.strong.rules, t.label.as_deref(), touched);
+        let tokens = conflict_tokens(&self.ext.cfg.rules, t.label.as_deref(), touched);
         participants.extend(tokens.keys.iter().map(|(k, _)| topo.partition_of(k)));
         if central {
             participants.insert(PartitionId(0)); // RedBlue's central certifier
@@ -788,7 +794,7 @@ impl Node {
         if self.mutation.no_uniform_barrier {
             return true;
         }
-        self.uniform.as_ref().is_none_or(|u| u.covers_local(svc))
+        self.ext.uniform.covers_local(svc)
     }
 
     /// CERTIFY (Alg. 3 l.3) once the barrier holds and every effect is in.
@@ -876,7 +882,7 @@ impl Node {
 
     /// Where CERTIFY for `p` goes first: the last voter, else the configured leader DC.
     fn cert_target(&self, p: PartitionId) -> NodeId {
-        if let Some(n) = self.strong.as_ref().and_then(|s| s.leader_hint.get(&p)) {
+        if let Some(n) = self.ext.strong.as_ref().and_then(|s| s.leader_hint.get(&p)) {
             return *n;
         }
         let dc = self.strong_cfg().leader_dc.min(self.topo.dcs - 1);
@@ -957,7 +963,7 @@ impl Node {
     /// Re-sends CERTIFY to every member of groups that have not voted; past the
     /// deadline, answers "outcome unknown" (the recovery finishes the txn).
     fn coordinator_retries(&mut self, ctx: &mut Ctx<Msg>) {
-        let (clock, every) = (self.time.clock, self.cfg.strong.retry_ns);
+        let (clock, every) = (self.time.clock, self.ext.cfg.retry_ns);
         let dcs = self.topo.dcs;
         let mut expired = Vec::new();
         for (txn, t) in self.coord.txns.iter_mut() {
@@ -1006,7 +1012,7 @@ impl Node {
 
     /// Certification invariants of every group.
     pub(crate) fn check_strong_invariants(&self) -> Result<(), String> {
-        let Some(st) = self.strong.as_ref() else {
+        let Some(st) = self.ext.strong.as_ref() else {
             return Ok(());
         };
         for (p, g) in &st.groups {

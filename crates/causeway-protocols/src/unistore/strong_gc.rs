@@ -25,6 +25,7 @@
 //!   (`Output::SnapshotNeeded`) and it gets a state transfer that carries the
 //!   certification state (`strong_transfer.rs`).
 
+use super::UniExt;
 use crate::cure::msg::Msg;
 use crate::cure::node::Node;
 use crate::cure::record::GroupCheckpoint;
@@ -34,12 +35,12 @@ use causeway_core::{Addr, Ctx, DcId, Nanos, PartitionId};
 /// How often a leader tells its group's members the everywhere point.
 pub const STRONG_GC_EVERY_NS: Nanos = 1_000_000_000;
 
-impl Node {
+impl Node<UniExt> {
     /// Every group's durable state, for the node's checkpoint (quiescent: every decided
     /// entry was taken and applied, every record is durable).
     /// `None` before `start_strong` built the groups.
     pub(crate) fn strong_checkpoint(&self) -> Option<Vec<GroupCheckpoint>> {
-        let Some(st) = self.strong.as_ref() else {
+        let Some(st) = self.ext.strong.as_ref() else {
             return Some(Vec::new());
         };
         if !st.restored.is_empty() || !st.recovered.is_empty() {
@@ -65,7 +66,7 @@ impl Node {
     /// Replays the groups of a checkpoint: the acceptor state becomes the first record
     /// of each group, the rest waits for `start_strong`.
     pub(crate) fn restore_strong(&mut self, groups: Vec<GroupCheckpoint>) {
-        let Some(st) = self.strong.as_mut() else {
+        let Some(st) = self.ext.strong.as_mut() else {
             return; // strong txns turned off since: the groups are dropped
         };
         st.recovered.clear();
@@ -81,8 +82,8 @@ impl Node {
     /// and its own delivered slot.
     pub(crate) fn strong_gc(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
-        let kept_max = self.cfg.strong.log_kept_max;
-        let Some(st) = self.strong.as_mut() else {
+        let kept_max = self.ext.cfg.log_kept_max;
+        let Some(st) = self.ext.strong.as_mut() else {
             return;
         };
         let mut sends = Vec::new();
@@ -115,7 +116,7 @@ impl Node {
 
     /// Decided slots every group keeps in memory (what truncation bounds).
     pub(crate) fn cert_log_slots(&self) -> u64 {
-        let groups = self.strong.iter().flat_map(|s| s.groups.values());
+        let groups = self.ext.strong.iter().flat_map(|s| s.groups.values());
         groups
             .map(|g| g.px.decided_upto() - g.px.truncated_below())
             .sum()
@@ -124,6 +125,7 @@ impl Node {
     /// The leader's everywhere point for `partition`'s group.
     pub(crate) fn on_strong_gc(&mut self, partition: PartitionId, below: Slot) {
         let g = self
+            .ext
             .strong
             .as_mut()
             .and_then(|s| s.groups.get_mut(&partition));

@@ -40,6 +40,7 @@
 //! [`Record::TransferAdopted`]: crate::cure::record::Record::TransferAdopted
 //! [`Msg::TransferAsk`]: crate::cure::msg::Msg::TransferAsk
 
+use super::UniExt;
 use crate::cure::msg::Msg;
 use crate::cure::node::Node;
 use crate::cure::record::Record;
@@ -83,16 +84,16 @@ pub enum Refusal {
     Forgotten,
 }
 
-impl Node {
+impl Node<UniExt> {
     /// Whether sibling `s` asked for a transfer of `pid` (forgotten once asked).
     pub(crate) fn take_transfer_wanted(&mut self, pid: PartitionId, s: DcId) -> bool {
-        let st = self.strong.as_mut();
+        let st = self.ext.strong.as_mut();
         st.is_some_and(|st| st.xfer.wanted.remove(&(pid, s)))
     }
 
     /// A sibling's group member needs a snapshot of `pid`'s group.
     pub(crate) fn on_transfer_ask(&mut self, pid: PartitionId, s: DcId) {
-        if let Some(st) = self.strong.as_mut() {
+        if let Some(st) = self.ext.strong.as_mut() {
             if st.groups.contains_key(&pid) {
                 st.xfer.wanted.insert((pid, s));
             }
@@ -108,7 +109,7 @@ impl Node {
         s: DcId,
         id: u64,
     ) -> Result<(), ()> {
-        let Some(st) = self.strong.as_mut() else {
+        let Some(st) = self.ext.strong.as_mut() else {
             return Ok(());
         };
         let g = st.groups.get(&pid).ok_or(())?;
@@ -132,7 +133,7 @@ impl Node {
         id: u64,
         index: u32,
     ) -> Option<Box<StrongImage>> {
-        let st = self.strong.as_mut()?;
+        let st = self.ext.strong.as_mut()?;
         if index != 0 || st.xfer.out.get(&(pid, s)).is_none_or(|i| i.id != id) {
             return None;
         }
@@ -148,7 +149,7 @@ impl Node {
         s: DcId,
         image: Option<Box<StrongImage>>,
     ) {
-        let Some(st) = self.strong.as_mut() else {
+        let Some(st) = self.ext.strong.as_mut() else {
             return;
         };
         st.xfer.incoming.remove(&(pid, s));
@@ -171,7 +172,7 @@ impl Node {
         pid: PartitionId,
         image: Option<&StrongImage>,
     ) -> Result<(), Refusal> {
-        let Some(st) = self.strong.as_ref() else {
+        let Some(st) = self.ext.strong.as_ref() else {
             return Ok(());
         };
         let image = image.ok_or(Refusal::Missing)?;
@@ -184,7 +185,7 @@ impl Node {
 
     /// Replay of a `StrongImage` record.
     pub(crate) fn replay_strong_image(&mut self, pid: PartitionId, s: DcId, image: StrongImage) {
-        if let Some(st) = self.strong.as_mut() {
+        if let Some(st) = self.ext.strong.as_mut() {
             st.xfer.incoming.insert((pid, s), image);
         }
     }
@@ -198,13 +199,13 @@ impl Node {
         s: DcId,
         id: u64,
     ) -> Result<Option<(StrongImage, Vec<TxnId>)>, Refusal> {
-        let Some(st) = self.strong.as_mut() else {
+        let Some(st) = self.ext.strong.as_mut() else {
             return Ok(None);
         };
         let image = st.xfer.incoming.remove(&(pid, s));
         let image = image.filter(|i| i.id == id).ok_or(Refusal::Missing)?;
         self.strong_part_refused(pid, Some(&image))?;
-        let st = self.strong.as_ref().expect("strong txns on");
+        let st = self.ext.strong.as_ref().expect("strong txns on");
         let g = st.groups.get(&pid).expect("a group");
         let mut again: BTreeSet<TxnId> = image.cert.pending_txns().collect();
         for slot in image.delivered..g.px.delivered() {
@@ -231,7 +232,7 @@ impl Node {
         image: StrongImage,
     ) {
         let clock = self.time.clock;
-        let st = self.strong.as_mut().expect("adopted under strong txns");
+        let st = self.ext.strong.as_mut().expect("adopted under strong txns");
         let g = st.groups.get_mut(&pid).expect("a group");
         g.cert = image.cert;
         g.px.redeliver_from(clock, image.delivered);
@@ -242,7 +243,7 @@ impl Node {
     /// Replay of a `TransferAdopted` record: its certification part waits for
     /// `start_strong` (after the images were installed by `replay_done`).
     pub(crate) fn replay_adopted(&mut self, pid: PartitionId, s: DcId, id: u64) {
-        let Some(st) = self.strong.as_mut() else {
+        let Some(st) = self.ext.strong.as_mut() else {
             return;
         };
         if let Some(image) = st.xfer.incoming.remove(&(pid, s)).filter(|i| i.id == id) {
