@@ -125,7 +125,7 @@ pub const SWEEPS_PER_PROTOCOL_MAX: usize = 40;
 /// (a sweep would need a schedule the random faults rarely draw).
 pub const UNIT_TESTED_MUTATIONS: &[(&str, &str)] = &[(
     "no-uniform-barrier",
-    "cure::strong_tests (UniStore Fig. 2: strong certification without the barrier stalls)",
+    "unistore::strong_tests (UniStore Fig. 2: strong certification without the barrier stalls)",
 )];
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ fn occult_checkpoints_bound_what_a_restart_replays_and_lose_nothing() {
 }
 
 /// UniStore with strong transactions on (its default): each certification group's state
-/// is in the checkpoint too (`cure/strong_gc.rs`), and its heartbeats add records even idle.
+/// is in the checkpoint too (`unistore/strong_gc.rs`), and its heartbeats add records even idle.
 #[test]
 fn unistore_checkpoints_bound_what_a_restart_replays_and_lose_nothing() {
     checkpoints_bound_what_a_restart_replays_and_lose_nothing("unistore");

@@ -8,7 +8,7 @@
 //! the latter with `eventual` (eventual/transfer.rs) and with `unistore` running strong
 //! txns too, whose certification groups forget what a majority decided while DC 2 is away
 //! (`strong_log_kept_max`), so its transfer carries the certification state
-//! (cure/strong_transfer.rs) and DC 2 commits strong txns again.
+//! (unistore/strong_transfer.rs) and DC 2 commits strong txns again.
 
 mod up;
 

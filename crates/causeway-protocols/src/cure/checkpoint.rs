@@ -25,19 +25,20 @@
 //! UniStore's certification groups (`Record::Paxos`, kit::paxos) are in it too: each
 //! group's acceptor state, certifier and delivered slot (`strong_gc.rs`).
 
+use super::ext::Extension;
 use super::node::Node;
 use super::part::{Phase, Prepared};
 use super::record::{Checkpoint, PartCheckpoint, Record};
 
-impl Node {
+impl<X: Extension> Node<X> {
     /// The checkpoint record, or `None` when records are in flight (or the certification
     /// groups are not started yet).
-    pub(super) fn take_checkpoint(&self) -> Option<Vec<u8>> {
+    pub(crate) fn take_checkpoint(&self) -> Option<Vec<u8>> {
         let receiving = self.parts.values().any(|p| p.transfers.receiving());
         if !self.durability.quiescent() || receiving {
             return None; // a transfer's chunk records must stay until its end
         }
-        let strong = self.strong_checkpoint()?;
+        let strong = X::checkpoint(self)?;
         let parts = self
             .parts
             .iter()
@@ -87,7 +88,7 @@ impl Node {
     }
 
     /// Replays a checkpoint (the first record of a compacted log).
-    pub(super) fn restore(&mut self, ck: Checkpoint) {
+    pub(crate) fn restore(&mut self, ck: Checkpoint) {
         self.time.recovered(ck.lease);
         self.time.last = self.time.last.max(ck.last);
         let d = self.d;
@@ -110,6 +111,6 @@ impl Node {
         for (txn, ct, participants) in ck.decisions {
             self.coord.recovered_decision(txn, ct, participants);
         }
-        self.restore_strong(ck.strong);
+        X::restore(self, ck.strong);
     }
 }

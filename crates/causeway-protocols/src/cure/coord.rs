@@ -2,6 +2,7 @@
 //! the session's past, reads through READ_KEY with the write-set overlay, and 2PC inside
 //! the DC with the commit decision persisted before any COMMIT leaves (presumed abort).
 
+use super::ext::Extension;
 use super::msg::{First, Msg, Updates};
 use super::node::{Deferred, Node};
 use super::part::{Phase, Waiting};
@@ -20,10 +21,10 @@ const PREPARE_TIMED_OUT: &str = "prepare timed out";
 
 /// What an open txn is doing.
 #[derive(Debug)]
-pub(super) enum Step {
+pub(crate) enum Step {
     Idle,
     /// A strong txn's COMMIT_STRONG (strong.rs).
-    Strong(super::strong::StrongStep),
+    Strong(crate::unistore::StrongStep),
     /// A direct read-then-commit's read, parked at its partition here (`direct.rs`).
     ReadingHere {
         req: u64,
@@ -48,31 +49,31 @@ pub(super) enum Step {
 
 #[derive(Debug)]
 pub struct Txn {
-    pub(super) client: Addr,
+    pub(crate) client: Addr,
     pub svc: Vc,
-    pub(super) buffer: TxnBuffer,
-    pub(super) step: Step,
+    pub(crate) buffer: TxnBuffer,
+    pub(crate) step: Step,
     last_active: u64,
     /// When the coordinator started it (clock).
-    pub(super) started: u64,
-    pub(super) kind: TxnKind,
+    pub(crate) started: u64,
+    pub(crate) kind: TxnKind,
     /// A strong txn's read set (Alg. 1 l.14), for certification.
-    pub(super) reads: std::collections::BTreeSet<Key>,
+    pub(crate) reads: std::collections::BTreeSet<Key>,
     /// Its type (declared conflict relations).
-    pub(super) label: Option<String>,
+    pub(crate) label: Option<String>,
     /// A read-then-commit's updates after the read (`First::ReadCommit`): committed as
     /// soon as the read is answered.
-    pub(super) then: Option<Updates>,
+    pub(crate) then: Option<Updates>,
     /// Whether its read answers carry `ReadValue::observed` (`Msg::StartWith`).
-    pub(super) observed: bool,
+    pub(crate) observed: bool,
     /// A direct read-then-commit's read answer (`direct.rs`), held until its commit's
     /// answer, which carries it (`Msg::ReadCommitResult`).
-    pub(super) held: Option<(Vec<ReadValue>, Vc)>,
+    pub(crate) held: Option<(Vec<ReadValue>, Vc)>,
 }
 
 /// What a START says of its txn, besides the session's past and the first request.
 #[derive(Debug)]
-pub(super) struct Start {
+pub(crate) struct Start {
     pub txn: TxnId,
     pub kind: TxnKind,
     /// Its type (declared conflict relations).
@@ -118,7 +119,7 @@ impl Coord {
 
     /// The answer to a txn's commit: a `CommitResult`, or a `ReadCommitResult` when its
     /// read's answer was held for it (`Txn::held`).
-    pub(super) fn commit_answer(
+    pub(crate) fn commit_answer(
         (txn, req): (TxnId, u64),
         held: Option<(Vec<ReadValue>, Vc)>,
         result: Result<Vc, Error>,
@@ -135,9 +136,9 @@ impl Coord {
     }
 }
 
-impl Node {
+impl<X: Extension> Node<X> {
     /// START (Alg. 1 l.1) with the txn's first request (`first`).
-    pub(super) fn on_start(
+    pub(crate) fn on_start(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: Addr,
@@ -146,9 +147,9 @@ impl Node {
         first: First,
     ) {
         let txn = start.txn;
-        if start.kind == TxnKind::Strong && self.strong.is_none() {
+        if start.kind == TxnKind::Strong && !self.ext.strong_txns() {
             let e = Error::Unsupported {
-                protocol: self.flavor.name().into(),
+                protocol: self.ext.name(self.flavor).into(),
                 capability: "strong transactions".into(),
             };
             return Coord::reply(ctx, from, refusal(txn, first, e));
@@ -168,17 +169,17 @@ impl Node {
 
     /// Starts every txn whose session's past the GSS covers (Alg. 1 l.2-6). Under
     /// UniStore's rules (UniStore Alg. 1 l.2-7) every START goes on at once.
-    pub(super) fn try_starts(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn try_starts(&mut self, ctx: &mut Ctx<Msg>) {
         if self.coord.starts.is_empty() {
             return;
         }
         let clock = self.time.last;
-        let go = if self.flavor.unistore_rules() {
+        let go = if self.flavor.ft_rules() {
             let starts = std::mem::take(&mut self.coord.starts);
             starts
                 .into_iter()
                 .map(|s| {
-                    let svc = self.unistore_snapshot(&s.cvc);
+                    let svc = X::snapshot(self, &s.cvc);
                     (s, svc)
                 })
                 .collect()
@@ -249,7 +250,7 @@ impl Node {
     }
 
     /// Appends updates shipped with a request; None (after answering) if the txn is gone.
-    pub(super) fn take_updates(&mut self, txn: TxnId, updates: Updates) -> Result<(), Error> {
+    pub(crate) fn take_updates(&mut self, txn: TxnId, updates: Updates) -> Result<(), Error> {
         let clock = self.time.clock;
         let Some(t) = self.coord.txns.get_mut(&txn) else {
             return Err(Error::Aborted(
@@ -268,7 +269,7 @@ impl Node {
         Ok(())
     }
 
-    pub(super) fn on_read(
+    pub(crate) fn on_read(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: Addr,
@@ -331,7 +332,7 @@ impl Node {
         self.finish_read(ctx, txn);
     }
 
-    pub(super) fn on_read_reply(
+    pub(crate) fn on_read_reply(
         &mut self,
         ctx: &mut Ctx<Msg>,
         rid: ReadId,
@@ -403,7 +404,7 @@ impl Node {
         }
     }
 
-    pub(super) fn on_commit(
+    pub(crate) fn on_commit(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: Addr,
@@ -422,7 +423,7 @@ impl Node {
             .get_mut(&txn)
             .expect("checked by take_updates");
         if t.kind == TxnKind::Strong {
-            return self.commit_strong(ctx, txn, req); // Alg. 3
+            return X::commit_other(self, ctx, txn, req); // UniStore Alg. 3
         }
         if t.buffer.updates.is_empty() {
             // Read-only: the snapshot is the txn's place in causality.
@@ -509,7 +510,7 @@ impl Node {
         }
     }
 
-    pub(super) fn on_abort(&mut self, txn: TxnId) {
+    pub(crate) fn on_abort(&mut self, txn: TxnId) {
         if let Some(t) = self.coord.txns.get(&txn) {
             if matches!(t.step, Step::Idle) {
                 self.coord.txns.remove(&txn);
@@ -517,7 +518,7 @@ impl Node {
         }
     }
 
-    pub(super) fn on_prepared(
+    pub(crate) fn on_prepared(
         &mut self,
         ctx: &mut Ctx<Msg>,
         txn: TxnId,
@@ -544,7 +545,7 @@ impl Node {
     }
 
     /// A single-partition txn's partition committed it (one-phase commit): answer.
-    pub(super) fn on_one_phase_done(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, ct: Vc) {
+    pub(crate) fn on_one_phase_done(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, ct: Vc) {
         let Some(Txn {
             step: Step::Preparing {
                 phase: Phase::One, ..
@@ -713,7 +714,7 @@ impl Node {
         }
     }
 
-    pub(super) fn on_commit_ack(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, partition: PartitionId) {
+    pub(crate) fn on_commit_ack(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, partition: PartitionId) {
         if self.coord.decisions.ack(txn, partition) {
             self.persist(ctx, Record::Ended { txns: vec![txn] }, Vec::new());
         }
@@ -721,7 +722,7 @@ impl Node {
 
     /// A participant asks about a txn it holds prepared: commit if decided, nothing if
     /// still running, else abort (presumed abort: decisions are durable before use).
-    pub(super) fn on_inquire(
+    pub(crate) fn on_inquire(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: Addr,
@@ -737,7 +738,7 @@ impl Node {
     }
 
     /// Re-sends unacknowledged COMMITs, aborts txns whose votes do not come, drops idle ones.
-    pub(super) fn coord_tick(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn coord_tick(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
         let every = self.cfg.inquire_after_ns;
         for (txn, partition, node, ct) in self.coord.decisions.resends(clock, every) {
@@ -762,14 +763,10 @@ impl Node {
 
     /// The oldest snapshot this coordinator may still use: its open txns' and a lower
     /// bound on future ones (GSS, with the clock as local entry).
-    pub(super) fn oldest_snapshot(&self) -> Vc {
-        let mut oldest = self.visible_vec().clone();
-        if self.strong.is_some() {
-            // Future snapshots' strong entry is at least stableVec[strong] (Alg. 1 l.7).
-            let strong = self.stable_strong();
-            oldest.set_extra(causeway_core::clock::Extra::Strong, strong);
-        }
-        if !self.flavor.unistore_rules() {
+    pub(crate) fn oldest_snapshot(&self) -> Vc {
+        let mut oldest = X::visible_vec(self).clone();
+        X::oldest_bound(self, &mut oldest);
+        if !self.flavor.ft_rules() {
             oldest.set(self.d, self.time.last); // Cure: svc[d] >= Clock (Alg. 1 l.5)
         } // UniStore: a future snapshot is at or above the visible vector (Alg. 1 l.5-6)
         for t in self.coord.txns.values() {

@@ -18,6 +18,7 @@
 //! no record after it, its read waits as any read does (`Direct::writes`, Alg. 2 l.2).
 
 use super::coord::{Coord, Step, Txn};
+use super::ext::Extension;
 use super::msg::{Msg, Updates};
 use super::node::{Node, Participant};
 use super::part::{Direct, Phase, Waiting};
@@ -26,11 +27,11 @@ use crate::kit::txn::{read_value, ReadId};
 use causeway_core::crdt::ObjType;
 use causeway_core::{Ctx, DcId, Error, Key, Object, PartitionId, TxnId, TxnKind, Vc};
 
-impl Node {
+impl<X: Extension> Node<X> {
     /// The partition where the read-then-commit `txn` reading `keys` is read and committed
     /// in one step, if it is: a causal txn whose keys and updates (those shipped so far
     /// and those after the read) are all on one partition of this node.
-    pub(super) fn direct_partition(
+    pub(crate) fn direct_partition(
         &self,
         txn: TxnId,
         keys: &[(Key, ObjType)],
@@ -51,7 +52,7 @@ impl Node {
     }
 
     /// Parks the read of a direct read-then-commit at its partition.
-    pub(super) fn read_here(
+    pub(crate) fn read_here(
         &mut self,
         ctx: &mut Ctx<Msg>,
         (txn, req): (TxnId, u64),
@@ -82,7 +83,7 @@ impl Node {
     /// txn's writes overlaid (Alg. 1 l.20-21) are held for the commit's answer, and the
     /// commit is prepared now, on the state just read. A read that failed commits
     /// nothing: answered at once, the txn goes on as an ordinary one (or ends, aborted).
-    pub(super) fn read_here_served(
+    pub(crate) fn read_here_served(
         &mut self,
         ctx: &mut Ctx<Msg>,
         txn: TxnId,

@@ -51,9 +51,8 @@
 //!
 //! # Code layout
 //!
-//! `uniform.rs`: UniStore's flavor (STABLEVEC, `uniformVec`, barrier, attach, snapshots).
-//! `strong.rs`: UniStore's strong txns (COMMIT_STRONG, certification over per-partition
-//! `kit::paxos` groups with `kit::certify`, DELIVER_UPDATES, heartbeats, recovery).
+//! `ext.rs`: the hooks of an extension ([`Extension`]). `ft.rs`: CureFt's snapshot rules,
+//! ATTACH and UNIFORM_BARRIER.
 //! `node.rs`: the node's state, recovery, dispatch, the partition side of reads and 2PC,
 //! timers (`kit::timers`), invariants, persist-before-release (`kit::durability`) and the
 //! clock and lease (`kit::clock`). `coord.rs`: the TC (Alg. 1), its 2PC bookkeeping on
@@ -127,52 +126,47 @@
 //! - Tokens are the postcard-encoded `cvc`; `Attach` joins one into `cvc`. Barriers and
 //!   strong transactions are unsupported.
 //!
-//! # Flavors: one engine, three protocols
+//! # Flavors and extensions: one engine, several protocols
 //!
-//! [`Flavor`] selects the protocol this engine runs: `Cure` (all of the above), or the
-//! protocols built on it, `UniStore` (registry entry `unistore.rs`) and its baseline
-//! `CureFt` (`cureft.rs`). They share every mechanism here and differ where
-//! `uniform.rs` and the flavor branches say: START's snapshot (UniStore Alg. 1 l.2-7 in
-//! place of Cure Alg. 1 l.2-6), the visible vector (`uniformVec` from STABLEVEC, or the GSS),
-//! the GC bound of future snapshots, UNIFORM_BARRIER and ATTACH.
+//! [`Flavor`] selects the snapshot rules: `Cure` (all of the above), or those of its
+//! fault-tolerant baseline `CureFt` (registry entry `cureft.rs`), UniStore's Alg. 1 l.2-7
+//! (`ft.rs`): START's snapshot without a wait, from the visible vector (the GSS) and the
+//! client's own DC entry; remote entries of the snapshots seen adopted; ATTACH parked at a
+//! node until the visible vector covers the token. A protocol built on the engine adds its
+//! state and handlers as the node's type parameter, an [`Extension`] (`ext.rs`), whose
+//! hooks the engine calls: UniStore (`crate::unistore`) runs `Node<UniExt>` under CureFt's
+//! rules, with `uniformVec` as the visible vector, UNIFORM_BARRIER and strong txns. Cure
+//! and CureFt run `Node<Plain>`, with no extension.
 //!
 //! [`VERSIONS_PER_KEY_MAX`]: causeway_core::limits::VERSIONS_PER_KEY_MAX
 
 mod checkpoint;
-mod coord;
+pub(crate) mod coord;
 mod direct;
-mod msg;
+pub(crate) mod ext;
+mod ft;
+pub(crate) mod msg;
 pub(crate) mod msg_enc;
-mod node;
-mod part;
+pub(crate) mod node;
+pub(crate) mod part;
 #[cfg(test)]
 mod read_commit_tests;
-mod record;
+pub(crate) mod record;
 mod record_enc;
 mod repl;
 mod session;
-mod strong;
-mod strong_gc;
-#[cfg(test)]
-mod strong_tests;
-mod strong_transfer;
-#[cfg(test)]
-mod strong_transfer_tests;
 pub mod sweeps;
 #[cfg(test)]
 mod tests;
 mod transfer;
 #[cfg(test)]
 mod transfer_tests;
-mod uniform;
-#[cfg(test)]
-mod unistore_tests;
-mod wire;
+pub(crate) mod wire;
 
+pub use ext::{Extension, Plain};
 pub use msg::{Msg, ReplTxn, Stream};
 pub use node::Node;
 pub use session::Client;
-pub use strong::StrongConfig;
 pub use wire::{commit_ts, SharedStream};
 
 use crate::kit::session::{Session, SessionCore};
@@ -224,7 +218,7 @@ impl Protocol for Cure {
     }
 }
 
-/// A client session of the engine running `flavor` (cure, cureft or unistore).
+/// A client session of the engine running `flavor` (cure or cureft).
 pub fn session(
     flavor: Flavor,
     id: SessionId,
@@ -232,16 +226,30 @@ pub fn session(
     topology: &Topology,
     params: &Params,
 ) -> Result<Session<Client>, String> {
-    let core = SessionCore::new(flavor.name(), id, dc, topology.clone(), params.clone());
+    let (name, mutations) = (flavor.name(), flavor.mutations());
+    session_of((name, mutations), flavor, id, dc, topology, params)
+}
+
+/// A client session of the engine running `flavor` for the protocol `name`, which runs
+/// `mutations` (an extension's; its capabilities are the client's to set).
+pub fn session_of(
+    (name, mutations): (&'static str, &[&str]),
+    flavor: Flavor,
+    id: SessionId,
+    dc: DcId,
+    topology: &Topology,
+    params: &Params,
+) -> Result<Session<Client>, String> {
+    let core = SessionCore::new(name, id, dc, topology.clone(), params.clone());
     let mut client = Client::new(topology, flavor);
     // The session needs only this variant, but refuses what the node refuses.
-    client.keep_first_assign = flavor
-        .mutation(params.mutation.as_deref())?
-        .keeps_overwritten_assign;
+    let mutation = Mutation::parse_among(params.mutation.as_deref(), mutations, name)?;
+    client.keep_first_assign = mutation.keeps_overwritten_assign;
     Ok(Session::new(core, client))
 }
 
-/// Which protocol this engine runs: Cure itself, or a protocol built on its code.
+/// Which snapshot rules the engine runs: Cure's, or the fault-tolerant ones of
+/// UniStore's Alg. 1 l.2-7 (CureFt, and UniStore's extension on top of them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flavor {
     /// Cure (Akkoorath et al.): snapshots from the GSS and the clock, START waits.
@@ -249,13 +257,11 @@ pub enum Flavor {
     /// UniStore's `CUREFT` baseline (§8.3): UniStore without uniformity tracking, i.e.
     /// snapshots from the stable vector (the GSS) under Alg. 1's rules, with forwarding.
     CureFt,
-    /// UniStore (§5): snapshots from `uniformVec`, tolerating `f` DC failures.
-    UniStore { f: usize },
 }
 
 impl Flavor {
-    /// Protocols whose snapshots follow UniStore's Alg. 1 l.2-7 (no START wait).
-    pub fn unistore_rules(self) -> bool {
+    /// Snapshots follow UniStore's Alg. 1 l.2-7 (no START wait): the fault-tolerant rules.
+    pub fn ft_rules(self) -> bool {
         !matches!(self, Flavor::Cure)
     }
 
@@ -263,17 +269,12 @@ impl Flavor {
         match self {
             Flavor::Cure => "cure",
             Flavor::CureFt => "cureft",
-            Flavor::UniStore { .. } => "unistore",
         }
     }
 
-    /// The mutations this flavor runs: Cure's, or UniStore's (`strong` and `redblue`,
-    /// UniStore's flavor too, list fewer in the registry, which refuses the others first).
+    /// The mutations this flavor runs: Cure's.
     pub fn mutations(self) -> &'static [&'static str] {
-        match self {
-            Flavor::Cure | Flavor::CureFt => MUTATIONS,
-            Flavor::UniStore { .. } => UNISTORE_MUTATIONS,
-        }
+        MUTATIONS
     }
 
     /// The mutation `name`, refused unless this flavor runs it.
@@ -307,9 +308,6 @@ pub struct Config {
     /// Commit single-partition txns in one phase (the partition alone, one record), and
     /// txns whose partitions are all on their coordinator's node with one record.
     pub one_phase: bool,
-    /// UniStore's strong transactions (set from `[protocols.unistore]`, not a Cure key).
-    #[serde(skip)]
-    pub strong: StrongConfig,
 }
 
 impl Default for Config {
@@ -324,7 +322,6 @@ impl Default for Config {
             silent_sibling_log_max: crate::kit::repl::SILENT_SIBLING_LOG_MAX,
             transfer_retry_ns: crate::kit::transfer::TRANSFER_RETRY_NS,
             one_phase: true,
-            strong: StrongConfig::default(),
         }
     }
 }
@@ -412,7 +409,7 @@ crate::mutations! {
         read_commit_no_wait,
     ];
     /// UniStore's deliberately broken variants: Cure's (they break the engine UniStore
-    /// shares), then UniStore's own (`Flavor::mutation` accepts these under its flavor).
+    /// shares), then UniStore's own (its extension's `mutations`).
     pub const UNISTORE_MUTATIONS = [
         no_read_wait,
         pvc_ignores_prepared,

@@ -196,7 +196,7 @@ pub enum Msg {
         chunk: crate::kit::transfer::Chunk<Vc>,
         /// UniStore with strong txns: the first chunk carries the sender's certification
         /// state at the images' moment (`strong_transfer.rs`).
-        strong: Option<Box<super::strong_transfer::StrongImage>>,
+        strong: Option<Box<crate::unistore::StrongImage>>,
     },
     // ---- node <-> node inside a DC ----
     /// UPDATE_GSS (Alg. 2 l.41): the min `pvc` of the sender's partitions (`None` if it

@@ -4,17 +4,17 @@
 //! and 2PC, timers and the persist-before-release plumbing.
 
 use super::coord::{Coord, Start};
+use super::ext::{Extension, Plain};
+use super::ft::ClientWait;
 use super::msg::Msg;
 use super::part::{Direct, Part, Phase, Prepared, Waiting};
 use super::record::Record;
-use super::uniform::ClientWait;
 use super::{Config, Flavor, Mutation};
 use crate::kit::durability::Durability;
 use crate::kit::gossip::Gossip;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
 use crate::kit::txn::ReadId;
-use crate::kit::uniform::Uniform;
 use crate::params::{NodeConfig, Params};
 use causeway_core::crdt::ObjType;
 use causeway_core::limits::WAITING_REQUESTS_MAX;
@@ -42,8 +42,8 @@ pub enum Timer {
     Stabilize,
     /// The earliest clock wait of a parked PREPARE (`svc[d] <= Clock`, Alg. 2 l.7).
     ClockWait,
-    /// UniStore: strong heartbeats, recoveries, coordinator retries (strong.rs).
-    Strong,
+    /// The extension's (UniStore: strong heartbeats, recoveries, coordinator retries).
+    Ext,
 }
 
 pub use crate::kit::clock::Time;
@@ -67,7 +67,7 @@ pub enum Deferred {
         upto: u64,
     },
     Decision(TxnId),
-    /// A record of a partition's certification group is durable.
+    /// A record of a partition's certification group is durable (the extension's).
     Paxos {
         partition: PartitionId,
         seq: u64,
@@ -93,80 +93,89 @@ pub enum Deferred {
     },
 }
 
-pub struct Node {
-    pub(super) topo: Topology,
-    pub(super) params: Params,
-    pub(super) cfg: Config,
-    pub(super) me: NodeId,
-    pub(super) d: usize,
-    pub(super) flavor: Flavor,
-    pub(super) mutation: Mutation,
-    pub(super) time: Time,
-    pub(super) parts: BTreeMap<PartitionId, Part>,
+/// The engine's node; `X` is the protocol's extension ([`Extension`]), none for Cure.
+pub struct Node<X: Extension = Plain> {
+    pub(crate) topo: Topology,
+    pub(crate) params: Params,
+    pub(crate) cfg: Config,
+    pub(crate) me: NodeId,
+    pub(crate) d: usize,
+    pub(crate) flavor: Flavor,
+    pub(crate) mutation: Mutation,
+    pub(crate) time: Time,
+    pub(crate) parts: BTreeMap<PartitionId, Part>,
     /// How many requests wait in the partitions' `waiting` queues, all partitions
     /// together: kept, not summed, as every message asked for it (`park`, and
     /// `set_clock_wait` after each one: about 1k instructions of a GET's 26k).
     waiting_total: usize,
-    pub(super) coord: Coord,
+    pub(crate) coord: Coord,
     /// The GSS: gossip of the partitions' min `pvc` inside the DC.
-    pub(super) gss: Gossip<Vc>,
+    pub(crate) gss: Gossip<Vc>,
     /// The DC's oldest snapshot in use (for GC): gossip of each node's oldest.
-    pub(super) oldest: Gossip<Vc>,
-    /// UniStore's stable matrix and `uniformVec` (`None` for Cure and CureFt).
-    pub(super) uniform: Option<Uniform>,
+    pub(crate) oldest: Gossip<Vc>,
     /// UNIFORM_BARRIER and ATTACH requests waiting for their condition (UniStore Alg. 1
     /// l.49-52), at most `WAITING_REQUESTS_MAX`.
-    pub(super) client_waits: Vec<ClientWait>,
-    /// UniStore's strong txns: certification groups and recoveries (`None` otherwise).
-    pub(super) strong: Option<super::strong::Strong>,
-    pub(super) durability: Durability<Msg, Deferred>,
-    timers: Timers<Timer>,
+    pub(crate) client_waits: Vec<ClientWait>,
+    /// The protocol's extension: its state (`Plain`: none).
+    pub(crate) ext: X,
+    pub(crate) durability: Durability<Msg, Deferred>,
+    pub(crate) timers: Timers<Timer>,
     /// (partition, sibling DC) still to be told that we restarted.
-    pub(super) announce: BTreeSet<(PartitionId, DcId)>,
+    pub(crate) announce: BTreeSet<(PartitionId, DcId)>,
     samples: Vec<(&'static str, u64)>,
     /// Work since the last `take_work` (keys read, effects prepared or applied, vector
     /// entries merged), for the simulator's CPU model.
-    pub(super) work: u64,
+    pub(crate) work: u64,
 }
 
 impl Node {
-    /// Builds a node and replays its records (oldest first).
+    /// Builds a Cure or CureFt node and replays its records (oldest first).
     pub fn recover(
         config: NodeConfig,
         cfg: Config,
         flavor: Flavor,
         records: &[Vec<u8>],
     ) -> Result<Node, String> {
+        Node::recover_with(config, cfg, flavor, Plain, records)
+    }
+}
+
+impl<X: Extension> Node<X> {
+    /// Builds a node with the extension `ext` and replays its records (oldest first).
+    pub fn recover_with(
+        config: NodeConfig,
+        cfg: Config,
+        flavor: Flavor,
+        ext: X,
+        records: &[Vec<u8>],
+    ) -> Result<Node<X>, String> {
         let topo = config.topology.clone();
+        let name = ext.name(flavor);
         if topo.replication_factor != topo.dcs {
-            let name = flavor.name();
             return Err(format!(
                 "{name} needs full replication (replication factor = dcs)"
             ));
         }
-        let mutation = flavor.mutation(config.params.mutation.as_deref())?;
+        let mutation = Mutation::parse_among(
+            config.params.mutation.as_deref(),
+            ext.mutations(flavor),
+            name,
+        )?;
         let d = usize::from(topo.dc_of(config.node).0);
         let dcs = usize::from(topo.dcs);
-        let uniform = Node::uniform_for(flavor, dcs, d)?;
         let dc_nodes: Vec<NodeId> = topo.nodes_in_dc(DcId(d as u16)).collect();
+        let strong_entry = ext.strong_entry();
         let parts = topo
             .partitions_of(config.node)
             .into_iter()
-            .map(|p| {
-                (
-                    p,
-                    Part::new(dcs, d, matches!(flavor, Flavor::UniStore { .. })),
-                )
-            })
+            .map(|p| (p, Part::new(dcs, d, strong_entry)))
             .collect();
         let mut node = Node {
             me: config.node,
             d,
             flavor,
-            uniform,
             client_waits: Vec::new(),
-            strong: (matches!(flavor, Flavor::UniStore { .. }) && cfg.strong.enabled)
-                .then(Default::default),
+            ext,
             mutation,
             time: Time::default(),
             parts,
@@ -188,19 +197,6 @@ impl Node {
         }
         node.finish_replay(!records.is_empty());
         Ok(node)
-    }
-
-    /// UniStore's tracker of uniform txns for DC `d`, tolerating `f` DC failures (which
-    /// needs more than `f` DCs); none for the other flavors.
-    fn uniform_for(flavor: Flavor, dcs: usize, d: usize) -> Result<Option<Uniform>, String> {
-        match flavor {
-            Flavor::UniStore { f } if f >= dcs => Err(format!(
-                "unistore: f = {f} needs at least f+1 = {} DCs, the cluster has {dcs}",
-                f + 1
-            )),
-            Flavor::UniStore { f } => Ok(Some(Uniform::new(dcs, d, f))),
-            _ => Ok(None),
-        }
     }
 
     /// Ends recovery once every record is replayed; after a restart (`restarted`: there
@@ -290,11 +286,7 @@ impl Node {
                 upto,
                 txns: super::wire::CompactTxns(txns),
             } => self.replay_remote(partition, origin, upto, txns),
-            Record::Paxos { partition, record } => {
-                if let Some(st) = self.strong.as_mut() {
-                    st.recovered.entry(partition).or_default().push(record);
-                }
-            }
+            record @ (Record::Paxos { .. } | Record::StrongImage { .. }) => X::replay(self, record),
             Record::TransferChunk {
                 partition,
                 from,
@@ -305,11 +297,6 @@ impl Node {
                 from,
                 id,
             } => self.replay_done(partition, from, id),
-            Record::StrongImage {
-                partition,
-                from,
-                image,
-            } => self.replay_strong_image(partition, from, *image),
             Record::TransferAdopted {
                 partition,
                 from,
@@ -372,24 +359,24 @@ impl Node {
         part.pvc.set(o, part.pvc.get(o).max(upto));
     }
 
-    pub(super) fn part(&mut self, p: PartitionId) -> &mut Part {
+    pub(crate) fn part(&mut self, p: PartitionId) -> &mut Part {
         self.parts
             .get_mut(&p)
             .expect("a record or message for a hosted partition")
     }
 
-    pub(super) fn sample(&mut self, name: &'static str, value: u64) {
+    pub(crate) fn sample(&mut self, name: &'static str, value: u64) {
         if self.samples.len() < SAMPLES_MAX {
             self.samples.push((name, value));
         }
     }
 
-    pub(super) fn dc_nodes(&self) -> Vec<NodeId> {
+    pub(crate) fn dc_nodes(&self) -> Vec<NodeId> {
         self.topo.nodes_in_dc(DcId(self.d as u16)).collect()
     }
 
     /// Persists `record`, then sends `then` (persist before release).
-    pub(super) fn persist(
+    pub(crate) fn persist(
         &mut self,
         ctx: &mut Ctx<Msg>,
         record: Record,
@@ -399,7 +386,7 @@ impl Node {
     }
 
     /// Runs `action` once everything persisted so far is durable.
-    pub(super) fn after_durable(&mut self, action: Deferred) {
+    pub(crate) fn after_durable(&mut self, action: Deferred) {
         if let Some(now) = self.durability.after_durable(action) {
             let done = self.run_deferred(now);
             assert!(done.is_none(), "a one-phase commit waits for its record");
@@ -408,7 +395,7 @@ impl Node {
 
     /// Runs `action`; a one-phase txn coordinated here is returned, to be answered.
     #[must_use]
-    pub(super) fn run_deferred(&mut self, action: Deferred) -> Option<(TxnId, Vc)> {
+    pub(crate) fn run_deferred(&mut self, action: Deferred) -> Option<(TxnId, Vc)> {
         match action {
             Deferred::Lease(until) => {
                 self.time.lease_durable(until);
@@ -423,7 +410,7 @@ impl Node {
                 part.pvc.set(o, part.pvc.get(o).max(upto));
             }
             Deferred::Decision(txn) => self.coord.decision_durable(txn),
-            Deferred::Paxos { partition, seq } => self.strong_persisted(partition, seq),
+            Deferred::Paxos { partition, seq } => X::persisted(self, partition, seq),
             Deferred::OnePhase {
                 partition,
                 txn,
@@ -486,7 +473,7 @@ impl Node {
     // ---- invariants ----
 
     /// The clock never runs behind a reading, and no claim (`pvc[d]`) passes the lease.
-    pub(super) fn check_clock_invariants(&self) -> Result<(), String> {
+    pub(crate) fn check_clock_invariants(&self) -> Result<(), String> {
         if self.time.clock > self.time.last {
             return Err(format!(
                 "clock {} above Clock {}",
@@ -504,7 +491,7 @@ impl Node {
 
     /// Per partition: `pvc[d]` below every prepared txn's time (Alg. 2 l.20) and the GSS
     /// at or below `pvc` on every remote entry (Alg. 2 l.43-46: the GSS is a minimum).
-    pub(super) fn check_partition_invariants(&self) -> Result<(), String> {
+    pub(crate) fn check_partition_invariants(&self) -> Result<(), String> {
         let d = self.d;
         let waiting: usize = self.parts.values().map(|p| p.waiting.len()).sum();
         if waiting != self.waiting_total {
@@ -540,7 +527,7 @@ impl Node {
     // ---- partition side: reads and 2PC participant ----
 
     /// Parks a READ_KEY or PREPARE until its snapshot is stable here (Alg. 2 l.2, l.8).
-    pub(super) fn park(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, w: Waiting) {
+    pub(crate) fn park(&mut self, ctx: &mut Ctx<Msg>, partition: PartitionId, w: Waiting) {
         let total = self.waiting_total;
         if total >= WAITING_REQUESTS_MAX || !self.parts.contains_key(&partition) {
             let e = Error::Unavailable("partition overloaded or not hosted here".into());
@@ -602,7 +589,7 @@ impl Node {
     }
 
     /// Serves every parked request whose wait condition now holds.
-    pub(super) fn serve_waiting(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn serve_waiting(&mut self, ctx: &mut Ctx<Msg>) {
         if self.waiting_total == 0 {
             return;
         }
@@ -689,7 +676,7 @@ impl Node {
 
     /// PREPARE (Cure Alg. 2 l.6-12): effects at the snapshot, a prepare time above
     /// every claim, the record persisted before the vote leaves.
-    pub(super) fn prepare(
+    pub(crate) fn prepare(
         &mut self,
         ctx: &mut Ctx<Msg>,
         to: Participant,
@@ -989,19 +976,16 @@ impl Node {
                 strong,
             } => self.on_transfer(ctx, self.topo.dc_of(from_node), partition, chunk, strong),
             Msg::TransferAsk { partition } => {
-                self.on_transfer_ask(partition, self.topo.dc_of(from_node))
+                X::on_transfer_ask(self, partition, self.topo.dc_of(from_node))
             }
             Msg::Stable { pvc, gss, oldest } => self.on_stable(ctx, from_node, pvc, gss, oldest),
-            Msg::StableVec { stable } => {
-                self.on_stable_vec(ctx, self.topo.dc_of(from_node), stable)
-            }
             Msg::Barrier { req, past } => {
                 self.on_client_wait(ctx, ClientWait::new(from, req, past, false))
             }
             Msg::Attach { req, past } => {
                 self.on_client_wait(ctx, ClientWait::new(from, req, past, true))
             }
-            msg => self.dispatch_strong(ctx, from_node, msg),
+            msg => X::on_message(self, ctx, from, msg),
         }
     }
 
@@ -1064,59 +1048,6 @@ impl Node {
         self.serve_waiting(ctx);
     }
 
-    /// UniStore's strong-txn messages (strong.rs).
-    fn dispatch_strong(&mut self, ctx: &mut Ctx<Msg>, from: NodeId, msg: Msg) {
-        match msg {
-            Msg::StrongEffects {
-                txn,
-                partition,
-                svc,
-                updates,
-            } => {
-                let w = Waiting::Effects {
-                    coord: from,
-                    txn,
-                    svc,
-                    updates,
-                };
-                self.park(ctx, partition, w);
-            }
-            Msg::Effects {
-                txn,
-                partition,
-                result,
-            } => self.on_effects(ctx, txn, partition, result),
-            Msg::CertPrepare {
-                partition,
-                t,
-                forwarded,
-            } => self.on_cert_prepare(ctx, partition, *t, forwarded),
-            Msg::CertVote {
-                txn,
-                partition,
-                vote,
-            } => {
-                let answer = vote.map_err(Err);
-                self.on_cert_answer(ctx, from, txn, partition, answer)
-            }
-            Msg::CertDecided {
-                txn,
-                partition,
-                commit,
-            } => self.on_cert_answer(ctx, from, txn, partition, Err(Ok(commit))),
-            Msg::CertDecide {
-                txn,
-                partition,
-                commit,
-                forwarded,
-            } => self.on_cert_decide(ctx, txn, partition, commit, forwarded),
-            Msg::CertQuery { txn, partition } => self.on_cert_query(ctx, from, txn, partition),
-            Msg::Paxos { partition, msg } => self.on_paxos(from, partition, msg),
-            Msg::StrongGc { partition, below } => self.on_strong_gc(partition, below),
-            _ => {}
-        }
-    }
-
     /// Runs the timers that are due (the driver calls this once the earliest is).
     fn run_timers(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
@@ -1136,11 +1067,7 @@ impl Node {
                     self.coord_tick(ctx);
                 }
                 Timer::ClockWait => {}
-                Timer::Strong => {
-                    let every = self.cfg.strong.heartbeat_ns;
-                    self.timers.set(Timer::Strong, clock + every);
-                    self.strong_tick(ctx);
-                }
+                Timer::Ext => X::tick(self, ctx),
             }
         }
         self.serve_waiting(ctx);
@@ -1166,7 +1093,7 @@ impl Node {
     }
 }
 
-impl ServerNode for Node {
+impl<X: Extension> ServerNode for Node<X> {
     type Msg = Msg;
 
     fn start(&mut self, ctx: &mut Ctx<Msg>) {
@@ -1176,27 +1103,24 @@ impl ServerNode for Node {
         let clock = self.time.clock;
         self.timers.set(Timer::Replicate, clock);
         self.timers.set(Timer::Stabilize, clock);
-        if self.strong.is_some() {
-            self.timers.set(Timer::Strong, clock);
-            self.start_strong(ctx);
-        }
+        X::start(self, ctx);
         self.run_timers(ctx);
-        self.pump_strong(ctx);
+        X::pump(self, ctx);
         self.set_clock_wait();
     }
 
     fn handle_message(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         self.time.read(ctx.clock);
         self.dispatch(ctx, from, msg);
-        self.pump_strong(ctx);
+        X::pump(self, ctx);
         self.set_clock_wait();
     }
 
     fn handle_timeout(&mut self, ctx: &mut Ctx<Msg>) {
         self.time.read(ctx.clock);
-        self.strong_timeouts();
+        X::timeouts(self);
         self.run_timers(ctx);
-        self.pump_strong(ctx);
+        X::pump(self, ctx);
         self.set_clock_wait();
     }
 
@@ -1208,12 +1132,12 @@ impl ServerNode for Node {
             }
         }
         self.serve_waiting(ctx);
-        self.pump_strong(ctx);
+        X::pump(self, ctx);
         self.set_clock_wait();
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
-        match (self.timers.next(), self.strong_deadline()) {
+        match (self.timers.next(), X::deadline(self)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -1232,7 +1156,7 @@ impl ServerNode for Node {
         self.coord.decisions.check_invariants()?;
         self.check_clock_invariants()?;
         self.check_partition_invariants()?;
-        self.check_strong_invariants()
+        X::check_invariants(self)
     }
 
     fn gauges(&self, _clock: Nanos) -> Vec<(&'static str, f64)> {
@@ -1242,9 +1166,7 @@ impl ServerNode for Node {
             ("store_versions", versions as f64),
             ("repl_log_txns", log as f64),
         ];
-        if self.strong.is_some() {
-            out.push(("cert_log_slots", self.cert_log_slots() as f64));
-        }
+        X::gauges(self, &mut out);
         out
     }
 

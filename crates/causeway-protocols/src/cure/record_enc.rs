@@ -18,7 +18,7 @@ const PREPARE_TAG: u64 = 1;
 const ONE_PHASE_TAG: u64 = 4;
 
 /// Writes `record` to `out` if it is one of the records this module encodes.
-pub(super) fn encode_into(record: &Record, out: &mut Vec<u8>) -> bool {
+pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> bool {
     let mut w = Writer(out);
     match record {
         Record::Prepare {

@@ -3,6 +3,7 @@
 //! are `kit::repl`), and the GSS / GC exchange between the nodes of a DC (Alg. 2 l.39-46,
 //! §III-D; the gossip is `kit::gossip`).
 
+use super::ext::Extension;
 use super::msg::{Msg, Stream};
 use super::node::{Deferred, Node};
 use super::record::Record;
@@ -10,9 +11,9 @@ use super::wire::{CompactTxns, SharedStream};
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};
 
-impl Node {
+impl<X: Extension> Node<X> {
     /// Every replication interval, per partition and sibling (Alg. 2 l.18-37).
-    pub(super) fn replicate(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn replicate(&mut self, ctx: &mut Ctx<Msg>) {
         let pids: Vec<PartitionId> = self.parts.keys().copied().collect();
         for pid in pids {
             let (d, clock, lease) = (self.d, self.time.last, self.time.lease);
@@ -86,7 +87,7 @@ impl Node {
         part.log.gc_acknowledged(sibs, clock, silent, kept_max);
     }
 
-    pub(super) fn on_repl(
+    pub(crate) fn on_repl(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: NodeId,
@@ -217,7 +218,7 @@ impl Node {
 
     /// Every stabilization interval: tell the DC's other nodes our min `pvc` (UPDATE_GSS,
     /// Alg. 2 l.41) and our oldest snapshot; fold versions below the DC's oldest one.
-    pub(super) fn stabilize(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn stabilize(&mut self, ctx: &mut Ctx<Msg>) {
         let (d, clock, lease) = (self.d, self.time.last, self.time.lease);
         let ignore = self.mutation.pvc_ignores_prepared;
         let mut pvc: Option<Vc> = None;
@@ -240,7 +241,7 @@ impl Node {
             ctx.send(Addr::Node(n), m);
         }
         self.after_gossip(ctx);
-        self.broadcast_stable(ctx);
+        X::stabilized(self, ctx);
         // GSS lag: how far the oldest remote entry trails our clock (once all are known).
         let gss = self.gss.stable();
         let remote: Vec<u64> = (0..gss.dcs.len())
@@ -254,7 +255,7 @@ impl Node {
         self.gc_store();
     }
 
-    pub(super) fn on_stable(
+    pub(crate) fn on_stable(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: NodeId,
@@ -286,7 +287,7 @@ impl Node {
     /// durable (a heartbeat's `pvc` waits for the records before it). So the partition's
     /// `pvc[k]` and its stream's mark go up to the GSS (the origin has no txn of the stream
     /// in between). Without a restart this changes nothing: the GSS is a minimum of `pvc`s.
-    pub(super) fn raise_to_gss(&mut self) {
+    pub(crate) fn raise_to_gss(&mut self) {
         let (d, gss) = (self.d, self.gss.stable());
         for part in self.parts.values_mut() {
             for k in (0..gss.dcs.len()).filter(|k| *k != d) {
@@ -303,7 +304,7 @@ impl Node {
     /// Under UniStore a txn stable here waits for uniformity (`uniform.rs` samples it).
     fn note_visible(&mut self) {
         let (d, clock) = (self.d, self.time.clock);
-        let uni = self.uniform.is_some();
+        let uni = self.ext.uniform();
         let gss = self.gss.stable().clone();
         let mut seen = Vec::new();
         for part in self.parts.values_mut() {

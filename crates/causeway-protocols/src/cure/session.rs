@@ -65,6 +65,10 @@ pub struct Client {
     /// The `keeps-overwritten-assign` mutation: a shipped batch keeps each key's first
     /// assignment ([`coalesce_updates`]), as the partition then does.
     pub keep_first_assign: bool,
+    /// The protocol runs strong txns (an extension's capability).
+    pub strong_txns: bool,
+    /// The protocol serves uniform barriers (an extension's capability).
+    pub barriers: bool,
 }
 
 impl Client {
@@ -83,6 +87,8 @@ impl Client {
             combined: None,
             early: None,
             keep_first_assign: false,
+            strong_txns: false,
+            barriers: false,
         }
     }
 
@@ -341,8 +347,7 @@ impl ClientProtocol for Client {
     /// BEGIN opens the txn at the session only: its START goes out with the first read
     /// or the commit, to the node of the first key's partition.
     fn begin(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, kind: TxnKind) {
-        let strong_ok = matches!(self.flavor, Flavor::UniStore { .. });
-        if kind == TxnKind::Strong && !strong_ok {
+        if kind == TxnKind::Strong && !self.strong_txns {
             let e = core.unsupported("strong transactions");
             return core.answer(ctx, Response::Error(e));
         }
@@ -457,7 +462,7 @@ impl ClientProtocol for Client {
     /// START does not wait, so ATTACH waits at a node until the past is visible here.
     fn attach(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, token: Vec<u8>) {
         match self.decode_token(&token) {
-            Ok(vc) if self.flavor.unistore_rules() => self.start_wait(core, ctx, Some(vc)),
+            Ok(vc) if self.flavor.ft_rules() => self.start_wait(core, ctx, Some(vc)),
             Ok(vc) => {
                 self.cvc.join(&vc);
                 core.answer(ctx, Response::Attached);
@@ -467,7 +472,7 @@ impl ClientProtocol for Client {
     }
 
     fn barrier(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
-        if matches!(self.flavor, Flavor::UniStore { .. }) {
+        if self.barriers {
             return self.start_wait(core, ctx, None);
         }
         let e = core.unsupported("uniform barriers");

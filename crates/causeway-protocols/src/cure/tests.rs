@@ -60,7 +60,7 @@ fn read(net: &mut Net, s: u64, keys: &[(Key, ObjType)]) -> Vec<ObjValue> {
     }
 }
 
-pub(super) fn assign(key: &Key, v: &str) -> Request {
+pub(crate) fn assign(key: &Key, v: &str) -> Request {
     Request::Update {
         key: key.clone(),
         update: Update::Assign(v.as_bytes().to_vec()),
@@ -1069,13 +1069,15 @@ fn a_read_reply_meant_for_a_crashed_coordinator_answers_nothing_after_its_restar
 fn mutations_parse_to_one_flag_and_unknown_ones_are_refused() {
     use super::{Flavor, Mutation, MUTATIONS, UNISTORE_MUTATIONS};
     use crate::mutation::{assert_constructors_refuse, assert_parses};
-    for flavor in [Flavor::Cure, Flavor::CureFt, Flavor::UniStore { f: 1 }] {
+    for flavor in [Flavor::Cure, Flavor::CureFt] {
         assert_parses(flavor.mutations(), |n| {
             flavor.mutation(n).map(|m| m.active())
         });
     }
+    assert_parses(UNISTORE_MUTATIONS, |n| {
+        Mutation::parse_among(n, UNISTORE_MUTATIONS, "unistore").map(|m| m.active())
+    });
     assert_eq!(Flavor::CureFt.mutations(), MUTATIONS);
-    assert_eq!(Flavor::UniStore { f: 0 }.mutations(), UNISTORE_MUTATIONS);
     assert!(Flavor::Cure.mutation(Some("no-forwarding")).is_err());
     assert!(Mutation::parse(None).unwrap().active().is_empty());
     for name in MUTATIONS.iter().chain(UNISTORE_MUTATIONS) {

@@ -40,21 +40,22 @@
 //! [`Siblings::needs_transfer`]: crate::kit::repl::Siblings::needs_transfer
 //! [`Store::installable`]: crate::kit::mvstore::Store::installable
 
+use super::ext::Extension;
 use super::msg::Msg;
 use super::node::{Deferred, Node};
 use super::record::Record;
-use super::strong_transfer::StrongImage;
 use crate::kit::mvstore::KeyImage;
 use crate::kit::transfer::Chunk;
+use crate::unistore::StrongImage;
 use causeway_core::{Addr, Ctx, DcId, PartitionId, TxnId, Vc};
 
 /// One partition's transfers, both ways (`kit::transfer`).
 pub type Transfers = crate::kit::transfer::Transfers<Vc>;
 
-impl Node {
+impl<X: Extension> Node<X> {
     /// Sender side, every replication interval per sibling: starts a transfer to `s` if
     /// it needs one, and sends the next chunks of one under way.
-    pub(super) fn transfer_to(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, s: DcId) {
+    pub(crate) fn transfer_to(&mut self, ctx: &mut Ctx<Msg>, pid: PartitionId, s: DcId) {
         if self.mutation.no_state_transfer {
             return;
         }
@@ -63,14 +64,14 @@ impl Node {
         let part = self.parts.get_mut(&pid).expect("hosted");
         if part.transfers.may_start(s, clock, retry) {
             let lagging = part.sibs.needs_transfer(s, &part.log, clock, grace);
-            if self.take_transfer_wanted(pid, s) || lagging {
+            if X::transfer_wanted(self, pid, s) || lagging {
                 self.start_transfer(pid, s);
             }
         }
         let to = Addr::Node(self.topo.node_of(s, pid));
         let part = self.parts.get_mut(&pid).expect("hosted");
         for chunk in part.transfers.next_chunks(s) {
-            let strong = self.strong_part(pid, s, chunk.id, chunk.index);
+            let strong = X::transfer_image(self, pid, s, chunk.id, chunk.index);
             let m = Msg::Transfer {
                 partition: pid,
                 chunk,
@@ -84,7 +85,7 @@ impl Node {
     /// certification state at the same instant) and starts sending them to `s`.
     fn start_transfer(&mut self, pid: PartitionId, s: DcId) {
         let (d, clock) = (self.d, self.time.clock);
-        if self.take_strong_image(pid, s, clock).is_err() {
+        if X::take_transfer_image(self, pid, s, clock).is_err() {
             return; // the groups are not built yet: tried again next interval
         }
         let part = self.parts.get_mut(&pid).expect("hosted");
@@ -99,7 +100,7 @@ impl Node {
     }
 
     /// Receiver side: a chunk of a transfer from DC `s`.
-    pub(super) fn on_transfer(
+    pub(crate) fn on_transfer(
         &mut self,
         ctx: &mut Ctx<Msg>,
         s: DcId,
@@ -110,7 +111,7 @@ impl Node {
         if !self.parts.contains_key(&pid) {
             return;
         }
-        if chunk.index == 0 && self.strong_part_refused(pid, strong.as_deref()).is_err() {
+        if chunk.index == 0 && X::transfer_refused(self, pid, strong.as_deref()) {
             // Refused at once (the end would refuse it too): no chunk is persisted, and
             // the later ones are out of order; the sender retries after its pacing.
             return self.sample("transfer_refused_strong", 1);
@@ -119,7 +120,7 @@ impl Node {
             return;
         };
         if chunk.index == 0 {
-            self.hold_strong_image(ctx, pid, s, strong);
+            X::hold_transfer_image(self, ctx, pid, s, strong);
         }
         let last = chunk.last;
         let record = Record::TransferChunk {
@@ -141,7 +142,7 @@ impl Node {
             Ok(t) => t,
             Err(keys) => return self.sample("transfer_refused_keys", keys),
         };
-        let strong = match self.strong_plan(pid, s, t.id) {
+        let strong = match X::transfer_plan(self, pid, s, t.id) {
             Ok(plan) => plan,
             Err(_) => return self.sample("transfer_refused_strong", 1),
         };
@@ -166,7 +167,7 @@ impl Node {
         };
         self.persist(ctx, record, Vec::new());
         if let Some((image, _)) = strong {
-            self.adopt_strong(ctx, pid, image);
+            X::adopt_transfer(self, ctx, pid, image);
         }
         self.after_durable(Deferred::Transfer {
             partition: pid,
@@ -190,7 +191,7 @@ impl Node {
     }
 
     /// The transfer's record is durable: `pvc` claims what it brought.
-    pub(super) fn transfer_durable(&mut self, pid: PartitionId, claims: &Vc) {
+    pub(crate) fn transfer_durable(&mut self, pid: PartitionId, claims: &Vc) {
         let d = self.d;
         let part = self.part(pid);
         for k in (0..claims.dcs.len()).filter(|k| *k != d) {
@@ -199,7 +200,7 @@ impl Node {
     }
 
     /// Replay of a `TransferDone` record: the buffered transfer is installed.
-    pub(super) fn replay_done(&mut self, pid: PartitionId, s: DcId, id: u64) {
+    pub(crate) fn replay_done(&mut self, pid: PartitionId, s: DcId, id: u64) {
         if let Some(t) = self.part(pid).transfers.replay_done(s, id) {
             self.install(pid, &t.at, &t.claims, t.images);
             self.transfer_durable(pid, &t.claims);
@@ -208,7 +209,7 @@ impl Node {
 
     /// Replay of a `TransferAdopted` record: installed as at `TransferDone`, the same
     /// versions dropped, the certification part kept for `start_strong`.
-    pub(super) fn replay_adopted_transfer(
+    pub(crate) fn replay_adopted_transfer(
         &mut self,
         pid: PartitionId,
         s: DcId,
@@ -217,7 +218,7 @@ impl Node {
     ) {
         self.replay_done(pid, s, id);
         self.drop_redelivered(pid, dropped);
-        self.replay_adopted(pid, s, id);
+        X::replay_adopted(self, pid, s, id);
     }
 
     /// Removes the versions of strong txns an adopted certifier delivers again.

@@ -999,7 +999,7 @@ impl<T: SnapshotTs> Store<T> {
 
     /// Drops every version (not the folded bases) written by one of `txns`, so they can
     /// be applied again (UniStore's state transfer re-delivers the strong txns a
-    /// certifier it adopts has not applied yet: `cure/strong_transfer.rs`). Returns how
+    /// certifier it adopts has not applied yet: `unistore/strong_transfer.rs`). Returns how
     /// many versions were dropped.
     pub fn remove_txns(&mut self, txns: &std::collections::BTreeSet<TxnId>) -> usize {
         let mut dropped = 0;

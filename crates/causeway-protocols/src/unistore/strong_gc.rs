@@ -25,21 +25,22 @@
 //!   (`Output::SnapshotNeeded`) and it gets a state transfer that carries the
 //!   certification state (`strong_transfer.rs`).
 
-use super::msg::Msg;
-use super::node::Node;
-use super::record::GroupCheckpoint;
+use super::UniExt;
+use crate::cure::msg::Msg;
+use crate::cure::node::Node;
+use crate::cure::record::GroupCheckpoint;
 use crate::kit::paxos::{Record as PxRecord, Slot};
 use causeway_core::{Addr, Ctx, DcId, Nanos, PartitionId};
 
 /// How often a leader tells its group's members the everywhere point.
 pub const STRONG_GC_EVERY_NS: Nanos = 1_000_000_000;
 
-impl Node {
+impl Node<UniExt> {
     /// Every group's durable state, for the node's checkpoint (quiescent: every decided
     /// entry was taken and applied, every record is durable).
     /// `None` before `start_strong` built the groups.
-    pub(super) fn strong_checkpoint(&self) -> Option<Vec<GroupCheckpoint>> {
-        let Some(st) = self.strong.as_ref() else {
+    pub(crate) fn strong_checkpoint(&self) -> Option<Vec<GroupCheckpoint>> {
+        let Some(st) = self.ext.strong.as_ref() else {
             return Some(Vec::new());
         };
         if !st.restored.is_empty() || !st.recovered.is_empty() {
@@ -64,8 +65,8 @@ impl Node {
 
     /// Replays the groups of a checkpoint: the acceptor state becomes the first record
     /// of each group, the rest waits for `start_strong`.
-    pub(super) fn restore_strong(&mut self, groups: Vec<GroupCheckpoint>) {
-        let Some(st) = self.strong.as_mut() else {
+    pub(crate) fn restore_strong(&mut self, groups: Vec<GroupCheckpoint>) {
+        let Some(st) = self.ext.strong.as_mut() else {
             return; // strong txns turned off since: the groups are dropped
         };
         st.recovered.clear();
@@ -79,10 +80,10 @@ impl Node {
 
     /// Leaders send the everywhere point (paced); every member forgets what is below it
     /// and its own delivered slot.
-    pub(super) fn strong_gc(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn strong_gc(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
-        let kept_max = self.cfg.strong.log_kept_max;
-        let Some(st) = self.strong.as_mut() else {
+        let kept_max = self.ext.cfg.log_kept_max;
+        let Some(st) = self.ext.strong.as_mut() else {
             return;
         };
         let mut sends = Vec::new();
@@ -114,16 +115,17 @@ impl Node {
     }
 
     /// Decided slots every group keeps in memory (what truncation bounds).
-    pub(super) fn cert_log_slots(&self) -> u64 {
-        let groups = self.strong.iter().flat_map(|s| s.groups.values());
+    pub(crate) fn cert_log_slots(&self) -> u64 {
+        let groups = self.ext.strong.iter().flat_map(|s| s.groups.values());
         groups
             .map(|g| g.px.decided_upto() - g.px.truncated_below())
             .sum()
     }
 
     /// The leader's everywhere point for `partition`'s group.
-    pub(super) fn on_strong_gc(&mut self, partition: PartitionId, below: Slot) {
+    pub(crate) fn on_strong_gc(&mut self, partition: PartitionId, below: Slot) {
         let g = self
+            .ext
             .strong
             .as_mut()
             .and_then(|s| s.groups.get_mut(&partition));

@@ -5,9 +5,9 @@
 //! every DC, and a node restarted from its records (strong images and adoptions
 //! included) must hold the same values.
 
-use super::msg::Msg;
-use super::node::Node;
-use super::record::Record;
+use super::Node;
+use crate::cure::msg::Msg;
+use crate::cure::record::Record;
 use crate::kit::testnet::TestNet;
 use crate::params::{NodeConfig, Params};
 use crate::unistore::UniStore;
@@ -116,9 +116,15 @@ fn outage(mutation: Option<&str>) -> (TestNet<UniStore>, Vec<Key>) {
     }
     net.run(400); // past silent_sibling_ns and many heartbeat slots past log_kept_max
                   // The leaders (DC 0) forgot slots DC 2 lacks (the followers hear it within a second).
-    let st = net.nodes[0].strong.as_ref().expect("strong txns on");
+    let st = net.nodes[0].ext.strong.as_ref().expect("strong txns on");
     let forgot = st.groups.values().map(|g| g.px.truncated_below()).min();
-    let lag = net.nodes[2].strong.as_ref().expect("on").groups.values();
+    let lag = net.nodes[2]
+        .ext
+        .strong
+        .as_ref()
+        .expect("on")
+        .groups
+        .values();
     let behind = lag.map(|g| g.px.decided_upto()).max();
     assert!(
         forgot > behind,

@@ -49,10 +49,11 @@
 //!   relation), `redblue` conflicts every two strong txns and makes partition 0's group a
 //!   participant of every strong txn (one central certification service).
 
-use super::coord::{Step, Txn};
-use super::msg::Msg;
-use super::node::Node;
-use super::part::Part;
+use super::UniExt;
+use crate::cure::coord::{Step, Txn};
+use crate::cure::msg::Msg;
+use crate::cure::node::Node;
+use crate::cure::part::Part;
 use crate::kit::certify::{CertEntry, CertTxn, Certifier, Delivery, Relation, Reply};
 use crate::kit::paxos::{self, Output, Paxos};
 use crate::kit::twopc::{Retry, Votes};
@@ -185,7 +186,7 @@ pub struct Strong {
     /// Records replayed at recovery, until `start` builds the groups.
     pub recovered: BTreeMap<PartitionId, Vec<paxos::Record<CertEntry>>>,
     /// The groups of a replayed checkpoint (`strong_gc.rs`), until `start`.
-    pub restored: BTreeMap<PartitionId, super::record::GroupCheckpoint>,
+    pub restored: BTreeMap<PartitionId, crate::cure::record::GroupCheckpoint>,
     recovering: BTreeMap<TxnId, Recovery>,
     /// The node that last voted for each partition (its leader, probably).
     leader_hint: BTreeMap<PartitionId, NodeId>,
@@ -218,17 +219,20 @@ enum Phase {
     },
 }
 
-impl Node {
+impl Node<UniExt> {
     fn strong_cfg(&self) -> &StrongConfig {
-        &self.cfg.strong
+        &self.ext.cfg
     }
 
     fn strong_state(&mut self) -> &mut Strong {
-        self.strong.as_mut().expect("strong state under UniStore")
+        self.ext
+            .strong
+            .as_mut()
+            .expect("strong state under UniStore")
     }
 
     /// Builds every hosted partition's group from its recovered records (at `start`).
-    pub(super) fn start_strong(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn start_strong(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
         let (dcs, d) = (usize::from(self.topo.dcs), self.d);
         let leader = usize::from(self.strong_cfg().leader_dc).min(dcs - 1);
@@ -237,7 +241,7 @@ impl Node {
         let relation = self.strong_cfg().relation;
         let ignore = self.mutation.certify_ignores_conflicts;
         let pids: Vec<PartitionId> = self.parts.keys().copied().collect();
-        let Some(st) = self.strong.as_mut() else {
+        let Some(st) = self.ext.strong.as_mut() else {
             return;
         };
         for p in &pids {
@@ -273,15 +277,15 @@ impl Node {
     }
 
     /// The earliest deadline of the groups.
-    pub(super) fn strong_deadline(&self) -> Option<Nanos> {
-        let st = self.strong.as_ref()?;
+    pub(crate) fn strong_deadline(&self) -> Option<Nanos> {
+        let st = self.ext.strong.as_ref()?;
         st.groups.values().filter_map(|g| g.px.poll_timeout()).min()
     }
 
     /// Runs the groups' due deadlines.
-    pub(super) fn strong_timeouts(&mut self) {
+    pub(crate) fn strong_timeouts(&mut self) {
         let clock = self.time.clock;
-        let Some(st) = self.strong.as_mut() else {
+        let Some(st) = self.ext.strong.as_mut() else {
             return;
         };
         for g in st.groups.values_mut() {
@@ -292,9 +296,10 @@ impl Node {
     }
 
     /// A record of a group is durable.
-    pub(super) fn strong_persisted(&mut self, partition: PartitionId, seq: u64) {
+    pub(crate) fn strong_persisted(&mut self, partition: PartitionId, seq: u64) {
         let clock = self.time.clock;
         if let Some(g) = self
+            .ext
             .strong
             .as_mut()
             .and_then(|s| s.groups.get_mut(&partition))
@@ -305,8 +310,8 @@ impl Node {
 
     /// Drains every group: messages, records, decided entries (applied, answered by the
     /// leader, delivered up to `known`).
-    pub(super) fn pump_strong(&mut self, ctx: &mut Ctx<Msg>) {
-        let Some(pids) = self.strong.as_ref().map(|s| {
+    pub(crate) fn pump_strong(&mut self, ctx: &mut Ctx<Msg>) {
+        let Some(pids) = self.ext.strong.as_ref().map(|s| {
             let v: Vec<PartitionId> = s.groups.keys().copied().collect();
             v
         }) else {
@@ -317,7 +322,7 @@ impl Node {
         }
     }
 
-    pub(super) fn pump_group(&mut self, ctx: &mut Ctx<Msg>, p: PartitionId) {
+    pub(crate) fn pump_group(&mut self, ctx: &mut Ctx<Msg>, p: PartitionId) {
         let g = self.strong_state().groups.get_mut(&p).expect("a group");
         let outputs = g.px.take_outputs();
         let decided = g.px.take_decided();
@@ -329,12 +334,12 @@ impl Node {
                     ctx.send(Addr::Node(node), Msg::Paxos { partition: p, msg });
                 }
                 Output::Persist { seq, record } => {
-                    let r = super::record::Record::Paxos {
+                    let r = crate::cure::record::Record::Paxos {
                         partition: p,
                         record,
                     };
                     self.persist(ctx, r, Vec::new());
-                    self.after_durable(super::node::Deferred::Paxos { partition: p, seq });
+                    self.after_durable(crate::cure::node::Deferred::Paxos { partition: p, seq });
                 }
                 // Our catch-up was answered `Truncated`: the member that truncated
                 // sends a state transfer (strong_transfer.rs).
@@ -369,7 +374,7 @@ impl Node {
 
     /// DELIVER_UPDATES (Alg. 3 l.4-8): committed txns up to `known` into the store, in
     /// strong-timestamp order, then `knownVec[strong]`.
-    pub(super) fn deliver(&mut self, p: PartitionId) {
+    pub(crate) fn deliver(&mut self, p: PartitionId) {
         let g = self.strong_state().groups.get_mut(&p).expect("a group");
         let deliveries = g.cert.take_deliveries();
         let known = g.cert.known();
@@ -384,7 +389,7 @@ impl Node {
 
     fn propose(&mut self, p: PartitionId, entry: CertEntry) {
         let clock = self.time.clock;
-        let Some(g) = self.strong.as_mut().and_then(|s| s.groups.get_mut(&p)) else {
+        let Some(g) = self.ext.strong.as_mut().and_then(|s| s.groups.get_mut(&p)) else {
             return;
         };
         // Not the leader or too busy: the coordinator's retry finds the leader.
@@ -394,7 +399,7 @@ impl Node {
     }
 
     fn group(&self, p: PartitionId) -> Option<&Group> {
-        self.strong.as_ref().and_then(|s| s.groups.get(&p))
+        self.ext.strong.as_ref().and_then(|s| s.groups.get(&p))
     }
 
     /// The node leading `p`'s group as this member knows it.
@@ -405,7 +410,7 @@ impl Node {
 
     // ---- member side ----
 
-    pub(super) fn on_paxos(
+    pub(crate) fn on_paxos(
         &mut self,
         from: NodeId,
         partition: PartitionId,
@@ -414,6 +419,7 @@ impl Node {
         let clock = self.time.clock;
         let member = usize::from(self.topo.dc_of(from).0);
         if let Some(g) = self
+            .ext
             .strong
             .as_mut()
             .and_then(|s| s.groups.get_mut(&partition))
@@ -423,7 +429,7 @@ impl Node {
     }
 
     /// CERTIFY at a member: answer from the applied log, append as leader, or forward.
-    pub(super) fn on_cert_prepare(
+    pub(crate) fn on_cert_prepare(
         &mut self,
         ctx: &mut Ctx<Msg>,
         partition: PartitionId,
@@ -454,7 +460,7 @@ impl Node {
     }
 
     /// A decision for a txn prepared in our group: the leader appends it.
-    pub(super) fn on_cert_decide(
+    pub(crate) fn on_cert_decide(
         &mut self,
         ctx: &mut Ctx<Msg>,
         txn: TxnId,
@@ -493,7 +499,7 @@ impl Node {
     }
 
     /// A recovery asks for our vote: answer from the log, or fence it as leader.
-    pub(super) fn on_cert_query(
+    pub(crate) fn on_cert_query(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: NodeId,
@@ -513,10 +519,10 @@ impl Node {
 
     /// Every `strong_heartbeat_ns`: heartbeats of idle groups we lead (Alg. 3 l.9),
     /// recoveries of orphaned txns, coordinator retries and timeouts.
-    pub(super) fn strong_tick(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn strong_tick(&mut self, ctx: &mut Ctx<Msg>) {
         let clock = self.time.clock;
         let every = self.strong_cfg().heartbeat_ns;
-        let idle: Vec<PartitionId> = match self.strong.as_ref() {
+        let idle: Vec<PartitionId> = match self.ext.strong.as_ref() {
             Some(s) => s
                 .groups
                 .iter()
@@ -540,7 +546,7 @@ impl Node {
     fn start_recoveries(&mut self) {
         let clock = self.time.clock;
         let after = self.strong_cfg().recover_ns;
-        let st = self.strong.as_ref().expect("strong");
+        let st = self.ext.strong.as_ref().expect("strong");
         let mut found = Vec::new();
         for (p, g) in st.groups.iter().filter(|(_, g)| g.px.is_leader()) {
             for (txn, pend) in g.cert.prepared() {
@@ -578,7 +584,7 @@ impl Node {
     /// Asks the participants that have not answered, or re-proposes a decision not yet
     /// applied (again every `strong_retry_ns`).
     fn retry_recoveries(&mut self, ctx: &mut Ctx<Msg>) {
-        let (clock, every) = (self.time.clock, self.cfg.strong.retry_ns);
+        let (clock, every) = (self.time.clock, self.ext.cfg.retry_ns);
         let dcs = self.topo.dcs;
         let topo = self.topo.clone();
         let mut proposals = Vec::new();
@@ -655,7 +661,7 @@ impl Node {
     }
 
     /// CertVote or CertDecided: for our coordinated txn or a recovery.
-    pub(super) fn on_cert_answer(
+    pub(crate) fn on_cert_answer(
         &mut self,
         ctx: &mut Ctx<Msg>,
         from: NodeId,
@@ -690,7 +696,7 @@ impl Node {
 
     /// COMMIT_STRONG (Alg. 3 l.1): effects from the DC's partitions, the uniform barrier,
     /// then CERTIFY.
-    pub(super) fn commit_strong(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, req: u64) {
+    pub(crate) fn commit_strong(&mut self, ctx: &mut Ctx<Msg>, txn: TxnId, req: u64) {
         let (dc, clock) = (DcId(self.d as u16), self.time.clock);
         let deadline = clock + self.strong_cfg().timeout_ns;
         let central = self.strong_cfg().central;
@@ -701,7 +707,7 @@ impl Node {
         participants.extend(t.reads.iter().map(|k| topo.partition_of(k)));
         let written = t.buffer.updates.iter().map(|(k, _, _)| k);
         let touched = t.reads.iter().chain(written);
-        let tokens = conflict_tokens(&self.cfg.strong.rules, t.label.as_deref(), touched);
+        let tokens = conflict_tokens(&self.ext.cfg.rules, t.label.as_deref(), touched);
         participants.extend(tokens.keys.iter().map(|(k, _)| topo.partition_of(k)));
         if central {
             participants.insert(PartitionId(0)); // RedBlue's central certifier
@@ -734,7 +740,7 @@ impl Node {
     }
 
     /// A partition of our DC computed (or failed to compute) a strong txn's effects.
-    pub(super) fn on_effects(
+    pub(crate) fn on_effects(
         &mut self,
         ctx: &mut Ctx<Msg>,
         txn: TxnId,
@@ -762,7 +768,7 @@ impl Node {
     }
 
     /// Strong txns whose uniform barrier may hold now (uniformVec advanced).
-    pub(super) fn serve_strong_barriers(&mut self, ctx: &mut Ctx<Msg>) {
+    pub(crate) fn serve_strong_barriers(&mut self, ctx: &mut Ctx<Msg>) {
         let waiting: Vec<TxnId> = self
             .coord
             .txns
@@ -788,7 +794,7 @@ impl Node {
         if self.mutation.no_uniform_barrier {
             return true;
         }
-        self.uniform.as_ref().is_none_or(|u| u.covers_local(svc))
+        self.ext.uniform.covers_local(svc)
     }
 
     /// CERTIFY (Alg. 3 l.3) once the barrier holds and every effect is in.
@@ -876,7 +882,7 @@ impl Node {
 
     /// Where CERTIFY for `p` goes first: the last voter, else the configured leader DC.
     fn cert_target(&self, p: PartitionId) -> NodeId {
-        if let Some(n) = self.strong.as_ref().and_then(|s| s.leader_hint.get(&p)) {
+        if let Some(n) = self.ext.strong.as_ref().and_then(|s| s.leader_hint.get(&p)) {
             return *n;
         }
         let dc = self.strong_cfg().leader_dc.min(self.topo.dcs - 1);
@@ -957,7 +963,7 @@ impl Node {
     /// Re-sends CERTIFY to every member of groups that have not voted; past the
     /// deadline, answers "outcome unknown" (the recovery finishes the txn).
     fn coordinator_retries(&mut self, ctx: &mut Ctx<Msg>) {
-        let (clock, every) = (self.time.clock, self.cfg.strong.retry_ns);
+        let (clock, every) = (self.time.clock, self.ext.cfg.retry_ns);
         let dcs = self.topo.dcs;
         let mut expired = Vec::new();
         for (txn, t) in self.coord.txns.iter_mut() {
@@ -1005,8 +1011,8 @@ impl Node {
     }
 
     /// Certification invariants of every group.
-    pub(super) fn check_strong_invariants(&self) -> Result<(), String> {
-        let Some(st) = self.strong.as_ref() else {
+    pub(crate) fn check_strong_invariants(&self) -> Result<(), String> {
+        let Some(st) = self.ext.strong.as_ref() else {
             return Ok(());
         };
         for (p, g) in &st.groups {
@@ -1051,7 +1057,7 @@ fn send_reply(ctx: &mut Ctx<Msg>, partition: PartitionId, r: Reply) {
 fn apply_delivery(part: &mut Part, d: Delivery) {
     let mut ct = d.svc;
     ct.set_extra(Extra::Strong, d.ts);
-    let ts = super::wire::commit_ts(&ct);
+    let ts = crate::cure::wire::commit_ts(&ct);
     let ops: Vec<(Key, Op)> = d
         .ops
         .into_iter()

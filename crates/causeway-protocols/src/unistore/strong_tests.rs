@@ -3,7 +3,7 @@
 //! delivered to every DC, the leader DC's failure does not stop certification, and the
 //! uniform barrier's role in Figure 2 (the `no-uniform-barrier` mutation).
 
-use super::msg::Msg;
+use crate::cure::msg::Msg;
 use crate::kit::testnet::TestNet;
 use crate::params::Params;
 use crate::unistore::UniStore;
@@ -200,7 +200,7 @@ fn strong_incr(net: &mut TestNet<UniStore>, s: u64, key: &str) {
 
 /// Every counter's value in `node`'s store at the newest snapshot, and each group's
 /// `knownVec[strong]`.
-fn counters(node: &super::node::Node, keys: &[&str]) -> (Vec<i64>, Vec<u64>) {
+fn counters(node: &super::Node, keys: &[&str]) -> (Vec<i64>, Vec<u64>) {
     let all = causeway_core::Vc {
         dcs: vec![u64::MAX; node.topo.dcs as usize],
         extra: vec![(causeway_core::clock::Extra::Strong, u64::MAX)],
@@ -216,7 +216,7 @@ fn counters(node: &super::node::Node, keys: &[&str]) -> (Vec<i64>, Vec<u64>) {
             Err(e) => panic!("read: {e}"),
         }
     });
-    let st = node.strong.as_ref().expect("strong groups");
+    let st = node.ext.strong.as_ref().expect("strong groups");
     let known = st.groups.values().map(|g| g.cert.known()).collect();
     (values.collect(), known)
 }
@@ -235,7 +235,7 @@ fn a_checkpoint_with_certification_groups_recovers_what_a_full_replay_does() {
     }
     net.run(3000); // past STRONG_GC_EVERY_NS: the leaders sent the everywhere point
     for (i, node) in net.nodes.iter().enumerate() {
-        let groups = &node.strong.as_ref().unwrap().groups;
+        let groups = &node.ext.strong.as_ref().unwrap().groups;
         let decided: u64 = groups.values().map(|g| g.px.decided_upto()).sum();
         assert!(
             node.cert_log_slots() * 2 < decided, // about one GC period of slots kept
@@ -249,7 +249,7 @@ fn a_checkpoint_with_certification_groups_recovers_what_a_full_replay_does() {
         strong_incr(&mut net, 1, k);
     }
     net.run(100);
-    let groups = &net.nodes[1].strong.as_ref().unwrap().groups;
+    let groups = &net.nodes[1].ext.strong.as_ref().unwrap().groups;
     assert!(groups
         .values()
         .any(|g| g.px.truncated_below() < g.px.delivered()));

@@ -37,12 +37,13 @@
 //!   built after the replay (`start_strong`), which then takes the last adopted state.
 //!   A checkpoint (never taken while a transfer is being received) stands for both.
 //!
-//! [`Record::TransferAdopted`]: super::record::Record::TransferAdopted
-//! [`Msg::TransferAsk`]: super::msg::Msg::TransferAsk
+//! [`Record::TransferAdopted`]: crate::cure::record::Record::TransferAdopted
+//! [`Msg::TransferAsk`]: crate::cure::msg::Msg::TransferAsk
 
-use super::msg::Msg;
-use super::node::Node;
-use super::record::Record;
+use super::UniExt;
+use crate::cure::msg::Msg;
+use crate::cure::node::Node;
+use crate::cure::record::Record;
 use crate::kit::certify::{CertEntry, Certifier};
 use crate::kit::paxos::Slot;
 use causeway_core::{Ctx, DcId, PartitionId, TxnId};
@@ -83,16 +84,16 @@ pub enum Refusal {
     Forgotten,
 }
 
-impl Node {
+impl Node<UniExt> {
     /// Whether sibling `s` asked for a transfer of `pid` (forgotten once asked).
-    pub(super) fn take_transfer_wanted(&mut self, pid: PartitionId, s: DcId) -> bool {
-        let st = self.strong.as_mut();
+    pub(crate) fn take_transfer_wanted(&mut self, pid: PartitionId, s: DcId) -> bool {
+        let st = self.ext.strong.as_mut();
         st.is_some_and(|st| st.xfer.wanted.remove(&(pid, s)))
     }
 
     /// A sibling's group member needs a snapshot of `pid`'s group.
-    pub(super) fn on_transfer_ask(&mut self, pid: PartitionId, s: DcId) {
-        if let Some(st) = self.strong.as_mut() {
+    pub(crate) fn on_transfer_ask(&mut self, pid: PartitionId, s: DcId) {
+        if let Some(st) = self.ext.strong.as_mut() {
             if st.groups.contains_key(&pid) {
                 st.xfer.wanted.insert((pid, s));
             }
@@ -102,13 +103,13 @@ impl Node {
     /// Sender side: the group's state now, for the images taken now. `Err` while the
     /// groups are not built yet, or while decided entries wait to be applied (no
     /// transfer then: tried again next interval); `Ok` without strong txns.
-    pub(super) fn take_strong_image(
+    pub(crate) fn take_strong_image(
         &mut self,
         pid: PartitionId,
         s: DcId,
         id: u64,
     ) -> Result<(), ()> {
-        let Some(st) = self.strong.as_mut() else {
+        let Some(st) = self.ext.strong.as_mut() else {
             return Ok(());
         };
         let g = st.groups.get(&pid).ok_or(())?;
@@ -125,14 +126,14 @@ impl Node {
     }
 
     /// The certification part to send with chunk `index` of transfer `id`.
-    pub(super) fn strong_part(
+    pub(crate) fn strong_part(
         &mut self,
         pid: PartitionId,
         s: DcId,
         id: u64,
         index: u32,
     ) -> Option<Box<StrongImage>> {
-        let st = self.strong.as_mut()?;
+        let st = self.ext.strong.as_mut()?;
         if index != 0 || st.xfer.out.get(&(pid, s)).is_none_or(|i| i.id != id) {
             return None;
         }
@@ -141,14 +142,14 @@ impl Node {
 
     /// Receiver side: the first chunk of a transfer was taken; its certification part is
     /// persisted before the chunk's record and held until the end.
-    pub(super) fn hold_strong_image(
+    pub(crate) fn hold_strong_image(
         &mut self,
         ctx: &mut Ctx<Msg>,
         pid: PartitionId,
         s: DcId,
         image: Option<Box<StrongImage>>,
     ) {
-        let Some(st) = self.strong.as_mut() else {
+        let Some(st) = self.ext.strong.as_mut() else {
             return;
         };
         st.xfer.incoming.remove(&(pid, s));
@@ -166,12 +167,12 @@ impl Node {
 
     /// Whether the certification part a transfer's first chunk brings can be adopted
     /// (checked again at the end, [`Node::strong_plan`]).
-    pub(super) fn strong_part_refused(
+    pub(crate) fn strong_part_refused(
         &self,
         pid: PartitionId,
         image: Option<&StrongImage>,
     ) -> Result<(), Refusal> {
-        let Some(st) = self.strong.as_ref() else {
+        let Some(st) = self.ext.strong.as_ref() else {
             return Ok(());
         };
         let image = image.ok_or(Refusal::Missing)?;
@@ -183,8 +184,8 @@ impl Node {
     }
 
     /// Replay of a `StrongImage` record.
-    pub(super) fn replay_strong_image(&mut self, pid: PartitionId, s: DcId, image: StrongImage) {
-        if let Some(st) = self.strong.as_mut() {
+    pub(crate) fn replay_strong_image(&mut self, pid: PartitionId, s: DcId, image: StrongImage) {
+        if let Some(st) = self.ext.strong.as_mut() {
             st.xfer.incoming.insert((pid, s), image);
         }
     }
@@ -192,19 +193,19 @@ impl Node {
     /// At the end of transfer `id` from `s`, before its install: the certification part
     /// to adopt (`None` without strong txns), and the txns whose versions the install
     /// must drop because the adopted certifier delivers them again.
-    pub(super) fn strong_plan(
+    pub(crate) fn strong_plan(
         &mut self,
         pid: PartitionId,
         s: DcId,
         id: u64,
     ) -> Result<Option<(StrongImage, Vec<TxnId>)>, Refusal> {
-        let Some(st) = self.strong.as_mut() else {
+        let Some(st) = self.ext.strong.as_mut() else {
             return Ok(None);
         };
         let image = st.xfer.incoming.remove(&(pid, s));
         let image = image.filter(|i| i.id == id).ok_or(Refusal::Missing)?;
         self.strong_part_refused(pid, Some(&image))?;
-        let st = self.strong.as_ref().expect("strong txns on");
+        let st = self.ext.strong.as_ref().expect("strong txns on");
         let g = st.groups.get(&pid).expect("a group");
         let mut again: BTreeSet<TxnId> = image.cert.pending_txns().collect();
         for slot in image.delivered..g.px.delivered() {
@@ -224,14 +225,14 @@ impl Node {
 
     /// Adopts a transfer's certification part (live, after the images are installed
     /// and the versions of `dropped` removed): delivery restarts at its slot.
-    pub(super) fn adopt_strong(
+    pub(crate) fn adopt_strong(
         &mut self,
         ctx: &mut Ctx<Msg>,
         pid: PartitionId,
         image: StrongImage,
     ) {
         let clock = self.time.clock;
-        let st = self.strong.as_mut().expect("adopted under strong txns");
+        let st = self.ext.strong.as_mut().expect("adopted under strong txns");
         let g = st.groups.get_mut(&pid).expect("a group");
         g.cert = image.cert;
         g.px.redeliver_from(clock, image.delivered);
@@ -241,8 +242,8 @@ impl Node {
 
     /// Replay of a `TransferAdopted` record: its certification part waits for
     /// `start_strong` (after the images were installed by `replay_done`).
-    pub(super) fn replay_adopted(&mut self, pid: PartitionId, s: DcId, id: u64) {
-        let Some(st) = self.strong.as_mut() else {
+    pub(crate) fn replay_adopted(&mut self, pid: PartitionId, s: DcId, id: u64) {
+        let Some(st) = self.ext.strong.as_mut() else {
             return;
         };
         if let Some(image) = st.xfer.incoming.remove(&(pid, s)).filter(|i| i.id == id) {

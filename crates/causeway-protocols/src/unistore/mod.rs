@@ -1,6 +1,7 @@
 //! `unistore`: UniStore's fault-tolerant causal consistency (Bravo, Gotsman et al., USENIX
 //! ATC 2021, shared/papers/004, §4-§5, Algorithms 1-2 without the strong lines), on the
-//! Cure engine (`cure::Flavor::UniStore`). What it adds to Cure:
+//! Cure engine with its extension [`UniExt`] (`hooks.rs`), under CureFt's snapshot rules
+//! (`cure/ft.rs`). What it adds to Cure:
 //!
 //! - **Uniformity** (§5.1, §5.4): sibling nodes exchange their DC's stable vector
 //!   (STABLEVEC); `uniformVec` is the best any group of f+1 DCs including ours has all
@@ -15,17 +16,39 @@
 //!   session's DC until `uniformVec` covers the session's own-DC entry (barrier) or every
 //!   remote entry of the attached token (attach).
 //!
-//! - **Strong transactions** (§6, Alg. 3; `cure/strong.rs`): speculative execution on a
+//! - **Strong transactions** (§6, Alg. 3; `strong.rs`): speculative execution on a
 //!   snapshot with a strong entry, COMMIT_STRONG = uniform barrier + certification by 2PC
 //!   over per-partition consensus groups (`kit::paxos` + `kit::certify`), delivery in
 //!   strong-timestamp order, strong heartbeats, recovery of orphaned txns.
+//!
+//! Files: this one (the registry entries and `[protocols.unistore]`), `hooks.rs` (the
+//! state, [`UniExt`], and the engine's hooks), `uniform.rs` (uniformity, snapshots,
+//! barriers), `strong.rs` (Alg. 3), `strong_gc.rs` (the certification groups' checkpoint
+//! and GC), `strong_transfer.rs` (their state transfer): `impl Node<UniExt>` blocks.
 //!
 //! `f` defaults to the most a majority tolerates, (dcs - 1) / 2. The baselines of §8.1
 //! are registry entries on the same code: `strong` (every txn strong: serializability)
 //! and `redblue` (all strong txns conflict, certified centrally by partition 0's group);
 //! `causal` is `unistore` with `strong_txns = false`.
 
-use crate::cure::{self, Client, Flavor, Msg, Node, StrongConfig};
+mod hooks;
+mod strong;
+mod strong_gc;
+#[cfg(test)]
+mod strong_tests;
+mod strong_transfer;
+#[cfg(test)]
+mod strong_transfer_tests;
+mod uniform;
+#[cfg(test)]
+mod unistore_tests;
+
+pub use hooks::UniExt;
+pub use strong::StrongConfig;
+pub(crate) use strong::StrongStep;
+pub(crate) use strong_transfer::StrongImage;
+
+use crate::cure::{self, Client, Flavor, Msg, UNISTORE_MUTATIONS};
 use crate::kit::certify::Relation;
 use crate::kit::session::Session;
 use crate::params::{NodeConfig, Params};
@@ -35,7 +58,10 @@ use causeway_core::{DcId, SessionId, Topology, TxnKind};
 use serde::{Deserialize, Serialize};
 
 /// Cure's mutations (they break the engine UniStore shares) and UniStore's own.
-const MUTATIONS: &[&str] = cure::UNISTORE_MUTATIONS;
+const MUTATIONS: &[&str] = UNISTORE_MUTATIONS;
+
+/// The engine's node running UniStore.
+pub type Node = cure::Node<UniExt>;
 
 const REQUIREMENTS: Requirements = Requirements {
     full_replication: true,
@@ -73,10 +99,15 @@ fn recover(
     records: &[Vec<u8>],
 ) -> Result<Node, String> {
     section.validate(config.topology.dcs)?;
-    let flavor = Flavor::UniStore {
-        f: section.f_for(config.topology.dcs),
-    };
-    Node::recover(config.clone(), section.engine(mode), flavor, records)
+    let topo = &config.topology;
+    let (dcs, d) = (
+        usize::from(topo.dcs),
+        usize::from(topo.dc_of(config.node).0),
+    );
+    let (engine, strong) = section.engine(mode);
+    let ext = UniExt::new(dcs, d, section.f_for(topo.dcs), strong)?;
+    // UniStore's snapshots are the fault-tolerant ones, on `uniformVec` (its extension).
+    Node::recover_with(config.clone(), engine, Flavor::CureFt, ext, records)
 }
 
 fn session(
@@ -87,10 +118,10 @@ fn session(
     params: &Params,
     section: &Config,
 ) -> Result<Session<Client>, String> {
-    let flavor = Flavor::UniStore {
-        f: section.f_for(topology.dcs),
-    };
-    let mut s = cure::session(flavor, id, dc, topology, params)?;
+    let named = ("unistore", MUTATIONS);
+    let mut s = cure::session_of(named, Flavor::CureFt, id, dc, topology, params)?;
+    s.client.strong_txns = true;
+    s.client.barriers = true;
     s.client.kind_override = match mode {
         Mode::Strong => Some(TxnKind::Strong),
         _ if section.strong_txns == Some(false) => Some(TxnKind::Causal),
@@ -226,8 +257,9 @@ impl Config {
         Ok(())
     }
 
-    /// The engine's tunables: ours where set, Cure's defaults otherwise.
-    fn engine(&self, mode: Mode) -> cure::Config {
+    /// The engine's tunables (ours where set, Cure's defaults otherwise) and the strong
+    /// txns' ones.
+    fn engine(&self, mode: Mode) -> (cure::Config, StrongConfig) {
         let d = cure::Config::default();
         let s = StrongConfig::default();
         let strong = StrongConfig {
@@ -253,7 +285,7 @@ impl Config {
                 _ => Vec::new(),
             },
         };
-        cure::Config {
+        let engine = cure::Config {
             lease_ns: self.lease_ns.unwrap_or(d.lease_ns),
             inquire_after_ns: self.inquire_after_ns.unwrap_or(d.inquire_after_ns),
             prepare_timeout_ns: self.prepare_timeout_ns.unwrap_or(d.prepare_timeout_ns),
@@ -265,12 +297,12 @@ impl Config {
                 .unwrap_or(d.silent_sibling_log_max),
             transfer_retry_ns: self.transfer_retry_ns.unwrap_or(d.transfer_retry_ns),
             one_phase: self.one_phase.unwrap_or(d.one_phase),
-            strong,
-        }
+        };
+        (engine, strong)
     }
 }
 
-/// A long outage with strong txns (`cure/strong_transfer.rs`): with `strong_log_kept_max`
+/// A long outage with strong txns (`unistore/strong_transfer.rs`): with `strong_log_kept_max`
 /// small the certification groups forget what a majority decided, so a returning DC's
 /// group member needs the transfer's certification state too.
 macro_rules! strong_outage {
@@ -282,7 +314,7 @@ macro_rules! strong_outage {
 
 /// UniStore's runs ([`crate::sweep`]): uniform barriers, moves between DCs and DC failures
 /// up to f; strong txns under every fault; a run catching each of its own mutations (Cure's
-/// are caught under `cure`, `no-uniform-barrier` by `cure::strong_tests`).
+/// are caught under `cure`, `no-uniform-barrier` by `unistore::strong_tests`).
 const SWEEPS: &[Sweep] = &[
     Sweep::pass("--seeds 1 --faults all --strong-ratio 0.3 --keys 20").quick(),
     Sweep::caught("--mutation visible-before-uniform --faults dc-failure --seeds 1..3").quick(),
@@ -327,7 +359,7 @@ const SWEEPS: &[Sweep] = &[
         " --seeds 1..3"
     )),
     Sweep::pass(crate::sweep_merged!()),
-    // The certification groups in the checkpoint (`cure/strong_gc.rs`), strong txns
+    // The certification groups in the checkpoint (`unistore/strong_gc.rs`), strong txns
     // contended, a checkpoint every 16 records.
     Sweep::pass("--seeds 1..10 --faults all --strong-ratio 0.3 --keys 20 --checkpoint-records 16"),
 ];

@@ -2,7 +2,7 @@
 //! only once uniform, the uniform barrier, attach after migration, and forwarding by a
 //! third DC when the origin cannot reach a sibling; driven through the kit's test network.
 
-use super::msg::Msg;
+use crate::cure::msg::Msg;
 use crate::cureft::CureFt;
 use crate::kit::testnet::TestNet;
 use crate::params::Params;
@@ -195,4 +195,31 @@ fn f_must_be_below_the_number_of_dcs() {
         .err()
         .expect("refused");
     assert!(e.contains("f = 2 needs at least f+1 = 3 DCs"), "{e}");
+}
+
+/// The engine learns UniStore's name, mutations and capabilities from its extension, and
+/// Cure's and CureFt's from the flavor (`Plain`): strong txns only where the groups run,
+/// the strong entry and barriers for every UniStore node.
+#[test]
+fn the_extension_gives_the_engine_its_name_mutations_and_capabilities() {
+    use crate::cure::{Extension, Flavor, Plain, MUTATIONS, UNISTORE_MUTATIONS};
+    use crate::unistore::{StrongConfig, UniExt};
+    let on = UniExt::new(3, 0, 1, StrongConfig::default()).expect("f = 1 of 3 DCs");
+    let off_cfg = StrongConfig {
+        enabled: false,
+        ..StrongConfig::default()
+    };
+    let off = UniExt::new(3, 0, 1, off_cfg).expect("f = 1 of 3 DCs");
+    for (ext, strong) in [(&on, true), (&off, false)] {
+        assert_eq!(ext.name(Flavor::CureFt), "unistore");
+        assert_eq!(ext.mutations(Flavor::CureFt), UNISTORE_MUTATIONS);
+        assert_eq!(ext.strong_txns(), strong);
+        assert!(ext.strong_entry() && ext.uniform());
+    }
+    for (flavor, name) in [(Flavor::Cure, "cure"), (Flavor::CureFt, "cureft")] {
+        assert_eq!(Plain.name(flavor), name);
+        assert_eq!(Plain.mutations(flavor), MUTATIONS);
+    }
+    assert!(!Plain.strong_txns() && !Plain.strong_entry() && !Plain.uniform());
+    assert!(UniExt::new(3, 0, 3, StrongConfig::default()).is_err());
 }
