@@ -346,28 +346,34 @@ mod tests {
         }
     }
 
-    /// Data made by known constants gives them back; a constant the data would make
-    /// negative is held at zero.
-    #[test]
-    fn the_fit_recovers_the_constants_that_made_the_data() {
-        let truth = [3.0, 0.0, 1.0, 2.0, 0.002, 0.5]; // µs per unit
-        let rows = [
-            [10.0, 1.0, 4.0, 8.0, 900.0, 6.0],
-            [20.0, 0.5, 8.0, 8.0, 2000.0, 12.0],
-            [6.0, 2.0, 1.0, 12.0, 500.0, 4.0],
-            [14.0, 0.1, 6.0, 10.0, 1500.0, 30.0],
-            [9.0, 3.0, 3.0, 8.0, 700.0, 9.0],
-            [30.0, 0.2, 2.0, 16.0, 4000.0, 3.0],
-            [12.0, 1.0, 5.0, 9.0, 800.0, 20.0],
-        ];
-        let samples: Vec<Sample> = rows
-            .iter()
+    /// Figures of seven made-up protocols, in the order of [`CONSTANTS`].
+    const ROWS: [[f64; 6]; 7] = [
+        [10.0, 1.0, 4.0, 8.0, 900.0, 6.0],
+        [20.0, 0.5, 8.0, 8.0, 2000.0, 12.0],
+        [6.0, 2.0, 1.0, 12.0, 500.0, 4.0],
+        [14.0, 0.1, 6.0, 10.0, 1500.0, 30.0],
+        [9.0, 3.0, 3.0, 8.0, 700.0, 9.0],
+        [30.0, 0.2, 2.0, 16.0, 4000.0, 3.0],
+        [12.0, 1.0, 5.0, 9.0, 800.0, 20.0],
+    ];
+
+    /// Samples whose real cost is exactly what the constants `truth` (µs) charge.
+    fn made_by(truth: [f64; 6], rows: &[[f64; 6]]) -> Vec<Sample> {
+        rows.iter()
             .enumerate()
             .map(|(i, f)| {
                 let real = f.iter().zip(truth).map(|(x, b)| x * b).sum();
                 sample(&format!("p{i}"), *f, real)
             })
-            .collect();
+            .collect()
+    }
+
+    /// Data made by known constants gives them back; a constant the data would make
+    /// negative is held at zero.
+    #[test]
+    fn the_fit_recovers_the_constants_that_made_the_data() {
+        let truth = [3.0, 0.0, 1.0, 2.0, 0.002, 0.5]; // µs per unit
+        let samples = made_by(truth, &ROWS);
         let c = fit(&samples, [None; 6]).expect("a fit");
         let want = truth.map(|b| (b * 1e3).round() as u64);
         for (got, want) in c.iter().zip(want) {
@@ -412,17 +418,7 @@ mod tests {
     #[test]
     fn a_held_constant_stays_and_the_others_fit_around_it() {
         let truth = [3.0, 1.0, 0.0, 2.0, 0.002, 0.5];
-        let rows = [
-            [10.0, 1.0, 4.0, 8.0, 900.0, 6.0],
-            [20.0, 0.5, 8.0, 8.0, 2000.0, 12.0],
-            [6.0, 2.0, 1.0, 12.0, 500.0, 4.0],
-            [14.0, 0.1, 6.0, 10.0, 1500.0, 30.0],
-            [9.0, 3.0, 3.0, 8.0, 700.0, 9.0],
-        ];
-        let samples: Vec<Sample> = rows
-            .iter()
-            .map(|f| sample("p", *f, f.iter().zip(truth).map(|(x, b)| x * b).sum()))
-            .collect();
+        let samples = made_by(truth, &ROWS[..5]);
         let c = fit(&samples, [None, None, None, None, Some(2), Some(500)]).expect("a fit");
         assert_eq!((c[4], c[5]), (2, 500));
         assert!(
