@@ -7,7 +7,7 @@
 //! the simulator): the workload each protocol is calibrated on ([`config`]), the
 //! simulator's figures per transaction ([`Features::of`]), the model's prediction
 //! ([`predict_us`]) and the fit ([`fit`]), a non-negative least squares on relative
-//! errors, exact over every subset of the constants (six of them: 63 subsets).
+//! errors, exact over every subset of the constants (seven of them: 127 subsets).
 //!
 //! The simulator's figures are split into what the load causes and what time causes: a
 //! second, idle run of the same cluster gives the inputs per second that come without
@@ -27,14 +27,17 @@ pub const RATIO_MAX: f64 = 1.33;
 pub const RTT_MS: f64 = 2.0;
 /// Bytes per written value, as the load driver writes them.
 pub const VALUE_BYTES: u32 = 16;
+/// How many constants the model prices inputs with.
+pub const K: usize = 7;
 /// The constants the fit sets, in the order of [`Features::vector`].
-pub const CONSTANTS: [&str; 6] = [
+pub const CONSTANTS: [&str; K] = [
     "msg_ns",
     "timer_ns",
     "persist_ns",
     "session_ns",
     "byte_ns",
     "op_ns",
+    "wake_ns",
 ];
 
 /// The protocols calibrated on one DC (PrompTCC's setting: §VI runs a single DC).
@@ -82,6 +85,8 @@ pub fn config(protocol: &str, clients_per_dc: u32, duration_ms: u64) -> SimConfi
         allow_unchecked: true,
         cpu: CpuModel {
             enabled: true,
+            // Every node of a calibration cluster runs on the one host.
+            host_nodes: u32::from(dcs) * nodes_per_dc,
             ..CpuModel::default()
         },
         ..SimConfig::default()
@@ -97,6 +102,10 @@ pub struct Features {
     pub session_events: f64,
     pub bytes: f64,
     pub work: f64,
+    /// Inputs that woke an idle node, each counted once per node process of the host
+    /// (absent from calibrations recorded before the model priced wake-ups).
+    #[serde(default)]
+    pub wakes: f64,
 }
 
 impl Features {
@@ -121,6 +130,7 @@ impl Features {
             session_events: part(loaded.session_events, idle.session_events),
             bytes: part(loaded.bytes, idle.bytes),
             work: part(loaded.work, idle.work),
+            wakes: part(loaded.wakes, idle.wakes),
         }
     }
 
@@ -135,10 +145,11 @@ impl Features {
             session_events: r(idle.session_events),
             bytes: r(idle.bytes),
             work: r(idle.work),
+            wakes: r(idle.wakes),
         }
     }
 
-    fn vector(&self) -> [f64; 6] {
+    fn vector(&self) -> [f64; K] {
         [
             self.messages,
             self.timers,
@@ -146,12 +157,13 @@ impl Features {
             self.session_events,
             self.bytes,
             self.work,
+            self.wakes,
         ]
     }
 }
 
 /// The model's constants in the order of [`CONSTANTS`], in ns.
-pub fn constants(m: &CpuModel) -> [u64; 6] {
+pub fn constants(m: &CpuModel) -> [u64; K] {
     [
         m.msg_ns,
         m.timer_ns,
@@ -159,11 +171,12 @@ pub fn constants(m: &CpuModel) -> [u64; 6] {
         m.session_ns,
         m.byte_ns,
         m.op_ns,
+        m.wake_ns,
     ]
 }
 
 /// `base` with the constants `c` (in the order of [`CONSTANTS`]).
-pub fn with_constants(base: &CpuModel, c: [u64; 6]) -> CpuModel {
+pub fn with_constants(base: &CpuModel, c: [u64; K]) -> CpuModel {
     CpuModel {
         msg_ns: c[0],
         timer_ns: c[1],
@@ -171,6 +184,7 @@ pub fn with_constants(base: &CpuModel, c: [u64; 6]) -> CpuModel {
         session_ns: c[3],
         byte_ns: c[4],
         op_ns: c[5],
+        wake_ns: c[6],
         ..base.clone()
     }
 }
@@ -219,7 +233,7 @@ impl Sample {
 /// pass it off as per-transaction work.
 ///
 /// `held` keeps some constants at given values (ns) and fits the others around them.
-pub fn fit(samples: &[Sample], held: [Option<u64>; 6]) -> Option<[u64; 6]> {
+pub fn fit(samples: &[Sample], held: [Option<u64>; K]) -> Option<[u64; K]> {
     let held_us = held.map(|h| h.map(|ns| ns as f64 / 1e3));
     let row = |f: &Features, y: f64| {
         let x = f.vector();
@@ -238,10 +252,10 @@ pub fn fit(samples: &[Sample], held: [Option<u64>; 6]) -> Option<[u64; 6]> {
         .iter()
         .filter(|s| s.real_idle_us_per_s > 0.0)
         .map(|s| row(&s.idle_features, s.real_idle_us_per_s));
-    let rows: Vec<([f64; 6], f64)> = loaded.chain(idle).collect();
-    let free: u32 = (0..6).filter(|i| held[*i].is_none()).map(|i| 1 << i).sum();
-    let mut best: Option<(f64, [f64; 6])> = None;
-    for subset in (1u32..(1 << 6)).filter(|s| s & !free == 0) {
+    let rows: Vec<([f64; K], f64)> = loaded.chain(idle).collect();
+    let free: u32 = (0..K).filter(|i| held[*i].is_none()).map(|i| 1 << i).sum();
+    let mut best: Option<(f64, [f64; K])> = None;
+    for subset in (1u32..(1 << K)).filter(|s| s & !free == 0) {
         let Some(beta) = solve_subset(&rows, subset) else {
             continue;
         };
@@ -267,9 +281,9 @@ pub fn fit(samples: &[Sample], held: [Option<u64>; 6]) -> Option<[u64; 6]> {
 /// per byte, a map lookup and an apply per unit). At the calibration's scale both move
 /// with the message counts, and fitted freely they take over the messages' cost (a
 /// free fit gave 170 ns per byte and nothing per message).
-pub const HELD: [Option<u64>; 6] = [None, None, None, None, Some(2), Some(500)];
+pub const HELD: [Option<u64>; K] = [None, None, None, None, Some(2), Some(500), None];
 
-fn residual(rows: &[([f64; 6], f64)], beta: &[f64; 6]) -> f64 {
+fn residual(rows: &[([f64; K], f64)], beta: &[f64; K]) -> f64 {
     rows.iter()
         .map(|(x, y)| {
             let p: f64 = x.iter().zip(beta).map(|(a, b)| a * b).sum();
@@ -280,8 +294,8 @@ fn residual(rows: &[([f64; 6], f64)], beta: &[f64; 6]) -> f64 {
 
 /// Least squares over the constants in `subset` (a bit per constant), the others zero;
 /// `None` when the normal equations are singular.
-fn solve_subset(rows: &[([f64; 6], f64)], subset: u32) -> Option<[f64; 6]> {
-    let idx: Vec<usize> = (0..6).filter(|i| subset & (1 << i) != 0).collect();
+fn solve_subset(rows: &[([f64; K], f64)], subset: u32) -> Option<[f64; K]> {
+    let idx: Vec<usize> = (0..K).filter(|i| subset & (1 << i) != 0).collect();
     let k = idx.len();
     // Normal equations [AᵀA | Aᵀy], solved by Gaussian elimination with pivoting.
     let mut m = vec![vec![0.0; k + 1]; k];
@@ -309,7 +323,7 @@ fn solve_subset(rows: &[([f64; 6], f64)], subset: u32) -> Option<[f64; 6]> {
             }
         }
     }
-    let mut beta = [0.0; 6];
+    let mut beta = [0.0; K];
     for (r, &i) in idx.iter().enumerate() {
         beta[i] = m[r][k] / m[r][r];
     }
@@ -340,6 +354,7 @@ mod tests {
                 session_events,
                 bytes,
                 work,
+                wakes: 0.0,
             },
             real_idle_us_per_s: 0.0,
             idle_features: Features::default(),
@@ -374,7 +389,7 @@ mod tests {
     fn the_fit_recovers_the_constants_that_made_the_data() {
         let truth = [3.0, 0.0, 1.0, 2.0, 0.002, 0.5]; // µs per unit
         let samples = made_by(truth, &ROWS);
-        let c = fit(&samples, [None; 6]).expect("a fit");
+        let c = fit(&samples, [None; K]).expect("a fit");
         let want = truth.map(|b| (b * 1e3).round() as u64);
         for (got, want) in c.iter().zip(want) {
             assert!(got.abs_diff(want) <= want / 100 + 1, "{c:?} vs {want:?}");
@@ -419,7 +434,7 @@ mod tests {
     fn a_held_constant_stays_and_the_others_fit_around_it() {
         let truth = [3.0, 1.0, 0.0, 2.0, 0.002, 0.5];
         let samples = made_by(truth, &ROWS[..5]);
-        let c = fit(&samples, [None, None, None, None, Some(2), Some(500)]).expect("a fit");
+        let c = fit(&samples, [None, None, None, None, Some(2), Some(500), None]).expect("a fit");
         assert_eq!((c[4], c[5]), (2, 500));
         assert!(
             c[0].abs_diff(3_000) <= 30 && c[3].abs_diff(2_000) <= 20,
@@ -427,21 +442,11 @@ mod tests {
         );
     }
 
-    /// Known misfits of the shipped model: the real PaRiS and PrompTCC clusters spend
-    /// more per transaction than their messages, ticks, writes and sessions explain.
-    const MISFITS: &[&str] = &[
-        "paris",
-        "bpr",
-        "nocc",
-        "promptcc",
-        "promptcc-naive",
-        "eiger",
-    ];
-
     /// The shipped constants are the fit of the recorded calibration (`--calibrate
-    /// --calibrate-from docs/results/calibrate.json --fit` prints it), the record covers
-    /// every registered protocol, every protocol but the named misfits is within the band,
-    /// and the misfits within a factor of 1.75.
+    /// --calibrate-from docs/results/calibrate.json --fit` prints it) within a tenth (a
+    /// wake-up depends on the costs before it, so the fit is a fixed point that the
+    /// re-simulated figures move by a few per cent), the record covers every registered
+    /// protocol, and every protocol is within the band.
     #[test]
     fn the_shipped_model_is_the_fit_of_the_recorded_calibration() {
         let text = include_str!("../../../docs/results/calibrate.json");
@@ -451,7 +456,7 @@ mod tests {
         for (name, (shipped, fitted)) in CONSTANTS.iter().zip(constants(&model).iter().zip(fitted))
         {
             assert!(
-                shipped.abs_diff(fitted) <= fitted / 50 + 1,
+                shipped.abs_diff(fitted) <= fitted / 10 + 1,
                 "{name}: {shipped} vs {fitted}"
             );
         }
@@ -459,14 +464,9 @@ mod tests {
             let s = rec.samples.iter().find(|s| s.protocol == *p);
             let s = s.unwrap_or_else(|| panic!("{p}: not in docs/results/calibrate.json"));
             let r = s.ratio(&model);
-            let (lo, hi) = if MISFITS.contains(p) {
-                (1.0 / 1.75, 1.75)
-            } else {
-                (RATIO_MIN, RATIO_MAX)
-            };
             assert!(
-                (lo..=hi).contains(&r),
-                "{p}: ratio {r:.2} outside {lo:.2}-{hi}"
+                (RATIO_MIN..=RATIO_MAX).contains(&r),
+                "{p}: ratio {r:.2} outside {RATIO_MIN}-{RATIO_MAX}"
             );
         }
     }

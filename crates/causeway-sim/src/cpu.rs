@@ -26,6 +26,13 @@ use std::collections::VecDeque;
 /// and the run fails rather than grow without bound.
 pub const CPU_QUEUE_MAX: usize = 1 << 20;
 
+/// Most node processes one host of the model may share.
+pub const HOST_NODES_MAX: u32 = 1024;
+
+/// Idle time after which an arriving input counts as a wake ([`CpuModel::wake_gap_ns`]):
+/// about what a runtime worker spins or stays in its poll loop before it parks.
+pub const WAKE_GAP_NS: Nanos = 200_000;
+
 /// What kind of input a handler ran, for its fixed cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InputKind {
@@ -57,6 +64,20 @@ pub struct CpuModel {
     pub byte_ns: Nanos,
     /// Cost per unit of work the machine reports.
     pub op_ns: Nanos,
+    /// Extra cost of an input that wakes an idle node: it finds no handler running and
+    /// none queued, and every core has been idle for at least `wake_gap_ns`. It stands
+    /// for what the runtime pays when work arrives at parked threads (a poll wake-up,
+    /// context switches, a read that finds one frame) and not when it arrives at busy
+    /// ones (the frame comes in the same read as others, no thread is unparked).
+    pub wake_ns: Nanos,
+    /// How long every core must have been idle for an arriving input to count as a wake.
+    pub wake_gap_ns: Nanos,
+    /// Node processes sharing the cores of the host a wake-up lands on: 1 where each node
+    /// has a machine of its own (experiments), a calibration cluster's node count where
+    /// they all run on one host. A wake costs `wake_ns` per process: the more processes
+    /// share the cores, the more often a wake-up displaces another one (the profile of a
+    /// loaded calibration node is mostly the scheduler's task switches).
+    pub host_nodes: u32,
 }
 
 impl Default for CpuModel {
@@ -69,12 +90,15 @@ impl Default for CpuModel {
         CpuModel {
             enabled: false,
             cores: 4,
-            msg_ns: 2_100,
-            timer_ns: 93_200,
-            persist_ns: 45_300,
-            session_ns: 12_800,
+            msg_ns: 550,
+            timer_ns: 48_000,
+            persist_ns: 41_000,
+            session_ns: 6_300,
             byte_ns: 2,
             op_ns: 500,
+            wake_ns: 5_600,
+            wake_gap_ns: WAKE_GAP_NS,
+            host_nodes: 1,
         }
     }
 }
@@ -90,6 +114,15 @@ impl CpuModel {
         }
     }
 
+    /// What a wake-up adds to an input's cost (nothing if it did not wake the node).
+    pub fn wake_cost_ns(&self, woke: bool) -> Nanos {
+        if woke {
+            self.wake_ns * Nanos::from(self.host_nodes)
+        } else {
+            0
+        }
+    }
+
     pub fn cost(&self, kind: InputKind, bytes: usize, work: u64) -> Nanos {
         self.fixed_ns(kind) + self.byte_ns * bytes as Nanos + self.op_ns * work
     }
@@ -99,6 +132,12 @@ impl CpuModel {
             return Err(format!(
                 "--cores must be between 1 and 1024, not {}",
                 self.cores
+            ));
+        }
+        if !(1..=HOST_NODES_MAX).contains(&self.host_nodes) {
+            return Err(format!(
+                "the CPU model's host_nodes must be between 1 and {HOST_NODES_MAX}, not {}",
+                self.host_nodes
             ));
         }
         Ok(())
@@ -117,6 +156,11 @@ pub struct CpuTally {
     pub bytes: u64,
     /// Work units the machines reported.
     pub work: u64,
+    /// Inputs that woke an idle node ([`CpuModel::wake_ns`]), each counted once per node
+    /// process sharing the host ([`CpuModel::host_nodes`]).
+    #[serde(default)]
+    pub wakes: u64,
+
     /// Handler time charged.
     pub busy_ns: u64,
 }
@@ -199,8 +243,8 @@ impl NodeInput {
 pub(crate) struct Cpu {
     /// When each core finishes its current handler.
     pub free_at: Vec<Nanos>,
-    /// Inputs waiting for a core, with their arrival time.
-    pub queue: VecDeque<(Nanos, NodeInput)>,
+    /// Inputs waiting for a core, with their arrival time and whether each woke the node.
+    pub queue: VecDeque<(Nanos, NodeInput, bool)>,
     /// Time of the wake-up scheduled for the next free core, if any.
     pub wake_at: Option<Nanos>,
     /// Total handler time so far.
@@ -213,6 +257,13 @@ impl Cpu {
             free_at: vec![0; cores as usize],
             ..Cpu::default()
         }
+    }
+
+    /// Whether an input arriving at `now` wakes the node: nothing runs or waits, and
+    /// every core has been idle for at least `gap_ns`.
+    pub(crate) fn wakes_at(&self, now: Nanos, gap_ns: Nanos) -> bool {
+        let last_busy = self.free_at.iter().copied().max().unwrap_or(0);
+        self.queue.is_empty() && now >= last_busy + gap_ns
     }
 
     /// The core that frees up first, and when.
@@ -236,12 +287,13 @@ impl Cpu {
 impl World {
     /// An input reaches node `n`'s CPU: it runs at once on a free core, else waits.
     pub(crate) fn node_input(&mut self, n: usize, input: NodeInput) {
-        let queue = &mut self.nodes[n].cpu.queue;
-        if queue.len() >= CPU_QUEUE_MAX {
+        let cpu = &mut self.nodes[n].cpu;
+        if cpu.queue.len() >= CPU_QUEUE_MAX {
             let what = format!("node {n}: {CPU_QUEUE_MAX} inputs wait for a core (CPU_QUEUE_MAX)");
             return self.invariant_broken(format!("driver: {what}"));
         }
-        queue.push_back((self.now, input));
+        let woke = cpu.wakes_at(self.now, self.config.cpu.wake_gap_ns);
+        cpu.queue.push_back((self.now, input, woke));
         // An input that arrives inside a handler (a hosted session answering) waits for
         // the running drain: `n`'s own picks it up once the handler's core is occupied,
         // another node's runs it at the same instant, from the event queue.
@@ -270,9 +322,9 @@ impl World {
                 }
                 break;
             }
-            let (arrived, input) = cpu.queue.pop_front().expect("not empty");
+            let (arrived, input, woke) = cpu.queue.pop_front().expect("not empty");
             self.sample("cpu_queue_wait_ns", self.now - arrived);
-            let cost = self.run_input(n, input);
+            let cost = self.run_input(n, input, woke);
             self.nodes[n].cpu.occupy(core, self.now, cost);
         }
         self.cpu_draining = None;
@@ -280,9 +332,10 @@ impl World {
 
     /// Runs one input through the machine (or, for a session's message, the session);
     /// returns its cost (the fixed part if the input was for a dead incarnation or a
-    /// stale wake-up).
-    fn run_input(&mut self, n: usize, input: NodeInput) -> Nanos {
+    /// stale wake-up), plus the wake-up's if it `woke` the node.
+    fn run_input(&mut self, n: usize, input: NodeInput, woke: bool) -> Nanos {
         let (kind, bytes) = (input.kind(), input.bytes());
+
         self.cpu_input = Some((kind, bytes));
         self.cpu_last_cost = None;
         self.cpu_last_work = 0;
@@ -301,17 +354,22 @@ impl World {
             NodeInput::FromSession { session, to, msg } => {
                 self.cpu_input = None;
                 // The message leaves when the host has handled it.
-                self.out_delay_ns = self.config.cpu.cost(kind, bytes, 0);
+                let wake_ns = self.config.cpu.wake_cost_ns(woke);
+                self.out_delay_ns = self.config.cpu.cost(kind, bytes, 0) + wake_ns;
                 self.send_direct(Addr::Client(session), to, msg);
                 self.out_delay_ns = 0;
             }
         }
         self.cpu_input = None;
-        let cost =
-            (self.cpu_last_cost.take()).unwrap_or_else(|| self.config.cpu.cost(kind, bytes, 0));
+        let wakes = if woke { self.config.cpu.host_nodes } else { 0 };
+        let cost = (self.cpu_last_cost.take())
+            .unwrap_or_else(|| self.config.cpu.cost(kind, bytes, 0))
+            + self.config.cpu.wake_cost_ns(woke);
         if self.now < self.end_faults_at {
             let work = self.cpu_last_work;
-            self.metrics.cpu_tally.add(kind, bytes, work, cost);
+            let tally = &mut self.metrics.cpu_tally;
+            tally.add(kind, bytes, work, cost);
+            tally.wakes += u64::from(wakes);
         }
         cost
     }
@@ -364,6 +422,9 @@ mod tests {
             session_ns: 40,
             byte_ns: 2,
             op_ns: 10,
+            wake_ns: 0,
+            wake_gap_ns: WAKE_GAP_NS,
+            host_nodes: 1,
         };
         assert_eq!(m.cost(InputKind::Message, 50, 3), 100 + 100 + 30);
         assert_eq!(m.cost(InputKind::Session, 50, 0), 40 + 100);
@@ -379,5 +440,33 @@ mod tests {
         cpu.occupy(1, 10, 50);
         assert_eq!(cpu.first_free(), (1, 60));
         assert_eq!(cpu.busy_ns, 150);
+    }
+
+    /// An input wakes a node only when nothing runs or waits there and every core has
+    /// been idle for the gap; the charge is per node process sharing the host.
+    #[test]
+    fn a_wake_is_an_arrival_at_a_node_idle_for_the_gap() {
+        let gap = 200;
+        let mut cpu = Cpu::new(2);
+        assert!(cpu.wakes_at(1_000, gap), "a node idle since boot");
+        cpu.occupy(0, 1_000, 50);
+        assert!(!cpu.wakes_at(1_020, gap), "a core is busy");
+        assert!(!cpu.wakes_at(1_100, gap), "idle for 50 ns only");
+        assert!(cpu.wakes_at(1_250, gap), "idle for the whole gap");
+        cpu.queue.push_back((
+            1_250,
+            NodeInput::Persisted {
+                incarnation: 0,
+                lsn: 1,
+            },
+            true,
+        ));
+        assert!(!cpu.wakes_at(1_260, gap), "an input waits already");
+        let m = CpuModel {
+            wake_ns: 7,
+            host_nodes: 3,
+            ..CpuModel::default()
+        };
+        assert_eq!((m.wake_cost_ns(true), m.wake_cost_ns(false)), (21, 0));
     }
 }

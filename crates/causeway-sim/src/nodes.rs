@@ -270,7 +270,9 @@ impl World {
         }
         slot.machine = None;
         // Inputs of the dead incarnation are lost; its hosted sessions' are the clients'.
-        slot.cpu.queue.retain(|(_, input)| input.survives_crash());
+        slot.cpu
+            .queue
+            .retain(|(_, input, _)| input.survives_crash());
         slot.disk.lose_unsynced();
         slot.timer_at = None;
         slot.incarnation += 1;

@@ -61,6 +61,11 @@ pub struct BenchArgs {
     /// calibration) instead of running clusters.
     #[arg(long, requires = "calibrate")]
     calibrate_from: Option<String>,
+    /// With --calibrate-from: run the simulator's side again (with the model the --cpu-*
+    /// flags give) and keep the recorded real figures: a model with new inputs, refitted
+    /// without new cluster runs.
+    #[arg(long, requires = "calibrate_from")]
+    resimulate: bool,
     /// With --experiment: write the throughput-latency plot to FILE (.svg or .png).
     #[arg(long)]
     plot: Option<String>,
@@ -250,6 +255,8 @@ fn run_calibrate(protocols: &[&str], args: &BenchArgs) -> ExitCode {
         clients_per_dc: args.workload.clients_per_dc,
         fit: args.fit,
         from: args.calibrate_from.clone(),
+        resimulate: args.resimulate,
+        model: args.workload.cpu.model(true),
         json: args.json.clone(),
     };
     match calibrate::run(&options) {

@@ -200,6 +200,13 @@ pub struct CpuArgs {
     /// Cost per unit of work the machine reports (keys, effects, entries), in ns.
     #[arg(long, default_value_t = CpuModel::default().op_ns)]
     pub cpu_op_ns: u64,
+    /// Extra cost of an input that wakes an idle node (every core idle for the wake gap),
+    /// in ns (CPU model).
+    #[arg(long, default_value_t = CpuModel::default().wake_ns)]
+    pub cpu_wake_ns: u64,
+    /// Idle time of every core after which an arriving input counts as a wake, in ns.
+    #[arg(long, default_value_t = CpuModel::default().wake_gap_ns)]
+    pub cpu_wake_gap_ns: u64,
 }
 
 impl CpuArgs {
@@ -213,6 +220,9 @@ impl CpuArgs {
             session_ns: self.cpu_session_ns,
             byte_ns: self.cpu_byte_ns,
             op_ns: self.cpu_op_ns,
+            wake_ns: self.cpu_wake_ns,
+            wake_gap_ns: self.cpu_wake_gap_ns,
+            host_nodes: CpuModel::default().host_nodes,
         }
     }
 }

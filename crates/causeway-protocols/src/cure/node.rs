@@ -1174,7 +1174,9 @@ impl<X: Extension> ServerNode for Node<X> {
         std::mem::take(&mut self.samples)
     }
 
+    /// The node's own work and the versions its stores' reads visited.
     fn take_work(&mut self) -> u64 {
-        std::mem::take(&mut self.work)
+        let traversed: u64 = self.parts.values().map(|p| p.store.take_traversed()).sum();
+        std::mem::take(&mut self.work) + traversed
     }
 }

@@ -307,6 +307,31 @@ impl<T: SnapshotTs> KeyVersions<T> {
         Some(Latest { obj, top })
     }
 
+    /// Versions [`KeyVersions::at`] visits for this read: none when the newest-object
+    /// cache answers, else every version (the replay scans them all for `ct <= svc`).
+    fn at_cost(&self, svc: &T, obj_type: ObjType) -> usize {
+        match &self.latest {
+            Some(l) if l.obj.obj_type() == obj_type && l.top.le(svc) => 0,
+            _ => self.versions.len(),
+        }
+    }
+
+    /// Versions [`KeyVersions::state_at`] visits: none from the cache, else those past
+    /// the stable prefix it starts from.
+    fn state_cost(&self, svc: &T, obj_type: ObjType) -> usize {
+        if let Some(l) = &self.latest {
+            if l.obj.obj_type() == obj_type && l.top.le(svc) && self.base_vc.le(svc) {
+                return 0;
+            }
+        }
+        match &self.stable {
+            Some(p) if p.obj.obj_type() == obj_type && p.top.le(svc) => {
+                self.versions.len().saturating_sub(p.len)
+            }
+            _ => self.versions.len(),
+        }
+    }
+
     /// The object as of snapshot `svc` (Cure Alg. 2 l.3-4), or "snapshot too old" when the
     /// checkpoint already holds versions the snapshot must not see.
     fn at(&self, svc: &T, obj_type: ObjType) -> Result<Object, Error> {
@@ -750,6 +775,11 @@ pub struct Store<T> {
     /// At most one entry per key between two GCs.
     #[serde(skip)]
     missed_keys: RefCell<Vec<Key>>,
+    /// A count, not state (skipped by serde and equality): versions the reads replayed or
+    /// scanned since the last [`Store::take_traversed`], the work the simulator's CPU model
+    /// charges for a read below the newest-object cache.
+    #[serde(skip)]
+    traversed: Cell<u64>,
 }
 
 impl<T> Default for Store<T> {
@@ -758,6 +788,7 @@ impl<T> Default for Store<T> {
             keys: HashMap::default(),
             unfolded: Some(HashMap::default()),
             missed_keys: RefCell::default(),
+            traversed: Cell::default(),
         }
     }
 }
@@ -832,6 +863,7 @@ impl<T: SnapshotTs> Store<T> {
             keys,
             unfolded,
             missed_keys,
+            traversed: _,
         } = self;
         let unfolded = unfolded.get_or_insert_with(|| {
             let held = keys.iter().filter(|(_, k)| !k.is_empty());
@@ -865,9 +897,21 @@ impl<T: SnapshotTs> Store<T> {
 
     pub fn read(&self, key: &Key, svc: &T, obj_type: ObjType) -> Result<Object, Error> {
         match self.keys.get(key) {
-            Some(k) => k.at(svc, obj_type),
+            Some(k) => {
+                self.count(k.at_cost(svc, obj_type));
+                k.at(svc, obj_type)
+            }
             None => Ok(Object::new(obj_type)),
         }
+    }
+
+    /// Versions the reads replayed or scanned since the last call (the CPU model's work).
+    pub fn take_traversed(&self) -> u64 {
+        self.traversed.take()
+    }
+
+    fn count(&self, versions: usize) {
+        self.traversed.set(self.traversed.get() + versions as u64);
     }
 
     /// [`Store::read`] for a transaction (a read or a generator), which applies no
@@ -877,6 +921,7 @@ impl<T: SnapshotTs> Store<T> {
             return Ok(Object::new(obj_type));
         };
         let missed = k.missed.get();
+        self.count(k.state_cost(svc, obj_type));
         let state = k.state_at(svc, obj_type);
         if !missed && k.missed.get() {
             // The next GC extends its stable prefix (`unfolded`'s hint skips it otherwise).
@@ -903,7 +948,10 @@ impl<T: SnapshotTs> Store<T> {
         obj_type: ObjType,
     ) -> Result<(Object, T), Error> {
         match self.keys.get(key) {
-            Some(k) => k.at_with_ts(svc, obj_type),
+            Some(k) => {
+                self.count(k.at_cost(svc, obj_type) + k.versions.len());
+                k.at_with_ts(svc, obj_type)
+            }
             None => Ok((Object::new(obj_type), T::default())),
         }
     }
@@ -919,6 +967,7 @@ impl<T: SnapshotTs> Store<T> {
         let Some(k) = self.keys.get(key) else {
             return Ok((Object::new(obj_type), T::default()));
         };
+        self.count(k.versions.len());
         Ok((self.read_state(key, svc, obj_type)?, k.ts_at(svc)))
     }
 
@@ -1235,6 +1284,23 @@ mod tests {
     /// same object) unless the fold gave the checkpoint another type than the cache's: a
     /// key written as a counter and as a set by concurrent txns whose set version folds
     /// first must refuse a counter read, from the cache too.
+    /// A read the newest-object cache answers visits no version; one below it replays
+    /// every version of the key, and the store counts them for the CPU model.
+    #[test]
+    fn reads_below_the_cache_count_the_versions_they_visit() {
+        let mut s: Store<Vc> = Store::default();
+        let key = Key::from("c");
+        for seq in 1..=3 {
+            s.insert(txn(seq), &vc2(seq, 0), &incr(seq, 1));
+        }
+        let read = |s: &Store<Vc>, at: u64| s.read_state(&key, &vc2(at, 0), ObjType::Counter);
+        assert_eq!(read(&s, 3).map(|o| o.value()), Ok(ObjValue::Counter(3)));
+        assert_eq!(s.take_traversed(), 0, "the cache answered");
+        assert_eq!(read(&s, 2).map(|o| o.value()), Ok(ObjValue::Counter(2)));
+        assert_eq!(s.take_traversed(), 3, "a replay scans every version");
+        assert_eq!(s.take_traversed(), 0, "taken");
+    }
+
     #[test]
     fn a_gc_drops_the_cache_when_the_checkpoint_takes_another_type() {
         let mut s: Store<Vc> = Store::default();

@@ -157,9 +157,22 @@ fn sim_features(cfg: &SimConfig, real_txn_per_s: f64) -> Result<(Features, Featu
     ))
 }
 
+/// The calibration workload of `protocol` with the model `model`.
+fn config(protocol: &str, o: &CalibrateOptions, d: &Durations) -> SimConfig {
+    let base = calibrate::config(protocol, o.clients_per_dc, d.sim_ms);
+    SimConfig {
+        cpu: CpuModel {
+            enabled: true,
+            host_nodes: base.cpu.host_nodes,
+            ..o.model.clone()
+        },
+        ..base
+    }
+}
+
 /// One protocol, both worlds.
-fn calibrate_one(protocol: &str, clients_per_dc: u32, d: &Durations) -> Result<Sample, String> {
-    let cfg = calibrate::config(protocol, clients_per_dc, d.sim_ms);
+fn calibrate_one(protocol: &str, o: &CalibrateOptions, d: &Durations) -> Result<Sample, String> {
+    let cfg = config(protocol, o, d);
     let real = real_run(protocol, &cfg, d)?;
     let (features, idle_features) = sim_features(&cfg, real.txn_per_s)?;
     Ok(Sample {
@@ -202,7 +215,7 @@ pub fn summary(samples: &[Sample], m: &CpuModel) -> String {
 }
 
 /// The fitted constants and every protocol's ratio under them.
-fn print_fit(samples: &[Sample]) {
+fn print_fit(samples: &[Sample], base: &CpuModel) {
     let Some(c) = calibrate::fit(samples, calibrate::HELD) else {
         return println!("calibrate fit: none (too few protocols)");
     };
@@ -212,7 +225,7 @@ fn print_fit(samples: &[Sample]) {
         .map(|(n, v)| format!("{n}={v}"))
         .collect();
     println!("calibrate fit {} (byte_ns and op_ns held)", named.join(" "));
-    let fitted = calibrate::with_constants(&CpuModel::default(), c);
+    let fitted = calibrate::with_constants(base, c);
     for s in samples {
         println!("calibrate fitted {}", line(s, &fitted));
     }
@@ -228,17 +241,25 @@ pub struct CalibrateOptions {
     pub fit: bool,
     /// Read the samples from this JSON instead of running (a recorded calibration).
     pub from: Option<String>,
+    /// With `from`: run the simulator's side again, keeping the real figures.
+    pub resimulate: bool,
+    /// The model the simulator runs and the ratios are priced with.
+    pub model: CpuModel,
     pub json: Option<String>,
 }
 
 /// Runs (or reads) the calibration, prints a line per protocol and the summary.
 pub fn run(o: &CalibrateOptions) -> Result<bool, String> {
-    let model = CpuModel::default();
+    let model = o.model.clone();
     let samples = match &o.from {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
             let rec: Recorded = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
-            rec.samples
+            if o.resimulate {
+                resimulate(rec.samples, o)?
+            } else {
+                rec.samples
+            }
         }
         None => run_all(o, &model)?,
     };
@@ -247,7 +268,7 @@ pub fn run(o: &CalibrateOptions) -> Result<bool, String> {
     }
     println!("{}", summary(&samples, &model));
     if o.fit {
-        print_fit(&samples);
+        print_fit(&samples, &model);
     }
     if let Some(path) = &o.json {
         let rec = Recorded { samples };
@@ -266,9 +287,27 @@ fn run_all(o: &CalibrateOptions, model: &CpuModel) -> Result<Vec<Sample>, String
     let mut samples = Vec::new();
     for (i, p) in o.protocols.iter().enumerate() {
         eprintln!("calibrating {p} ({}/{})", i + 1, o.protocols.len());
-        let s = calibrate_one(p, o.clients_per_dc, &d)?;
+        let s = calibrate_one(p, o, &d)?;
         println!("{}", line(&s, model));
         samples.push(s);
     }
     Ok(samples)
+}
+
+/// The recorded samples with the simulator's side run again under `o.model`.
+fn resimulate(samples: Vec<Sample>, o: &CalibrateOptions) -> Result<Vec<Sample>, String> {
+    let d = Durations::new(o.quick);
+    let total = samples.len();
+    let mut out = Vec::with_capacity(total);
+    for (i, s) in samples.into_iter().enumerate() {
+        eprintln!("simulating {} ({}/{total})", s.protocol, i + 1);
+        let cfg = config(&s.protocol, o, &d);
+        let (features, idle_features) = sim_features(&cfg, s.real_txn_per_s)?;
+        out.push(Sample {
+            features,
+            idle_features,
+            ..s
+        });
+    }
+    Ok(out)
 }
