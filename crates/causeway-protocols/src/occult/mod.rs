@@ -19,7 +19,10 @@
 //! its causal timestamp and the shard's shardstamp; the client accepts it if it came from
 //! the master or the shardstamp reaches the client's entry for the shard (Fig. 3 l.13),
 //! else retries locally `read_retries` times after 0, 1, 2, 4 ms and then reads at the
-//! master (§4.3). Accepted reads merge their timestamp into the client's.
+//! master (§4.3). Accepted reads merge their timestamp into the client's. Idle shards
+//! advance by the master's heartbeat floor (`msg::Floor`, decided here): a base from its
+//! clock, with per-shard caps for the shards a prepared txn holds or whose writes are not
+//! yet streamed, so a txn holds back only its own shards (shardstamps are per shard).
 //!
 //! **Compression** (§5): `structural`, `temporal` or `dc-isolate` with `entries`
 //! shardstamps (`cts.rs`).
@@ -120,6 +123,9 @@ crate::mutations! {
         /// A master never sends a state transfer: a slave back after the log dropped what
         /// it lacks stays behind for good (`node/transfer.rs`).
         no_state_transfer = "no-state-transfer",
+        /// A master's floor ignores its per-shard caps: a shard a prepared txn holds, or
+        /// whose write is not yet streamed, reports the node's base floor.
+        floor_without_caps = "floor-without-caps",
     }
     /// Deliberately broken variants the simulator and checker must catch.
     pub const MUTATIONS;

@@ -94,6 +94,55 @@ impl Replicated for ReplWrite {
     }
 }
 
+/// Most per-shard exceptions a floor carries; past it the highest fold into `base`.
+pub const FLOOR_CAPS_MAX: usize = 256;
+
+/// A master node's floor (§5's "periodically advance" shardstamps, decided here): every
+/// write of shard `s` with a shardstamp at or below `get(s)` is applied (at the master)
+/// or streamed. Shardstamps are per shard (§4.2), so a prepared txn or a write not yet
+/// streamed holds back only its own shards (`caps`), never the node's other shards.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Floor {
+    /// The bound for every shard without a cap.
+    pub base: u64,
+    /// (shard, bound below `base`), sorted by shard, at most [`FLOOR_CAPS_MAX`].
+    pub caps: Vec<(u32, u64)>,
+}
+
+impl Floor {
+    /// `base` with `caps` (any order, a shard any number of times: its lowest counts).
+    pub fn new(base: u64, caps: impl IntoIterator<Item = (u32, u64)>) -> Floor {
+        let mut low: std::collections::BTreeMap<u32, u64> = Default::default();
+        for (shard, cap) in caps {
+            if cap < base {
+                let c = low.entry(shard).or_insert(cap);
+                *c = (*c).min(cap);
+            }
+        }
+        let mut caps: Vec<(u32, u64)> = low.into_iter().collect();
+        let mut base = base;
+        if caps.len() > FLOOR_CAPS_MAX {
+            // Fold the highest caps into the base: it falls the least.
+            caps.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let cut = caps.len() - FLOOR_CAPS_MAX;
+            base = caps[..cut].iter().map(|c| c.1).fold(base, u64::min);
+            caps.drain(..cut);
+            caps.sort_unstable();
+        }
+        caps.retain(|c| c.1 < base);
+        assert!(caps.len() <= FLOOR_CAPS_MAX, "a floor's caps stay bounded");
+        Floor { base, caps }
+    }
+
+    /// The bound for `shard`.
+    pub fn get(&self, shard: u32) -> u64 {
+        match self.caps.binary_search_by_key(&shard, |c| c.0) {
+            Ok(i) => self.caps[i].1,
+            Err(_) => self.base,
+        }
+    }
+}
+
 /// The coordinator's commit decision, forwarded to every other participant.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
@@ -184,14 +233,15 @@ pub enum Msg {
         decision: Option<Decision>,
     },
     /// Master-to-slave replication in order (`kit::repl`), with acknowledgements.
-    /// `floor`: every write of the master's shards with a shardstamp at or below it is
-    /// in its stream up to `floor_upto` (heartbeat advancement of idle shards, §5).
+    /// `floor`: every write of the master's shards with a shardstamp at or below its
+    /// bound for the shard is in its stream up to `floor_upto` (heartbeat advancement of
+    /// idle shards, §5).
     Repl {
         restarted: bool,
         acks: Vc,
         /// Shared by every slave that gets the piece, and encoded once (`kit::wire`).
         stream: Option<crate::kit::wire::SharedStream<ReplWrite>>,
-        floor: u64,
+        floor: Floor,
         floor_upto: u64,
     },
     /// A chunk of a state transfer from a master to a slave that lacks writes its log
@@ -281,4 +331,43 @@ pub struct Checkpoint {
     pub log: crate::kit::repl::ReplLog<ReplWrite>,
     pub received: crate::kit::repl::Received,
     pub durable_have: Vec<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_floor_caps_only_its_own_shards() {
+        let f = Floor::new(100, [(7, 40), (3, 90), (7, 60), (9, 150)]);
+        assert_eq!(f.get(7), 40, "a shard's lowest cap");
+        assert_eq!(f.get(3), 90);
+        assert_eq!(f.get(9), 100, "a cap above the base bounds nothing");
+        assert_eq!(f.get(1), 100, "other shards get the base");
+        assert_eq!(f.caps, vec![(3, 90), (7, 40)]);
+    }
+
+    /// Past `FLOOR_CAPS_MAX` the highest caps fold into the base: every shard's bound is
+    /// still at or below each cap given for it, and the lowest caps stay exact.
+    #[test]
+    fn too_many_caps_fold_the_highest_into_the_base() {
+        let n = FLOOR_CAPS_MAX as u32 + 10;
+        let caps: Vec<(u32, u64)> = (0..n).map(|s| (s, 1_000 + u64::from(s))).collect();
+        let f = Floor::new(10_000, caps.clone());
+        assert_eq!(f.caps.len(), FLOOR_CAPS_MAX);
+        for (s, c) in &caps {
+            assert!(
+                f.get(*s) <= *c,
+                "shard {s}: {} above its cap {c}",
+                f.get(*s)
+            );
+        }
+        assert_eq!(f.get(0), 1_000, "the lowest caps stay");
+        assert_eq!(
+            f.base,
+            1_000 + u64::from(FLOOR_CAPS_MAX as u32),
+            "the highest folded"
+        );
+        assert_eq!(f.get(n + 5), f.base);
+    }
 }

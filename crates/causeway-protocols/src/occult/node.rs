@@ -6,7 +6,9 @@ mod checkpoint;
 mod transfer;
 
 use super::cts::{Cts, Layout};
-use super::msg::{Decision, Locked, Msg, ReadItem, Record, Refusal, ReplWrite, Version, Written};
+use super::msg::{
+    Decision, Floor, Locked, Msg, ReadItem, Record, Refusal, ReplWrite, Version, Written,
+};
 use super::{Config, Flavor, Shards, FENCES_MAX, QUEUED_WRITES_MAX};
 use crate::kit::clock::Time;
 use crate::kit::durability::Durability;
@@ -125,8 +127,9 @@ pub struct Node {
     timers: Timers<Timer>,
     clock: Nanos,
     time: Time,
-    /// Per master DC: every write of its shards at or below this is applied here.
-    floors: Vec<u64>,
+    /// Per master DC: every write of a shard at or below the floor's bound for it is
+    /// applied here (the latest floor that holds, `on_repl`).
+    floors: Vec<Floor>,
     /// Shards we master whose last write (its stream number here) is applied but not yet
     /// durable: a read of them waits (`on_read`).
     unsynced: BTreeMap<u32, u64>,
@@ -137,6 +140,8 @@ pub struct Node {
     transfers: transfer::Transfers,
     /// The `no-state-transfer` mutation.
     no_state_transfer: bool,
+    /// The `floor-without-caps` mutation.
+    floor_without_caps: bool,
 }
 
 impl Node {
@@ -176,7 +181,7 @@ impl Node {
             timers: Timers::default(),
             clock: 0,
             time: Time::default(),
-            floors: vec![0; dcs],
+            floors: vec![Floor::default(); dcs],
             unsynced: BTreeMap::new(),
             counters: Counters::default(),
             samples: Vec::new(),
@@ -185,6 +190,9 @@ impl Node {
             no_state_transfer: flavor
                 .mutation(cfg.params.mutation.as_deref())?
                 .no_state_transfer,
+            floor_without_caps: flavor
+                .mutation(cfg.params.mutation.as_deref())?
+                .floor_without_caps,
             cfg,
         };
         for (i, bytes) in records.iter().enumerate() {
@@ -287,37 +295,48 @@ impl Node {
         self.stamps.get(&shard).copied().unwrap_or(0)
     }
 
-    /// The shardstamp a read reports: the last write's, raised to the floor of the shard's
-    /// master (every write at or below it is applied here; at the master itself, below
-    /// every prepared txn's promised shardstamp).
+    /// The shardstamp a read reports (Fig. 4 `read`): the shard's last write's, raised to
+    /// the floor of the shard's master for this shard (every write at or below it is
+    /// applied here; at the master itself, below the shardstamp promised to a prepared
+    /// txn holding this shard).
     fn read_stamp(&self, shard: u32) -> u64 {
         let master = self.shards.master_dc(shard);
         let floor = if master == self.dc {
-            self.own_floor(u64::MAX)
+            let held = self.locks.get(&shard).and_then(|t| self.prepared.get(t));
+            let mut cap = held.map_or(u64::MAX, |p| p.ss_min.saturating_sub(1));
+            if self.floor_without_caps {
+                cap = u64::MAX;
+            }
+            self.time.claimable().min(cap)
         } else {
-            self.floors[usize::from(master.0)]
+            self.floors[usize::from(master.0)].get(shard)
         };
         self.stamp(shard).max(floor)
     }
 
-    /// The highest shardstamp below every write we may still issue or have issued past
-    /// our stream's `upto`: the durable lease and clock, prepared txns' promised
-    /// shardstamps and writes not yet streamed bound it.
-    fn own_floor(&self, upto: u64) -> u64 {
+    /// Per shard, the highest shardstamp below every write we may still issue or have
+    /// issued past our stream's `upto`: the durable lease and clock bound every shard; a
+    /// prepared txn's promised shardstamps bound its shards and a write not yet streamed
+    /// its shard (shardstamps are per shard, §4.2: no other shard waits for them).
+    fn own_floor(&self, upto: u64) -> Floor {
         if upto < self.log.dropped(self.dc) {
             // Writes after `upto` left the log (a slave presumed failed, maybe before
             // they were even durable): their shardstamps are unknown here, so no floor
             // until the slave's stream restarts past them (a state transfer).
-            return 0;
+            return Floor::default();
         }
-        let mut floor = self.time.claimable();
-        for p in self.prepared.values() {
-            floor = floor.min(p.ss_min.saturating_sub(1));
+        let prepared = self.prepared.values().flat_map(|p| {
+            let cap = p.ss_min.saturating_sub(1);
+            p.shards.iter().map(move |s| (*s, cap))
+        });
+        let unstreamed = self
+            .log
+            .entries_after(self.dc, upto)
+            .map(|w| (w.shard, w.dep_ss.saturating_sub(1)));
+        if self.floor_without_caps {
+            return Floor::new(self.time.claimable(), []);
         }
-        for w in self.log.entries_after(self.dc, upto) {
-            floor = floor.min(w.dep_ss.saturating_sub(1));
-        }
-        floor
+        Floor::new(self.time.claimable(), prepared.chain(unstreamed))
     }
 
     fn persist(&mut self, ctx: &mut Ctx<Msg>, record: &Record, then: Vec<(Addr, Msg)>) {
@@ -938,7 +957,7 @@ impl Node {
         restarted: bool,
         acks: Vc,
         stream: Option<crate::kit::wire::SharedStream<ReplWrite>>,
-        floor: (u64, u64),
+        floor: (Floor, u64),
     ) {
         let s = self.cfg.topology.dc_of(from);
         if !self.sibs.heard(s, acks, restarted, self.clock) {
@@ -948,10 +967,12 @@ impl Node {
             self.accept(ctx, piece.into_stream());
         }
         // The floor holds once we have the sender's stream up to where it was computed.
+        // Every floor that held still holds; a newer one replaces the last unless its base
+        // fell (a log cut short, caps folded): then the last stays, as true as ever.
         let (floor, floor_upto) = floor;
-        if self.received.have(s) >= floor_upto {
-            let f = &mut self.floors[usize::from(s.0)];
-            *f = (*f).max(floor);
+        let last = &mut self.floors[usize::from(s.0)];
+        if self.received.have(s) >= floor_upto && floor.base >= last.base {
+            *last = floor;
         }
     }
 
@@ -1000,6 +1021,11 @@ impl Node {
             }
             _ => unreachable!("`handle_message` routes only peer messages here"),
         }
+    }
+
+    /// The shardstamp a read of `key` reports here (tests).
+    pub fn read_stamp_of(&self, key: &Key) -> u64 {
+        self.read_stamp(self.shards.of(key))
     }
 
     /// The stored version of `key` (tests).

@@ -49,6 +49,12 @@ pub const SWEEPS: &[Sweep] = &[
     Sweep::pass(concat!(skewed!(), "compression=structural --set entries=3")),
     Sweep::caught("--dcs 2 --mutation no-read-check --seeds 1..50 --faults all"),
     Sweep::caught("--dcs 2 --mutation skip-overwrite-validation --seeds 1..50 --faults all"),
+    // Per-shard floors: a prepared txn's shards (and unstreamed writes') must stay below
+    // their promised shardstamps, or a reader of the txn sees its other writes missing.
+    Sweep::caught(concat!(
+        skewed!(),
+        "compression=dc-isolate --mutation floor-without-caps"
+    )),
 ];
 
 /// The same store without causal metadata: it converges, and is caught against TCC.

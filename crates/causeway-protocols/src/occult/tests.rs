@@ -179,6 +179,46 @@ fn locks_conflict_and_termination_frees_them() {
     net.check_invariants().unwrap();
 }
 
+/// Shardstamps are per shard (§4.2): a txn prepared on one shard holds back the floor of
+/// that shard only, at its master and at the slave; the node's other shards advance.
+#[test]
+fn a_prepared_txn_holds_back_only_its_own_shards() {
+    let mut net = net(None);
+    let (x, y, z) = (key_in(0, 0), key_in(1, 0), key_in(0, 1));
+    let shards = Shards::new(&topo(), Config::default().shards);
+    assert_ne!(shards.of(&x), shards.of(&z), "two shards of node 0");
+    net.run(20);
+    net.hold = hold_commits;
+    let begin = Request::Begin {
+        kind: causeway_core::TxnKind::Causal,
+        label: None,
+    };
+    net.request(1, begin);
+    net.request(1, set(&x, "one"));
+    net.request(1, set(&y, "one"));
+    net.session_call(1, |s, ctx| {
+        causeway_core::ClientSession::submit(s, ctx, Request::Commit)
+    });
+    net.deliver_all(); // both shards locked, the COMMIT held
+    let prepared_at = net.clock;
+    net.run(50); // heartbeats carry DC 0's floor to DC 1
+    for n in 0..2 {
+        let (held, free) = (
+            net.nodes[n].read_stamp_of(&x),
+            net.nodes[n].read_stamp_of(&z),
+        );
+        assert!(
+            held <= prepared_at,
+            "node {n}: the held shard stays below its promise"
+        );
+        assert!(
+            free > prepared_at + 30 * MS,
+            "node {n}: another shard advances ({free} vs {prepared_at})"
+        );
+    }
+    net.check_invariants().unwrap();
+}
+
 /// A node rebuilt from its records holds the same versions and serves the same reads.
 #[test]
 fn a_node_recovers_its_store_from_the_records() {
