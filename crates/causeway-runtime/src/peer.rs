@@ -31,7 +31,8 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// sibling (`kit::wire`), Cure's in a compact form (`cure/wire.rs`). 9: a coordinator's
 /// read of its partitions (Cure's `ReadKeys`, PaRiS's `ReadSlice`) and their replies are
 /// named by txn and request (`kit::txn::ReadId`), not by a counter a restart reset.
-pub const PEER_WIRE_VERSION: u32 = 9;
+/// 10: Occult's replication heartbeat carries a floor per shard (`occult::msg::Floor`).
+pub const PEER_WIRE_VERSION: u32 = 10;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {
