@@ -551,7 +551,11 @@ impl<F: SessionFactory> Conn<F> {
             Some(b"STRONG") => TxnKind::Strong,
             Some(_) => return Reply::err("syntax error: TX.BEGIN [STRONG|CAUSAL]"),
         };
-        match self.session().call(Request::Begin { kind, label: None }).await {
+        match self
+            .session()
+            .call(Request::Begin { kind, label: None })
+            .await
+        {
             Response::Begun { .. } => {
                 self.mode = Mode::Interactive;
                 Reply::Ok

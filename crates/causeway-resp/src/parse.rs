@@ -346,10 +346,7 @@ fn parse_multibulk(
 }
 
 /// More bytes are needed; refuses to wait when the command is already too big.
-fn incomplete(
-    buf: &BytesMut,
-    limits: &ParseLimits,
-) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+fn incomplete(buf: &BytesMut, limits: &ParseLimits) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     if buf.len() > limits.command_bytes_max {
         return err(too_big(limits));
     }
@@ -484,7 +481,11 @@ mod tests {
             e.0.contains("an argument before AUTH is at most 4096 bytes (4 KiB)"),
             "refused at its declared length, before its bytes: {e}"
         );
-        assert_eq!(parse_all(head), Ok(vec![]), "after AUTH it waits for the value");
+        assert_eq!(
+            parse_all(head),
+            Ok(vec![]),
+            "after AUTH it waits for the value"
+        );
         let k = "k".repeat(3000);
         let two = format!("*3\r\n$3\r\nSET\r\n$3000\r\n{k}\r\n$3000\r\n");
         let e = pre(two.as_bytes()).unwrap_err();

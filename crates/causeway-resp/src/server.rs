@@ -20,8 +20,7 @@ use crate::limits::{
     AUTH_TIMEOUT_MS, CONNECTIONS_MAX, CONN_BUFFER_BYTES, ERROR_DRAIN_BYTES_MAX, ERROR_DRAIN_MS,
     IDLE_TIMEOUT_MS, KEEPALIVE_IDLE_MS, KEEPALIVE_INTERVAL_MS, KEEPALIVE_RETRIES,
     PIPELINE_DEPTH_MAX, PIPELINE_TXN_COMMANDS_MAX, PREAUTH_BUFFER_BYTES, PREAUTH_BYTES_MAX,
-    PREAUTH_DRAIN_BUFFER_BYTES, REPLY_BUFFER_MAX, SHUTDOWN_GRACE_MS,
-    UNAUTHENTICATED_MAX,
+    PREAUTH_DRAIN_BUFFER_BYTES, REPLY_BUFFER_MAX, SHUTDOWN_GRACE_MS, UNAUTHENTICATED_MAX,
 };
 use crate::parse::{bytes_text, parse_command_within, ParseLimits, ProtocolError};
 use crate::reply::Reply;
@@ -107,9 +106,15 @@ pub async fn serve<F: SessionFactory>(
         config.connections_max > 0 && config.unauthenticated_max > 0,
         "connections_max and unauthenticated_max must be positive"
     );
-    assert!(config.auth_timeout_ms > 0, "auth_timeout_ms must be positive");
     assert!(
-        config.password.as_ref().is_none_or(|p| p.len() <= PASSWORD_LEN_MAX),
+        config.auth_timeout_ms > 0,
+        "auth_timeout_ms must be positive"
+    );
+    assert!(
+        config
+            .password
+            .as_ref()
+            .is_none_or(|p| p.len() <= PASSWORD_LEN_MAX),
         "a password is at most {PASSWORD_LEN_MAX} bytes, so AUTH fits the pre-auth budget"
     );
     let unauthenticated = Arc::new(AtomicUsize::new(0));
@@ -636,6 +641,110 @@ mod tests {
         assert_eq!(
             exchange(&mut first, b"*2\r\n$4\r\nECHO\r\n$1\r\nx\r\n", 7).await,
             "$1\r\nx\r\n"
+        );
+        server.abort();
+    }
+
+    /// A factory counting the sessions it opened.
+    struct Counted(crate::memory::MemoryFactory, Arc<AtomicUsize>);
+
+    impl SessionFactory for Counted {
+        type Handle = crate::memory::MemorySession;
+        fn open(&self) -> Self::Handle {
+            self.1.fetch_add(1, Ordering::Relaxed);
+            self.0.open()
+        }
+        fn info(&self) -> crate::session::ServerInfo {
+            self.0.info()
+        }
+    }
+
+    const AUTH: &[u8] = b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n";
+
+    #[tokio::test]
+    async fn a_session_is_opened_only_once_a_connection_authenticates() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let opened = Arc::new(AtomicUsize::new(0));
+        let factory = Counted(
+            MemoryCluster::new(MemoryOptions::default()).factory(0),
+            opened.clone(),
+        );
+        let config = RespConfig {
+            password: Some("pw".into()),
+            ..RespConfig::default()
+        };
+        let server = tokio::spawn(serve(listener, factory, config));
+        let mut conn = TcpStream::connect(addr).await.expect("connect");
+        let wrong = b"*2\r\n$4\r\nAUTH\r\n$2\r\nno\r\n*1\r\n$4\r\nPING\r\n";
+        let answer = exchange(&mut conn, wrong, 60).await;
+        assert!(
+            answer.starts_with("-WRONGPASS") && answer.contains("-NOAUTH"),
+            "{answer}"
+        );
+        assert_eq!(opened.load(Ordering::Relaxed), 0, "no session before AUTH");
+        assert_eq!(exchange(&mut conn, AUTH, 5).await, "+OK\r\n");
+        assert_eq!(opened.load(Ordering::Relaxed), 1, "one session after AUTH");
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn unauthenticated_connections_are_capped_and_must_authenticate_in_time() {
+        let config = RespConfig {
+            password: Some("pw".into()),
+            unauthenticated_max: 2,
+            auth_timeout_ms: 400,
+            ..RespConfig::default()
+        };
+        let (addr, server) = start(config).await;
+        let mut first = TcpStream::connect(addr).await.expect("connect");
+        let _second = TcpStream::connect(addr).await.expect("connect");
+        assert_eq!(
+            exchange(&mut first, b"*1\r\n$4\r\nPING\r\n", 34).await,
+            "-NOAUTH Authentication required.\r\n"
+        );
+        let mut third = TcpStream::connect(addr).await.expect("connect");
+        let refused = exchange(&mut third, b"", 200).await;
+        assert!(
+            refused.starts_with("-ERR too many unauthenticated connections (limit 2)"),
+            "{refused}"
+        );
+        assert_eq!(exchange(&mut first, AUTH, 5).await, "+OK\r\n");
+        let mut fourth = TcpStream::connect(addr).await.expect("connect");
+        assert_eq!(
+            exchange(&mut fourth, AUTH, 5).await,
+            "+OK\r\n",
+            "a slot freed"
+        );
+        let mut late = TcpStream::connect(addr).await.expect("connect");
+        let timed_out = exchange(&mut late, b"", 200).await;
+        assert!(
+            timed_out.starts_with("-ERR authentication timeout") && timed_out.contains("400 ms"),
+            "{timed_out}"
+        );
+        let ping = b"*1\r\n$4\r\nPING\r\n";
+        assert_eq!(
+            exchange(&mut first, ping, 7).await,
+            "+PONG\r\n",
+            "no deadline after AUTH"
+        );
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn before_auth_a_connection_may_send_a_few_kib_in_all() {
+        let config = RespConfig {
+            password: Some("pw".into()),
+            ..RespConfig::default()
+        };
+        let (addr, server) = start(config).await;
+        let mut conn = TcpStream::connect(addr).await.expect("connect");
+        let pings = b"*1\r\n$4\r\nPING\r\n".repeat(1000);
+        let answer = exchange(&mut conn, &pings, 1 << 20).await;
+        assert!(
+            answer.contains("sent without authenticating: a connection may send at most 8192 bytes (8 KiB) before AUTH"),
+            "{}",
+            &answer[answer.len().saturating_sub(300)..]
         );
         server.abort();
     }
