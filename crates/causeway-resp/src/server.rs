@@ -204,6 +204,11 @@ async fn run_connection<F: SessionFactory>(
     let Some(tls) = config.tls.clone() else {
         return run_session(stream, shared.clone(), id, config, (open, pending)).await;
     };
+    if over_limits(&config, open, pending.as_ref()).is_some() {
+        // Over a limit under TLS: closed before the handshake, which would cost more than
+        // the refusal is worth.
+        return;
+    }
     let limit = Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     if let Ok(Ok(stream)) = tokio::time::timeout(limit, acceptor.accept(stream)).await {

@@ -298,7 +298,7 @@ pub async fn serve_clients(listener: TcpListener, gateway: Gateway, port: Client
                 stream.set_nodelay(true).map_err(|e| e.to_string())?;
                 crate::transport::keepalive(&stream).map_err(|e| e.to_string())?;
                 if let Some(reason) = full {
-                    return refuse_at_once(stream, reason).await;
+                    return refuse_at_once(stream, reason, port.tls.is_some()).await;
                 }
                 client_connection(stream, &gateway, &port, pending).await
             };
@@ -311,9 +311,18 @@ pub async fn serve_clients(listener: TcpListener, gateway: Gateway, port: Client
 
 /// Refuses a connection before reading anything from it: a `Refused` frame with
 /// `reason`, what the client sent in the next moment read and dropped (closing with it
-/// unread resets the connection, and the client may lose the answer), then close.
-async fn refuse_at_once(mut stream: tokio::net::TcpStream, reason: String) -> Result<(), String> {
+/// unread resets the connection, and the client may lose the answer), then close. On a
+/// TLS port (`tls`) it only closes: a refusal costs no handshake, and a plaintext frame
+/// would reach a TLS client as a garbled handshake anyway.
+async fn refuse_at_once(
+    mut stream: tokio::net::TcpStream,
+    reason: String,
+    tls: bool,
+) -> Result<(), String> {
     crate::throttled!(warn, REFUSED_CLIENTS, "refused a client: {reason}");
+    if tls {
+        return Err(format!("refused at once: {reason}"));
+    }
     let frame = wire::encode(&ServerFrame::Refused { reason }).map_err(|e| e.to_string())?;
     let mut bytes = (frame.len() as u32).to_be_bytes().to_vec();
     bytes.extend(frame);

@@ -576,6 +576,10 @@ impl Inbound {
         let max = self.port.unauthenticated_max;
         let reason = format!("too many unauthenticated peer connections (limit {max})");
         crate::throttled!(error, REFUSED_PEERS, %addr, "refused a peer connection: {reason}");
+        // Under TLS only closed: the refusal costs no handshake.
+        if self.me.tls.is_some() {
+            return;
+        }
         if let Ok(frame) = peer::encode(&PeerFrame::Refused { reason }) {
             let mut sink = FramedWrite::new(stream, peer::codec());
             let _ = sink.send(frame).await;
