@@ -25,6 +25,15 @@ pub const FRAME_LEN_MAX: usize = 16 << 20;
 /// aborted 36% of its txns "snapshot too old" at 256 clients/DC, and none at 4096.
 pub const VERSIONS_PER_KEY_MAX: usize = 4096;
 
+/// Longest client password (RESP `AUTH`, the native client's Hello), in bytes: a
+/// connection must be able to authenticate within its small pre-authentication budget
+/// (the front ends allow a few KiB before authentication).
+pub const PASSWORD_LEN_MAX: usize = 512;
+/// Largest frame (native client or peer) a connection may send before it has
+/// authenticated, in bytes: a Hello, a proof. Frame readers never reserve room for a
+/// larger declared length until the connection has authenticated.
+pub const PREAUTH_FRAME_LEN_MAX: usize = 4 << 10;
+
 /// Longest transaction type label (`Request::Begin::label`), in bytes.
 pub const TXN_LABEL_MAX: usize = 64;
 

@@ -69,7 +69,7 @@ fn authenticate<F: SessionFactory>(
         None => true,
     };
     if user_ok && pass_ok {
-        conn.authed = true;
+        conn.authenticated();
         Ok(())
     } else {
         Err(Reply::Error(
@@ -119,7 +119,7 @@ fn hello<F: SessionFactory>(conn: &mut Conn<F>, args: &[Bytes]) -> Reply {
             }
         }
     }
-    if !conn.authed {
+    if !conn.is_authed() {
         return Reply::Error(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
              HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \

@@ -2,7 +2,9 @@
 //! ([`Conn::execute`]) and answers each with a [`Reply`] (and whether to close).
 //!
 //! A connection owns one Causeway session, so its causal past travels with it from
-//! transaction to transaction. It is in one of three modes:
+//! transaction to transaction. The session is opened when the connection authenticates
+//! (at once when the endpoint has no password): a client that never authenticates costs
+//! the node no session id and no session state. It is in one of three modes:
 //! - idle: each data command runs as its own causal transaction (begun, run, committed);
 //! - `MULTI`: data commands are checked and queued, `EXEC` runs them as one atomic
 //!   causal transaction (a command that fails at queue time discards the whole `EXEC`, as
@@ -80,10 +82,11 @@ impl From<Reply> for Outcome {
 /// One client connection: its session and its protocol state.
 pub struct Conn<F: SessionFactory> {
     shared: Arc<Shared<F>>,
-    handle: F::Handle,
+    /// The session: `Some` exactly when the connection is authenticated.
+    handle: Option<F::Handle>,
     pub(crate) id: u64,
     pub(crate) proto: Proto,
-    pub(crate) authed: bool,
+    authed: bool,
     pub(crate) name: Option<Bytes>,
     mode: Mode,
 }
@@ -145,19 +148,43 @@ pub fn arity_error(name: &str) -> Reply {
 }
 
 impl<F: SessionFactory> Conn<F> {
-    /// A new connection with a fresh session, speaking RESP2 until `HELLO 3`.
+    /// A new connection speaking RESP2 until `HELLO 3`: with a fresh session when the
+    /// endpoint has no password, else unauthenticated and without one until `AUTH`.
     pub fn new(shared: Arc<Shared<F>>, id: u64) -> Conn<F> {
-        let handle = shared.factory.open();
-        let authed = shared.password.is_none();
-        Conn {
+        let mut conn = Conn {
             shared,
-            handle,
+            handle: None,
             id,
             proto: Proto::Resp2,
-            authed,
+            authed: false,
             name: None,
             mode: Mode::Idle,
+        };
+        if conn.shared.password.is_none() {
+            conn.authenticated();
         }
+        conn
+    }
+
+    /// Whether the connection has authenticated (always, without a password).
+    pub fn is_authed(&self) -> bool {
+        self.authed
+    }
+
+    /// Marks the connection authenticated and opens its session (once).
+    pub(crate) fn authenticated(&mut self) {
+        if self.handle.is_none() {
+            self.handle = Some(self.shared.factory.open());
+        }
+        self.authed = true;
+    }
+
+    /// The connection's session; only commands of an authenticated connection reach it.
+    fn session(&mut self) -> &mut F::Handle {
+        assert!(self.authed, "a session is used only after authentication");
+        self.handle
+            .as_mut()
+            .expect("an authenticated connection has a session")
     }
 
     /// The protocol the connection's replies are encoded in.
@@ -237,7 +264,7 @@ impl<F: SessionFactory> Conn<F> {
     async fn standalone(&mut self, cmd: DataCmd) -> Reply {
         let mut attempt = 0;
         loop {
-            let mut tx = Tx::begin(&mut self.handle, Scope::Command);
+            let mut tx = Tx::begin(self.session(), Scope::Command);
             let result = match cmd.run_borrowed(&mut tx).await {
                 Ok(reply) => tx.commit().await.map(|()| reply),
                 Err(e) => Err(e),
@@ -341,7 +368,7 @@ impl<F: SessionFactory> Conn<F> {
             });
             index.push(i);
         }
-        let mut tx = Tx::begin(&mut self.handle, Scope::Command);
+        let mut tx = Tx::begin(self.session(), Scope::Command);
         let values = match tx.read_then(keys, Vec::new(), true).await {
             Ok(values) => values,
             Err(_) => {
@@ -368,7 +395,7 @@ impl<F: SessionFactory> Conn<F> {
     /// A group whose writes do not depend on its reads: its read, writes and commit in
     /// one batch, the replies worked out from what it read ([`crate::plan`]).
     async fn planned_together(&mut self, cmds: &[DataCmd], plan: plan::Plan) -> GroupEnd {
-        let mut tx = Tx::begin(&mut self.handle, Scope::Command);
+        let mut tx = Tx::begin(self.session(), Scope::Command);
         match tx.read_and_commit(plan.keys, plan.updates).await {
             Ok(values) => GroupEnd::Done(plan::replies(cmds, values)),
             Err(e) => {
@@ -380,7 +407,7 @@ impl<F: SessionFactory> Conn<F> {
 
     /// Pipelined commands of any kind in one transaction, committed after the last.
     async fn group_together(&mut self, cmds: &[DataCmd]) -> GroupEnd {
-        let mut tx = Tx::begin(&mut self.handle, Scope::Group);
+        let mut tx = Tx::begin(self.session(), Scope::Group);
         let mut replies = Vec::with_capacity(cmds.len());
         for cmd in cmds {
             match cmd.run_borrowed(&mut tx).await {
@@ -404,7 +431,7 @@ impl<F: SessionFactory> Conn<F> {
     /// Runs a command inside the interactive transaction; leaves interactive mode if the
     /// session ended the transaction.
     async fn in_open_txn(&mut self, cmd: DataCmd) -> Reply {
-        let mut tx = Tx::join(&mut self.handle);
+        let mut tx = Tx::join(self.session());
         let result = match cmd.run(&mut tx).await {
             Ok(reply) => tx.flush().await.map(|()| reply),
             Err(e) => Err(e),
@@ -470,7 +497,7 @@ impl<F: SessionFactory> Conn<F> {
                 return reply;
             }
         }
-        let mut tx = Tx::begin(&mut self.handle, Scope::Group);
+        let mut tx = Tx::begin(self.session(), Scope::Group);
         let mut replies = Vec::with_capacity(queue.len());
         for cmd in queue {
             match cmd.run(&mut tx).await {
@@ -496,7 +523,7 @@ impl<F: SessionFactory> Conn<F> {
     /// would overflow): nothing took effect, and `EXEC` runs the commands one by one in
     /// one transaction, answering each one's error in its place.
     async fn exec_planned(&mut self, queue: &[DataCmd], plan: plan::Plan) -> Option<Reply> {
-        let mut tx = Tx::begin(&mut self.handle, Scope::Command);
+        let mut tx = Tx::begin(self.session(), Scope::Command);
         match tx.read_and_commit(plan.keys, plan.updates).await {
             Ok(values) => Some(Reply::Array(plan::replies(queue, values))),
             Err(e) => {
@@ -524,7 +551,11 @@ impl<F: SessionFactory> Conn<F> {
             Some(b"STRONG") => TxnKind::Strong,
             Some(_) => return Reply::err("syntax error: TX.BEGIN [STRONG|CAUSAL]"),
         };
-        match self.handle.call(Request::Begin { kind, label: None }).await {
+        match self
+            .session()
+            .call(Request::Begin { kind, label: None })
+            .await
+        {
             Response::Begun { .. } => {
                 self.mode = Mode::Interactive;
                 Reply::Ok
@@ -537,7 +568,7 @@ impl<F: SessionFactory> Conn<F> {
     async fn tx_end(&mut self, req: Request) -> Reply {
         assert!(matches!(self.mode, Mode::Interactive));
         let commit = matches!(req, Request::Commit);
-        let resp = self.handle.call(req).await;
+        let resp = self.session().call(req).await;
         self.mode = Mode::Idle;
         match resp {
             Response::Committed if commit => Reply::Ok,
@@ -564,7 +595,7 @@ impl<F: SessionFactory> Conn<F> {
                 }
             },
         };
-        match self.handle.call(req).await {
+        match self.session().call(req).await {
             Response::Token(token) => Reply::text(hex_encode(&token)),
             Response::Attached | Response::BarrierDone => Reply::Ok,
             other => unexpected(other, spec.name),

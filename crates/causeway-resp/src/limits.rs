@@ -31,6 +31,26 @@ pub const RANDOM_MEMBERS_MAX: usize = 1 << 16;
 pub const MULTI_QUEUE_MAX: usize = 1024;
 /// Most open client connections per RESP endpoint.
 pub const CONNECTIONS_MAX: usize = 10_000;
+/// Largest command (and argument, and inline line) of a connection that has not
+/// authenticated yet, in bytes: room for `HELLO 3 AUTH default <password> SETNAME
+/// <name>` with the longest password and name, and no more (issue 75: 300 connections
+/// streaming a 2 MB `SET` before `AUTH` pinned 663 MiB).
+pub const PREAUTH_COMMAND_BYTES_MAX: usize = 4 << 10;
+/// Most bytes a connection may send in all before it authenticates; past them it is told
+/// so and closed (it can only have been answered `NOAUTH`).
+pub const PREAUTH_BYTES_MAX: usize = 8 << 10;
+/// Capacity of an unauthenticated connection's input buffer, in bytes.
+pub const PREAUTH_BUFFER_BYTES: usize = 1 << 10;
+/// Most connections of one RESP endpoint that have not authenticated yet (default of
+/// `RespConfig::unauthenticated_max`); one more is told so and closed.
+pub const UNAUTHENTICATED_MAX: usize = 1024;
+/// How long a connection may take to authenticate, in milliseconds (default of
+/// `RespConfig::auth_timeout_ms`); then it is told so and closed.
+pub const AUTH_TIMEOUT_MS: u64 = 10_000;
+/// How long an authenticated connection may stay idle (no command) before it is closed,
+/// in milliseconds (default of `RespConfig::idle_timeout_ms`): a client that vanished
+/// without a FIN or RST stops holding its session after this long.
+pub const IDLE_TIMEOUT_MS: u64 = 300_000;
 /// Longest client name (`CLIENT SETNAME`), in bytes.
 pub const CLIENT_NAME_LEN_MAX: usize = 256;
 /// How many times a standalone command that aborted (nothing of it took effect) runs
@@ -47,6 +67,8 @@ pub const SHUTDOWN_GRACE_MS: u64 = 2_000;
 /// client sees the error rather than a reset.
 pub const ERROR_DRAIN_MS: u64 = 2_000;
 pub const ERROR_DRAIN_BYTES_MAX: usize = 64 << 20;
+/// Bytes read at a time while draining the input of an unauthenticated connection.
+pub const PREAUTH_DRAIN_BUFFER_BYTES: usize = 1 << 10;
 /// Initial capacity of a connection's input and output buffers, in bytes.
 pub const CONN_BUFFER_BYTES: usize = 16 << 10;
 /// TCP keepalive of a RESP connection: first probe after this much silence, in

@@ -19,9 +19,12 @@
 //! length), so a large value arriving in pieces costs one scan per read, not per byte.
 //! Every length is checked against the limits in [`crate::limits`] before any byte of
 //! the payload is awaited, so a client cannot make the server buffer without bound; each
-//! refusal names the limit it hit.
+//! refusal names the limit it hit. Before a connection authenticates it parses under
+//! [`ParseLimits::PREAUTH`] (a few KiB per command), after under [`ParseLimits::FULL`].
 
-use crate::limits::{ARGS_MAX, BULK_LEN_MAX, COMMAND_BYTES_MAX, INLINE_LEN_MAX};
+use crate::limits::{
+    ARGS_MAX, BULK_LEN_MAX, COMMAND_BYTES_MAX, INLINE_LEN_MAX, PREAUTH_COMMAND_BYTES_MAX,
+};
 use bytes::{Bytes, BytesMut};
 use std::fmt;
 
@@ -64,18 +67,60 @@ pub fn bytes_text(n: usize) -> String {
     }
 }
 
-/// Takes the next command off the front of `buf`: `Ok(Some(args))` with at least one
-/// argument, `Ok(None)` when more bytes are needed, `Err` on malformed input. Empty
-/// commands (`*0`, `*-1`, a blank inline line) are consumed and skipped.
+/// The bounds one command is parsed under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParseLimits {
+    /// Largest single argument, in bytes.
+    pub bulk_len_max: usize,
+    /// Largest whole command on the wire, in bytes.
+    pub command_bytes_max: usize,
+    /// Longest inline command, its end of line included, in bytes.
+    pub inline_len_max: usize,
+    /// What a refusal adds after "is at most" to say which limits these are.
+    pub when: &'static str,
+}
+
+impl ParseLimits {
+    /// An authenticated connection's limits.
+    pub const FULL: ParseLimits = ParseLimits {
+        bulk_len_max: BULK_LEN_MAX,
+        command_bytes_max: COMMAND_BYTES_MAX,
+        inline_len_max: INLINE_LEN_MAX,
+        when: "",
+    };
+    /// A connection's limits before it authenticates: room for `AUTH` or `HELLO ... AUTH
+    /// ... SETNAME ...`, and nothing a client that never authenticates could use to make
+    /// the server hold memory.
+    pub const PREAUTH: ParseLimits = ParseLimits {
+        bulk_len_max: PREAUTH_COMMAND_BYTES_MAX,
+        command_bytes_max: PREAUTH_COMMAND_BYTES_MAX,
+        inline_len_max: PREAUTH_COMMAND_BYTES_MAX,
+        when: " before AUTH",
+    };
+}
+
+/// Takes the next command off the front of `buf` under the full limits
+/// ([`parse_command_within`]).
 pub fn parse_command(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    parse_command_within(buf, &ParseLimits::FULL)
+}
+
+/// Takes the next command off the front of `buf`: `Ok(Some(args))` with at least one
+/// argument, `Ok(None)` when more bytes are needed, `Err` on malformed input or input
+/// beyond `limits`. Empty commands (`*0`, `*-1`, a blank inline line) are consumed and
+/// skipped.
+pub fn parse_command_within(
+    buf: &mut BytesMut,
+    limits: &ParseLimits,
+) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     loop {
         let Some(&first) = buf.first() else {
             return Ok(None);
         };
         let parsed = if first == b'*' {
-            parse_multibulk(buf)?
+            parse_multibulk(buf, limits)?
         } else {
-            parse_inline(buf)?
+            parse_inline(buf, limits)?
         };
         match parsed {
             Some(args) if args.is_empty() => continue,
@@ -100,14 +145,19 @@ fn refuse_foreign(buf: &[u8]) -> Result<(), ProtocolError> {
 
 /// An inline command: one line, ended by `\n` (a `\r` before it is dropped), split into
 /// words ([`inline_arg`]).
-fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+fn parse_inline(
+    buf: &mut BytesMut,
+    limits: &ParseLimits,
+) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     refuse_foreign(buf)?;
-    let Some(nl) = buf.iter().take(INLINE_LEN_MAX).position(|&b| b == b'\n') else {
-        if buf.len() >= INLINE_LEN_MAX {
+    let line_max = limits.inline_len_max;
+    let Some(nl) = buf.iter().take(line_max).position(|&b| b == b'\n') else {
+        if buf.len() >= line_max {
             return err(format!(
-                "too big inline request: a line is at most {}; send longer commands as \
+                "too big inline request: a line{} is at most {}; send longer commands as \
                  RESP arrays of bulk strings",
-                bytes_text(INLINE_LEN_MAX)
+                limits.when,
+                bytes_text(line_max)
             ));
         }
         return Ok(None);
@@ -240,7 +290,10 @@ pub fn parse_i64(digits: &[u8]) -> Option<i64> {
 }
 
 /// A `*N\r\n($len\r\npayload\r\n)*N` command.
-fn parse_multibulk(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+fn parse_multibulk(
+    buf: &mut BytesMut,
+    limits: &ParseLimits,
+) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     let Some((count, mut pos)) = read_len(buf, 1, "multibulk")? else {
         return Ok(None);
     };
@@ -256,28 +309,29 @@ fn parse_multibulk(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolErr
     let mut spans = Vec::with_capacity(count as usize);
     for _ in 0..count {
         match buf.get(pos) {
-            None => return incomplete(buf),
+            None => return incomplete(buf, limits),
             Some(b'$') => {}
             Some(&other) => return err(format!("expected '$', got '{}'", other as char)),
         }
         let Some((len, start)) = read_len(buf, pos + 1, "bulk")? else {
-            return incomplete(buf);
+            return incomplete(buf, limits);
         };
         if len < 0 {
             return err("invalid bulk length");
         }
-        if len as u64 > BULK_LEN_MAX as u64 {
+        if len as u64 > limits.bulk_len_max as u64 {
             return err(format!(
-                "invalid bulk length {len}: an argument is at most {}",
-                bytes_text(BULK_LEN_MAX)
+                "invalid bulk length {len}: an argument{} is at most {}",
+                limits.when,
+                bytes_text(limits.bulk_len_max)
             ));
         }
         let end = start + len as usize;
-        if end > COMMAND_BYTES_MAX {
-            return err(too_big());
+        if end > limits.command_bytes_max {
+            return err(too_big(limits));
         }
         if buf.len() < end + 2 {
-            return incomplete(buf);
+            return incomplete(buf, limits);
         }
         if &buf[end..end + 2] != b"\r\n" {
             return err("bulk string not terminated by CRLF");
@@ -292,17 +346,18 @@ fn parse_multibulk(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolErr
 }
 
 /// More bytes are needed; refuses to wait when the command is already too big.
-fn incomplete(buf: &BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-    if buf.len() > COMMAND_BYTES_MAX {
-        return err(too_big());
+fn incomplete(buf: &BytesMut, limits: &ParseLimits) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    if buf.len() > limits.command_bytes_max {
+        return err(too_big(limits));
     }
     Ok(None)
 }
 
-fn too_big() -> String {
+fn too_big(limits: &ParseLimits) -> String {
     format!(
-        "command too big: a command is at most {}",
-        bytes_text(COMMAND_BYTES_MAX)
+        "command too big: a command{} is at most {}",
+        limits.when,
+        bytes_text(limits.command_bytes_max)
     )
 }
 
@@ -410,6 +465,33 @@ mod tests {
             "the limit is named: {e}"
         );
         assert!(parse_all(b"*99999999999999999999999999999999999999\r\n").is_err());
+    }
+
+    #[test]
+    fn before_auth_a_command_is_bounded_to_a_few_kib() {
+        let pre = |input: &[u8]| {
+            let mut buf = BytesMut::from(input);
+            parse_command_within(&mut buf, &ParseLimits::PREAUTH)
+        };
+        let auth = b"*2\r\n$4\r\nAUTH\r\n$6\r\nsecret\r\n";
+        assert_eq!(pre(auth).unwrap().unwrap().len(), 2, "AUTH fits");
+        let head = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000000\r\nxxxx";
+        let e = pre(head).unwrap_err();
+        assert!(
+            e.0.contains("an argument before AUTH is at most 4096 bytes (4 KiB)"),
+            "refused at its declared length, before its bytes: {e}"
+        );
+        assert_eq!(
+            parse_all(head),
+            Ok(vec![]),
+            "after AUTH it waits for the value"
+        );
+        let k = "k".repeat(3000);
+        let two = format!("*3\r\n$3\r\nSET\r\n$3000\r\n{k}\r\n$3000\r\n");
+        let e = pre(two.as_bytes()).unwrap_err();
+        assert!(e.0.contains("a command before AUTH is at most"), "{e}");
+        let e = pre(&vec![b'a'; PREAUTH_COMMAND_BYTES_MAX]).unwrap_err();
+        assert!(e.0.contains("a line before AUTH is at most"), "{e}");
     }
 
     #[test]

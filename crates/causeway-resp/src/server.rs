@@ -7,18 +7,26 @@
 //! input is answered with `-ERR Protocol error: ...` and the connection closes, once what the
 //! client still sends is read (bounded: [`drain_input`]); the endpoint and the other
 //! connections go on.
+//!
+//! With a password, a connection that has not authenticated yet costs almost nothing
+//! (issue 75): it has no session, a 1 KiB input buffer, commands of at most
+//! [`crate::limits::PREAUTH_COMMAND_BYTES_MAX`] and [`PREAUTH_BYTES_MAX`] in all, and
+//! `RespConfig::auth_timeout_ms` to authenticate; at most `RespConfig::unauthenticated_max`
+//! such connections are open at once. Past any of these it is told so and closed.
 
 use crate::conn::{Conn, Shared};
 use crate::data::DataCmd;
 use crate::limits::{
-    CONNECTIONS_MAX, CONN_BUFFER_BYTES, ERROR_DRAIN_BYTES_MAX, ERROR_DRAIN_MS, KEEPALIVE_IDLE_MS,
-    KEEPALIVE_INTERVAL_MS, KEEPALIVE_RETRIES, PIPELINE_DEPTH_MAX, PIPELINE_TXN_COMMANDS_MAX,
-    REPLY_BUFFER_MAX, SHUTDOWN_GRACE_MS,
+    AUTH_TIMEOUT_MS, CONNECTIONS_MAX, CONN_BUFFER_BYTES, ERROR_DRAIN_BYTES_MAX, ERROR_DRAIN_MS,
+    IDLE_TIMEOUT_MS, KEEPALIVE_IDLE_MS, KEEPALIVE_INTERVAL_MS, KEEPALIVE_RETRIES,
+    PIPELINE_DEPTH_MAX, PIPELINE_TXN_COMMANDS_MAX, PREAUTH_BUFFER_BYTES, PREAUTH_BYTES_MAX,
+    PREAUTH_DRAIN_BUFFER_BYTES, REPLY_BUFFER_MAX, SHUTDOWN_GRACE_MS, UNAUTHENTICATED_MAX,
 };
-use crate::parse::{parse_command, ProtocolError};
+use crate::parse::{bytes_text, parse_command_within, ParseLimits, ProtocolError};
 use crate::reply::Reply;
 use crate::session::SessionFactory;
 use bytes::BytesMut;
+use causeway_core::limits::PASSWORD_LEN_MAX;
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -27,16 +35,24 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 /// How one RESP endpoint runs.
 #[derive(Clone, Debug)]
 pub struct RespConfig {
-    /// When set, clients must `AUTH` (or `HELLO ... AUTH default <password>`) first.
+    /// When set, clients must `AUTH` (or `HELLO ... AUTH default <password>`) first; at
+    /// most `PASSWORD_LEN_MAX` bytes.
     pub password: Option<String>,
     /// Most connections open at once; one more is told so and closed.
     pub connections_max: usize,
-    /// A connection idle (no command) this long is closed; 0 never closes one (Redis
-    /// `timeout 0`).
+    /// Most connections open at once that have not authenticated yet (with a password);
+    /// one more is told so and closed.
+    pub unauthenticated_max: usize,
+    /// How long a connection may take to authenticate (with a password), in
+    /// milliseconds, from its accept; then it is told so and closed. Positive.
+    pub auth_timeout_ms: u64,
+    /// An authenticated connection idle (no command) this long is closed; 0 never closes
+    /// one (Redis `timeout 0`). Default [`IDLE_TIMEOUT_MS`].
     pub idle_timeout_ms: u64,
     /// The endpoint stops accepting and closes its connections once this holds `true`
     /// (or its sender is dropped). `None`: serve until the task is dropped.
@@ -57,7 +73,9 @@ impl Default for RespConfig {
         RespConfig {
             password: None,
             connections_max: CONNECTIONS_MAX,
-            idle_timeout_ms: 0,
+            unauthenticated_max: UNAUTHENTICATED_MAX,
+            auth_timeout_ms: AUTH_TIMEOUT_MS,
+            idle_timeout_ms: IDLE_TIMEOUT_MS,
             shutdown: None,
             tls: None,
             native_addr: None,
@@ -85,9 +103,21 @@ pub async fn serve<F: SessionFactory>(
     config: RespConfig,
 ) -> io::Result<()> {
     assert!(
-        config.connections_max > 0,
-        "connections_max must be positive"
+        config.connections_max > 0 && config.unauthenticated_max > 0,
+        "connections_max and unauthenticated_max must be positive"
     );
+    assert!(
+        config.auth_timeout_ms > 0,
+        "auth_timeout_ms must be positive"
+    );
+    assert!(
+        config
+            .password
+            .as_ref()
+            .is_none_or(|p| p.len() <= PASSWORD_LEN_MAX),
+        "a password is at most {PASSWORD_LEN_MAX} bytes, so AUTH fits the pre-auth budget"
+    );
+    let unauthenticated = Arc::new(AtomicUsize::new(0));
     let shared = Arc::new(Shared {
         factory,
         password: config.password.clone(),
@@ -103,7 +133,11 @@ pub async fn serve<F: SessionFactory>(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let id = next_id.fetch_add(1, Ordering::Relaxed);
-                    let conn = run_connection(stream, shared.clone(), id, config.clone());
+                    let pending = shared
+                        .password
+                        .is_some()
+                        .then(|| Pending::enter(&unauthenticated, &config));
+                    let conn = run_connection(stream, shared.clone(), id, config.clone(), pending);
                     conns.spawn(conn);
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
@@ -126,40 +160,89 @@ impl Drop for ClientSlot<'_> {
     }
 }
 
+/// A connection that has not authenticated yet: counted among the endpoint's
+/// unauthenticated connections until it authenticates or closes, with the deadline by
+/// which it must authenticate and the bytes it sent so far.
+struct Pending {
+    count: Arc<AtomicUsize>,
+    /// How many were unauthenticated, this one included, when it was accepted.
+    position: usize,
+    deadline: Instant,
+    read_bytes: usize,
+}
+
+impl Pending {
+    fn enter(count: &Arc<AtomicUsize>, config: &RespConfig) -> Pending {
+        let position = count.fetch_add(1, Ordering::Relaxed) + 1;
+        Pending {
+            count: count.clone(),
+            position,
+            deadline: Instant::now() + Duration::from_millis(config.auth_timeout_ms),
+            read_bytes: 0,
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// One connection, from accept to close.
 async fn run_connection<F: SessionFactory>(
     stream: TcpStream,
     shared: Arc<Shared<F>>,
     id: u64,
     config: RespConfig,
+    pending: Option<Pending>,
 ) {
     let open = shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
     let _slot = ClientSlot(&shared.clients);
     let _ = stream.set_nodelay(true);
     let _ = keepalive(&stream);
     let Some(tls) = config.tls.clone() else {
-        return run_session(stream, shared.clone(), id, config, open).await;
+        return run_session(stream, shared.clone(), id, config, (open, pending)).await;
     };
+    if over_limits(&config, open, pending.as_ref()).is_some() {
+        // Over a limit under TLS: closed before the handshake, which would cost more than
+        // the refusal is worth.
+        return;
+    }
     let limit = Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     if let Ok(Ok(stream)) = tokio::time::timeout(limit, acceptor.accept(stream)).await {
-        run_session(stream, shared.clone(), id, config, open).await;
+        run_session(stream, shared.clone(), id, config, (open, pending)).await;
     }
 }
 
-/// One connection after its TLS handshake, if any: the client limit, then commands
+/// Why a new connection is refused at once (its one-line answer), if it is: the
+/// endpoint's connection limits.
+fn over_limits(config: &RespConfig, open: usize, pending: Option<&Pending>) -> Option<String> {
+    if open > config.connections_max {
+        return Some("-ERR max number of clients reached\r\n".into());
+    }
+    let max = config.unauthenticated_max;
+    match pending {
+        Some(p) if p.position > max => Some(format!(
+            "-ERR too many unauthenticated connections (limit {max}): authenticate at once \
+             after connecting, or try again later\r\n"
+        )),
+        _ => None,
+    }
+}
+
+/// One connection after its TLS handshake, if any: the client limits, then commands
 /// until it leaves or the endpoint shuts down.
 async fn run_session<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     shared: Arc<Shared<F>>,
     id: u64,
     config: RespConfig,
-    open: usize,
+    (open, pending): (usize, Option<Pending>),
 ) {
-    if open > config.connections_max {
-        let _ = stream
-            .write_all(b"-ERR max number of clients reached\r\n")
-            .await;
+    if let Some(refusal) = over_limits(&config, open, pending.as_ref()) {
+        let _ = stream.write_all(refusal.as_bytes()).await;
         let _ = stream.flush().await;
         return;
     }
@@ -170,7 +253,7 @@ async fn run_session<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
     tokio::select! {
         biased;
         () = shutdown_raised(&mut signal) => {}
-        _ = serve_stream(&mut stream, &mut conn, &config) => {}
+        _ = serve_stream(&mut stream, &mut conn, &config, pending) => {}
     }
     let _ = stream.shutdown().await;
 }
@@ -201,17 +284,67 @@ async fn read_more<S: AsyncRead + Unpin>(
         .unwrap_or(Ok(0))
 }
 
+/// What one read brought.
+enum Read {
+    /// Some bytes.
+    More,
+    /// The client closed, or stayed idle too long.
+    Closed,
+    /// The connection broke its pre-authentication budget: this answer, then close.
+    Refused(Reply),
+}
+
+/// Reads more input: an authenticated connection under its idle timeout, an
+/// unauthenticated one into a small buffer, within its budget and by its deadline.
+async fn read_step<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    input: &mut BytesMut,
+    config: &RespConfig,
+    pending: Option<&mut Pending>,
+) -> io::Result<Read> {
+    let Some(p) = pending else {
+        input.reserve(CONN_BUFFER_BYTES);
+        let n = read_more(stream, input, config.idle_timeout_ms).await?;
+        return Ok(if n == 0 { Read::Closed } else { Read::More });
+    };
+    if p.read_bytes >= PREAUTH_BYTES_MAX {
+        return Ok(Read::Refused(Reply::err(format!(
+            "Protocol error: {} sent without authenticating: a connection may send at most {} \
+             before AUTH",
+            bytes_text(p.read_bytes),
+            bytes_text(PREAUTH_BYTES_MAX)
+        ))));
+    }
+    input.reserve(PREAUTH_BUFFER_BYTES);
+    match tokio::time::timeout_at(p.deadline, stream.read_buf(input)).await {
+        Ok(read) => {
+            let n = read?;
+            p.read_bytes += n;
+            Ok(if n == 0 { Read::Closed } else { Read::More })
+        }
+        Err(_) => Ok(Read::Refused(Reply::err(format!(
+            "authentication timeout: a connection must AUTH within {} ms of connecting",
+            config.auth_timeout_ms
+        )))),
+    }
+}
+
 /// The read / execute / write loop; returns when the client leaves, asks to (`QUIT`),
-/// sends malformed input or stays idle for the config's `idle_timeout_ms` (0: forever), or
-/// on an IO error.
+/// sends malformed input, stays idle for the config's `idle_timeout_ms` (0: forever),
+/// breaks its pre-authentication budget (`pending`: not authenticated yet), or on an IO
+/// error.
 async fn serve_stream<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     conn: &mut Conn<F>,
     config: &RespConfig,
+    mut pending: Option<Pending>,
 ) -> io::Result<()> {
-    let idle_timeout_ms = config.idle_timeout_ms;
-    let mut input = BytesMut::with_capacity(CONN_BUFFER_BYTES);
-    let mut output = BytesMut::with_capacity(CONN_BUFFER_BYTES);
+    let start_bytes = match pending {
+        Some(_) => PREAUTH_BUFFER_BYTES,
+        None => CONN_BUFFER_BYTES,
+    };
+    let mut input = BytesMut::with_capacity(start_bytes);
+    let mut output = BytesMut::with_capacity(start_bytes);
     // The pipelinable commands gathered, kept across reads: a new vector for each
     // command was an allocation per request.
     let mut run: Vec<DataCmd> = Vec::new();
@@ -224,24 +357,39 @@ async fn serve_stream<F: SessionFactory, S: AsyncRead + AsyncWrite + Unpin>(
                 (true, true)
             }
         };
-        if !output.is_empty() {
-            stream.write_all(&output).await?;
-            // A TLS stream may keep the last record buffered until flushed (a no-op on
-            // plain TCP): without it a reply could wait for the client's next command.
-            stream.flush().await?;
-            output.clear();
+        if conn.is_authed() {
+            pending = None;
         }
+        write_out(stream, &mut output).await?;
         if malformed {
-            drain_input(stream).await;
+            drain_input(stream, pending.is_some()).await;
         }
         if close {
             return Ok(());
         }
-        input.reserve(CONN_BUFFER_BYTES);
-        if read_more(stream, &mut input, idle_timeout_ms).await? == 0 {
-            return Ok(());
+        match read_step(stream, &mut input, config, pending.as_mut()).await? {
+            Read::More => {}
+            Read::Closed => return Ok(()),
+            Read::Refused(reply) => {
+                reply.encode(conn.proto(), &mut output);
+                write_out(stream, &mut output).await?;
+                return Ok(());
+            }
         }
     }
+}
+
+/// Writes out and clears what `output` holds, if anything.
+async fn write_out<S: AsyncWrite + Unpin>(stream: &mut S, output: &mut BytesMut) -> io::Result<()> {
+    if output.is_empty() {
+        return Ok(());
+    }
+    stream.write_all(output).await?;
+    // A TLS stream may keep the last record buffered until flushed (a no-op on plain
+    // TCP): without it a reply could wait for the client's next command.
+    stream.flush().await?;
+    output.clear();
+    Ok(())
 }
 
 /// Runs every whole command in `input`, encoding replies into `output` (written out early
@@ -260,7 +408,11 @@ async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
     assert!(run.is_empty(), "commands left from an earlier input");
     let mut batch_commands = 0;
     loop {
-        let args = match parse_command(input) {
+        let limits = match conn.is_authed() {
+            true => ParseLimits::FULL,
+            false => ParseLimits::PREAUTH,
+        };
+        let args = match parse_command_within(input, &limits) {
             Ok(Some(args)) => args,
             Ok(None) => {
                 run_pipelined(conn, run, output).await;
@@ -299,10 +451,16 @@ async fn run_buffered<F: SessionFactory, S: AsyncWrite + Unpin>(
 /// end of file) and reads, dropping it, what the client still sends, for at most
 /// [`ERROR_DRAIN_MS`] and [`ERROR_DRAIN_BYTES_MAX`]. Closing with its input unread would
 /// reset the connection, and a client still writing (a 20 MB `SET` refused at its length)
-/// would see a broken pipe instead of the error naming the limit.
-async fn drain_input<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) {
+/// would see a broken pipe instead of the error naming the limit. An unauthenticated
+/// connection (`small`) drains through a smaller buffer: a thousand of them refused at
+/// once must not cost 16 KiB each.
+async fn drain_input<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, small: bool) {
     let _ = stream.shutdown().await;
-    let mut buf = vec![0u8; CONN_BUFFER_BYTES];
+    let len = match small {
+        true => PREAUTH_DRAIN_BUFFER_BYTES,
+        false => CONN_BUFFER_BYTES,
+    };
+    let mut buf = vec![0u8; len];
     let mut left = ERROR_DRAIN_BYTES_MAX;
     let drain = async {
         while left > 0 {
@@ -488,6 +646,110 @@ mod tests {
         assert_eq!(
             exchange(&mut first, b"*2\r\n$4\r\nECHO\r\n$1\r\nx\r\n", 7).await,
             "$1\r\nx\r\n"
+        );
+        server.abort();
+    }
+
+    /// A factory counting the sessions it opened.
+    struct Counted(crate::memory::MemoryFactory, Arc<AtomicUsize>);
+
+    impl SessionFactory for Counted {
+        type Handle = crate::memory::MemorySession;
+        fn open(&self) -> Self::Handle {
+            self.1.fetch_add(1, Ordering::Relaxed);
+            self.0.open()
+        }
+        fn info(&self) -> crate::session::ServerInfo {
+            self.0.info()
+        }
+    }
+
+    const AUTH: &[u8] = b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n";
+
+    #[tokio::test]
+    async fn a_session_is_opened_only_once_a_connection_authenticates() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let opened = Arc::new(AtomicUsize::new(0));
+        let factory = Counted(
+            MemoryCluster::new(MemoryOptions::default()).factory(0),
+            opened.clone(),
+        );
+        let config = RespConfig {
+            password: Some("pw".into()),
+            ..RespConfig::default()
+        };
+        let server = tokio::spawn(serve(listener, factory, config));
+        let mut conn = TcpStream::connect(addr).await.expect("connect");
+        let wrong = b"*2\r\n$4\r\nAUTH\r\n$2\r\nno\r\n*1\r\n$4\r\nPING\r\n";
+        let answer = exchange(&mut conn, wrong, 60).await;
+        assert!(
+            answer.starts_with("-WRONGPASS") && answer.contains("-NOAUTH"),
+            "{answer}"
+        );
+        assert_eq!(opened.load(Ordering::Relaxed), 0, "no session before AUTH");
+        assert_eq!(exchange(&mut conn, AUTH, 5).await, "+OK\r\n");
+        assert_eq!(opened.load(Ordering::Relaxed), 1, "one session after AUTH");
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn unauthenticated_connections_are_capped_and_must_authenticate_in_time() {
+        let config = RespConfig {
+            password: Some("pw".into()),
+            unauthenticated_max: 2,
+            auth_timeout_ms: 400,
+            ..RespConfig::default()
+        };
+        let (addr, server) = start(config).await;
+        let mut first = TcpStream::connect(addr).await.expect("connect");
+        let _second = TcpStream::connect(addr).await.expect("connect");
+        assert_eq!(
+            exchange(&mut first, b"*1\r\n$4\r\nPING\r\n", 34).await,
+            "-NOAUTH Authentication required.\r\n"
+        );
+        let mut third = TcpStream::connect(addr).await.expect("connect");
+        let refused = exchange(&mut third, b"", 200).await;
+        assert!(
+            refused.starts_with("-ERR too many unauthenticated connections (limit 2)"),
+            "{refused}"
+        );
+        assert_eq!(exchange(&mut first, AUTH, 5).await, "+OK\r\n");
+        let mut fourth = TcpStream::connect(addr).await.expect("connect");
+        assert_eq!(
+            exchange(&mut fourth, AUTH, 5).await,
+            "+OK\r\n",
+            "a slot freed"
+        );
+        let mut late = TcpStream::connect(addr).await.expect("connect");
+        let timed_out = exchange(&mut late, b"", 200).await;
+        assert!(
+            timed_out.starts_with("-ERR authentication timeout") && timed_out.contains("400 ms"),
+            "{timed_out}"
+        );
+        let ping = b"*1\r\n$4\r\nPING\r\n";
+        assert_eq!(
+            exchange(&mut first, ping, 7).await,
+            "+PONG\r\n",
+            "no deadline after AUTH"
+        );
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn before_auth_a_connection_may_send_a_few_kib_in_all() {
+        let config = RespConfig {
+            password: Some("pw".into()),
+            ..RespConfig::default()
+        };
+        let (addr, server) = start(config).await;
+        let mut conn = TcpStream::connect(addr).await.expect("connect");
+        let pings = b"*1\r\n$4\r\nPING\r\n".repeat(1000);
+        let answer = exchange(&mut conn, &pings, 1 << 20).await;
+        assert!(
+            answer.contains("sent without authenticating: a connection may send at most 8192 bytes (8 KiB) before AUTH"),
+            "{}",
+            &answer[answer.len().saturating_sub(300)..]
         );
         server.abort();
     }

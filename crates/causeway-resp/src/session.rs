@@ -28,6 +28,8 @@
 //!   so a host reports such a lag among `ServerInfo::gauges` like any other.
 //! - [`call_each`], the default `SessionHandle::call_batch`, is public, so a host that
 //!   overrides `call_batch` can end with it.
+//! - [`SessionFactory::open`] is called when a connection authenticates (at once without a
+//!   password), not at its accept: a connection that never authenticates opens no session.
 
 use causeway_core::{Request, Response};
 use std::future::Future;

@@ -42,6 +42,7 @@
 //! transparent_huge_pages = false # false: off for the node process (default), as Redis does
 //! ```
 
+use causeway_core::limits::PASSWORD_LEN_MAX;
 use causeway_core::topology::SLOTS;
 use causeway_core::{DcId, NodeId, PartitionId, Topology};
 use causeway_protocols::{NodeConfig, Params, PROTOCOLS};
@@ -60,6 +61,12 @@ pub const NODES_MAX: usize = 4096;
 /// Fewest and most bytes of a cluster secret.
 pub const SECRET_LEN_MIN: usize = 16;
 pub const SECRET_LEN_MAX: usize = 1024;
+/// Default `limits.client_idle_timeout_ms`: five minutes, so a client that vanished
+/// without closing (its host gone, a NAT that forgot it) stops holding a session.
+pub const CLIENT_IDLE_TIMEOUT_MS: u64 = 300_000;
+/// Default and longest `limits.auth_timeout_ms`.
+pub const AUTH_TIMEOUT_MS: u64 = 10_000;
+pub const AUTH_TIMEOUT_MS_MAX: u64 = 600_000;
 /// Longest `limits.client_idle_timeout_ms`: a week.
 pub const CLIENT_IDLE_TIMEOUT_MS_MAX: u64 = 7 * 24 * 3_600_000;
 /// Most bytes of a `secret_file`.
@@ -79,9 +86,15 @@ pub struct Limits {
     pub sessions_max: usize,
     /// Most client connections open at once on one endpoint.
     pub client_connections_max: usize,
-    /// A native or RESP client connection idle (no command) this long is closed; 0
-    /// never closes one (Redis `timeout 0`).
+    /// A native or RESP client connection idle (no command) this long after it
+    /// authenticated is closed; 0 never closes one (Redis `timeout 0`).
     pub client_idle_timeout_ms: u64,
+    /// Most connections of one endpoint (native, RESP, peer) open at once that have not
+    /// authenticated yet; one more is refused at once.
+    pub unauthenticated_connections_max: usize,
+    /// How long a connection (native, RESP, peer) may take to authenticate, from its
+    /// accept, before it is closed.
+    pub auth_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -92,7 +105,9 @@ impl Default for Limits {
             persist_queue_max: 1 << 16,
             sessions_max: 1 << 14,
             client_connections_max: 1 << 12,
-            client_idle_timeout_ms: 0,
+            client_idle_timeout_ms: CLIENT_IDLE_TIMEOUT_MS,
+            unauthenticated_connections_max: 1024,
+            auth_timeout_ms: AUTH_TIMEOUT_MS,
         }
     }
 }
@@ -484,6 +499,10 @@ impl ClusterConfig {
             ("limits.persist_queue_max", l.persist_queue_max),
             ("limits.sessions_max", l.sessions_max),
             ("limits.client_connections_max", l.client_connections_max),
+            (
+                "limits.unauthenticated_connections_max",
+                l.unauthenticated_connections_max,
+            ),
         ] {
             if v == 0 || v > 1 << 24 {
                 return Err(field(
@@ -498,6 +517,24 @@ impl ClusterConfig {
                 "limits.client_idle_timeout_ms",
                 format!("{} is out of range", l.client_idle_timeout_ms),
                 &format!("give 0 (never) to {CLIENT_IDLE_TIMEOUT_MS_MAX}"),
+            ));
+        }
+        if l.auth_timeout_ms == 0 || l.auth_timeout_ms > AUTH_TIMEOUT_MS_MAX {
+            return Err(field(
+                "limits.auth_timeout_ms",
+                format!("{} is out of range", l.auth_timeout_ms),
+                &format!("give 1..={AUTH_TIMEOUT_MS_MAX}"),
+            ));
+        }
+        if self
+            .password
+            .as_ref()
+            .is_some_and(|p| p.len() > PASSWORD_LEN_MAX)
+        {
+            return Err(field(
+                "password",
+                "longer than the limit".to_string(),
+                &format!("give at most {PASSWORD_LEN_MAX} bytes"),
             ));
         }
         Ok(())

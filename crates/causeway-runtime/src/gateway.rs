@@ -14,8 +14,10 @@ use crate::control::{
     session_prefix, stops, Control, SharedGauges, BATCH_REQUESTS_MAX, SESSIONS_PER_BOOT_MAX,
 };
 use crate::peer;
+use crate::throttle::{Throttle, LOG_INTERVAL_MS};
 use crate::tls::Stream;
 use causeway_client::wire::{self, ClientFrame, ServerFrame, Welcome, CLIENT_WIRE_VERSION};
+use causeway_core::limits::{FRAME_LEN_MAX, PREAUTH_FRAME_LEN_MAX};
 use causeway_core::{DcId, Error, NodeId, Request, Response, SessionId};
 use futures_util::{SinkExt, StreamExt};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -25,9 +27,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{Framed, FramedParts};
-
-/// How long a new client connection may take to say Hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Facts about the node and DC a gateway serves.
 #[derive(Clone, Debug)]
@@ -221,50 +220,124 @@ impl Drop for GatewaySession {
     }
 }
 
-/// Serves the native client protocol on `listener` forever. A connection idle (no
-/// request) for `idle_timeout_ms` is closed; 0 never closes one. A client of another
-/// protocol is told where it belongs ([`foreign_client`]; `resp_addr`: the DC's RESP
-/// endpoint, if it has one) and closed.
-pub async fn serve_clients(
-    listener: TcpListener,
-    gateway: Gateway,
-    connections_max: usize,
-    idle_timeout_ms: u64,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    resp_addr: Option<std::net::SocketAddr>,
-) {
+/// How the native client endpoint runs (from the cluster file's `[limits]`).
+#[derive(Clone)]
+pub struct ClientPort {
+    /// Most connections open at once; one more is refused at once.
+    pub connections_max: usize,
+    /// Most connections open at once that have not said an accepted Hello yet; one more
+    /// is refused at once.
+    pub unauthenticated_max: usize,
+    /// How long a connection may take, from its accept, to complete its TLS handshake
+    /// (if any) and say an accepted Hello, in milliseconds.
+    pub auth_timeout_ms: u64,
+    /// A connection idle (no request) this long after its Hello is closed; 0 never.
+    pub idle_timeout_ms: u64,
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// The DC's RESP endpoint, named to a Redis client that comes here.
+    pub resp_addr: Option<std::net::SocketAddr>,
+}
+
+/// Counts a connection among those of its kind while it lives.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    /// Counts one more; also how many there are with it.
+    fn take(count: &Arc<AtomicUsize>) -> (Slot, usize) {
+        let n = count.fetch_add(1, Ordering::Relaxed) + 1;
+        (Slot(count.clone()), n)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Refused client lines: at most one per interval (see [`crate::throttle`]).
+static REFUSED_CLIENTS: Throttle = Throttle::new(LOG_INTERVAL_MS);
+static FAILED_ACCEPTS: Throttle = Throttle::new(LOG_INTERVAL_MS);
+
+/// Serves the native client protocol on `listener` forever. Before its Hello is
+/// accepted a connection has no session, may send one frame of at most
+/// `PREAUTH_FRAME_LEN_MAX` bytes (no buffer is reserved for a larger declared length),
+/// and must do so within `auth_timeout_ms`; at most `unauthenticated_max` such
+/// connections are open. A connection idle (no request) for `idle_timeout_ms` is closed;
+/// 0 never closes one. A client of another protocol is told where it belongs
+/// ([`foreign_client`]) and closed.
+pub async fn serve_clients(listener: TcpListener, gateway: Gateway, port: ClientPort) {
     let open = gateway.inner.connections.clone();
+    let unauthenticated = Arc::new(AtomicUsize::new(0));
     loop {
         let (stream, addr) = match listener.accept().await {
             Ok(v) => v,
             Err(e) => {
-                tracing::warn!("accepting a client failed: {e}");
+                crate::throttled!(warn, FAILED_ACCEPTS, "accepting a client failed: {e}");
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
         };
         let gateway = gateway.clone();
-        let open = open.clone();
-        let full = open.fetch_add(1, Ordering::Relaxed) >= connections_max;
-        let tls = tls.clone();
+        let (slot, n_open) = Slot::take(&open);
+        let (pending, n_pending) = Slot::take(&unauthenticated);
+        let port = port.clone();
         tokio::spawn(async move {
+            let _slot = slot;
+            let full = if n_open > port.connections_max {
+                Some("too many client connections on this endpoint".to_string())
+            } else if n_pending > port.unauthenticated_max {
+                Some(format!(
+                    "too many unauthenticated connections on this endpoint (limit {})",
+                    port.unauthenticated_max
+                ))
+            } else {
+                None
+            };
             let served = async {
                 stream.set_nodelay(true).map_err(|e| e.to_string())?;
                 crate::transport::keepalive(&stream).map_err(|e| e.to_string())?;
-                let stream = match &tls {
-                    None => Stream::Plain(stream),
-                    Some(t) => crate::tls::accept(t, stream)
-                        .await
-                        .map_err(|e| format!("TLS: {e}"))?,
-                };
-                client_connection(stream, &gateway, full, idle_timeout_ms, resp_addr).await
+                if let Some(reason) = full {
+                    return refuse_at_once(stream, reason, port.tls.is_some()).await;
+                }
+                client_connection(stream, &gateway, &port, pending).await
             };
             if let Err(e) = served.await {
                 tracing::debug!(%addr, "client connection ended: {e}");
             }
-            open.fetch_sub(1, Ordering::Relaxed);
         });
     }
+}
+
+/// Refuses a connection before reading anything from it: a `Refused` frame with
+/// `reason`, what the client sent in the next moment read and dropped (closing with it
+/// unread resets the connection, and the client may lose the answer), then close. On a
+/// TLS port (`tls`) it only closes: a refusal costs no handshake, and a plaintext frame
+/// would reach a TLS client as a garbled handshake anyway.
+async fn refuse_at_once(
+    mut stream: tokio::net::TcpStream,
+    reason: String,
+    tls: bool,
+) -> Result<(), String> {
+    crate::throttled!(warn, REFUSED_CLIENTS, "refused a client: {reason}");
+    if tls {
+        return Err(format!("refused at once: {reason}"));
+    }
+    let frame = wire::encode(&ServerFrame::Refused { reason }).map_err(|e| e.to_string())?;
+    let mut bytes = (frame.len() as u32).to_be_bytes().to_vec();
+    bytes.extend(frame);
+    let _ = stream.write_all(&bytes).await;
+    drain_briefly(&mut stream).await;
+    Err("refused at once".into())
+}
+
+/// Ends our side and reads, dropping it, what the client still sends, for at most
+/// [`FOREIGN_DRAIN`], through a small buffer.
+async fn drain_briefly<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(stream: &mut S) {
+    let _ = stream.shutdown().await;
+    let mut rest = [0u8; 1024];
+    let drain = async { while matches!(stream.read(&mut rest).await, Ok(n) if n > 0) {} };
+    let _ = tokio::time::timeout(FOREIGN_DRAIN, drain).await;
 }
 
 /// Why a client's first frame is refused by the endpoint of cluster `cluster` with
@@ -376,45 +449,35 @@ pub fn foreign_client(
     })
 }
 
+/// One connection from its accept: the pre-authentication phase (TLS, the Hello, all by
+/// the deadline and within the pre-auth frame limit), then its requests under the full
+/// limits. `pending` counts it among the unauthenticated connections until its Hello is
+/// accepted.
 async fn client_connection(
-    mut stream: Stream,
+    stream: tokio::net::TcpStream,
     gateway: &Gateway,
-    full: bool,
-    idle_timeout_ms: u64,
-    resp_addr: Option<std::net::SocketAddr>,
+    port: &ClientPort,
+    pending: Slot,
 ) -> Result<(), String> {
-    let mut head = [0u8; HEAD_LEN];
-    match tokio::time::timeout(HELLO_TIMEOUT, stream.read_exact(&mut head)).await {
-        Ok(Ok(_)) => {}
-        _ => return Err("no Hello".into()),
-    }
-    if let Some(answer) = foreign_client(&head, resp_addr) {
-        let _ = stream.write_all(answer.as_bytes()).await;
-        let _ = stream.shutdown().await;
-        // What the client sent after its first bytes is read before closing: closing with
-        // it unread resets the connection, and the client may lose the answer.
-        let mut rest = [0u8; 1024];
-        let drain = async { while matches!(stream.read(&mut rest).await, Ok(n) if n > 0) {} };
-        let _ = tokio::time::timeout(FOREIGN_DRAIN, drain).await;
-        return Err("a client of another protocol: told where it belongs".into());
-    }
-    let mut parts = FramedParts::new::<bytes::Bytes>(stream, peer::codec());
-    parts.read_buf = bytes::BytesMut::from(&head[..]);
-    let mut framed = Framed::from_parts(parts);
-    let hello = match tokio::time::timeout(HELLO_TIMEOUT, framed.next()).await {
-        Ok(Some(Ok(bytes))) => wire::decode::<ClientFrame>(&bytes).map_err(|e| e.to_string())?,
-        _ => return Err("no Hello".into()),
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(port.auth_timeout_ms);
+    let hello = tokio::time::timeout_at(deadline, read_hello(stream, port));
+    let (mut framed, hello) = match hello.await {
+        Ok(Ok(Some(v))) => v,
+        Ok(Ok(None)) => return Ok(()),
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err(format!("no Hello within {} ms", port.auth_timeout_ms)),
     };
     let info = gateway.info();
+    if let Some(reason) = hello_refusal(&hello, &info.cluster, info.password.as_deref()) {
+        crate::throttled!(warn, REFUSED_CLIENTS, "refused a client: {reason}");
+        return send(&mut framed, &ServerFrame::Refused { reason }).await;
+    }
+    // Authenticated: the session is opened only now, and the full frame limit applies.
+    drop(pending);
+    framed.codec_mut().set_max_frame_length(FRAME_LEN_MAX);
     let mut session = gateway.open_session();
-    let refusal = if full {
-        Some("too many client connections on this endpoint".to_string())
-    } else {
-        hello_refusal(&hello, &info.cluster, info.password.as_deref())
-            .or_else(|| session.refusal().map(str::to_string))
-    };
-    if let Some(reason) = refusal {
-        tracing::warn!("refused a client: {reason}");
+    if let Some(reason) = session.refusal().map(str::to_string) {
+        crate::throttled!(warn, REFUSED_CLIENTS, "refused a client: {reason}");
         return send(&mut framed, &ServerFrame::Refused { reason }).await;
     }
     let welcome = Welcome {
@@ -425,7 +488,7 @@ async fn client_connection(
         session: session.id(),
     };
     send(&mut framed, &ServerFrame::Welcome(welcome)).await?;
-    while let Some(bytes) = next_request(&mut framed, idle_timeout_ms).await? {
+    while let Some(bytes) = next_request(&mut framed, port.idle_timeout_ms).await? {
         let request = match wire::decode::<ClientFrame>(&bytes).map_err(|e| e.to_string())? {
             ClientFrame::Request(r) => r,
             ClientFrame::Hello { .. } => return Err("a second Hello".into()),
@@ -434,6 +497,51 @@ async fn client_connection(
         send(&mut framed, &ServerFrame::Response(response)).await?;
     }
     Ok(())
+}
+
+/// The pre-authentication reads: the TLS handshake (if any), the first bytes (a client
+/// of another protocol is told where it belongs: `Ok(None)`), the Hello. A Hello longer
+/// than [`PREAUTH_FRAME_LEN_MAX`] is refused at its length, before its bytes are read.
+async fn read_hello(
+    stream: tokio::net::TcpStream,
+    port: &ClientPort,
+) -> Result<Option<(ClientFramed, ClientFrame)>, String> {
+    let mut stream = match &port.tls {
+        None => Stream::Plain(stream),
+        Some(t) => crate::tls::accept(t, stream)
+            .await
+            .map_err(|e| format!("TLS: {e}"))?,
+    };
+    let mut head = [0u8; HEAD_LEN];
+    stream
+        .read_exact(&mut head)
+        .await
+        .map_err(|_| "no Hello".to_string())?;
+    if let Some(answer) = foreign_client(&head, port.resp_addr) {
+        let _ = stream.write_all(answer.as_bytes()).await;
+        drain_briefly(&mut stream).await;
+        return Ok(None);
+    }
+    let mut codec = peer::codec();
+    codec.set_max_frame_length(PREAUTH_FRAME_LEN_MAX);
+    let mut parts = FramedParts::new::<bytes::Bytes>(stream, codec);
+    parts.read_buf = bytes::BytesMut::from(&head[..]);
+    let mut framed = Framed::from_parts(parts);
+    let declared = u32::from_be_bytes(head) as usize;
+    if declared > PREAUTH_FRAME_LEN_MAX {
+        let reason = format!(
+            "a Hello of {declared} bytes: before authentication a frame is at most {PREAUTH_FRAME_LEN_MAX} bytes"
+        );
+        crate::throttled!(warn, REFUSED_CLIENTS, "refused a client: {reason}");
+        send(&mut framed, &ServerFrame::Refused { reason }).await?;
+        drain_briefly(framed.get_mut()).await;
+        return Ok(None);
+    }
+    let hello = match framed.next().await {
+        Some(Ok(bytes)) => wire::decode::<ClientFrame>(&bytes).map_err(|e| e.to_string())?,
+        _ => return Err("no Hello".into()),
+    };
+    Ok(Some((framed, hello)))
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ pub mod peer;
 pub mod samples;
 pub mod storage;
 pub mod telemetry;
+pub mod throttle;
 pub mod tls;
 pub mod transport;
 
@@ -105,7 +106,7 @@ impl Server {
         let (stop_tx, stop_rx) = watch::channel(false);
         let links = spawn_links(config, &placement, &me);
         let mut background = vec![
-            tokio::spawn(Inbound::new(me.clone(), net_tx).serve(peers)),
+            tokio::spawn(Inbound::new(me.clone(), net_tx, peer_port(config)).serve(peers)),
             tokio::spawn(telemetry::run_upkeep(metrics.clone())),
         ];
         let gauges = SharedGauges::default();
@@ -226,6 +227,14 @@ fn node_metrics(config: &ClusterConfig, placement: &Placement) -> NodeMetrics {
     })
 }
 
+/// The peer port's pre-authentication limits, from the cluster file.
+fn peer_port(config: &ClusterConfig) -> transport::PeerPort {
+    transport::PeerPort {
+        unauthenticated_max: config.limits.unauthenticated_connections_max,
+        auth_timeout_ms: config.limits.auth_timeout_ms,
+    }
+}
+
 /// Opens the endpoints the cluster file gives the node: native clients at `client_addr`,
 /// Prometheus metrics at `metrics_addr`, the cluster page at `http_addr`.
 async fn open_endpoints(
@@ -238,10 +247,15 @@ async fn open_endpoints(
     let (client_addr, resp_addr) = config.dc_endpoints(placement);
     if let Some(addr) = placement.spec.client_addr {
         let listener = bind(addr, "client_addr").await?;
-        let max = config.limits.client_connections_max;
-        let idle_ms = config.limits.client_idle_timeout_ms;
-        let tls = load_tls(config)?.map(|t| t.clients.clone());
-        let serve = gateway::serve_clients(listener, gateway.clone(), max, idle_ms, tls, resp_addr);
+        let port = gateway::ClientPort {
+            connections_max: config.limits.client_connections_max,
+            unauthenticated_max: config.limits.unauthenticated_connections_max,
+            auth_timeout_ms: config.limits.auth_timeout_ms,
+            idle_timeout_ms: config.limits.client_idle_timeout_ms,
+            tls: load_tls(config)?.map(|t| t.clients.clone()),
+            resp_addr,
+        };
+        let serve = gateway::serve_clients(listener, gateway.clone(), port);
         tasks.push(tokio::spawn(serve));
     }
     let elsewhere = |what| -> std::sync::Arc<str> {

@@ -24,13 +24,16 @@
 
 use crate::auth::{self, Direction, Nonce, Transcript};
 use crate::peer::{self, PeerFrame, PEER_WIRE_VERSION};
+use crate::throttle::{Throttle, LOG_INTERVAL_MS};
 use crate::tls::{self, Stream, Tls};
 use bytes::Bytes;
+use causeway_core::limits::{FRAME_LEN_MAX, PREAUTH_FRAME_LEN_MAX};
 use causeway_core::{Addr, NodeId, Topology};
 use causeway_protocols::Msg;
 use futures_util::{SinkExt, StreamExt};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,6 +41,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
+use tokio_util::codec::length_delimited::LengthDelimitedCodecError;
 use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
 /// How long a receiver waits, after delivering a frame it has not acknowledged, before it
@@ -217,6 +221,8 @@ pub fn spawn_link(
 async fn run_link(me: Identity, link: Link, addr: SocketAddr) {
     let mut pause = REDIAL_MIN;
     let mut was_up = false;
+    // A refused redial every REDIAL_MAX would write a line each: one per interval.
+    let refusals = Throttle::new(LOG_INTERVAL_MS);
     loop {
         match dial(&me, link.peer, addr).await {
             Ok((stream, epoch, delivered)) => {
@@ -228,11 +234,11 @@ async fn run_link(me: Identity, link: Link, addr: SocketAddr) {
                 tracing::warn!(peer = link.peer.0, %addr, "link down: {e}");
             }
             Err(DialError::Refused(reason)) => {
-                tracing::error!(peer = link.peer.0, %addr, "peer refused our connection: {reason}");
+                crate::throttled!(error, refusals, peer = link.peer.0, %addr, "peer refused our connection: {reason}");
                 pause = REDIAL_MAX;
             }
             Err(DialError::Auth(reason)) => {
-                tracing::error!(peer = link.peer.0, %addr, "refused the peer: it failed authentication: {reason}");
+                crate::throttled!(error, refusals, peer = link.peer.0, %addr, "refused the peer: it failed authentication: {reason}");
                 pause = REDIAL_MAX;
             }
             Err(DialError::Io(e)) => {
@@ -445,12 +451,22 @@ fn next_frame(link: &Link, cursor: u64) -> Option<(u64, Option<Instant>, Bytes)>
     Some((q.seq, q.due, q.frame.clone()))
 }
 
+/// What a frame longer than its reader's limit is told, from the start.
+const OVERSIZED: &str = "oversized";
+
 /// The next frame of a handshake, `None` when none came in time.
 async fn next_frame_in_time<R: AsyncRead + Unpin>(
     source: &mut FramedRead<R, LengthDelimitedCodec>,
 ) -> Result<Option<PeerFrame>, String> {
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, source.next()).await {
         Ok(Some(Ok(bytes))) => peer::decode(&bytes).map(Some),
+        Ok(Some(Err(e)))
+            if e.get_ref()
+                .is_some_and(|e| e.is::<LengthDelimitedCodecError>()) =>
+        {
+            let max = source.decoder().max_frame_length();
+            Err(format!("{OVERSIZED}: a handshake frame over {max} bytes (before authentication a frame is at most that)"))
+        }
         Ok(Some(Err(e))) => Err(e.to_string()),
         Ok(None) => Err("closed during the handshake".into()),
         Err(_) => Ok(None),
@@ -477,19 +493,52 @@ struct RecvState {
     delivered: u64,
 }
 
+/// The peer port's limits before a connection has authenticated (from the cluster
+/// file's `[limits]`).
+#[derive(Clone, Copy, Debug)]
+pub struct PeerPort {
+    /// Most connections open at once that have not completed the handshake; one more is
+    /// refused at once.
+    pub unauthenticated_max: usize,
+    /// How long a connection may take, from its accept, to complete its TLS handshake (if
+    /// any) and prove the cluster secret, in milliseconds.
+    pub auth_timeout_ms: u64,
+}
+
+/// Refused peer connection lines: at most one per interval (see [`crate::throttle`]).
+static REFUSED_PEERS: Throttle = Throttle::new(LOG_INTERVAL_MS);
+static FAILED_PEER_ACCEPTS: Throttle = Throttle::new(LOG_INTERVAL_MS);
+
+/// Counts a connection that has not authenticated yet, until it does or closes.
+struct Pending(Arc<AtomicUsize>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// The receiving side: accepts peer connections and delivers their messages in order.
+/// Before a connection has proved the cluster secret it may send frames of at most
+/// [`PREAUTH_FRAME_LEN_MAX`] bytes (no buffer is reserved for a larger declared length),
+/// and must prove it within `PeerPort::auth_timeout_ms`; at most
+/// `PeerPort::unauthenticated_max` such connections are open at once.
 pub struct Inbound {
     me: Identity,
     inbox: mpsc::Sender<NetMsg>,
     senders: Mutex<HashMap<NodeId, Arc<tokio::sync::Mutex<RecvState>>>>,
+    port: PeerPort,
+    unauthenticated: Arc<AtomicUsize>,
 }
 
 impl Inbound {
-    pub fn new(me: Identity, inbox: mpsc::Sender<NetMsg>) -> Arc<Inbound> {
+    pub fn new(me: Identity, inbox: mpsc::Sender<NetMsg>, port: PeerPort) -> Arc<Inbound> {
         Arc::new(Inbound {
             me,
             inbox,
             senders: Mutex::new(HashMap::new()),
+            port,
+            unauthenticated: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -498,62 +547,102 @@ impl Inbound {
         loop {
             match listener.accept().await {
                 Ok((stream, addr)) => {
+                    let n = self.unauthenticated.fetch_add(1, Ordering::Relaxed) + 1;
+                    let pending = Pending(self.unauthenticated.clone());
                     let this = self.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = this.handle(stream).await {
+                        if n > this.port.unauthenticated_max {
+                            return this.refuse_at_once(addr, stream).await;
+                        }
+                        if let Err(e) = this.handle(stream, pending).await {
                             tracing::debug!(%addr, "peer connection closed: {e}");
                         }
                     });
                 }
                 Err(e) => {
-                    tracing::warn!("accepting a peer connection failed: {e}");
+                    crate::throttled!(
+                        warn,
+                        FAILED_PEER_ACCEPTS,
+                        "accepting a peer connection failed: {e}"
+                    );
                     tokio::time::sleep(REDIAL_MIN).await;
                 }
             }
         }
     }
 
-    async fn handle(&self, tcp: TcpStream) -> Result<(), String> {
+    /// Refuses a connection over the unauthenticated limit without reading from it.
+    async fn refuse_at_once(&self, addr: SocketAddr, stream: TcpStream) {
+        let max = self.port.unauthenticated_max;
+        let reason = format!("too many unauthenticated peer connections (limit {max})");
+        crate::throttled!(error, REFUSED_PEERS, %addr, "refused a peer connection: {reason}");
+        // Under TLS only closed: the refusal costs no handshake.
+        if self.me.tls.is_some() {
+            return;
+        }
+        if let Ok(frame) = peer::encode(&PeerFrame::Refused { reason }) {
+            let mut sink = FramedWrite::new(stream, peer::codec());
+            let _ = sink.send(frame).await;
+        }
+    }
+
+    async fn handle(&self, tcp: TcpStream, pending: Pending) -> Result<(), String> {
         let addr = tcp.peer_addr().map_err(|e| e.to_string())?;
         tcp.set_nodelay(true).map_err(|e| e.to_string())?;
         keepalive(&tcp).map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + Duration::from_millis(self.port.auth_timeout_ms);
         let stream = match &self.me.tls {
             None => Stream::Plain(tcp),
             Some(t) => tls::accept(&t.peers, tcp).await.map_err(|e| {
-                tracing::error!(%addr, "refused a peer connection: TLS: {e}");
+                crate::throttled!(error, REFUSED_PEERS, %addr, "refused a peer connection: TLS: {e}");
                 e.to_string()
             })?,
         };
+        let pre = (pending, deadline);
         match stream {
             Stream::Plain(tcp) => {
                 let (r, w) = tcp.into_split();
-                self.serve_halves(addr, r, w).await
+                self.serve_halves(addr, r, w, pre).await
             }
             Stream::Tls(tls) => {
                 let (r, w) = tokio::io::split(tls);
-                self.serve_halves(addr, r, w).await
+                self.serve_halves(addr, r, w, pre).await
             }
         }
     }
 
-    /// The handshake and then the data of one accepted connection, over its halves.
+    /// The handshake (by `deadline`, frames of at most [`PREAUTH_FRAME_LEN_MAX`]) and then
+    /// the data of one accepted connection, over its halves.
     async fn serve_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         &self,
         addr: SocketAddr,
         r: R,
         w: W,
+        (pending, deadline): (Pending, Instant),
     ) -> Result<(), String> {
-        let mut source = FramedRead::new(r, peer::codec());
+        let mut codec = peer::codec();
+        codec.set_max_frame_length(PREAUTH_FRAME_LEN_MAX);
+        let mut source = FramedRead::new(r, codec);
         let mut sink = FramedWrite::new(w, peer::codec());
-        let (from, from_epoch) = match self.handshake(&mut source, &mut sink).await? {
+        let handshake = self.handshake(&mut source, &mut sink);
+        let outcome = match tokio::time::timeout_at(deadline, handshake).await {
+            Ok(outcome) => outcome?,
+            Err(_) => Err(format!(
+                "no proof of the cluster secret within {} ms",
+                self.port.auth_timeout_ms
+            )),
+        };
+        let (from, from_epoch) = match outcome {
             Ok(v) => v,
             Err(reason) => {
-                tracing::error!(%addr, "refused a peer connection: {reason}");
+                crate::throttled!(error, REFUSED_PEERS, %addr, "refused a peer connection: {reason}");
                 let refused = peer::encode(&PeerFrame::Refused { reason })?;
                 let _ = sink.send(refused).await;
                 return Ok(());
             }
         };
+        drop(pending);
+        source.decoder_mut().set_max_frame_length(FRAME_LEN_MAX);
         let state = self.sender_state(from);
         let delivered = {
             let mut s = state.lock().await;
@@ -589,6 +678,7 @@ impl Inbound {
             Ok(None) => return Ok(Err("no Hello in time".into())),
             // Refused and logged as an error, not dropped quietly: the usual cause is a
             // node of another causeway version (peer wire version 4 and up decode here).
+            Err(e) if e.starts_with(OVERSIZED) => return Ok(Err(e)),
             Err(e) if e.starts_with("undecodable") => {
                 let why = format!("{e} (a node of another causeway version, or not a causeway node; this one speaks peer wire version {PEER_WIRE_VERSION})");
                 return Ok(Err(why));
@@ -710,6 +800,11 @@ mod tests {
     use causeway_core::SessionId;
     use causeway_protocols::eventual;
 
+    const TEST_PORT: PeerPort = PeerPort {
+        unauthenticated_max: 16,
+        auth_timeout_ms: 10_000,
+    };
+
     fn identity(node: u32) -> Identity {
         Identity {
             cluster: "t".into(),
@@ -766,7 +861,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, inbox) = mpsc::channel(inbox_max);
-        tokio::spawn(Inbound::new(identity(0), tx).serve(listener));
+        tokio::spawn(Inbound::new(identity(0), tx, TEST_PORT).serve(listener));
         (addr, inbox)
     }
 
@@ -885,7 +980,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, _inbox) = mpsc::channel(16);
-        tokio::spawn(Inbound::new(identity(0), tx).serve(listener));
+        tokio::spawn(Inbound::new(identity(0), tx, TEST_PORT).serve(listener));
         let mut stream = TcpStream::connect(addr).await.unwrap();
         let garbage = [0xffu8; 9]; // an enum tag no PeerFrame has
         stream
@@ -912,7 +1007,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, _inbox) = mpsc::channel(16);
-        tokio::spawn(Inbound::new(identity(0), tx).serve(listener));
+        tokio::spawn(Inbound::new(identity(0), tx, TEST_PORT).serve(listener));
         let mut other = identity(1);
         other.protocol = "cure".into();
         match dial(&other, NodeId(0), addr).await {

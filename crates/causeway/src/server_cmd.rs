@@ -116,6 +116,8 @@ pub fn run(args: ServerArgs) -> ExitCode {
             let resp = RespConfig {
                 password: config.password.clone(),
                 idle_timeout_ms: config.limits.client_idle_timeout_ms,
+                unauthenticated_max: config.limits.unauthenticated_connections_max,
+                auth_timeout_ms: config.limits.auth_timeout_ms,
                 tls: causeway_runtime::load_tls(&config)?.map(|t| t.clients_config.clone()),
                 native_addr: config.dc_endpoints(server.placement()).0,
                 ..RespConfig::default()

@@ -5,9 +5,9 @@
 //! at PORT_BASE+100+k and serves Prometheus metrics at 127.0.0.1:METRICS_PORT_BASE+k;
 //! `--set KEY=VALUE` / `--f N` fill the running protocol's `[protocols.NAME]` section,
 //! `--replication R` / `--partitions N` its `replication_factor` / `partitions`),
-//! starts one `causeway server` process per node with its log in `DATA/NODE.log` and its
-//! pid in `DATA/up.pids` (`NAME DC PID` per line), waits until every DC answers, prints the
-//! addresses and runs until Ctrl-C or SIGTERM; then it asks every node to stop (SIGTERM),
+//! starts one `causeway server` process per node with its log in `DATA/NODE.log` (rotated
+//! by size, [`logs`]) and its pid in `DATA/up.pids` (`NAME DC PID` per line), waits until
+//! every DC answers, prints the addresses and runs until Ctrl-C or SIGTERM; then it asks every node to stop (SIGTERM),
 //! waits for them and removes the pid file. Meanwhile it serves the live cluster page
 //! (`causeway_runtime::dashboard`) at http://127.0.0.1:HTTP_PORT/, built from scraping
 //! every node's metrics each second.
@@ -17,6 +17,7 @@
 //! default) the others keep running, with `stop` the whole cluster stops. Nodes get SIGTERM
 //! from the kernel if `up` itself dies (PR_SET_PDEATHSIG), so none is left orphaned.
 pub mod ctl;
+pub mod logs;
 
 use causeway_runtime::config::Durability;
 use causeway_runtime::{local_cluster, ClusterConfig};
@@ -30,6 +31,8 @@ use std::time::{Duration, Instant};
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a node may take to stop after SIGTERM before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a report of a node's exit waits for its last log lines to be copied.
+const LOG_SETTLE: Duration = Duration::from_millis(100);
 /// The pid file in the data directory: one `NAME DC PID` line per node.
 pub const PID_FILE: &str = "up.pids";
 
@@ -460,13 +463,7 @@ impl NodeProc {
 fn spawn_node(config_path: &Path, data: &Path, name: &str) -> Result<Child, String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the causeway binary: {e}"))?;
-    let log_path = data.join(format!("{name}.log"));
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
-    let err = log.try_clone().map_err(|e| e.to_string())?;
+    let (log, err) = logs::node_output(data, name)?;
     let mut cmd = Command::new(exe);
     cmd.args(["server", "--config"])
         .arg(config_path)
@@ -571,7 +568,11 @@ fn newly_exited(nodes: &mut [NodeProc], data: &Path) -> Vec<(usize, String)> {
 fn exit_line(node: &NodeProc, status: ExitStatus, data: &Path) -> String {
     let log = data.join(format!("{}.log", node.name));
     let why = match status.code() {
-        Some(_) => format!(": {}", last_log_line(data, &node.name)),
+        Some(_) => {
+            // The log thread copies the node's last lines after it exits.
+            std::thread::sleep(LOG_SETTLE);
+            format!(": {}", last_log_line(data, &node.name))
+        }
         None => String::new(),
     };
     format!(
