@@ -206,6 +206,10 @@ crate::mutations! {
         /// The snapshot raises the partitions the first read touched to `S`, not to their
         /// `vis_i` (a safety bug: fractured reads).
         snapshot_from_s = "snapshot-from-s",
+        /// The round-two test's vector check compares only the partition's own entry of
+        /// `S_i` with `max-read-ts` (a safety bug: a txn held invisible there by another
+        /// participant, whose commit the read saw elsewhere, is missed; fractured reads).
+        own_entry_only = "own-entry-only",
     }
     /// Deliberately broken variants the simulator and checker must catch.
     pub const MUTATIONS;
