@@ -320,8 +320,7 @@ impl Node {
         // waits here for another participant (`vis_i < S[i]`): the scalar then may fail
         // the client's round-two test where `S_i >= max-read-ts` (Alg. 1 l.27) passes.
         let waiting = vis < self.s.get(partition.0 as usize);
-        let snapshot =
-            (full || (latest && (first || waiting))).then(|| Wire::of(&self.s, n, full));
+        let snapshot = (full || (latest && (first || waiting))).then(|| Wire::of(&self.s, n, full));
         if !(latest && self.flavor.validity_intervals()) {
             return Msg::ReadReply {
                 rid,

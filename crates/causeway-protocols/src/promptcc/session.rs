@@ -634,7 +634,6 @@ fn behind(st: &ReadState, mutation: Mutation) -> BTreeSet<PartitionId> {
 /// by another participant whose commit the read saw elsewhere is missed.
 fn consistent(st: &ReadState, p: PartitionId, mutation: Mutation) -> bool {
     let i = p.0 as usize;
-    let scalar = st.vis.get(&p).is_some_and(|v| *v >= st.mrt.get(i));
     let vector = st.svec.get(&p).is_some_and(|s| {
         if mutation.own_entry_only {
             s.get(i) >= st.mrt.get(i)
@@ -642,7 +641,13 @@ fn consistent(st: &ReadState, p: PartitionId, mutation: Mutation) -> bool {
             st.mrt.le(s)
         }
     });
-    scalar || vector
+    frontier_covers(st, p) || vector
+}
+
+/// §V's scalar test: `p`'s visible frontier reaches `max-read-ts[p]`.
+fn frontier_covers(st: &ReadState, p: PartitionId) -> bool {
+    let i = p.0 as usize;
+    st.vis.get(&p).is_some_and(|v| *v >= st.mrt.get(i))
 }
 
 /// The snapshot of a txn whose first read finished round one: `max-read-ts` (Alg. 1 l.24)
@@ -676,11 +681,13 @@ fn snapshot_of(st: &ReadState, p: usize, mutation: Mutation) -> Vc {
         }
     }
     for (q, s) in &st.svec {
-        let scalar = st.vis.get(q).is_some_and(|v| *v >= st.mrt.get(q.0 as usize));
-        if !scalar && st.mrt.le(s) {
+        if !frontier_covers(st, *q) && st.mrt.le(s) {
             x.meet(s);
         }
     }
-    assert!(st.mrt.le(&x), "a txn's snapshot covers what its first read saw");
+    assert!(
+        st.mrt.le(&x),
+        "a txn's snapshot covers what its first read saw"
+    );
     x
 }
