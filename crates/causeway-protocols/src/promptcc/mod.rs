@@ -24,14 +24,15 @@
 //! **Read-only rounds** (§IV-F, Alg. 1 l.12-34, Alg. 2 l.36-53). Round one: each
 //! partition merges the client's `D_c` into `S` (which may make versions visible) and
 //! returns its most recent visible versions. The client's `max-read-ts` joins `D_c` and
-//! the timestamps read; partition `i` needs round two unless its visible frontier
-//! (`vis_i`: every txn committed at `i` up to that sequence number is visible) reaches
-//! `max-read-ts[i]`. Round two sends `max-read-ts` to those partitions, which merge it
-//! into `S` and return the latest versions with timestamps `<= max-read-ts`: a consistent
-//! snapshot by construction, so there is never a third round. We check the visible
-//! frontier (a scalar) rather than the whole `S_i >= max-read-ts`: it is what the
-//! compressed response of §V carries, it is sound, and it is conservative (a txn held
-//! invisible by another partition can send a read to round two).
+//! the timestamps read; partition `i` needs round two unless `S_i >= max-read-ts` (Alg. 1
+//! l.27; §IV-F, l.343 of the paper's text): every txn with a timestamp below `S_i` was
+//! visible at `i`, so no version `i` missed is in `max-read-ts`. §V's scalar passes too:
+//! the visible frontier `vis_i` (every txn committed at `i` up to that sequence number is
+//! visible) reaching `max-read-ts[i]`. Either test is sound; round two runs where both
+//! fail, only where a newer version could have been missed. Round two sends the txn's
+//! snapshot (`max-read-ts` raised, `session.rs` `snapshot_of`) to those partitions, which
+//! merge it into `S` and return the latest versions with timestamps `<=` it: a consistent
+//! snapshot by construction, so there is never a third round.
 //!
 //! **Read-write transactions** (§IV-G) through the same interactive API as the other
 //! protocols: the txn's first READ runs the rounds above and fixes its snapshot
@@ -43,8 +44,14 @@
 //! **Metadata parsimony** (§V). The compressed wire sends, in round one, only `D_c[i]` and
 //! `min(D_c)`; a partition answers with one scalar (`vis_i`) and its local max read
 //! timestamp's entries above `min(D_c)`; vectors that must be exact (write dependencies,
-//! round two's bound) go as their minimum plus the entries above it (lossless).
-//! `promptcc-naive` ships every vector whole. Nodes count request and response bytes.
+//! round two's bound) go as their minimum plus the entries above it (lossless). §V
+//! replaces `S_i` by "the highest version visible", which stands for `S_i` only where
+//! every txn up to it is visible; here a txn waits for its other participants, so the
+//! scalar is `vis_i`, and a round-one reply also carries `S` (minimum plus the entries
+//! above it) where a committed txn is not visible yet (`vis_i < S[i]`): there the vector
+//! test may pass where the scalar fails. Elsewhere `vis_i = S[i]`, and the scalar passes
+//! wherever the vector would. `promptcc-naive` ships every vector whole. Nodes count
+//! request and response bytes.
 //!
 //! **Eiger** (`eiger`, the evaluation's optimistic baseline; in this section "l.N" is line
 //! N of shared/papers/001's text). The paper says of it: it reads the latest values and
@@ -57,7 +64,7 @@
 //! l.138); stabilization is what spares PrompTCC the third round (§IV-A l.140). Here:
 //! - *Visibility* (l.82): a version is visible once its txn committed at its own partition,
 //!   durably, not once every participant did (Alg. 2 l.32 is PrompTCC's); `vis_i` is then
-//!   the partition's durable committed prefix.
+//!   the partition's durable committed prefix `S[i]`, so round one carries no extra `S`.
 //! - *No client-assisted visibility*: nodes do not merge clients' vectors into `S` (Alg. 2
 //!   l.37, l.46): under Eiger they hold timestamps of txns committed at one participant,
 //!   which are not committed prefixes of the others.
@@ -65,7 +72,7 @@
 //!   logical time at which the latest version of a key read became visible there) and LVT
 //!   (the node's logical clock, up to which those versions are the latest). The read's
 //!   effective time is the largest EVT.
-//! - *Round two* goes to the partitions PrompTCC's vector check names (`vis_i <
+//! - *Round two* goes to the partitions PrompTCC's test names (here `vis_i <
 //!   max-read-ts[i]`, which the snapshot's consistency needs) and to those whose LVT is
 //!   below the effective time (Eiger's check: scalars cannot tell a dependency from a
 //!   version that merely became visible later elsewhere, so these are often spurious). It
@@ -206,6 +213,10 @@ crate::mutations! {
         /// The snapshot raises the partitions the first read touched to `S`, not to their
         /// `vis_i` (a safety bug: fractured reads).
         snapshot_from_s = "snapshot-from-s",
+        /// The round-two test's vector check compares only the partition's own entry of
+        /// `S_i` with `max-read-ts` (a safety bug: a txn held invisible there by another
+        /// participant, whose commit the read saw elsewhere, is missed; fractured reads).
+        own_entry_only = "own-entry-only",
     }
     /// Deliberately broken variants the simulator and checker must catch.
     pub const MUTATIONS;

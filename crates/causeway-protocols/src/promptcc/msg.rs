@@ -76,8 +76,9 @@ pub enum Msg {
         objects: Objects,
         ts: Vec<Wire>,
         vis: u64,
-        /// The node's snapshot vector `S`: in every reply of the naive wire, and in the
-        /// first partition's round-one reply of PrompTCC's (`session.rs` `snapshot_of`).
+        /// The node's snapshot vector `S`: in every reply of the naive wire; in PrompTCC's,
+        /// in the first partition's round-one reply (`session.rs` `snapshot_of`) and in
+        /// every round-one reply with `vis < S[i]` (the round-two test, `consistent`).
         snapshot: Option<Wire>,
     },
     SnapshotReply {

@@ -313,11 +313,14 @@ impl Node {
             }
             vec![Wire::above(&local, n, floor, false)]
         };
-        // The naive wire carries `S` in every reply. PrompTCC's carries it once per
-        // read, in the first partition's round-one reply: the client raises the txn's
-        // snapshot with it for the partitions this read did not touch, so a later read
-        // of the txn is not stuck at the versions the first one happened to see.
-        let snapshot = (full || (first && latest)).then(|| Wire::of(&self.s, n, full));
+        // The naive wire carries `S` in every reply. PrompTCC's round one carries it in
+        // the first partition's reply (the client raises the txn's snapshot with it for
+        // the partitions this read did not touch, so a later read of the txn is not stuck
+        // at the versions the first one happened to see), and wherever a committed txn
+        // waits here for another participant (`vis_i < S[i]`): the scalar then may fail
+        // the client's round-two test where `S_i >= max-read-ts` (Alg. 1 l.27) passes.
+        let waiting = vis < self.s.get(partition.0 as usize);
+        let snapshot = (full || (latest && (first || waiting))).then(|| Wire::of(&self.s, n, full));
         if !(latest && self.flavor.validity_intervals()) {
             return Msg::ReadReply {
                 rid,

@@ -24,6 +24,8 @@ struct ReadState {
     /// `max-read-ts` so far (Alg. 1 l.24), `D_c` included.
     mrt: Vc,
     vis: BTreeMap<PartitionId, u64>,
+    /// Round one's `S_i` per partition whose reply carried it (the round-two test).
+    svec: BTreeMap<PartitionId, Vc>,
     /// The join of the `S` vectors round one's replies carried (`snapshot_of`).
     stable: Vc,
     /// A read at a fixed snapshot (a later read of the txn, or Wren's second round).
@@ -171,6 +173,7 @@ impl Client {
             objects: BTreeMap::new(),
             mrt: self.deps.clone(),
             vis: BTreeMap::new(),
+            svec: BTreeMap::new(),
             stable: Vc::default(),
             bounded: false,
             counted: true,
@@ -237,6 +240,7 @@ impl Client {
             objects: BTreeMap::new(),
             mrt: bound,
             vis: BTreeMap::new(),
+            svec: BTreeMap::new(),
             stable: Vc::default(),
             bounded: true,
             counted: count,
@@ -281,15 +285,17 @@ impl Client {
         }
         // Only round one's: `snapshot_of` fixes the snapshot from them when it ends.
         if let Some(w) = stable.filter(|_| st.round == 1 && !st.bounded) {
-            st.stable.join(&w.to_vc(self.p));
+            let s = w.to_vc(self.p);
+            st.stable.join(&s);
+            st.svec.insert(partition, s);
         }
         if st.waiting.is_empty() {
             self.read_round_done(core, ctx);
         }
     }
 
-    /// Every partition answered the round: done, or round two to the partitions whose
-    /// visible frontier is below `max-read-ts` (Alg. 1 l.26-31).
+    /// Every partition answered the round: done, or round two to the partitions that may
+    /// have missed a version in `max-read-ts` (Alg. 1 l.26-31, `behind`).
     fn read_round_done(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>) {
         let Pending::Read(st) = &mut self.pending else {
             return;
@@ -297,7 +303,7 @@ impl Client {
         if st.round == 1 {
             // The snapshot is fixed now: a round two reads at it, as do later reads.
             st.stable = snapshot_of(st, self.p, self.mutation);
-            let behind = behind(st);
+            let behind = behind(st, self.mutation);
             self.rounds.0 += 1;
             if !behind.is_empty() && !self.mutation.single_round_always {
                 self.rounds.1 += 1;
@@ -601,35 +607,67 @@ impl ClientProtocol for Client {
 }
 
 /// The partitions round one may have read inconsistently, to read again in round two
-/// (Alg. 1 l.27): those whose visible frontier is below `max-read-ts`, and under Eiger
-/// also those whose validity interval ends before the read's effective time (the largest
-/// EVT; module doc, Eiger's metadata). The first is what makes the snapshot consistent;
-/// the second is Eiger's scalar check, which cannot tell a dependency from a txn that
-/// merely committed later elsewhere (its spurious second rounds, §I l.44).
-fn behind(st: &ReadState) -> BTreeSet<PartitionId> {
+/// (Alg. 1 l.27: `{i : S_i < max-read-ts}`; §IV-F, l.343 of the paper's text: the values
+/// are from a consistent snapshot if every `S_i >= max-read-ts`), and under Eiger also
+/// those whose validity interval ends before the read's effective time (the largest EVT;
+/// module doc, Eiger's metadata). The first is what makes the snapshot consistent; the
+/// second is Eiger's scalar check, which cannot tell a dependency from a txn that merely
+/// committed later elsewhere (its spurious second rounds, §I l.44).
+fn behind(st: &ReadState, mutation: Mutation) -> BTreeSet<PartitionId> {
     let stale = st
         .vis
-        .iter()
-        .filter(|(p, v)| **v < st.mrt.get(p.0 as usize));
+        .keys()
+        .filter(|p| !consistent(st, **p, mutation))
+        .map(|p| (p, &0));
     let short = st.lvt.iter().filter(|(_, lvt)| **lvt < st.eff);
     stale.chain(short).map(|(p, _)| *p).collect()
 }
 
+/// Whether partition `p`'s round-one answer is exact at `max-read-ts`: no version it
+/// missed can be in it. Two sound tests, either enough: the paper's, `S_p >=
+/// max-read-ts` (Alg. 1 l.27: a txn with a timestamp below `S_p` had every participant
+/// commit it as `S_p` knows, so it was visible, Alg. 2 l.32), where the reply carried
+/// `S_p`; and §V's scalar, the visible frontier `vis_p >= max-read-ts[p]` (every txn
+/// numbered up to it at `p` was visible). A reply without `S_p` has `vis_p = S_p[p]`
+/// (`node.rs` `read_reply`), where the scalar passes whenever the vector does. Under
+/// `own-entry-only` the vector test looks at `S_p[p]` alone: a txn held invisible at `p`
+/// by another participant whose commit the read saw elsewhere is missed.
+fn consistent(st: &ReadState, p: PartitionId, mutation: Mutation) -> bool {
+    let i = p.0 as usize;
+    let vector = st.svec.get(&p).is_some_and(|s| {
+        if mutation.own_entry_only {
+            s.get(i) >= st.mrt.get(i)
+        } else {
+            st.mrt.le(s)
+        }
+    });
+    frontier_covers(st, p) || vector
+}
+
+/// §V's scalar test: `p`'s visible frontier reaches `max-read-ts[p]`.
+fn frontier_covers(st: &ReadState, p: PartitionId) -> bool {
+    let i = p.0 as usize;
+    st.vis.get(&p).is_some_and(|v| *v >= st.mrt.get(i))
+}
+
 /// The snapshot of a txn whose first read finished round one: `max-read-ts` (Alg. 1 l.24)
 /// raised, for each partition the read touched, to its visible frontier `vis_i`, and for
-/// every other partition to the `S` entry a reply carried.
+/// every other partition to the `S` entries the replies carried; then lowered to `S_i`
+/// for each partition that passed the round-two test by its vector alone.
 ///
 /// Alg. 1 reads once per txn, so its snapshot is `max-read-ts`: the join of what the
 /// read saw. Our txns read again (interactive), at the snapshot, and `max-read-ts` alone
 /// would pin those later reads to whatever versions the first one happened to see: a
 /// fresh session whose first read finds an unwritten key reads nothing afterwards, ever.
-/// Both raises keep the first read's values: every txn at or below a read partition's
-/// `vis_i` was visible when it answered (Alg. 2 l.32-34), so round one already applied
-/// those of them that wrote its keys, and `vis_i < max-read-ts[i]` (a round two)
-/// is unchanged by raising entry `i` to `vis_i`. Both are committed, durable prefixes
-/// (`vis_i <= S[i]`; `S` holds only such), so a node may merge them into its own `S`
-/// when it serves a read at the snapshot (Alg. 2 l.46), which makes visible every txn
-/// the snapshot covers.
+/// The snapshot keeps the first read's values: a partition that passed by its scalar has
+/// entry `i` at most `vis_i`, and every txn at or below it was visible when it answered
+/// (Alg. 2 l.32-34), so round one already applied those of them that wrote its keys; one
+/// that passed by its vector has the whole snapshot at most `S_i`, and every txn below
+/// that was visible there; round two reads at the snapshot. The lowering keeps it at or
+/// above `max-read-ts` (`S_i >= max-read-ts`). Every entry is a committed, durable prefix
+/// (`vis_i <= S[i]`; `S` holds only such), so a node may merge them into its own `S` when
+/// it serves a read at the snapshot (Alg. 2 l.46), which makes visible every txn the
+/// snapshot covers.
 fn snapshot_of(st: &ReadState, p: usize, mutation: Mutation) -> Vc {
     let mut x = st.mrt.clone();
     for i in (0..p).filter(|_| !mutation.stale_snapshot) {
@@ -642,5 +680,14 @@ fn snapshot_of(st: &ReadState, p: usize, mutation: Mutation) -> Vc {
             x.set(i, raise);
         }
     }
+    for (q, s) in &st.svec {
+        if !frontier_covers(st, *q) && st.mrt.le(s) {
+            x.meet(s);
+        }
+    }
+    assert!(
+        st.mrt.le(&x),
+        "a txn's snapshot covers what its first read saw"
+    );
     x
 }

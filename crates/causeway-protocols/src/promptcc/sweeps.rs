@@ -33,12 +33,15 @@ pub const SWEEPS: &[Sweep] = &[
     Sweep::pass(hot!()),
     Sweep::pass(concat!("--dcs 1 ", sweep_merged!())),
     Sweep::pass("--dcs 1 --seeds 1..4 --faults crashes --checkpoint-records 16"),
-    // The snapshot pinned to the first read's versions (the final reads miss writes: 8 of
+    // The snapshot pinned to the first read's versions (the final reads miss writes: 7 of
     // 20 seeds); raised to S where the first read touched (fractured reads under faults).
     Sweep::caught(concat!(loaded!(), " --mutation stale-snapshot")),
     Sweep::caught("--dcs 1 --seeds 1..20 --faults all --mutation snapshot-from-s"),
     Sweep::caught("--dcs 1 --mutation single-round-always --seeds 1..20"),
     Sweep::caught(concat!(hot!(), " --mutation visible-before-stable")),
+    // Round two skipped where `S_i` covers only its own entry of `max-read-ts` (the final
+    // reads see half of a txn held invisible by another participant: 5 of 5 seeds).
+    Sweep::caught("--dcs 1 --seeds 1..5 --mutation own-entry-only"),
 ];
 
 /// PrompTCC with full vectors on the wire.
