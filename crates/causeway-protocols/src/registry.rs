@@ -277,7 +277,7 @@ pub trait AnySession: Send {
     fn skip_observed(&mut self);
     /// [`causeway_core::ClientSession::join_past`]: `other` must be a session of the same
     /// protocol (a driver's sessions all are).
-    fn join_past(&mut self, other: &dyn AnySession);
+    fn join_past(&mut self, other: &dyn AnySession) -> bool;
     /// For [`AnySession::join_past`]'s downcast.
     fn as_any(&self) -> &dyn std::any::Any;
 }
@@ -410,7 +410,7 @@ where
     fn skip_observed(&mut self) {
         self.0.skip_observed()
     }
-    fn join_past(&mut self, other: &dyn AnySession) {
+    fn join_past(&mut self, other: &dyn AnySession) -> bool {
         let other = other
             .as_any()
             .downcast_ref::<SessionOf<P>>()

@@ -169,6 +169,14 @@ impl<F: SessionFactory> Conn<F> {
         &self.shared
     }
 
+    pub(crate) fn handle(&self) -> &F::Handle {
+        &self.handle
+    }
+
+    pub(crate) fn handle_mut(&mut self) -> &mut F::Handle {
+        &mut self.handle
+    }
+
     /// Answers one command (`args[0]` is its name; at least one argument).
     pub async fn execute(&mut self, args: Vec<Bytes>) -> Outcome {
         assert!(!args.is_empty(), "the parser yields no empty command");

@@ -464,11 +464,12 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
     fn skip_observed(&mut self) {
         self.core.observed = false;
     }
-    fn join_past(&mut self, other: &Self) {
+    fn join_past(&mut self, other: &Self) -> bool {
         if self.core.running() || self.core.txn.is_some() {
-            return; // a transaction's snapshot and buffer are fixed until it ends
+            return false; // a transaction's snapshot and buffer are fixed until it ends
         }
         self.client.join_past(&mut self.core, &other.client);
+        true
     }
 }
 
