@@ -8,8 +8,8 @@ use crate::limits::CLIENT_NAME_LEN_MAX;
 use crate::parse::parse_i64;
 use crate::reply::{Proto, Reply};
 use crate::session::{SessionFactory, SessionHandle};
-use causeway_core::SessionScope;
 use bytes::Bytes;
+use causeway_core::SessionScope;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 

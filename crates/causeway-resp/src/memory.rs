@@ -23,8 +23,8 @@
 use crate::session::{ServerInfo, SessionFactory, SessionHandle};
 use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
 use causeway_core::{
-    ArbTs, Error, Key, ObjType, Object, Op, OpId, ReadValue, Request, Response, SessionId, TxnId,
-    TxnKind, Update, SessionScope,
+    ArbTs, Error, Key, ObjType, Object, Op, OpId, ReadValue, Request, Response, SessionId,
+    SessionScope, TxnId, TxnKind, Update,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;

@@ -892,7 +892,8 @@ impl NodeTask {
                 hosted.began = Some((self.reading.expect("read by ctx").at, kind_label(kind)));
             }
             if let Some(scope) = hosted.scope.as_deref().filter(|_| outside_txn(&request)) {
-                self.scopes.take(scope, &mut hosted.machine, &mut hosted.seen);
+                self.scopes
+                    .take(scope, &mut hosted.machine, &mut hosted.seen);
             }
             // The rest of the batch follows unless an answer stops it (`answered`).
             let ahead = batch.pending.make_contiguous();
@@ -1029,7 +1030,16 @@ impl NodeTask {
             // Before the answer leaves: a connection that learns of it and opens a
             // transaction on another session of the scope must find this past there.
             let s = &self.setup;
-            let make = || new_session(&s.protocol, SessionId(0), s.dc, &s.topology, &s.params, &s.section);
+            let make = || {
+                new_session(
+                    &s.protocol,
+                    SessionId(0),
+                    s.dc,
+                    &s.topology,
+                    &s.params,
+                    &s.section,
+                )
+            };
             if let Err(e) = self.scopes.give(scope, &hosted.machine, make) {
                 tracing::warn!(scope = %scope, "a session's past is not shared: {e}");
             }

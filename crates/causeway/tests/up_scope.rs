@@ -32,7 +32,10 @@ fn set_then_get(up: &Up, dc: u16, key: &str, scope: Option<&str>) -> (Vec<Durati
         let began = Instant::now();
         let mut reader = resp_connect(&addr);
         if let Some(scope) = scope {
-            assert_eq!(resp_command(&mut reader, &["CLIENT", "SESSION", scope]), "+OK");
+            assert_eq!(
+                resp_command(&mut reader, &["CLIENT", "SESSION", scope]),
+                "+OK"
+            );
         }
         let got = resp_command(&mut reader, &["GET", key]);
         took.push(began.elapsed());
@@ -73,9 +76,15 @@ fn summary(took: &mut [Duration]) -> String {
 /// connection scope's latency for comparison (its misses are expected, not asserted).
 fn reads_its_writes_on_new_connections(up: &Up, protocol: &str, dc: u16) {
     let (mut took, missed) = set_then_get(up, dc, "scope-k", None);
-    assert!(missed.is_empty(), "{protocol}: rounds {missed:?} read another value");
+    assert!(
+        missed.is_empty(),
+        "{protocol}: rounds {missed:?} read another value"
+    );
     native_set_then_get(up, dc, "scope-native");
-    eprintln!("{protocol}: GET on a new connection, endpoint scope: {}", summary(&mut took));
+    eprintln!(
+        "{protocol}: GET on a new connection, endpoint scope: {}",
+        summary(&mut took)
+    );
     let (mut took, missed) = set_then_get(up, dc, "scope-c", Some("CONNECTION"));
     eprintln!(
         "{protocol}: GET on a new connection, connection scope: {} ({} of {ROUNDS} missed the write)",
@@ -95,7 +104,8 @@ fn strong_txns_from_new_connections_never_abort(up: &Up, dc: u16) {
             c.begin_kind(TxnKind::Strong).expect("begin strong");
             let read = c.get("nick/ann").expect("get");
             c.set("nick/ann", me.clone().into_bytes()).expect("set");
-            c.commit().unwrap_or_else(|e| panic!("strong txn {i} failed: {e}"));
+            c.commit()
+                .unwrap_or_else(|e| panic!("strong txn {i} failed: {e}"));
             read.map(|v| String::from_utf8_lossy(&v).to_string())
         } else {
             let mut c = resp_connect(&up.resp_addr(dc));
@@ -115,7 +125,10 @@ fn strong_txns_from_new_connections_never_abort(up: &Up, dc: u16) {
 fn client_session_reports_and_switches(up: &Up) {
     let mut c = resp_connect(&up.resp_addr(0));
     assert_eq!(resp_command(&mut c, &["CLIENT", "SESSION"]), "endpoint");
-    assert_eq!(resp_command(&mut c, &["CLIENT", "SESSION", "connection"]), "+OK");
+    assert_eq!(
+        resp_command(&mut c, &["CLIENT", "SESSION", "connection"]),
+        "+OK"
+    );
     assert_eq!(resp_command(&mut c, &["CLIENT", "SESSION"]), "connection");
     let bad = resp_command(&mut c, &["CLIENT", "SESSION", "cluster"]);
     assert!(bad.starts_with("-ERR CLIENT SESSION takes"), "{bad}");
@@ -124,7 +137,11 @@ fn client_session_reports_and_switches(up: &Up) {
 #[test]
 fn unistore_endpoint_scope_reads_its_writes_and_strong_txns_never_abort() {
     let up = Up::start("scope-unistore", 3, 2, &[]);
-    assert!(up.banner.contains("running protocol unistore"), "{}", up.banner);
+    assert!(
+        up.banner.contains("running protocol unistore"),
+        "{}",
+        up.banner
+    );
     client_session_reports_and_switches(&up);
     reads_its_writes_on_new_connections(&up, "unistore", 0);
     strong_txns_from_new_connections_never_abort(&up, 1);

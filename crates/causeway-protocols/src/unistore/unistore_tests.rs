@@ -245,7 +245,11 @@ fn a_session_that_joined_another_past_reads_its_writes() {
     assert!(members(&mut net, 2, "s").is_empty(), "not uniform: unseen");
     let joined = |net: &mut TestNet<UniStore>, to: u64, from: u64| {
         let other = net.sessions.remove(&from).expect("session");
-        let ok = net.sessions.get_mut(&to).expect("session").join_past(&other);
+        let ok = net
+            .sessions
+            .get_mut(&to)
+            .expect("session")
+            .join_past(&other);
         net.sessions.insert(from, other);
         ok
     };
