@@ -90,3 +90,60 @@ impl Scopes {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::{DcId, SessionId, Topology};
+    use causeway_protocols::{new_session, Params};
+
+    fn session(id: u64) -> BoxedSession {
+        let topology = Topology::full(3, 1, 2);
+        let section = serde_json::Value::Null;
+        new_session(
+            "unistore",
+            SessionId(id),
+            DcId(0),
+            &topology,
+            &Params::default(),
+            &section,
+        )
+        .expect("a unistore session")
+    }
+
+    /// A scope exists once a past was given; a session takes each version once; past
+    /// `SCOPES_MAX` scopes a past is refused, naming the limit.
+    #[test]
+    fn sessions_take_each_version_once_and_scopes_are_bounded() {
+        let mut scopes = Scopes::default();
+        let mut s = session(1);
+        let mut seen = 0;
+        scopes.take("default", &mut s, &mut seen);
+        assert!(
+            scopes.is_empty() && seen == 0,
+            "nothing given, nothing taken"
+        );
+        let name: Arc<str> = Arc::from("default");
+        scopes.give(&name, &s, || Ok(session(0))).unwrap();
+        scopes.take("default", &mut s, &mut seen);
+        assert_eq!(seen, 1);
+        let mut made = false;
+        scopes
+            .give(&name, &s, || {
+                made = true;
+                Ok(session(0))
+            })
+            .unwrap();
+        assert!(!made, "one holder per scope");
+        scopes.take("default", &mut s, &mut seen);
+        assert_eq!((scopes.len(), seen), (1, 2));
+        for i in 1..SCOPES_MAX {
+            let name: Arc<str> = Arc::from(format!("user{i}").as_str());
+            scopes.give(&name, &s, || Ok(session(0))).unwrap();
+        }
+        let e = scopes
+            .give(&Arc::from("one-more"), &s, || Ok(session(0)))
+            .unwrap_err();
+        assert!(e.contains(&SCOPES_MAX.to_string()), "{e}");
+    }
+}
