@@ -75,3 +75,40 @@ pub enum Response {
     BarrierDone,
     Error(Error),
 }
+
+/// Whose causal past a session hosted for a remote client starts each transaction from
+/// (the runtime's `scope` module: a scope's sessions share their pasts through
+/// [`crate::ClientSession::join_past`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionScope {
+    /// Every connection of the node's endpoint (per user): a write acknowledged to one
+    /// is in the snapshot of every transaction begun after it on any.
+    #[default]
+    Endpoint,
+    /// The connection alone (the papers' client session).
+    Connection,
+}
+
+impl SessionScope {
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionScope::Endpoint => "endpoint",
+            SessionScope::Connection => "connection",
+        }
+    }
+
+    /// For `skip_serializing_if`: the default is not written out.
+    pub fn is_endpoint(&self) -> bool {
+        *self == SessionScope::Endpoint
+    }
+
+    /// Parses `endpoint` or `connection`, in any case.
+    pub fn parse(text: &str) -> Option<SessionScope> {
+        match text.to_ascii_lowercase().as_str() {
+            "endpoint" => Some(SessionScope::Endpoint),
+            "connection" => Some(SessionScope::Connection),
+            _ => None,
+        }
+    }
+}

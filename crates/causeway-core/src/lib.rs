@@ -18,7 +18,7 @@ pub mod limits;
 pub mod sansio;
 pub mod topology;
 
-pub use api::{ObjValue, ReadValue, Request, Response, TxnKind};
+pub use api::{ObjValue, ReadValue, Request, Response, SessionScope, TxnKind};
 pub use clock::{Hlc, Nanos, Vc};
 pub use crdt::{ArbTs, Effect, ObjType, Object, Op, Update};
 pub use error::Error;

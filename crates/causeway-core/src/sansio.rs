@@ -226,4 +226,18 @@ pub trait ClientSession {
     /// the native client API, keep them; the RESP front end does not. Protocols that
     /// compute nothing extra for them ignore it.
     fn skip_observed(&mut self) {}
+    /// Joins `other`'s causal past (what it committed and observed: Cure's `cvc`, PaRiS's
+    /// `ust_c` and write cache, Occult's causal timestamp, ...) into this session's, with
+    /// no wait: both sessions are of one DC, so the joined past is already visible here
+    /// (UniStore Alg. 1 l.2-3 adopts a client's remote entries for that reason). Drivers
+    /// call it on an idle session (no request running, no transaction open); a busy one
+    /// ignores the call and answers false. A session scope shared by the connections of
+    /// one endpoint is built from it. The default joins nothing: a protocol whose sessions
+    /// keep no causal past (`eventual`) needs nothing.
+    fn join_past(&mut self, _other: &Self) -> bool
+    where
+        Self: Sized,
+    {
+        true
+    }
 }

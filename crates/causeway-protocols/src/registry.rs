@@ -275,6 +275,11 @@ pub trait AnySession: Send {
     fn take_overwrites(&mut self) -> Vec<(causeway_core::OpId, Option<causeway_core::OpId>)>;
     /// [`causeway_core::ClientSession::skip_observed`].
     fn skip_observed(&mut self);
+    /// [`causeway_core::ClientSession::join_past`]: `other` must be a session of the same
+    /// protocol (a driver's sessions all are).
+    fn join_past(&mut self, other: &dyn AnySession) -> bool;
+    /// For [`AnySession::join_past`]'s downcast.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 pub type BoxedNode = Box<dyn AnyNode>;
@@ -404,6 +409,16 @@ where
     }
     fn skip_observed(&mut self) {
         self.0.skip_observed()
+    }
+    fn join_past(&mut self, other: &dyn AnySession) -> bool {
+        let other = other
+            .as_any()
+            .downcast_ref::<SessionOf<P>>()
+            .expect("pasts join within one protocol");
+        self.0.join_past(&other.0)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

@@ -7,8 +7,9 @@ use crate::conn::{arity_error, Conn, Outcome};
 use crate::limits::CLIENT_NAME_LEN_MAX;
 use crate::parse::parse_i64;
 use crate::reply::{Proto, Reply};
-use crate::session::SessionFactory;
+use crate::session::{SessionFactory, SessionHandle};
 use bytes::Bytes;
+use causeway_core::SessionScope;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
@@ -171,10 +172,27 @@ fn set_name<F: SessionFactory>(conn: &mut Conn<F>, name: Bytes) -> Result<(), Re
     Ok(())
 }
 
-/// `CLIENT ID | SETNAME name | GETNAME | SETINFO attr value | INFO`.
+/// `CLIENT SESSION [ENDPOINT | CONNECTION]`: the connection's session scope, or a switch
+/// of it (docs/REDIS.md, "Session scopes").
+fn client_session<F: SessionFactory>(conn: &mut Conn<F>, scope: Option<&Bytes>) -> Reply {
+    let Some(arg) = scope else {
+        return Reply::Bulk(Bytes::from_static(conn.handle().scope().name().as_bytes()));
+    };
+    let Some(scope) = SessionScope::parse(&String::from_utf8_lossy(arg)) else {
+        return Reply::err("CLIENT SESSION takes ENDPOINT or CONNECTION");
+    };
+    if conn.handle_mut().set_scope(scope) {
+        Reply::Ok
+    } else {
+        Reply::err(format!("this server has no {} session scope", scope.name()))
+    }
+}
+
+/// `CLIENT ID | SETNAME name | GETNAME | SETINFO attr value | INFO | SESSION [scope]`.
 fn client<F: SessionFactory>(conn: &mut Conn<F>, args: &[Bytes]) -> Reply {
     let sub = upper(&args[1]);
     match (sub.as_str(), args.len()) {
+        ("SESSION", 2 | 3) => client_session(conn, args.get(2)),
         ("ID", 2) => Reply::Int(conn.id as i64),
         ("SETNAME", 3) => set_name(conn, args[2].clone()).map_or_else(|e| e, |()| Reply::Ok),
         ("GETNAME", 2) => conn.name.clone().map_or(Reply::Nil, Reply::Bulk),
@@ -183,17 +201,18 @@ fn client<F: SessionFactory>(conn: &mut Conn<F>, args: &[Bytes]) -> Reply {
             let name = conn.name.as_deref().unwrap_or_default();
             let resp = if conn.proto == Proto::Resp3 { 3 } else { 2 };
             let line = format!(
-                "id={} name={} db=0 resp={resp}\n",
+                "id={} name={} db=0 resp={resp} session={}\n",
                 conn.id,
-                String::from_utf8_lossy(name)
+                String::from_utf8_lossy(name),
+                conn.handle().scope().name()
             );
             Reply::Verbatim(line)
         }
-        ("ID" | "SETNAME" | "GETNAME" | "SETINFO" | "INFO", _) => {
+        ("ID" | "SETNAME" | "GETNAME" | "SETINFO" | "INFO" | "SESSION", _) => {
             arity_error(&format!("client|{}", sub.to_ascii_lowercase()))
         }
         _ => Reply::err(format!(
-            "unknown subcommand '{}'. Try CLIENT ID, SETNAME, GETNAME, SETINFO or INFO.",
+            "unknown subcommand '{}'. Try CLIENT ID, SETNAME, GETNAME, SETINFO, INFO or SESSION.",
             String::from_utf8_lossy(&args[1])
         )),
     }

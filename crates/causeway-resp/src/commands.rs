@@ -324,7 +324,7 @@ pub static COMMANDS: &[Spec] = &[
         Conn,
         C,
         (0, 0, 0),
-        "CLIENT ID, SETNAME, GETNAME, SETINFO, INFO.",
+        "CLIENT ID, SETNAME, GETNAME, SETINFO, INFO, SESSION [ENDPOINT|CONNECTION].",
     ),
     spec(
         "SELECT",

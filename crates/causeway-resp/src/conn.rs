@@ -196,6 +196,19 @@ impl<F: SessionFactory> Conn<F> {
         &self.shared
     }
 
+    /// The session of an authenticated connection (the commands that ask for it run only
+    /// after authentication).
+    pub(crate) fn handle(&self) -> &F::Handle {
+        assert!(self.authed, "a session is used only after authentication");
+        self.handle
+            .as_ref()
+            .expect("an authenticated connection has a session")
+    }
+
+    pub(crate) fn handle_mut(&mut self) -> &mut F::Handle {
+        self.session()
+    }
+
     /// Answers one command (`args[0]` is its name; at least one argument).
     pub async fn execute(&mut self, args: Vec<Bytes>) -> Outcome {
         assert!(!args.is_empty(), "the parser yields no empty command");

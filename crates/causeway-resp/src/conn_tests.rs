@@ -477,6 +477,30 @@ async fn client_select_quit() {
     assert!(quit.close);
 }
 
+/// `CLIENT SESSION` shows the scope the host gave the session, switches it, and refuses
+/// another word; `CLIENT INFO` names it.
+#[tokio::test]
+async fn client_session_shows_and_switches_the_scope() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "CLIENT SESSION").await, bulk("connection"));
+    assert_eq!(run(&mut c, "CLIENT SESSION endpoint").await, Reply::Ok);
+    assert_eq!(run(&mut c, "CLIENT SESSION").await, bulk("endpoint"));
+    match run(&mut c, "CLIENT INFO").await {
+        Reply::Verbatim(line) => assert!(line.contains("session=endpoint"), "{line}"),
+        other => panic!("CLIENT INFO answered {other:?}"),
+    }
+    assert_err(
+        &run(&mut c, "CLIENT SESSION cluster").await,
+        "ERR CLIENT SESSION takes ENDPOINT or CONNECTION",
+        &[],
+    );
+    assert_err(
+        &run(&mut c, "CLIENT SESSION a b").await,
+        "ERR wrong number of arguments",
+        &[],
+    );
+}
+
 #[tokio::test]
 async fn info_reports_protocol_dcs_and_gauges() {
     let cluster = MemoryCluster::new(options(3));

@@ -23,8 +23,8 @@
 use crate::session::{ServerInfo, SessionFactory, SessionHandle};
 use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
 use causeway_core::{
-    ArbTs, Error, Key, ObjType, Object, Op, OpId, ReadValue, Request, Response, SessionId, TxnId,
-    TxnKind, Update,
+    ArbTs, Error, Key, ObjType, Object, Op, OpId, ReadValue, Request, Response, SessionId,
+    SessionScope, TxnId, TxnKind, Update,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -241,6 +241,7 @@ impl SessionFactory for MemoryFactory {
             seq: 0,
             past,
             txn: None,
+            scope: SessionScope::Connection,
         }
     }
 
@@ -270,6 +271,9 @@ pub struct MemorySession {
     /// Per origin DC, the commits this session has observed.
     past: Vec<u64>,
     txn: Option<MemTxn>,
+    /// Kept for `CLIENT SESSION`: a DC's writes are visible to its every session at
+    /// once here, so both scopes read the same.
+    scope: SessionScope,
 }
 
 impl SessionHandle for MemorySession {
@@ -289,6 +293,15 @@ impl SessionHandle for MemorySession {
             }
         }
         std::future::ready(out)
+    }
+
+    fn scope(&self) -> SessionScope {
+        self.scope
+    }
+
+    fn set_scope(&mut self, scope: SessionScope) -> bool {
+        self.scope = scope;
+        true
     }
 }
 

@@ -24,6 +24,8 @@
 //! (a `tokio::sync::watch::Receiver<bool>`) holds `true`.
 //!
 //! Contract changes (this list says when):
+//! - `SessionHandle::scope` and `set_scope` (`CLIENT SESSION`): a host that shares the
+//!   causal past of an endpoint's sessions says so; the defaults keep each session's own.
 //! - `ServerInfo::stable_vector_lag_ms` is gone: the front end names no protocol's gauge,
 //!   so a host reports such a lag among `ServerInfo::gauges` like any other.
 //! - [`call_each`], the default `SessionHandle::call_batch`, is public, so a host that
@@ -31,7 +33,7 @@
 //! - [`SessionFactory::open`] is called when a connection authenticates (at once without a
 //!   password), not at its accept: a connection that never authenticates opens no session.
 
-use causeway_core::{Request, Response};
+use causeway_core::{Request, Response, SessionScope};
 use std::future::Future;
 
 /// One client session, owned by one connection.
@@ -46,6 +48,18 @@ pub trait SessionHandle: Send {
     /// `Commit`) through it.
     fn call_batch(&mut self, reqs: Vec<Request>) -> impl Future<Output = Vec<Response>> + Send {
         call_each(self, reqs)
+    }
+
+    /// The scope whose causal past the session starts each transaction from
+    /// (`CLIENT SESSION`; docs/REDIS.md). Default: its own, the connection's.
+    fn scope(&self) -> SessionScope {
+        SessionScope::Connection
+    }
+
+    /// Switches the scope from the session's next transaction on (what it already took
+    /// stays in its past); false when the host has no such scope.
+    fn set_scope(&mut self, scope: SessionScope) -> bool {
+        scope == SessionScope::Connection
     }
 }
 
@@ -68,11 +82,13 @@ pub async fn call_each<H: SessionHandle + ?Sized>(
     out
 }
 
-/// Opens sessions for new connections and describes the DC they live in.
+/// Opens sessions for new connections and describes the DC they live in. A new session
+/// shares its past with the scope the host's setting names ([`SessionHandle::scope`]).
 pub trait SessionFactory: Send + Sync + 'static {
     type Handle: SessionHandle + 'static;
 
-    /// A fresh session in this DC, with an empty causal past.
+    /// A fresh session in this DC, with an empty causal past of its own (in an endpoint
+    /// scope, it takes the endpoint's at its first transaction).
     fn open(&self) -> Self::Handle;
 
     /// The DC's current facts, for `INFO` and `HELLO`.

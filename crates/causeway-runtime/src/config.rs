@@ -12,6 +12,7 @@
 //! rtt_ms = [[0, 88, 80], [86, 0, 145], [76, 139, 0]]   # optional; default: PaRiS Fig. 1
 //! intra_dc_ms = 0.0              # optional extra one-way latency inside a DC
 //! password = "..."               # optional: clients (RESP and native) must give it
+//! session_scope = "endpoint"     # optional: or "connection" (a session's past is its own)
 //! secret = "..."                 # optional: cluster secret nodes prove to each other
 //! # secret_file = "cluster.secret" # or: a file holding it (16 to 1024 printable bytes)
 //!
@@ -42,6 +43,7 @@
 //! transparent_huge_pages = false # false: off for the node process (default), as Redis does
 //! ```
 
+use crate::gateway::SessionScope;
 use causeway_core::limits::PASSWORD_LEN_MAX;
 use causeway_core::topology::SLOTS;
 use causeway_core::{DcId, NodeId, PartitionId, Topology};
@@ -312,6 +314,13 @@ pub struct ClusterConfig {
     /// Password RESP clients must give with AUTH (none: no authentication).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
+    /// Whose causal past a client session starts each transaction from: `"endpoint"`
+    /// (default: every connection of the node's endpoint, per user, so a write
+    /// acknowledged to one connection is visible to the next transaction of any) or
+    /// `"connection"` (its own: the papers' sessions). RESP clients switch with `CLIENT
+    /// SESSION`.
+    #[serde(default, skip_serializing_if = "SessionScope::is_endpoint")]
+    pub session_scope: SessionScope,
     /// The cluster secret nodes prove to each other when they connect (none: peers are
     /// not authenticated, and each node warns at startup). At most one of `secret` and
     /// `secret_file` (a file holding the secret, trailing newline ignored).
@@ -997,6 +1006,7 @@ pub fn local_cluster(
         rtt_ms: None,
         intra_dc_ms: 0.0,
         password: None,
+        session_scope: SessionScope::Endpoint,
         secret: None,
         secret_file: None,
         tls: None,

@@ -30,6 +30,9 @@ pub enum Control {
         /// (`ClientSession::skip_observed`); applied when the node task creates the
         /// session's machine, at its first batch.
         observed: bool,
+        /// The session scope whose past the session shares (`crate::scope`), by name;
+        /// `None`: its own past only (one connection, one session, as in the papers).
+        scope: Option<Arc<str>>,
     },
     /// The session is gone: drop its machine and its timer.
     Close { session: SessionId },

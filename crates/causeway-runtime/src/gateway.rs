@@ -18,6 +18,7 @@ use crate::throttle::{Throttle, LOG_INTERVAL_MS};
 use crate::tls::Stream;
 use causeway_client::wire::{self, ClientFrame, ServerFrame, Welcome, CLIENT_WIRE_VERSION};
 use causeway_core::limits::{FRAME_LEN_MAX, PREAUTH_FRAME_LEN_MAX};
+pub use causeway_core::SessionScope;
 use causeway_core::{DcId, Error, NodeId, Request, Response, SessionId};
 use futures_util::{SinkExt, StreamExt};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -37,7 +38,12 @@ pub struct GatewayInfo {
     pub dc: DcId,
     pub dc_names: Vec<String>,
     pub password: Option<String>,
+    /// The scope a new session shares its past with ([`SessionScope`]).
+    pub session_scope: SessionScope,
 }
+
+/// The one user a node knows today (Redis's `default`): every authenticated client is it.
+pub const DEFAULT_USER: &str = "default";
 
 struct Inner {
     info: GatewayInfo,
@@ -49,6 +55,8 @@ struct Inner {
     connections: Arc<AtomicUsize>,
     sessions_max: usize,
     gauges: SharedGauges,
+    /// The name of the endpoint scope of [`DEFAULT_USER`].
+    endpoint: Arc<str>,
 }
 
 /// Opens client sessions on this node. Cheap to clone.
@@ -77,6 +85,7 @@ impl Gateway {
                 connections: Arc::new(AtomicUsize::new(0)),
                 sessions_max,
                 gauges,
+                endpoint: Arc::from(DEFAULT_USER),
             }),
         }
     }
@@ -119,14 +128,18 @@ impl Gateway {
         } else {
             None
         };
-        GatewaySession {
+        let mut session = GatewaySession {
             id: SessionId(inner.prefix | (count & SESSIONS_PER_BOOT_MAX)),
             control: inner.control.clone(),
             live: inner.live.clone(),
             refusal,
             used: false,
             observed: true,
-        }
+            scope: None,
+            endpoint: inner.endpoint.clone(),
+        };
+        session.set_scope(inner.info.session_scope);
+        session
     }
 }
 
@@ -139,6 +152,10 @@ pub struct GatewaySession {
     used: bool,
     /// Whether its reads carry `ReadValue::observed` ([`GatewaySession::skip_observed`]).
     observed: bool,
+    /// The scope it shares its past with now; `None`: its own.
+    scope: Option<Arc<str>>,
+    /// The name of its endpoint user's scope.
+    endpoint: Arc<str>,
 }
 
 impl GatewaySession {
@@ -152,6 +169,23 @@ impl GatewaySession {
     pub fn skip_observed(&mut self) {
         assert!(!self.used, "skip_observed before the session's first call");
         self.observed = false;
+    }
+
+    /// Shares the session's past with its endpoint's other sessions, or stops sharing it
+    /// (from its next request on; what it took stays in its past).
+    pub fn set_scope(&mut self, scope: SessionScope) {
+        self.scope = match scope {
+            SessionScope::Endpoint => Some(self.endpoint.clone()),
+            SessionScope::Connection => None,
+        };
+    }
+
+    /// The scope the session shares its past with now.
+    pub fn scope(&self) -> SessionScope {
+        match self.scope {
+            Some(_) => SessionScope::Endpoint,
+            None => SessionScope::Connection,
+        }
     }
 
     /// Why the node refused this session, if it did.
@@ -198,6 +232,7 @@ impl GatewaySession {
             requests,
             reply: tx,
             observed: self.observed,
+            scope: self.scope.clone(),
         };
         self.used = true;
         if self.control.send(submit).is_err() {

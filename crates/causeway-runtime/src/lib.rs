@@ -26,6 +26,7 @@ pub mod metrics_http;
 pub mod node;
 pub mod peer;
 pub mod samples;
+pub mod scope;
 pub mod storage;
 pub mod telemetry;
 pub mod throttle;
@@ -341,6 +342,7 @@ fn new_gateway(
         dc: placement.dc,
         dc_names: config.dcs.clone(),
         password: config.password.clone(),
+        session_scope: config.session_scope,
     };
     Gateway::new(
         info,

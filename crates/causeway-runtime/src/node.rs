@@ -51,6 +51,7 @@
 
 use crate::control::{session_host, stops, Control, SharedGauges, BATCH_REQUESTS_MAX};
 use crate::samples::LatestSamples;
+use crate::scope::Scopes;
 use crate::storage::{DiskEvent, PersistReq, Shared, SharedDiskStats, Writer};
 use crate::telemetry::{MachineMetrics, NodeMetrics, TxnMetrics};
 use crate::transport::{Link, NetMsg};
@@ -61,6 +62,7 @@ use causeway_core::{
 use causeway_protocols::{new_session, BoxedNode, BoxedSession, Msg, Params};
 use foldhash::fast::FixedState;
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -246,9 +248,21 @@ enum Target {
 
 struct Hosted {
     machine: BoxedSession,
+    /// The scope it shares its past with (`crate::scope`), as its last batch said.
+    scope: Option<Arc<str>>,
+    /// The version of its scope's past it last took.
+    seen: u64,
     running: Option<Batch>,
     /// When the open transaction's `Begin` was submitted, and its kind.
     began: Option<(Instant, &'static str)>,
+}
+
+/// Whether `request` runs outside a transaction, where a session takes its scope's past.
+fn outside_txn(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::Begin { .. } | Request::Token | Request::Barrier | Request::Attach { .. }
+    )
 }
 
 /// The `kind` label of a transaction.
@@ -305,6 +319,8 @@ pub struct NodeTask {
     setup: NodeSetup,
     node: BoxedNode,
     sessions: HashMap<SessionId, Hosted, FixedState>,
+    /// The pasts that sessions of one scope share.
+    scopes: Scopes,
     links: HashMap<NodeId, Link>,
     /// Each link's `Link::restarts` when last looked at (`notice_restarts`).
     peer_restarts_seen: HashMap<NodeId, u64>,
@@ -379,6 +395,7 @@ impl NodeTask {
             setup,
             node,
             sessions: HashMap::default(),
+            scopes: Scopes::default(),
             links,
             peer_restarts_seen: HashMap::new(),
             local: VecDeque::new(),
@@ -763,7 +780,8 @@ impl NodeTask {
                 requests,
                 reply,
                 observed,
-            } => self.submit(session, requests, reply, observed),
+                scope,
+            } => self.submit(session, requests, reply, (observed, scope)),
             Control::Close { session } => {
                 self.sessions.remove(&session);
                 self.timers.disarm(Target::Session(session));
@@ -776,7 +794,7 @@ impl NodeTask {
         session: SessionId,
         requests: Vec<Request>,
         reply: oneshot::Sender<Vec<Response>>,
-        observed: bool,
+        (observed, scope): (bool, Option<Arc<str>>),
     ) {
         let answer = |e: Error| vec![Response::Error(e)];
         if requests.is_empty() || requests.len() > BATCH_REQUESTS_MAX {
@@ -798,6 +816,7 @@ impl NodeTask {
             let _ = reply.send(answer(Error::InvalidState(why)));
             return;
         }
+        hosted.scope = scope;
         hosted.running = Some(Batch {
             answers: Vec::with_capacity(requests.len()),
             pending: requests.into(),
@@ -842,6 +861,8 @@ impl NodeTask {
         }
         let hosted = Hosted {
             machine,
+            scope: None,
+            seen: 0,
             running: None,
             began: None,
         };
@@ -869,6 +890,10 @@ impl NodeTask {
             batch.submitted = true;
             if let Request::Begin { kind, .. } = &request {
                 hosted.began = Some((self.reading.expect("read by ctx").at, kind_label(kind)));
+            }
+            if let Some(scope) = hosted.scope.as_deref().filter(|_| outside_txn(&request)) {
+                self.scopes
+                    .take(scope, &mut hosted.machine, &mut hosted.seen);
             }
             // The rest of the batch follows unless an answer stops it (`answered`).
             let ahead = batch.pending.make_contiguous();
@@ -1001,6 +1026,24 @@ impl NodeTask {
             return true;
         }
         let batch = hosted.running.take().expect("checked above");
+        if let Some(scope) = &hosted.scope {
+            // Before the answer leaves: a connection that learns of it and opens a
+            // transaction on another session of the scope must find this past there.
+            let s = &self.setup;
+            let make = || {
+                new_session(
+                    &s.protocol,
+                    SessionId(0),
+                    s.dc,
+                    &s.topology,
+                    &s.params,
+                    &s.section,
+                )
+            };
+            if let Err(e) = self.scopes.give(scope, &hosted.machine, make) {
+                tracing::warn!(scope = %scope, "a session's past is not shared: {e}");
+            }
+        }
         let _ = batch.reply.send(batch.answers);
         false
     }

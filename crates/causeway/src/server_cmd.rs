@@ -16,7 +16,7 @@
 //! hop), so cluster-aware clients send each key straight to its node.
 
 use causeway_core::{Key, PartitionId, Topology};
-use causeway_core::{Request, Response};
+use causeway_core::{Request, Response, SessionScope};
 use causeway_resp::cluster::{push_range, ClusterNode};
 use causeway_resp::{RespConfig, ServerInfo, SessionFactory, SessionHandle};
 use causeway_runtime::{ClusterConfig, Gateway, GatewaySession, Server};
@@ -224,6 +224,15 @@ impl SessionHandle for RespSession {
     /// One round trip to the node task for the whole batch (see `GatewaySession`).
     async fn call_batch(&mut self, reqs: Vec<Request>) -> Vec<Response> {
         self.0.call_batch(reqs).await
+    }
+
+    fn scope(&self) -> SessionScope {
+        self.0.scope()
+    }
+
+    fn set_scope(&mut self, scope: SessionScope) -> bool {
+        self.0.set_scope(scope);
+        true
     }
 }
 

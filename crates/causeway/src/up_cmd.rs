@@ -19,6 +19,7 @@
 pub mod ctl;
 pub mod logs;
 
+use causeway_core::SessionScope;
 use causeway_runtime::config::Durability;
 use causeway_runtime::{local_cluster, ClusterConfig};
 use clap::{Args, ValueEnum};
@@ -130,6 +131,19 @@ pub struct UpArgs {
     /// (repeatable; e.g. `--cluster-set limits.link_queue_max=4096`).
     #[arg(long = "cluster-set", value_name = "SECTION.KEY=VALUE")]
     cluster_set: Vec<String>,
+    /// Whose causal past a client session starts each transaction from: `endpoint` (every
+    /// connection of the node's endpoint: a write acknowledged to one connection is seen
+    /// by the next transaction of any) or `connection` (its own, as in the papers). RESP
+    /// clients switch with `CLIENT SESSION` (docs/REDIS.md).
+    #[arg(long, value_enum, default_value = "endpoint")]
+    session_scope: SessionScopeArg,
+}
+
+/// `--session-scope` (the cluster file's `session_scope`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SessionScopeArg {
+    Endpoint,
+    Connection,
 }
 
 /// The cluster-file sections `--cluster-set` may change.
@@ -243,6 +257,10 @@ fn cluster_config(args: &UpArgs, data: PathBuf) -> Result<ClusterConfig, String>
         DurabilityArg::Batched => Durability::Batched,
     };
     config.storage.batched_sync_interval_ms = args.batched_sync_interval_ms;
+    config.session_scope = match args.session_scope {
+        SessionScopeArg::Endpoint => SessionScope::Endpoint,
+        SessionScopeArg::Connection => SessionScope::Connection,
+    };
     if args.tls {
         config.tls = Some(throwaway_tls_files(&config.data_dir));
     }

@@ -479,6 +479,12 @@ impl ClientProtocol for Client {
         core.answer(ctx, Response::Error(e));
     }
 
+    /// `cvc` joins `cvc`, strong entry included (UniStore's `pastVec`, §6.1): the next
+    /// START takes its own-DC and strong entries from it (Alg. 1 l.6; Alg. 3).
+    fn join_past(&mut self, _core: &mut SessionCore, other: &Client) {
+        self.cvc.join(&other.cvc);
+    }
+
     fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, _from: Addr, msg: Msg) {
         if let Msg::WaitDone { req, result } = msg {
             if matches!(self.pending, Pending::Wait { .. }) && core.is_current(req) {

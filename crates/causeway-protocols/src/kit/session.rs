@@ -177,6 +177,13 @@ pub trait ClientProtocol {
         let e = core.unsupported("barriers");
         core.answer(ctx, Response::Error(e));
     }
+    /// Joins `other`'s causal past into this client's (`ClientSession::join_past`; called
+    /// only outside a transaction, with no request running). Default: nothing to join.
+    fn join_past(&mut self, _core: &mut SessionCore, _other: &Self)
+    where
+        Self: Sized,
+    {
+    }
     /// A message from a node; stale ones (`!core.is_current(req)`) are ignored.
     fn on_message(
         &mut self,
@@ -456,6 +463,13 @@ impl<C: ClientProtocol> ClientSession for Session<C> {
     }
     fn skip_observed(&mut self) {
         self.core.observed = false;
+    }
+    fn join_past(&mut self, other: &Self) -> bool {
+        if self.core.running() || self.core.txn.is_some() {
+            return false; // a transaction's snapshot and buffer are fixed until it ends
+        }
+        self.client.join_past(&mut self.core, &other.client);
+        true
     }
 }
 

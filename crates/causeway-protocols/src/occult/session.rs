@@ -662,6 +662,11 @@ impl ClientProtocol for Client {
         }
     }
 
+    /// The causal timestamps merge (Listing 1 `mergeCTS`), as an attached token's do.
+    fn join_past(&mut self, _core: &mut SessionCore, other: &Client) {
+        self.cts.merge(&self.layout, &other.cts);
+    }
+
     fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         let node = match from {
             Addr::Node(n) => n,

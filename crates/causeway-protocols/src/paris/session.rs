@@ -257,6 +257,28 @@ impl ClientProtocol for Client {
         }
     }
 
+    /// `ust_c` and `hwt_c` take the later of the two and the caches `WC_c` unite (Alg. 1
+    /// l.28-31 fill them; a write in both, by op id, is kept once), then the writes the
+    /// joined `ust_c` covers leave (l.4-5): a session sees the other's writes before the
+    /// UST does, as their writer does.
+    fn join_past(&mut self, _core: &mut SessionCore, other: &Client) {
+        self.ust = self.ust.max(other.ust);
+        self.hwt = self.hwt.max(other.hwt);
+        for (key, theirs) in &other.cache {
+            let mine = self.cache.entry(key.clone()).or_default();
+            for (ct, op) in theirs {
+                if !mine.iter().any(|(_, o)| o.id == op.id) {
+                    mine.push((*ct, op.clone()));
+                }
+            }
+            // Applied in commit order, as the writer's own cache is (its commits' times
+            // increase), ties by op id.
+            mine.sort_by_key(|(ct, op)| (*ct, op.id));
+        }
+        self.on_snapshot(self.ust);
+        self.cache_len = self.cache.values().map(Vec::len).sum();
+    }
+
     fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, _from: Addr, msg: Msg) {
         if core.txn.is_none() || !core.running() {
             return; // stale: a request that timed out

@@ -518,6 +518,13 @@ impl ClientProtocol for Client {
         };
     }
 
+    /// `D_c` joins `D_c` (what Alg. 1 l.10 and l.25 raise it with), and the Lamport clock
+    /// (Eiger) takes the later of the two.
+    fn join_past(&mut self, _core: &mut SessionCore, other: &Client) {
+        self.deps.join(&other.deps);
+        self.lamport = self.lamport.max(other.lamport);
+    }
+
     fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, _from: Addr, msg: Msg) {
         if core.txn.is_none() || !core.running() {
             return; // stale

@@ -223,3 +223,54 @@ fn the_extension_gives_the_engine_its_name_mutations_and_capabilities() {
     assert!(!Plain.strong_txns() && !Plain.strong_entry() && !Plain.uniform());
     assert!(UniExt::new(3, 0, 3, StrongConfig::default()).is_err());
 }
+
+/// The join of pasts behind endpoint scopes (`ClientSession::join_past`): DC 0 reaches
+/// no other DC, so session 1's write never becomes uniform. A fresh session of DC 0 does
+/// not see it (Alg. 1 l.5-6: its own-DC entry is uniformVec's); one that joined session
+/// 1's past does (l.6 takes the entry from its past), with no wait, and so does one that
+/// joined a holder of the pasts of sessions 1 and 4 (each wrote another set). A session
+/// inside a transaction refuses the join: its snapshot is fixed.
+#[test]
+fn a_session_that_joined_another_past_reads_its_writes() {
+    let topo = Topology::full(3, 1, 2);
+    let mut net: TestNet<UniStore> = TestNet::new(topo, params(None), T);
+    net.hold = |topo, from, to, _| between(topo, from, to, 0, 0);
+    for s in 1..=6 {
+        net.session(s, 0);
+    }
+    net.run(20);
+    net.txn(1, vec![add("s", "x")]);
+    net.txn(4, vec![add("t", "y")]);
+    net.run(300);
+    assert!(members(&mut net, 2, "s").is_empty(), "not uniform: unseen");
+    let joined = |net: &mut TestNet<UniStore>, to: u64, from: u64| {
+        let other = net.sessions.remove(&from).expect("session");
+        let ok = net
+            .sessions
+            .get_mut(&to)
+            .expect("session")
+            .join_past(&other);
+        net.sessions.insert(from, other);
+        ok
+    };
+    assert!(joined(&mut net, 3, 1));
+    assert_eq!(members(&mut net, 3, "s"), vec![b"x".to_vec()]);
+    // A holder of both pasts (the runtime's scope), then a session taking it.
+    assert!(joined(&mut net, 5, 1) && joined(&mut net, 5, 4));
+    assert!(joined(&mut net, 6, 5));
+    assert_eq!(members(&mut net, 6, "s"), vec![b"x".to_vec()]);
+    assert_eq!(members(&mut net, 6, "t"), vec![b"y".to_vec()]);
+    // Inside a transaction: refused, and the transaction still reads its snapshot.
+    let begin = Request::Begin {
+        kind: causeway_core::TxnKind::Causal,
+        label: None,
+    };
+    assert!(matches!(net.request(2, begin), Response::Begun { .. }));
+    assert!(!joined(&mut net, 2, 1));
+    let keys = vec![(Key::from("s"), ObjType::Set)];
+    match net.request(2, Request::Read { keys }) {
+        Response::Values(v) => assert_eq!(v[0].value, ObjValue::Set(vec![])),
+        other => panic!("read answered {other:?}"),
+    }
+    net.check_invariants().unwrap();
+}

@@ -286,6 +286,9 @@ impl LocalCluster {
             // A node that dies would skew the numbers: the whole run fails instead.
             .args(["--on-node-exit", "stop"])
             .args(["--http-port", "0"])
+            // Every load client its own causal past, as in the papers (and as the simulator
+            // runs them): an endpoint's shared past would add a join per transaction.
+            .args(["--session-scope", "connection"])
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)

@@ -78,6 +78,7 @@ impl Cluster {
             rtt_ms: Some(rtt),
             intra_dc_ms: 0.0,
             password: None,
+            session_scope: Default::default(),
             secret: Some("test-cluster-secret-0123".into()),
             secret_file: None,
             tls: None,
