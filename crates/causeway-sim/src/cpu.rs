@@ -90,13 +90,13 @@ impl Default for CpuModel {
         CpuModel {
             enabled: false,
             cores: 4,
-            msg_ns: 550,
-            timer_ns: 48_000,
-            persist_ns: 41_000,
-            session_ns: 6_300,
+            msg_ns: 0,
+            timer_ns: 47_800,
+            persist_ns: 41_900,
+            session_ns: 7_000,
             byte_ns: 2,
             op_ns: 500,
-            wake_ns: 5_600,
+            wake_ns: 5_800,
             wake_gap_ns: WAKE_GAP_NS,
             host_nodes: 1,
         }
