@@ -1176,7 +1176,11 @@ impl<X: Extension> ServerNode for Node<X> {
 
     /// The node's own work and the versions its stores' reads visited.
     fn take_work(&mut self) -> u64 {
-        let traversed: u64 = self.parts.values().map(|p| p.store.take_traversed_work()).sum();
+        let traversed: u64 = self
+            .parts
+            .values()
+            .map(|p| p.store.take_traversed_work())
+            .sum();
         std::mem::take(&mut self.work) + traversed
     }
 }
