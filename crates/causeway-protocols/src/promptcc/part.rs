@@ -225,13 +225,7 @@ impl Part {
         let mut out = Vec::with_capacity(updates.len());
         for (key, update, id) in updates {
             if !objs.contains_key(key) {
-                let t = update.obj_type();
-                let o = match self.store.read(key, at, t) {
-                    Err(Error::Aborted(_)) if may_observe_nothing(update) => {
-                        self.store.read(key, latest, t).map(|_| Object::new(t))
-                    }
-                    other => other,
-                }?;
+                let o = self.observed(key, at, update, latest)?;
                 objs.insert(key.clone(), o);
             }
             let obj = objs.get_mut(key).expect("inserted above");
@@ -244,6 +238,24 @@ impl Part {
             out.push((key.clone(), *id, effect));
         }
         Ok(out)
+    }
+
+    /// The object `update` of `key` is prepared against ([`Part::effects`]). A register's
+    /// effects depend on nothing it holds (an assignment is blind, and a register takes
+    /// assignments only), so its versions are only type-checked: replaying a hot key's
+    /// versions at the client's past was most of a write-only txn's cost at Zipf 0.99.
+    fn observed(&self, key: &Key, at: &Vc, update: &Update, latest: &Vc) -> Result<Object, Error> {
+        let t = update.obj_type();
+        let read = |at: &Vc| match t {
+            ObjType::Lww => self.store.check(key, at, t).map(|()| Object::new(t)),
+            _ => self.store.read(key, at, t),
+        };
+        match read(at) {
+            Err(Error::Aborted(_)) if may_observe_nothing(update) => {
+                read(latest).map(|_| Object::new(t))
+            }
+            other => other,
+        }
     }
 
     /// Whether a txn still open here (prepared, or committed but not yet visible) may be
@@ -437,6 +449,8 @@ impl Part {
             self.store
                 .gc_where(|ct, txn| ct.le(&p) && !recent.contains(&txn));
         }
+        // Reads at the visible frontier then replay the versions since this tick only.
+        self.store.extend_missed(&self.visible_join);
     }
 }
 
