@@ -3,8 +3,9 @@
 //! presumed-abort decisions (`kit::twopc`).
 
 use super::msg::{Effects, Msg, Record, Start, Updates};
-use super::node::{Deferred, Node};
+use super::node::Node;
 use super::part::ops_at;
+use super::types::Deferred;
 use super::{target_dc, Flavor, Mutation};
 use crate::kit::twopc::{Answer, Decisions, Retry, Votes};
 use crate::kit::txn::ReadId;

@@ -74,6 +74,7 @@ mod sweeps;
 #[cfg(test)]
 mod tests;
 mod transfer;
+mod types;
 mod ust;
 
 pub use msg::{Msg, Record};

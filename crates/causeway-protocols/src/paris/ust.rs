@@ -5,7 +5,8 @@
 //! snapshot in use, which bounds garbage collection.
 
 use super::msg::{Msg, Record, ReplTxn, Stream};
-use super::node::{root_of, Deferred, Node};
+use super::node::Node;
+use super::types::{root_of, Deferred};
 use super::Flavor;
 use crate::kit::wire::SharedStream;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
