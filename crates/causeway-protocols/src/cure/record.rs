@@ -79,7 +79,7 @@ pub enum Record {
     StrongImage {
         partition: PartitionId,
         from: causeway_core::DcId,
-        image: Box<crate::unistore::StrongImage>,
+        image: Box<crate::kit::certify::StrongImage>,
     },
     /// UniStore: every chunk of transfer `id` arrived and was installed together with its
     /// certification state; the versions of `dropped` were removed from the store, to be

@@ -6,9 +6,10 @@ use super::strong::{Strong, StrongConfig};
 use super::StrongImage;
 use crate::cure::ext::{Extension, Refused, TransferPlan};
 use crate::cure::msg::Msg;
-use crate::cure::node::{Node, Timer};
+use crate::cure::node::Node;
 use crate::cure::part::Waiting;
 use crate::cure::record::{GroupCheckpoint, Record};
+use crate::cure::types::Timer;
 use crate::cure::{Flavor, UNISTORE_MUTATIONS};
 use crate::kit::uniform::Uniform;
 use causeway_core::clock::Extra;
@@ -47,6 +48,8 @@ impl UniExt {
 }
 
 impl Extension for UniExt {
+    type TxnStep = super::strong::StrongStep;
+
     fn name(&self, _: Flavor) -> &'static str {
         "unistore"
     }

@@ -43,10 +43,9 @@ mod uniform;
 #[cfg(test)]
 mod unistore_tests;
 
+pub(crate) use crate::kit::certify::StrongImage;
 pub use hooks::UniExt;
 pub use strong::StrongConfig;
-pub(crate) use strong::StrongStep;
-pub(crate) use strong_transfer::StrongImage;
 
 use crate::cure::{self, Client, Flavor, Msg, UNISTORE_MUTATIONS};
 use crate::kit::certify::Relation;

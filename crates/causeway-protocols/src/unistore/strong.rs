@@ -50,7 +50,7 @@
 //!   participant of every strong txn (one central certification service).
 
 use super::UniExt;
-use crate::cure::coord::{Step, Txn};
+use crate::cure::coord_state::{Step, Txn};
 use crate::cure::msg::Msg;
 use crate::cure::node::Node;
 use crate::cure::part::Part;
@@ -339,7 +339,7 @@ impl Node<UniExt> {
                         record,
                     };
                     self.persist(ctx, r, Vec::new());
-                    self.after_durable(crate::cure::node::Deferred::Paxos { partition: p, seq });
+                    self.after_durable(crate::cure::types::Deferred::Paxos { partition: p, seq });
                 }
                 // Our catch-up was answered `Truncated`: the member that truncated
                 // sends a state transfer (strong_transfer.rs).
@@ -672,7 +672,7 @@ impl Node<UniExt> {
         let ours = matches!(
             self.coord.txns.get(&txn).map(|t| &**t),
             Some(Txn {
-                step: Step::Strong(_),
+                step: Step::Ext(_),
                 ..
             })
         );
@@ -727,7 +727,7 @@ impl Node<UniExt> {
             };
             ctx.send(Addr::Node(topo.node_of(dc, partition)), m);
         }
-        t.step = Step::Strong(StrongStep {
+        t.step = Step::Ext(StrongStep {
             req,
             deadline,
             phase: Phase::Prep {
@@ -749,7 +749,7 @@ impl Node<UniExt> {
     ) {
         let Some(Txn {
             step:
-                Step::Strong(StrongStep {
+                Step::Ext(StrongStep {
                     phase: Phase::Prep { effects, .. },
                     ..
                 }),
@@ -776,7 +776,7 @@ impl Node<UniExt> {
             .filter(|(_, t)| {
                 matches!(
                     t.step,
-                    Step::Strong(StrongStep {
+                    Step::Ext(StrongStep {
                         phase: Phase::Prep { .. },
                         ..
                     })
@@ -814,7 +814,7 @@ impl Node<UniExt> {
             ctx.send(Addr::Node(to), m);
         }
         let t = self.coord.txns.get_mut(&txn).expect("present");
-        let Step::Strong(s) = &mut t.step else {
+        let Step::Ext(s) = &mut t.step else {
             unreachable!("matched in cert_txns")
         };
         s.phase = Phase::Certify {
@@ -829,7 +829,7 @@ impl Node<UniExt> {
     /// and every effect is in; None before, or when `txn` is not preparing.
     fn cert_txns(&self, txn: TxnId) -> Option<BTreeMap<PartitionId, CertTxn>> {
         let t = self.coord.txns.get(&txn)?;
-        let Step::Strong(StrongStep {
+        let Step::Ext(StrongStep {
             phase:
                 Phase::Prep {
                     effects,
@@ -899,7 +899,7 @@ impl Node<UniExt> {
     ) {
         let Some(Txn {
             step:
-                Step::Strong(StrongStep {
+                Step::Ext(StrongStep {
                     phase: Phase::Certify { votes, voters, .. },
                     ..
                 }),
@@ -922,7 +922,7 @@ impl Node<UniExt> {
         let Some(t) = self.coord.txns.remove(&txn) else {
             return;
         };
-        let Step::Strong(s) = t.step else {
+        let Step::Ext(s) = t.step else {
             self.coord.txns.insert(txn, t);
             return;
         };
@@ -967,7 +967,7 @@ impl Node<UniExt> {
         let dcs = self.topo.dcs;
         let mut expired = Vec::new();
         for (txn, t) in self.coord.txns.iter_mut() {
-            let Step::Strong(s) = &mut t.step else {
+            let Step::Ext(s) = &mut t.step else {
                 continue;
             };
             if clock > s.deadline {

@@ -44,22 +44,10 @@ use super::UniExt;
 use crate::cure::msg::Msg;
 use crate::cure::node::Node;
 use crate::cure::record::Record;
-use crate::kit::certify::{CertEntry, Certifier};
+use crate::kit::certify::{CertEntry, Certifier, StrongImage};
 use crate::kit::paxos::Slot;
 use causeway_core::{Ctx, DcId, PartitionId, TxnId};
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// A group member's certification state at the instant of a partition image.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StrongImage {
-    /// The transfer it belongs to.
-    pub id: u64,
-    /// Every decided slot below this is in `cert` and (its committed txns delivered) in
-    /// the images.
-    pub delivered: Slot,
-    pub cert: Certifier,
-}
 
 /// The certification parts of one node's transfers, both ways.
 #[derive(Debug, Default)]
