@@ -83,7 +83,7 @@ impl Default for Config {
     }
 }
 
-crate::mutations! {
+mutations! {
     /// Which mutation is active, decoded once from `Params::mutation`.
     pub struct Mutation for "cure" {
         /// READ_KEY does not wait for `pvc[d] >= svc[d]` (breaks Alg. 2 l.2).

@@ -149,6 +149,8 @@ pub(crate) mod ext;
 mod ft;
 pub(crate) mod msg;
 pub(crate) mod msg_enc;
+#[cfg(test)]
+mod msg_enc_tests;
 pub(crate) mod node;
 pub(crate) mod part;
 #[cfg(test)]
@@ -178,7 +180,7 @@ pub use wire::{commit_ts, SharedStream};
 
 use crate::kit::session::{Session, SessionCore};
 use crate::params::{NodeConfig, Params};
-use crate::{Guarantee, Protocol, Requirements};
+use crate::registry::{Guarantee, Protocol, Requirements};
 use causeway_core::{DcId, SessionId, Topology};
 
 /// The `cure` protocol (registry entry).

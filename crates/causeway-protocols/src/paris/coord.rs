@@ -2,11 +2,11 @@
 //! each partition's preferred replica, and 2PC across replicas in any DC, with the kit's
 //! presumed-abort decisions (`kit::twopc`).
 
+use super::config::{target_dc, Flavor, Mutation};
 use super::msg::{Effects, Msg, Record, Start, Updates};
 use super::node::Node;
 use super::part::ops_at;
 use super::types::Deferred;
-use super::{target_dc, Flavor, Mutation};
 use crate::kit::twopc::{Answer, Decisions, Retry, Votes};
 use crate::kit::txn::ReadId;
 use causeway_core::crdt::{ObjType, Object, Op};

@@ -4,11 +4,11 @@
 //! of reads and 2PC (Alg. 3), applying committed txns (Alg. 4 l.5-19), timers and
 //! invariants.
 
+use super::config::{Config, Flavor, Mutation};
 use super::coord::Coord;
 use super::msg::{Effects, Msg, Record};
 use super::part::{BlockedPrepare, BlockedRead, Part, Prepared};
 use super::types::{root_of, Deferred};
-use super::{Config, Flavor, Mutation};
 use crate::kit::durability::Durability;
 use crate::kit::gossip::Gossip;
 use crate::kit::timers::Timers;

@@ -40,37 +40,14 @@
 //! [`Record::TransferAdopted`]: crate::cure::record::Record::TransferAdopted
 //! [`Msg::TransferAsk`]: crate::cure::msg::Msg::TransferAsk
 
-use super::UniExt;
+use super::hooks::UniExt;
+use super::state::Refusal;
 use crate::cure::msg::Msg;
 use crate::cure::node::Node;
 use crate::cure::record::Record;
-use crate::kit::certify::{CertEntry, Certifier, StrongImage};
-use crate::kit::paxos::Slot;
+use crate::kit::certify::{CertEntry, StrongImage};
 use causeway_core::{Ctx, DcId, PartitionId, TxnId};
-use std::collections::{BTreeMap, BTreeSet};
-
-/// The certification parts of one node's transfers, both ways.
-#[derive(Debug, Default)]
-pub struct StrongTransfers {
-    /// Taken with a transfer's images, until its first chunk leaves.
-    out: BTreeMap<(PartitionId, DcId), StrongImage>,
-    /// Received with a transfer's first chunk, until its end.
-    incoming: BTreeMap<(PartitionId, DcId), StrongImage>,
-    /// Siblings that asked for a transfer (their group member needs a snapshot).
-    wanted: BTreeSet<(PartitionId, DcId)>,
-    /// Replay: the certification state the last adopted transfer brought, until
-    /// `start_strong` builds the group.
-    pub adopted: BTreeMap<PartitionId, (Slot, Certifier)>,
-}
-
-/// Why a transfer's certification part cannot be adopted.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// The first chunk came without one (or from another transfer).
-    Missing,
-    /// Our group log forgot slots the image's certifier still has to deliver.
-    Forgotten,
-}
+use std::collections::BTreeSet;
 
 impl Node<UniExt> {
     /// Whether sibling `s` asked for a transfer of `pid` (forgotten once asked).
