@@ -67,6 +67,7 @@
 mod checkpoint;
 mod config;
 mod coord;
+mod coord_state;
 mod msg;
 mod node;
 mod part;

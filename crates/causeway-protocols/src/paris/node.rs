@@ -5,7 +5,7 @@
 //! invariants.
 
 use super::config::{Config, Flavor, Mutation};
-use super::coord::Coord;
+use super::coord_state::Coord;
 use super::msg::{Effects, Msg, Record};
 use super::part::{BlockedPrepare, BlockedRead, Part, Prepared};
 use super::types::{root_of, Deferred};
