@@ -8,7 +8,7 @@
 use crate::cure::{Client, Config, Flavor, Msg, Node, MUTATIONS};
 use crate::kit::session::Session;
 use crate::params::{NodeConfig, Params};
-use crate::{Guarantee, Protocol, Requirements};
+use crate::registry::{Guarantee, Protocol, Requirements};
 use causeway_core::{DcId, SessionId, Topology};
 
 /// The `cureft` protocol (registry entry).

@@ -14,24 +14,28 @@
 //! [`NodeConfig`], which every protocol, the kit and the registry import from there, not
 //! from this file; this file holds only module declarations, re-exports and the registry.
 
+// The lower floors' macros first: `#[macro_use]` puts `mutations!`, the `sweep_*!` shapes
+// and `flavor_protocol!` in scope of every module declared after them, which then name no
+// path through this file.
+#[macro_use]
+pub mod mutation;
+#[macro_use]
+pub mod sweep;
+#[macro_use]
+pub mod registry;
+
 pub mod cure;
 pub mod cureft;
 pub mod eventual;
 pub mod kit;
-pub mod mutation;
 pub mod occult;
 pub mod params;
 pub mod paris;
 pub mod promptcc;
-#[macro_use]
-pub mod registry;
-pub mod sweep;
 pub mod unistore;
 
 pub use params::{NodeConfig, Params};
-pub use registry::{
-    AnyNode, AnySession, BoxedNode, BoxedSession, Guarantee, Protocol, Requirements, WrongProtocol,
-};
+pub use registry::{AnyNode, AnySession, Guarantee, Protocol, Requirements, WrongProtocol};
 
 registry! {
     Eventual => eventual::Eventual,

@@ -167,7 +167,7 @@ pub(crate) fn assert_constructors_refuse<P: crate::Protocol>(topology: causeway_
 
 #[cfg(test)]
 mod tests {
-    crate::mutations! {
+    mutations! {
         /// A table of three.
         pub struct Demo for "demo" {
             /// First.
@@ -180,7 +180,7 @@ mod tests {
         pub const DEMO;
     }
 
-    crate::mutations! {
+    mutations! {
         /// A table with two flavor lists.
         pub struct Split for "split" {
             a = "a",

@@ -2,139 +2,22 @@
 //! the session's past, reads through READ_KEY with the write-set overlay, and 2PC inside
 //! the DC with the commit decision persisted before any COMMIT leaves (presumed abort).
 
+use super::coord_state::{commit_answer, reply, PendingStart, Start, Step, Txn};
 use super::ext::Extension;
 use super::msg::{First, Msg, Updates};
-use super::node::{Deferred, Node};
+use super::node::Node;
 use super::part::{Phase, Waiting};
 use super::record::Record;
-use crate::kit::twopc::{Answer, Decisions, Votes};
+use super::types::Deferred;
+use crate::kit::twopc::{Answer, Votes};
 use crate::kit::txn::{check_read, limit, read_value, ReadId, TxnBuffer};
 use causeway_core::crdt::ObjType;
 use causeway_core::limits::{COORD_TXNS_MAX, TXN_UPDATES_MAX};
-use causeway_core::{
-    Addr, Ctx, Error, Key, NodeId, Object, PartitionId, ReadValue, TxnId, TxnKind, Vc,
-};
+use causeway_core::{Addr, Ctx, Error, Key, NodeId, Object, PartitionId, TxnId, TxnKind, Vc};
 use std::collections::BTreeMap;
 
 /// Why a txn whose votes did not all arrive in time ends.
 const PREPARE_TIMED_OUT: &str = "prepare timed out";
-
-/// What an open txn is doing.
-#[derive(Debug)]
-pub(crate) enum Step {
-    Idle,
-    /// A strong txn's COMMIT_STRONG (strong.rs).
-    Strong(crate::unistore::StrongStep),
-    /// A direct read-then-commit's read, parked at its partition here (`direct.rs`).
-    ReadingHere {
-        req: u64,
-    },
-    /// A read of partitions of other nodes, or of several (`ReadId { txn, req }` names
-    /// it to them).
-    Reading {
-        req: u64,
-        keys: Vec<Key>,
-        missing: usize,
-        got: BTreeMap<Key, Result<Object, Error>>,
-    },
-    Preparing {
-        req: u64,
-        /// Prepare times voted so far (`kit::twopc`), with the abort deadline.
-        votes: Votes<u64>,
-        /// How it commits. `Phase::One`: its participant commits it alone, so past the
-        /// deadline the outcome is unknown here, not an abort.
-        phase: Phase,
-    },
-}
-
-#[derive(Debug)]
-pub struct Txn {
-    pub(crate) client: Addr,
-    pub svc: Vc,
-    pub(crate) buffer: TxnBuffer,
-    pub(crate) step: Step,
-    last_active: u64,
-    /// When the coordinator started it (clock).
-    pub(crate) started: u64,
-    pub(crate) kind: TxnKind,
-    /// A strong txn's read set (Alg. 1 l.14), for certification.
-    pub(crate) reads: std::collections::BTreeSet<Key>,
-    /// Its type (declared conflict relations).
-    pub(crate) label: Option<String>,
-    /// A read-then-commit's updates after the read (`First::ReadCommit`): committed as
-    /// soon as the read is answered.
-    pub(crate) then: Option<Updates>,
-    /// Whether its read answers carry `ReadValue::observed` (`Msg::StartWith`).
-    pub(crate) observed: bool,
-    /// A direct read-then-commit's read answer (`direct.rs`), held until its commit's
-    /// answer, which carries it (`Msg::ReadCommitResult`).
-    pub(crate) held: Option<(Vec<ReadValue>, Vc)>,
-}
-
-/// What a START says of its txn, besides the session's past and the first request.
-#[derive(Debug)]
-pub(crate) struct Start {
-    pub txn: TxnId,
-    pub kind: TxnKind,
-    /// Its type (declared conflict relations).
-    pub label: Option<String>,
-    /// Whether its read answers carry `ReadValue::observed`.
-    pub observed: bool,
-}
-
-/// A START not yet served, with the first request that came with it, if any.
-#[derive(Debug)]
-struct PendingStart {
-    start: Start,
-    client: Addr,
-    cvc: Vc,
-    first: First,
-}
-
-#[derive(Debug, Default)]
-pub struct Coord {
-    /// Boxed: a `Txn` is 320 bytes, and a B-tree insert or remove shifted the values after
-    /// it in its node (boxing them saved 5.9% of a SET's instructions, callgrind); in the
-    /// hash map a resize moves them.
-    pub txns: crate::kit::txn::TxnMap<Box<Txn>>,
-    /// START requests waiting for the GSS (Alg. 1 l.2-3).
-    starts: Vec<PendingStart>,
-    /// Commit decisions until every participant acknowledged (commit vector each).
-    pub decisions: Decisions<Vc>,
-}
-
-impl Coord {
-    pub fn recovered_decision(&mut self, txn: TxnId, ct: Vc, parts: Vec<(PartitionId, NodeId)>) {
-        self.decisions
-            .recovered(txn, ct, parts.into_iter().collect());
-    }
-
-    pub fn decision_durable(&mut self, txn: TxnId) {
-        self.decisions.durable(txn);
-    }
-
-    fn reply(ctx: &mut Ctx<Msg>, to: Addr, m: Msg) {
-        ctx.send(to, m);
-    }
-
-    /// The answer to a txn's commit: a `CommitResult`, or a `ReadCommitResult` when its
-    /// read's answer was held for it (`Txn::held`).
-    pub(crate) fn commit_answer(
-        (txn, req): (TxnId, u64),
-        held: Option<(Vec<ReadValue>, Vc)>,
-        result: Result<Vc, Error>,
-    ) -> Msg {
-        match held {
-            Some(read) => Msg::ReadCommitResult {
-                txn,
-                req,
-                read,
-                commit: result,
-            },
-            None => Msg::CommitResult { txn, req, result },
-        }
-    }
-}
 
 impl<X: Extension> Node<X> {
     /// START (Alg. 1 l.1) with the txn's first request (`first`).
@@ -152,11 +35,11 @@ impl<X: Extension> Node<X> {
                 protocol: self.ext.name(self.flavor).into(),
                 capability: "strong transactions".into(),
             };
-            return Coord::reply(ctx, from, refusal(txn, first, e));
+            return reply(ctx, from, refusal(txn, first, e));
         }
         if self.coord.txns.len() + self.coord.starts.len() >= COORD_TXNS_MAX {
             let e = limit("transactions per coordinator", COORD_TXNS_MAX);
-            return Coord::reply(ctx, from, refusal(txn, first, e));
+            return reply(ctx, from, refusal(txn, first, e));
         }
         self.coord.starts.push(PendingStart {
             start,
@@ -282,7 +165,7 @@ impl<X: Extension> Node<X> {
             .take_updates(txn, updates)
             .and_then(|_| check_read(&keys))
         {
-            return Coord::reply(
+            return reply(
                 ctx,
                 from,
                 Msg::ReadResult {
@@ -398,7 +281,7 @@ impl<X: Extension> Node<X> {
         if matches!(result, Err(Error::Aborted(_))) {
             self.coord.txns.remove(&txn); // the session ends it too (session.rs)
         }
-        Coord::reply(ctx, client, Msg::ReadResult { txn, req, result });
+        reply(ctx, client, Msg::ReadResult { txn, req, result });
         if let Some(then) = then {
             self.on_commit(ctx, client, txn, req, then); // read-then-commit
         }
@@ -414,7 +297,7 @@ impl<X: Extension> Node<X> {
     ) {
         if let Err(e) = self.take_updates(txn, updates) {
             let result = Err(e);
-            return Coord::reply(ctx, from, Msg::CommitResult { txn, req, result });
+            return reply(ctx, from, Msg::CommitResult { txn, req, result });
         }
         let dc = DcIdOf::dc(self.d);
         let t = self
@@ -429,7 +312,7 @@ impl<X: Extension> Node<X> {
             // Read-only: the snapshot is the txn's place in causality.
             let t = self.coord.txns.remove(&txn).expect("present");
             let result = Ok(t.svc);
-            return Coord::reply(ctx, t.client, Msg::CommitResult { txn, req, result });
+            return reply(ctx, t.client, Msg::CommitResult { txn, req, result });
         }
         let topo = &self.topo;
         // Taken: nothing reads a committing txn's buffer (strong txns returned above).
@@ -559,8 +442,8 @@ impl<X: Extension> Node<X> {
         let Step::Preparing { req, .. } = t.step else {
             unreachable!("matched above")
         };
-        let answer = Coord::commit_answer((txn, req), t.held, Ok(ct));
-        Coord::reply(ctx, t.client, answer);
+        let answer = commit_answer((txn, req), t.held, Ok(ct));
+        reply(ctx, t.client, answer);
     }
 
     /// Commit time and commit vector (Alg. 1 l.31-36); the decision is persisted before
@@ -709,8 +592,8 @@ impl<X: Extension> Node<X> {
             } else {
                 Err(Error::Aborted(why.to_string()))
             };
-            let answer = Coord::commit_answer((txn, req), t.held, result);
-            Coord::reply(ctx, t.client, answer);
+            let answer = commit_answer((txn, req), t.held, result);
+            reply(ctx, t.client, answer);
         }
     }
 
@@ -750,7 +633,7 @@ impl<X: Extension> Node<X> {
             .iter()
             .filter(|(_, t)| match t.step {
                 Step::Preparing { ref votes, .. } => votes.expired(clock),
-                Step::Strong(_) => false, // strong.rs times these out
+                Step::Ext(_) => false, // the extension times these out (UniStore: strong.rs)
                 _ => clock.saturating_sub(t.last_active) > self.cfg.txn_idle_ns,
             })
             .map(|(id, _)| *id)

@@ -17,11 +17,12 @@
 //! through this node's own queue and no ABORT from the session to free the txn. Having
 //! no record after it, its read waits as any read does (`Direct::writes`, Alg. 2 l.2).
 
-use super::coord::{Coord, Step, Txn};
+use super::coord_state::{commit_answer, Step, Txn};
 use super::ext::Extension;
 use super::msg::{Msg, Updates};
-use super::node::{Node, Participant};
+use super::node::Node;
 use super::part::{Direct, Phase, Waiting};
+use super::types::Participant;
 use crate::kit::twopc::Votes;
 use crate::kit::txn::{read_value, ReadId};
 use causeway_core::crdt::ObjType;
@@ -166,7 +167,12 @@ impl<X: Extension> Node<X> {
 }
 
 /// Answers the commit of `t`, which ended before its prepare, with its held read.
-fn answer_commit(ctx: &mut Ctx<Msg>, (txn, req): (TxnId, u64), t: Txn, result: Result<Vc, Error>) {
-    let answer = Coord::commit_answer((txn, req), t.held, result);
+fn answer_commit<S>(
+    ctx: &mut Ctx<Msg>,
+    (txn, req): (TxnId, u64),
+    t: Txn<S>,
+    result: Result<Vc, Error>,
+) {
+    let answer = commit_answer((txn, req), t.held, result);
     ctx.send(t.client, answer);
 }

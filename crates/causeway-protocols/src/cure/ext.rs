@@ -11,11 +11,11 @@
 //! The hooks are associated functions taking the whole node: an extension reads and
 //! changes the engine's state as the engine's own handlers do.
 
+use super::config::Flavor;
 use super::msg::Msg;
 use super::node::Node;
 use super::record::{GroupCheckpoint, Record};
-use super::Flavor;
-use crate::unistore::StrongImage;
+use crate::kit::certify::StrongImage;
 use causeway_core::{Addr, Ctx, DcId, Nanos, PartitionId, TxnId, Vc};
 
 /// What a state transfer's receiver adopts beyond the partition's images: an image of
@@ -29,6 +29,11 @@ pub struct Refused;
 /// Hooks of a protocol built on Cure's engine (module doc). The defaults are Cure's
 /// and CureFt's behavior.
 pub trait Extension: Sized {
+    /// The state of a txn whose commit the extension runs ([`Extension::commit_other`]),
+    /// held in the coordinator's txn (`coord.rs`, `Step::Ext`). UniStore: a strong
+    /// txn's COMMIT_STRONG; Cure: none (`Infallible`).
+    type TxnStep: std::fmt::Debug;
+
     /// The protocol's name (errors, sessions): the flavor's by default.
     fn name(&self, flavor: Flavor) -> &'static str {
         flavor.name()
@@ -209,4 +214,6 @@ pub trait Extension: Sized {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Plain;
 
-impl Extension for Plain {}
+impl Extension for Plain {
+    type TxnStep = std::convert::Infallible;
+}

@@ -7,28 +7,9 @@
 use super::ext::Extension;
 use super::msg::Msg;
 use super::node::Node;
+use super::types::ClientWait;
 use causeway_core::limits::WAITING_REQUESTS_MAX;
-use causeway_core::{Addr, Ctx, Error, Vc};
-
-/// A UNIFORM_BARRIER or ATTACH waiting for its condition.
-#[derive(Clone, Debug)]
-pub struct ClientWait {
-    pub client: Addr,
-    pub req: u64,
-    pub past: Vc,
-    pub attach: bool,
-}
-
-impl ClientWait {
-    pub fn new(client: Addr, req: u64, past: Vc, attach: bool) -> ClientWait {
-        ClientWait {
-            client,
-            req,
-            past,
-            attach,
-        }
-    }
-}
+use causeway_core::{Ctx, Error, Vc};
 
 impl<X: Extension> Node<X> {
     /// A snapshot under the fault-tolerant rules (Alg. 1 l.2-7): adopt the remote entries

@@ -187,7 +187,7 @@ pub enum Msg {
         partition: PartitionId,
         restarted: bool,
         acks: Vc,
-        stream: Option<super::wire::SharedStream>,
+        stream: Option<crate::kit::wire::SharedStream<ReplTxn>>,
     },
     /// A chunk of a state transfer to a sibling that lacks txns our log dropped
     /// (`transfer.rs`); the last one (maybe empty) completes it.
@@ -196,7 +196,7 @@ pub enum Msg {
         chunk: crate::kit::transfer::Chunk<Vc>,
         /// UniStore with strong txns: the first chunk carries the sender's certification
         /// state at the images' moment (`strong_transfer.rs`).
-        strong: Option<Box<crate::unistore::StrongImage>>,
+        strong: Option<Box<crate::kit::certify::StrongImage>>,
     },
     // ---- node <-> node inside a DC ----
     /// UPDATE_GSS (Alg. 2 l.41): the min `pvc` of the sender's partitions (`None` if it

@@ -3,13 +3,13 @@
 //! recovery from persisted records, the dispatch of inputs, the partition side of reads
 //! and 2PC, timers and the persist-before-release plumbing.
 
-use super::coord::{Coord, Start};
+use super::config::{Config, Flavor, Mutation};
+use super::coord_state::{Coord, Start};
 use super::ext::{Extension, Plain};
-use super::ft::ClientWait;
 use super::msg::Msg;
 use super::part::{Direct, Part, Phase, Prepared, Waiting};
 use super::record::Record;
-use super::{Config, Flavor, Mutation};
+use super::types::{ClientWait, Deferred, Participant, Timer};
 use crate::kit::durability::Durability;
 use crate::kit::gossip::Gossip;
 use crate::kit::timers::Timers;
@@ -33,65 +33,7 @@ type PreparedOp = (
 /// Most measurement samples buffered between two `take_samples` calls.
 pub const SAMPLES_MAX: usize = 4096;
 
-/// What the node's timers are for (its timer table's keys).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Timer {
-    /// Ship committed txns or a heartbeat to the siblings (Alg. 2 l.18-37).
-    Replicate,
-    /// Exchange the GSS, inquire about old prepares, expire coordinator txns.
-    Stabilize,
-    /// The earliest clock wait of a parked PREPARE (`svc[d] <= Clock`, Alg. 2 l.7).
-    ClockWait,
-    /// The extension's (UniStore: strong heartbeats, recoveries, coordinator retries).
-    Ext,
-}
-
 pub use crate::kit::clock::Time;
-
-/// Where a PREPARE is for and who coordinates it.
-#[derive(Clone, Copy, Debug)]
-pub struct Participant {
-    pub partition: PartitionId,
-    pub coord: NodeId,
-    pub txn: TxnId,
-    pub phase: Phase,
-}
-
-/// Something to do once every record up to an lsn is durable.
-#[derive(Debug)]
-pub enum Deferred {
-    Lease(u64),
-    Remote {
-        partition: PartitionId,
-        origin: DcId,
-        upto: u64,
-    },
-    Decision(TxnId),
-    /// A record of a partition's certification group is durable (the extension's).
-    Paxos {
-        partition: PartitionId,
-        seq: u64,
-    },
-    /// A one-phase commit's record is durable: the txn commits at its partition, and
-    /// its coordinator learns it: without a message when it is this node (`here`).
-    OnePhase {
-        partition: PartitionId,
-        txn: TxnId,
-        ct: Vc,
-        here: bool,
-    },
-    /// A one-node commit's record is durable: the txn commits at each of its partitions.
-    NodeCommit {
-        partitions: Vec<PartitionId>,
-        txn: TxnId,
-        ct: Vc,
-    },
-    /// A state transfer's `TransferDone` is durable: `pvc` claims it.
-    Transfer {
-        partition: PartitionId,
-        claims: Vc,
-    },
-}
 
 /// The engine's node; `X` is the protocol's extension ([`Extension`]), none for Cure.
 pub struct Node<X: Extension = Plain> {
@@ -108,7 +50,7 @@ pub struct Node<X: Extension = Plain> {
     /// together: kept, not summed, as every message asked for it (`park`, and
     /// `set_clock_wait` after each one: about 1k instructions of a GET's 26k).
     waiting_total: usize,
-    pub(crate) coord: Coord,
+    pub(crate) coord: Coord<X::TxnStep>,
     /// The GSS: gossip of the partitions' min `pvc` inside the DC.
     pub(crate) gss: Gossip<Vc>,
     /// The DC's oldest snapshot in use (for GC): gossip of each node's oldest.

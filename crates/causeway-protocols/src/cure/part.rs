@@ -221,7 +221,7 @@ pub struct Gate {
 
 impl Gate {
     /// Whether `w` may be served now, at clock `clock` of DC `d`.
-    pub fn admits(&self, w: &Waiting, d: usize, clock: u64, m: super::Mutation) -> bool {
+    pub fn admits(&self, w: &Waiting, d: usize, clock: u64, m: super::config::Mutation) -> bool {
         let s = w.svc_local(d);
         // UniStore Alg. 1 l.21: the snapshot's strong txns are delivered here.
         let strong = self.known_strong >= w.svc_strong();
@@ -273,6 +273,9 @@ impl Waiting {
 }
 
 /// One partition of this node.
+/// One partition's transfers, both ways (`kit::transfer`).
+pub type Transfers = crate::kit::transfer::Transfers<Vc>;
+
 #[derive(Debug)]
 pub struct Part {
     pub store: Store<Vc>,
@@ -293,7 +296,7 @@ pub struct Part {
     /// stable (for the extra-delay samples of Fig. 6), at most `UNSEEN_MAX`.
     pub stable_unseen: Vec<(DcId, Vc, u64)>,
     /// State transfers to and from siblings (`transfer.rs`).
-    pub transfers: super::transfer::Transfers,
+    pub transfers: Transfers,
 }
 
 /// Most remote txns tracked for the visibility-latency measurement.
@@ -338,7 +341,7 @@ impl Part {
 
     /// What a waiting request is judged against now, with `pvc[d]` brought up to date
     /// (Alg. 2 l.19-21).
-    pub fn gate(&mut self, d: usize, clock: u64, lease: u64, m: super::Mutation) -> Gate {
+    pub fn gate(&mut self, d: usize, clock: u64, lease: u64, m: super::config::Mutation) -> Gate {
         Gate {
             pvc_d: self.pvc_local(d, clock, lease, m.pvc_ignores_prepared),
             pvc_direct: match m.read_commit_no_wait {

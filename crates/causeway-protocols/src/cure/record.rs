@@ -79,7 +79,7 @@ pub enum Record {
     StrongImage {
         partition: PartitionId,
         from: causeway_core::DcId,
-        image: Box<crate::unistore::StrongImage>,
+        image: Box<crate::kit::certify::StrongImage>,
     },
     /// UniStore: every chunk of transfer `id` arrived and was installed together with its
     /// certification state; the versions of `dropped` were removed from the store, to be
@@ -171,26 +171,7 @@ pub struct PartCheckpoint {
     pub transferred: Vec<(TxnId, Vc)>,
 }
 
-/// Bytes reserved for an encoded record: a one-key commit record fits.
-const ENCODE_CAPACITY: usize = 256;
-
 impl Record {
-    /// The record's bytes. The buffer starts at `ENCODE_CAPACITY`: growing it from empty
-    /// (postcard's `to_allocvec`) cost several reallocations per commit record.
-    /// A commit's records (`Prepare`, `OnePhase`) are written by hand, in postcard's
-    /// bytes (`record_enc.rs`).
-    pub fn encode(&self) -> Vec<u8> {
-        let capacity = match self {
-            Record::RemotePiece { piece, .. } => piece.len() + 16,
-            _ => ENCODE_CAPACITY,
-        };
-        let mut out = Vec::with_capacity(capacity);
-        if super::record_enc::encode_into(self, &mut out) {
-            return out;
-        }
-        postcard::to_extend(self, out).expect("a cure record always encodes")
-    }
-
     /// The record at `index` of the log; a `RemotePiece` comes back as the `RemoteTxns`
     /// it stands for.
     pub fn decode(index: usize, bytes: &[u8]) -> Result<Record, String> {

@@ -17,6 +17,27 @@ const PREPARE_TAG: u64 = 1;
 /// `Record::OnePhase`'s variant index.
 const ONE_PHASE_TAG: u64 = 4;
 
+/// Bytes reserved for an encoded record: a one-key commit record fits.
+const ENCODE_CAPACITY: usize = 256;
+
+impl Record {
+    /// The record's bytes. The buffer starts at `ENCODE_CAPACITY`: growing it from empty
+    /// (postcard's `to_allocvec`) cost several reallocations per commit record.
+    /// A commit's records (`Prepare`, `OnePhase`) are written by hand, in postcard's
+    /// bytes (this file's `encode_into`).
+    pub fn encode(&self) -> Vec<u8> {
+        let capacity = match self {
+            Record::RemotePiece { piece, .. } => piece.len() + 16,
+            _ => ENCODE_CAPACITY,
+        };
+        let mut out = Vec::with_capacity(capacity);
+        if encode_into(self, &mut out) {
+            return out;
+        }
+        postcard::to_extend(self, out).expect("a cure record always encodes")
+    }
+}
+
 /// Writes `record` to `out` if it is one of the records this module encodes.
 pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> bool {
     let mut w = Writer(out);

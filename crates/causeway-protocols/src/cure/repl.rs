@@ -5,8 +5,9 @@
 
 use super::ext::Extension;
 use super::msg::{Msg, Stream};
-use super::node::{Deferred, Node};
+use super::node::Node;
 use super::record::Record;
+use super::types::Deferred;
 use super::wire::{CompactTxns, SharedStream};
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};

@@ -17,8 +17,8 @@
 //! GET) goes the same way with no updates: a one-partition read is then served at its
 //! partition and answered with the commit in one message (`direct.rs`).
 
+use super::config::Flavor;
 use super::msg::{First, Msg, Updates};
-use super::Flavor;
 use crate::kit::session::{ClientProtocol, SessionCore};
 use crate::kit::txn::coalesce_updates;
 use causeway_core::crdt::{ObjType, Update};

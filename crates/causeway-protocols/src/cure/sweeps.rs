@@ -2,7 +2,6 @@
 //! must survive and a run catching each of its mutations.
 
 use crate::sweep::Sweep;
-use crate::{sweep_lossy, sweep_merged, sweep_outage};
 
 /// Cure's runs, faults first, then one per mutation.
 pub const SWEEPS: &[Sweep] = &[

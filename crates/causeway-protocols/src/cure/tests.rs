@@ -8,7 +8,7 @@ use super::Node;
 use super::{Config, Cure};
 use crate::kit::testnet::TestNet;
 use crate::params::{NodeConfig, Params};
-use crate::Protocol;
+use crate::registry::Protocol;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, ClientSession, Ctx, DcId, Key, NodeId, ObjValue, OpId, Output, PartitionId, Request,

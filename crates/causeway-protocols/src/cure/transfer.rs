@@ -42,15 +42,13 @@
 
 use super::ext::Extension;
 use super::msg::Msg;
-use super::node::{Deferred, Node};
+use super::node::Node;
 use super::record::Record;
+use super::types::Deferred;
+use crate::kit::certify::StrongImage;
 use crate::kit::mvstore::KeyImage;
 use crate::kit::transfer::Chunk;
-use crate::unistore::StrongImage;
 use causeway_core::{Addr, Ctx, DcId, PartitionId, TxnId, Vc};
-
-/// One partition's transfers, both ways (`kit::transfer`).
-pub type Transfers = crate::kit::transfer::Transfers<Vc>;
 
 impl<X: Extension> Node<X> {
     /// Sender side, every replication interval per sibling: starts a transfer to `s` if

@@ -31,7 +31,7 @@ use crate::kit::session::{ClientProtocol, Session, SessionCore};
 use crate::kit::timers::Timers;
 use crate::kit::txn::{effect_type, prepare_effects, read_value, typed_state};
 use crate::params::{NodeConfig, Params};
-use crate::{Guarantee, Protocol, Requirements};
+use crate::registry::{Guarantee, Protocol, Requirements};
 use causeway_core::crdt::{ArbTs, ObjType, Object, Op, Update};
 use causeway_core::{
     Addr, Ctx, DcId, Error, Key, Lsn, Nanos, NodeId, OpId, Response, ServerNode, SessionId,
@@ -43,7 +43,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The `eventual` protocol (registry entry).
 pub struct Eventual;
 
-crate::mutations! {
+mutations! {
     /// Which deliberately broken variant runs, decoded from `Params::mutation`.
     pub struct Mutation for "eventual" {
         /// A node never sends a state transfer, so a sibling back after the log dropped

@@ -1,7 +1,6 @@
 //! The simulator runs the test loop makes of `eventual` ([`crate::sweep`]).
 
 use crate::sweep::Sweep;
-use crate::{sweep_lossy, sweep_merged, sweep_outage};
 
 /// The eventual baseline's runs: it converges under faults and is caught violating TCC.
 pub const SWEEPS: &[Sweep] = &[

@@ -408,6 +408,19 @@ pub fn conflicts(relation: Relation, a: &CertTxn, b: &CertTxn) -> bool {
     overlap(&a.writes, &a.reads, &b.writes, &b.reads)
 }
 
+/// A group member's certification state at the instant of a partition image: what a
+/// state transfer carries of a strong partition (UniStore's `strong_transfer.rs`); here,
+/// below both the engine that ships it and the extension that makes it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StrongImage {
+    /// The transfer it belongs to.
+    pub id: u64,
+    /// Every decided slot below this is in `cert` and (its committed txns delivered) in
+    /// the images.
+    pub delivered: crate::kit::paxos::Slot,
+    pub cert: Certifier,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

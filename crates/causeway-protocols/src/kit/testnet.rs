@@ -5,7 +5,7 @@
 //! sans-IO like the machines it drives; the simulator is where timing and faults live.
 
 use crate::params::{NodeConfig, Params};
-use crate::Protocol;
+use crate::registry::Protocol;
 use causeway_core::{
     Addr, ClientSession, Ctx, DcId, NodeId, Output, Request, Response, ServerNode, SessionId,
     Topology, TrueTime, TxnKind,

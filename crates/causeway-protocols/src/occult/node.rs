@@ -5,11 +5,11 @@
 mod checkpoint;
 mod transfer;
 
+use super::config::{Config, Flavor, Shards, FENCES_MAX, QUEUED_WRITES_MAX};
 use super::cts::{Cts, Layout};
 use super::msg::{
     Decision, Floor, Locked, Msg, ReadItem, Record, Refusal, ReplWrite, Version, Written,
 };
-use super::{Config, Flavor, Shards, FENCES_MAX, QUEUED_WRITES_MAX};
 use crate::kit::clock::Time;
 use crate::kit::durability::Durability;
 use crate::kit::repl::{Received, ReplLog, Siblings};

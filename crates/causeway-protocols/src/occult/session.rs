@@ -3,9 +3,9 @@
 //! and PC-PSI transactions (§6.2): read phase, validation (read set pairwise consistent,
 //! lock the write set, read set at least as recent as the overwrite set), commit.
 
+use super::config::{Config, Flavor, Mutation, Shards, OVERWRITES_MAX};
 use super::cts::{Bound, Cts, Layout};
 use super::msg::{Locked, Msg, ReadItem, Refusal, Written};
-use super::{Config, Flavor, Mutation, Shards, OVERWRITES_MAX};
 use crate::kit::session::{ClientProtocol, SessionCore};
 use crate::kit::txn::read_value;
 use causeway_core::{

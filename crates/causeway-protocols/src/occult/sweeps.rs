@@ -3,7 +3,6 @@
 //! attach, no wait), every fault but DC failures (out of Occult's fault model, §7).
 
 use crate::sweep::Sweep;
-use crate::sweep_lossy;
 
 /// Loaded txns (8 ops, 64 clients per DC, CPU model) with DC 1's clocks 22 ms ahead; the
 /// compression scheme follows.
@@ -66,5 +65,5 @@ pub const EVENTUAL_MS_SWEEPS: &[Sweep] = &[
         sweep_lossy!(),
         " --seeds 1..10"
     )),
-    Sweep::pass(crate::sweep_merged!()),
+    Sweep::pass(sweep_merged!()),
 ];

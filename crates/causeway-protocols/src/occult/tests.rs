@@ -7,7 +7,7 @@
 use super::{Config, Msg, Occult, Record, Shards};
 use crate::kit::testnet::{TestNet, MS};
 use crate::params::{NodeConfig, Params};
-use crate::Protocol;
+use crate::registry::Protocol;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, Ctx, DcId, Key, NodeId, ObjValue, OpId, Output, Request, Response, ServerNode, SessionId,

@@ -2,89 +2,18 @@
 //! each partition's preferred replica, and 2PC across replicas in any DC, with the kit's
 //! presumed-abort decisions (`kit::twopc`).
 
+use super::config::{target_dc, Flavor, Mutation};
+use super::coord_state::{ReadCtx, Step, TxnCtx};
 use super::msg::{Effects, Msg, Record, Start, Updates};
-use super::node::{Deferred, Node};
+use super::node::Node;
 use super::part::ops_at;
-use super::{target_dc, Flavor, Mutation};
-use crate::kit::twopc::{Answer, Decisions, Retry, Votes};
+use super::types::Deferred;
+use crate::kit::twopc::{Answer, Retry, Votes};
 use crate::kit::txn::ReadId;
 use causeway_core::crdt::{ObjType, Object, Op};
 use causeway_core::limits::COORD_TXNS_MAX;
-use causeway_core::{Addr, Ctx, Error, Key, Nanos, NodeId, PartitionId, TxnId};
+use causeway_core::{Addr, Ctx, Error, Key, NodeId, PartitionId, TxnId};
 use std::collections::BTreeMap;
-
-/// What a txn's coordinator is doing for it.
-#[derive(Debug)]
-enum Step {
-    Idle,
-    Reading {
-        req: u64,
-    },
-    Preparing {
-        req: u64,
-        votes: Votes<(u64, Effects)>,
-        targets: BTreeMap<PartitionId, NodeId>,
-        /// One partition written: its replica commits alone (`Node::prepare`).
-        one_phase: bool,
-        /// The PREPAREs of a two-phase txn, re-sent to the participants whose vote is
-        /// missing every `inquire_after_ns` (`resend_prepares`); none for one phase.
-        prepares: BTreeMap<PartitionId, Msg>,
-        resend: Retry,
-    },
-}
-
-/// `TX[id_T]` (Alg. 2 l.4): a running txn's context.
-#[derive(Debug)]
-struct TxnCtx {
-    session: Addr,
-    snapshot: u64,
-    last_active: Nanos,
-    step: Step,
-}
-
-/// A parallel read in progress (Alg. 2 l.10-15).
-#[derive(Debug)]
-struct ReadCtx {
-    txn: TxnId,
-    keys: Vec<(Key, ObjType)>,
-    waiting: usize,
-    objects: BTreeMap<Key, Result<Object, Error>>,
-}
-
-#[derive(Debug, Default)]
-pub struct Coord {
-    txns: BTreeMap<TxnId, TxnCtx>,
-    /// By `ReadId`, unique across this node's restarts, as the replies name them.
-    reads: BTreeMap<ReadId, ReadCtx>,
-    pub decisions: Decisions<u64>,
-}
-
-impl Coord {
-    /// The session is done with `txn` (read-only commit or abort): drop its context.
-    pub fn forget(&mut self, txn: TxnId) {
-        if let Some(t) = self.txns.get(&txn) {
-            if !matches!(t.step, Step::Preparing { .. }) {
-                self.txns.remove(&txn);
-            }
-        }
-    }
-
-    /// Keeps a preparing txn's PREPAREs for `Node::resend_prepares`.
-    fn keep_prepares(&mut self, txn: TxnId, kept: BTreeMap<PartitionId, Msg>) {
-        if let Some(TxnCtx {
-            step: Step::Preparing { prepares, .. },
-            ..
-        }) = self.txns.get_mut(&txn)
-        {
-            *prepares = kept;
-        }
-    }
-
-    /// The oldest snapshot of a running txn.
-    pub fn oldest(&self) -> Option<u64> {
-        self.txns.values().map(|t| t.snapshot).min()
-    }
-}
 
 /// Why a txn whose votes did not all arrive in time ended.
 const PREPARE_TIMED_OUT: &str = "prepare timed out";

@@ -4,10 +4,11 @@
 //! of reads and 2PC (Alg. 3), applying committed txns (Alg. 4 l.5-19), timers and
 //! invariants.
 
-use super::coord::Coord;
+use super::config::{Config, Flavor, Mutation};
+use super::coord_state::Coord;
 use super::msg::{Effects, Msg, Record};
 use super::part::{BlockedPrepare, BlockedRead, Part, Prepared};
-use super::{Config, Flavor, Mutation};
+use super::types::{root_of, Deferred};
 use crate::kit::durability::Durability;
 use crate::kit::gossip::Gossip;
 use crate::kit::timers::Timers;
@@ -32,32 +33,6 @@ pub enum Timer {
     Replicate,
     /// UST and GC exchange, inquiries, coordinator expiry (Alg. 4 l.34-38).
     Stabilize,
-}
-
-/// Something to do once every record up to an lsn is durable.
-#[derive(Debug)]
-pub enum Deferred {
-    Lease(u64),
-    Remote {
-        partition: PartitionId,
-        origin: DcId,
-        upto: u64,
-    },
-    Commit {
-        partition: PartitionId,
-        txn: TxnId,
-        ct: u64,
-    },
-    Decision(TxnId),
-    Abort {
-        partition: PartitionId,
-        txn: TxnId,
-    },
-    /// A state transfer's end is durable: `VV` claims it.
-    Transfer {
-        partition: PartitionId,
-        claims: causeway_core::Vc,
-    },
 }
 
 /// Bytes sent, by purpose (PaRiS Fig. 6).
@@ -806,11 +781,6 @@ impl Node {
         }
         Ok(())
     }
-}
-
-/// The DC's root: its first node (aggregates the GST and exchanges it with other roots).
-pub fn root_of(topo: &Topology, dc: DcId) -> NodeId {
-    topo.nodes_in_dc(dc).next().expect("a DC has nodes")
 }
 
 fn reply_slice(

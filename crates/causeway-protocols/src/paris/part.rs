@@ -64,7 +64,7 @@ pub struct Part {
     /// parked like a read until it is installed (BPR).
     pub blocked_prepares: Vec<BlockedPrepare>,
     /// State transfers to and from sibling replicas (`transfer.rs`).
-    pub transfers: super::transfer::Transfers,
+    pub transfers: super::types::Transfers,
 }
 
 /// A BPR PREPARE waiting for its snapshot to be installed here.

@@ -5,8 +5,8 @@
 //! applied before the txn's own buffered updates (Alg. 1 l.11: write set, read set,
 //! cache); a read-only txn commits here.
 
+use super::config::{Flavor, Mutation};
 use super::msg::{CommitAnswer, Msg, ReadAnswer, Start};
-use super::{Flavor, Mutation};
 use crate::kit::session::{ClientProtocol, SessionCore};
 use crate::kit::txn::{effect_type, read_value};
 use causeway_core::crdt::{ObjType, Object, Op};

@@ -3,7 +3,6 @@
 //! simulator draws none for them.
 
 use crate::sweep::Sweep;
-use crate::{sweep_lossy, sweep_merged, sweep_outage, sweep_partial};
 
 /// PaRiS's runs, under full and partial replication.
 pub const SWEEPS: &[Sweep] = &[

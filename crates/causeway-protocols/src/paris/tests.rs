@@ -7,7 +7,7 @@
 use super::{Bpr, Config, Paris};
 use crate::kit::testnet::{TestNet, MS};
 use crate::params::{NodeConfig, Params};
-use crate::Protocol;
+use crate::registry::Protocol;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, DcId, Key, NodeId, ObjValue, PartitionId, Request, Response, ServerNode, Topology,

@@ -15,14 +15,12 @@
 //!   above `VV[own]`, and our stream sends them once applied.
 
 use super::msg::{Msg, Record};
-use super::node::{Deferred, Node};
+use super::node::Node;
+use super::types::Deferred;
 use crate::kit::mvstore::KeyImage;
 use crate::kit::transfer::Chunk;
 use causeway_core::{Addr, Ctx, DcId, PartitionId, TxnId, Vc};
 use std::collections::BTreeSet;
-
-/// One partition's transfers, both ways (`kit::transfer`).
-pub type Transfers = crate::kit::transfer::Transfers<u64>;
 
 impl Node {
     /// Sender side, every Δ_R per sibling replica: starts a transfer to `s` if it needs

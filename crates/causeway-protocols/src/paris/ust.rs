@@ -4,9 +4,10 @@
 //! roots' exchange of GSTs (the UST is their meet), and the same exchange of the oldest
 //! snapshot in use, which bounds garbage collection.
 
+use super::config::Flavor;
 use super::msg::{Msg, Record, ReplTxn, Stream};
-use super::node::{root_of, Deferred, Node};
-use super::Flavor;
+use super::node::Node;
+use super::types::{root_of, Deferred};
 use crate::kit::wire::SharedStream;
 use causeway_core::limits::REPLICATION_BATCH_MAX;
 use causeway_core::{Addr, Ctx, DcId, NodeId, PartitionId, Vc};

@@ -1,7 +1,7 @@
 //! PrompTCC's messages (client library to partitions, partition to partition) and what a
 //! node persists ([`Record`]).
 
-use super::Wire;
+use super::config::Wire;
 use causeway_core::crdt::{Effect, ObjType, Object, Update};
 use causeway_core::{Addr, Error, Key, OpId, PartitionId, TxnId, Vc};
 use serde::{Deserialize, Serialize};

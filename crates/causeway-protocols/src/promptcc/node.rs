@@ -4,9 +4,9 @@
 //! persist-before-acknowledge plumbing; under Eiger, the requests held until a txn open
 //! at a partition resolves (round-three reads, writes that must observe it).
 
+use super::config::{Config, Flavor, Mutation, Wire, PARKED_MAX};
 use super::msg::{Checkpoint, Msg, PreparedTxn, ReadKind, Record, Updates};
 use super::part::{may_observe_nothing, Part, Pending};
-use super::{Config, Flavor, Mutation, Wire, PARKED_MAX};
 use crate::kit::durability::Durability;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;

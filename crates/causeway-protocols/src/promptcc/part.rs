@@ -2,8 +2,8 @@
 //! number, the committed ones waiting to become visible, the store of visible versions
 //! (`kit::mvstore` over P-entry vectors) and the fences of txns refused for good.
 
+use super::config::FENCES_MAX;
 use super::msg::{Effects, Objects, PreparedTxn, Updates};
-use super::FENCES_MAX;
 use crate::kit::mvstore::Store;
 use crate::kit::twopc::Retry;
 use causeway_core::crdt::{ArbTs, ObjType, Object, Op, Update};

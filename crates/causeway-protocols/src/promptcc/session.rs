@@ -3,8 +3,8 @@
 //! write-only commit straight to the participants, Wren's two-round reads, and Eiger's
 //! third round (to the partitions that held a partially committed version in round two).
 
+use super::config::{Flavor, Mutation, Wire};
 use super::msg::{Msg, ReadKind};
-use super::{Flavor, Mutation, Wire};
 use crate::kit::session::{ClientProtocol, SessionCore};
 use crate::kit::txn::read_value;
 use causeway_core::crdt::{ObjType, Object};

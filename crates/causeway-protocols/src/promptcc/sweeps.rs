@@ -3,7 +3,6 @@
 //! one DC.
 
 use crate::sweep::Sweep;
-use crate::sweep_merged;
 
 /// The experiments' workload under the CPU model: 16 sessions over 4 nodes and 64
 /// partitions; the final reads (one txn of 64-key reads) caught later reads pinned to a

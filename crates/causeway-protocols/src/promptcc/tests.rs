@@ -3,7 +3,7 @@
 use super::{Eiger, PrompTcc, Wren};
 use crate::kit::testnet::TestNet;
 use crate::params::Params;
-use crate::Protocol;
+use crate::registry::Protocol;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{Key, ObjValue, Request, Response, ServerNode, Topology};
 

@@ -2,14 +2,15 @@
 //! ([`Extension`]): uniformity (`uniform.rs`) and strong transactions (`strong.rs`,
 //! `strong_gc.rs`, `strong_transfer.rs`) on `Node<UniExt>`.
 
-use super::strong::{Strong, StrongConfig};
-use super::StrongImage;
+use super::state::{Strong, StrongConfig, StrongStep};
 use crate::cure::ext::{Extension, Refused, TransferPlan};
 use crate::cure::msg::Msg;
-use crate::cure::node::{Node, Timer};
+use crate::cure::node::Node;
 use crate::cure::part::Waiting;
 use crate::cure::record::{GroupCheckpoint, Record};
+use crate::cure::types::Timer;
 use crate::cure::{Flavor, UNISTORE_MUTATIONS};
+use crate::kit::certify::StrongImage;
 use crate::kit::uniform::Uniform;
 use causeway_core::clock::Extra;
 use causeway_core::{Addr, Ctx, DcId, Nanos, PartitionId, TxnId, Vc};
@@ -47,6 +48,8 @@ impl UniExt {
 }
 
 impl Extension for UniExt {
+    type TxnStep = StrongStep;
+
     fn name(&self, _: Flavor) -> &'static str {
         "unistore"
     }

@@ -32,6 +32,7 @@
 //! `causal` is `unistore` with `strong_txns = false`.
 
 mod hooks;
+mod state;
 mod strong;
 mod strong_gc;
 #[cfg(test)]
@@ -44,16 +45,14 @@ mod uniform;
 mod unistore_tests;
 
 pub use hooks::UniExt;
-pub use strong::StrongConfig;
-pub(crate) use strong::StrongStep;
-pub(crate) use strong_transfer::StrongImage;
+pub use state::StrongConfig;
 
 use crate::cure::{self, Client, Flavor, Msg, UNISTORE_MUTATIONS};
 use crate::kit::certify::Relation;
 use crate::kit::session::Session;
 use crate::params::{NodeConfig, Params};
+use crate::registry::{Guarantee, Protocol, Requirements};
 use crate::sweep::Sweep;
-use crate::{Guarantee, Protocol, Requirements};
 use causeway_core::{DcId, SessionId, Topology, TxnKind};
 use serde::{Deserialize, Serialize};
 
@@ -347,7 +346,7 @@ const SWEEPS: &[Sweep] = &[
     Sweep::pass("--faults long-outage --set silent_sibling_ns=300000000 --seeds 1..6"),
     Sweep::pass(concat!(
         "--set strong_txns=false ",
-        crate::sweep_outage!(),
+        sweep_outage!(),
         " --seeds 1..3"
     )),
     Sweep::pass(concat!("--faults long-outage ", strong_outage!(), " --seeds 1..10")),
@@ -358,7 +357,7 @@ const SWEEPS: &[Sweep] = &[
         strong_outage!(),
         " --seeds 1..3"
     )),
-    Sweep::pass(crate::sweep_merged!()),
+    Sweep::pass(sweep_merged!()),
     // The certification groups in the checkpoint (`unistore/strong_gc.rs`), strong txns
     // contended, a checkpoint every 16 records.
     Sweep::pass("--seeds 1..10 --faults all --strong-ratio 0.3 --keys 20 --checkpoint-records 16"),
@@ -382,5 +381,5 @@ const REDBLUE_SWEEPS: &[Sweep] = &[
     )
     .quick(),
     Sweep::pass("--seeds 1..5 --faults all --strong-ratio 0.3 --keys 20"),
-    Sweep::pass(crate::sweep_merged!()),
+    Sweep::pass(sweep_merged!()),
 ];

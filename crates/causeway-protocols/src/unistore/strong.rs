@@ -49,175 +49,21 @@
 //!   relation), `redblue` conflicts every two strong txns and makes partition 0's group a
 //!   participant of every strong txn (one central certification service).
 
-use super::UniExt;
-use crate::cure::coord::{Step, Txn};
+use super::hooks::UniExt;
+use super::state::{
+    conflict_tokens, Group, Ops, Phase, Recovery, Strong, StrongConfig, StrongStep, RECOVERIES_MAX,
+};
+use crate::cure::coord_state::{Step, Txn};
 use crate::cure::msg::Msg;
 use crate::cure::node::Node;
 use crate::cure::part::Part;
-use crate::kit::certify::{CertEntry, CertTxn, Certifier, Delivery, Relation, Reply};
+use crate::kit::certify::{CertEntry, CertTxn, Certifier, Delivery, Reply};
 use crate::kit::paxos::{self, Output, Paxos};
 use crate::kit::twopc::{Retry, Votes};
 use causeway_core::clock::Extra;
-use causeway_core::conflict::ConflictRule;
-use causeway_core::crdt::{Effect, Op};
-use causeway_core::{Addr, Ctx, DcId, Error, Key, Nanos, NodeId, OpId, PartitionId, TxnId, Vc};
+use causeway_core::crdt::Op;
+use causeway_core::{Addr, Ctx, DcId, Error, Key, Nanos, NodeId, PartitionId, TxnId, Vc};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Effects of one partition's updates.
-pub type Ops = Vec<(Key, OpId, Effect)>;
-
-/// A txn's conflict tokens under the declared relation (`kit::certify`'s module doc):
-/// `declared` if a rule names its type, and each token with whether it is written.
-#[derive(Clone, Debug, Default)]
-pub struct Tokens {
-    declared: bool,
-    keys: Vec<(Key, bool)>,
-}
-
-/// The conflict tokens of a txn of type `label` touching `keys` under `rules`.
-pub fn conflict_tokens<'k>(
-    rules: &[ConflictRule],
-    label: Option<&str>,
-    keys: impl Iterator<Item = &'k Key> + Clone,
-) -> Tokens {
-    let Some(label) = label else {
-        return Tokens::default();
-    };
-    let mut out = Tokens::default();
-    for (i, rule) in rules.iter().enumerate().filter(|(_, r)| r.names(label)) {
-        out.declared = true;
-        let write = rule.b == label; // `a` reads the token, `b` writes it
-        for k in keys.clone() {
-            if let Some(c) = rule.pattern.capture(k) {
-                let mut token = format!("\0conflict/{i}/").into_bytes();
-                token.extend_from_slice(c);
-                out.keys.push((Key(token), write));
-            }
-        }
-    }
-    out.keys.sort();
-    out.keys.dedup();
-    out
-}
-
-/// Default: a leader whose group proposed nothing for this long appends a heartbeat.
-pub const STRONG_HEARTBEAT_NS: Nanos = 10_000_000;
-/// Default: a txn prepared this long at a leader gets a recovery coordinator.
-pub const STRONG_RECOVER_NS: Nanos = 3_000_000_000;
-/// Default: a coordinator answers "outcome unknown" after this long.
-pub const STRONG_TIMEOUT_NS: Nanos = 10_000_000_000;
-/// Default: a coordinator missing votes, or a recovery missing answers, asks again after
-/// this long (a group may be electing a leader).
-pub const STRONG_RETRY_NS: Nanos = 300_000_000;
-/// Default: decided slots a group keeps for a lagging member (at a heartbeat every
-/// 10 ms, about 11 minutes of an idle group).
-pub const STRONG_LOG_KEPT_MAX: u64 = 1 << 16;
-/// Most recoveries one node runs at a time.
-pub const RECOVERIES_MAX: usize = 1024;
-
-/// The strong-transaction tunables (the `[protocols.unistore]` section sets them).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StrongConfig {
-    /// The DC whose replicas lead every partition's group while up (paper: one DC).
-    pub leader_dc: u16,
-    pub heartbeat_ns: Nanos,
-    pub recover_ns: Nanos,
-    pub timeout_ns: Nanos,
-    pub retry_ns: Nanos,
-    pub relation: Relation,
-    /// RedBlue: partition 0's group certifies every strong txn.
-    pub central: bool,
-    /// The declared conflict relation (empty: every strong txn is ad-hoc).
-    pub rules: Vec<ConflictRule>,
-    /// Strong txns run at all (false: the paper's CAUSAL / UNIFORM, with no
-    /// certification groups and no strong heartbeats; strong BEGINs run causal).
-    pub enabled: bool,
-    /// Decided slots the group keeps for a member that lags behind the others; past it,
-    /// members forget what a majority decided and the laggard gets a state transfer
-    /// (`strong_gc.rs`, `strong_transfer.rs`).
-    pub log_kept_max: u64,
-}
-
-impl Default for StrongConfig {
-    fn default() -> StrongConfig {
-        StrongConfig {
-            leader_dc: 0,
-            heartbeat_ns: STRONG_HEARTBEAT_NS,
-            recover_ns: STRONG_RECOVER_NS,
-            timeout_ns: STRONG_TIMEOUT_NS,
-            retry_ns: STRONG_RETRY_NS,
-            relation: Relation::AdHoc,
-            central: false,
-            rules: Vec::new(),
-            enabled: true,
-            log_kept_max: STRONG_LOG_KEPT_MAX,
-        }
-    }
-}
-
-/// One partition's certification group member.
-#[derive(Debug)]
-pub struct Group {
-    pub px: Paxos<CertEntry>,
-    pub cert: Certifier,
-    /// When this member last proposed (for heartbeats).
-    last_proposal: Nanos,
-    /// Every member decided the slots below this (`strong_gc.rs`).
-    pub gc_below: crate::kit::paxos::Slot,
-    /// When this member, as leader, last sent `gc_below` to the others.
-    pub gc_sent_ns: Nanos,
-}
-
-/// A recovery of an orphaned txn prepared in our group (module doc).
-#[derive(Debug)]
-struct Recovery {
-    partition: PartitionId,
-    votes: Votes<u64>,
-    voters: BTreeMap<PartitionId, NodeId>,
-    retry: Retry,
-    /// Decided: proposed to our group (again at each retry) until it is applied.
-    decided: Option<Option<u64>>,
-}
-
-/// The node's strong-txn state.
-#[derive(Debug, Default)]
-pub struct Strong {
-    pub groups: BTreeMap<PartitionId, Group>,
-    /// Records replayed at recovery, until `start` builds the groups.
-    pub recovered: BTreeMap<PartitionId, Vec<paxos::Record<CertEntry>>>,
-    /// The groups of a replayed checkpoint (`strong_gc.rs`), until `start`.
-    pub restored: BTreeMap<PartitionId, crate::cure::record::GroupCheckpoint>,
-    recovering: BTreeMap<TxnId, Recovery>,
-    /// The node that last voted for each partition (its leader, probably).
-    leader_hint: BTreeMap<PartitionId, NodeId>,
-    /// The certification parts of state transfers, both ways (`strong_transfer.rs`).
-    pub xfer: super::strong_transfer::StrongTransfers,
-}
-
-/// A strong txn's commit at its coordinator.
-#[derive(Debug)]
-pub struct StrongStep {
-    pub req: u64,
-    deadline: Nanos,
-    phase: Phase,
-}
-
-#[derive(Debug)]
-enum Phase {
-    /// Waiting for the uniform barrier and the effects of each written partition.
-    Prep {
-        effects: BTreeMap<PartitionId, Option<Ops>>,
-        participants: BTreeSet<PartitionId>,
-        tokens: Tokens,
-    },
-    /// CERTIFY sent: waiting for every participant's vote.
-    Certify {
-        parts: BTreeMap<PartitionId, CertTxn>,
-        votes: Votes<u64>,
-        voters: BTreeMap<PartitionId, NodeId>,
-        retry: Retry,
-    },
-}
 
 impl Node<UniExt> {
     fn strong_cfg(&self) -> &StrongConfig {
@@ -339,7 +185,7 @@ impl Node<UniExt> {
                         record,
                     };
                     self.persist(ctx, r, Vec::new());
-                    self.after_durable(crate::cure::node::Deferred::Paxos { partition: p, seq });
+                    self.after_durable(crate::cure::types::Deferred::Paxos { partition: p, seq });
                 }
                 // Our catch-up was answered `Truncated`: the member that truncated
                 // sends a state transfer (strong_transfer.rs).
@@ -672,7 +518,7 @@ impl Node<UniExt> {
         let ours = matches!(
             self.coord.txns.get(&txn).map(|t| &**t),
             Some(Txn {
-                step: Step::Strong(_),
+                step: Step::Ext(_),
                 ..
             })
         );
@@ -727,7 +573,7 @@ impl Node<UniExt> {
             };
             ctx.send(Addr::Node(topo.node_of(dc, partition)), m);
         }
-        t.step = Step::Strong(StrongStep {
+        t.step = Step::Ext(StrongStep {
             req,
             deadline,
             phase: Phase::Prep {
@@ -749,7 +595,7 @@ impl Node<UniExt> {
     ) {
         let Some(Txn {
             step:
-                Step::Strong(StrongStep {
+                Step::Ext(StrongStep {
                     phase: Phase::Prep { effects, .. },
                     ..
                 }),
@@ -776,7 +622,7 @@ impl Node<UniExt> {
             .filter(|(_, t)| {
                 matches!(
                     t.step,
-                    Step::Strong(StrongStep {
+                    Step::Ext(StrongStep {
                         phase: Phase::Prep { .. },
                         ..
                     })
@@ -814,7 +660,7 @@ impl Node<UniExt> {
             ctx.send(Addr::Node(to), m);
         }
         let t = self.coord.txns.get_mut(&txn).expect("present");
-        let Step::Strong(s) = &mut t.step else {
+        let Step::Ext(s) = &mut t.step else {
             unreachable!("matched in cert_txns")
         };
         s.phase = Phase::Certify {
@@ -829,7 +675,7 @@ impl Node<UniExt> {
     /// and every effect is in; None before, or when `txn` is not preparing.
     fn cert_txns(&self, txn: TxnId) -> Option<BTreeMap<PartitionId, CertTxn>> {
         let t = self.coord.txns.get(&txn)?;
-        let Step::Strong(StrongStep {
+        let Step::Ext(StrongStep {
             phase:
                 Phase::Prep {
                     effects,
@@ -899,7 +745,7 @@ impl Node<UniExt> {
     ) {
         let Some(Txn {
             step:
-                Step::Strong(StrongStep {
+                Step::Ext(StrongStep {
                     phase: Phase::Certify { votes, voters, .. },
                     ..
                 }),
@@ -922,7 +768,7 @@ impl Node<UniExt> {
         let Some(t) = self.coord.txns.remove(&txn) else {
             return;
         };
-        let Step::Strong(s) = t.step else {
+        let Step::Ext(s) = t.step else {
             self.coord.txns.insert(txn, t);
             return;
         };
@@ -967,7 +813,7 @@ impl Node<UniExt> {
         let dcs = self.topo.dcs;
         let mut expired = Vec::new();
         for (txn, t) in self.coord.txns.iter_mut() {
-            let Step::Strong(s) = &mut t.step else {
+            let Step::Ext(s) = &mut t.step else {
                 continue;
             };
             if clock > s.deadline {

@@ -25,7 +25,7 @@
 //!   (`Output::SnapshotNeeded`) and it gets a state transfer that carries the
 //!   certification state (`strong_transfer.rs`).
 
-use super::UniExt;
+use super::hooks::UniExt;
 use crate::cure::msg::Msg;
 use crate::cure::node::Node;
 use crate::cure::record::GroupCheckpoint;

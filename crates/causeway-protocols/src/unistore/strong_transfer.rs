@@ -40,49 +40,14 @@
 //! [`Record::TransferAdopted`]: crate::cure::record::Record::TransferAdopted
 //! [`Msg::TransferAsk`]: crate::cure::msg::Msg::TransferAsk
 
-use super::UniExt;
+use super::hooks::UniExt;
+use super::state::Refusal;
 use crate::cure::msg::Msg;
 use crate::cure::node::Node;
 use crate::cure::record::Record;
-use crate::kit::certify::{CertEntry, Certifier};
-use crate::kit::paxos::Slot;
+use crate::kit::certify::{CertEntry, StrongImage};
 use causeway_core::{Ctx, DcId, PartitionId, TxnId};
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
-
-/// A group member's certification state at the instant of a partition image.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StrongImage {
-    /// The transfer it belongs to.
-    pub id: u64,
-    /// Every decided slot below this is in `cert` and (its committed txns delivered) in
-    /// the images.
-    pub delivered: Slot,
-    pub cert: Certifier,
-}
-
-/// The certification parts of one node's transfers, both ways.
-#[derive(Debug, Default)]
-pub struct StrongTransfers {
-    /// Taken with a transfer's images, until its first chunk leaves.
-    out: BTreeMap<(PartitionId, DcId), StrongImage>,
-    /// Received with a transfer's first chunk, until its end.
-    incoming: BTreeMap<(PartitionId, DcId), StrongImage>,
-    /// Siblings that asked for a transfer (their group member needs a snapshot).
-    wanted: BTreeSet<(PartitionId, DcId)>,
-    /// Replay: the certification state the last adopted transfer brought, until
-    /// `start_strong` builds the group.
-    pub adopted: BTreeMap<PartitionId, (Slot, Certifier)>,
-}
-
-/// Why a transfer's certification part cannot be adopted.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// The first chunk came without one (or from another transfer).
-    Missing,
-    /// Our group log forgot slots the image's certifier still has to deliver.
-    Forgotten,
-}
+use std::collections::BTreeSet;
 
 impl Node<UniExt> {
     /// Whether sibling `s` asked for a transfer of `pid` (forgotten once asked).

@@ -10,8 +10,8 @@ use crate::cure::msg::Msg;
 use crate::cure::record::Record;
 use crate::kit::testnet::TestNet;
 use crate::params::{NodeConfig, Params};
+use crate::registry::Protocol;
 use crate::unistore::UniStore;
-use crate::Protocol;
 use causeway_core::clock::Extra;
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{

@@ -11,7 +11,7 @@
 //! share its DC's stable vector, so one STABLEVEC per node and sibling DC carries what the
 //! paper's per-partition messages would, with fewer messages.
 
-use super::UniExt;
+use super::hooks::UniExt;
 use crate::cure::msg::Msg;
 use crate::cure::node::Node;
 use causeway_core::clock::Extra;

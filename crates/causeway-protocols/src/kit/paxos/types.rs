@@ -27,7 +27,7 @@ pub const ELECTION_TIMEOUT_NS: Nanos = 500_000_000;
 /// are sent again.
 pub const RESEND_NS: Nanos = 200_000_000;
 
-crate::mutations! {
+mutations! {
     /// Which deliberately broken variant runs (all false = correct Paxos).
     #[derive(Serialize, Deserialize)]
     pub struct Mutations for "paxos" {
