@@ -227,8 +227,13 @@ impl Part {
             if !objs.contains_key(key) {
                 let t = update.obj_type();
                 let o = match self.store.read(key, at, t) {
-                    Err(Error::Aborted(_)) if may_observe_nothing(update) => {
-                        self.store.read(key, latest, t).map(|_| Object::new(t))
+                    Err(e @ Error::Aborted(_)) if may_observe_nothing(update) => {
+                        // A counting register's assignment names the increments it
+                        // replaces: it must observe them, as a remove does.
+                        match self.store.read(key, latest, t)? {
+                            o if o.counts() => Err(e),
+                            _ => Ok(Object::new(t)),
+                        }
                     }
                     other => other,
                 }?;
