@@ -265,7 +265,10 @@ impl Round<'_, '_> {
         });
         match read.obj {
             ObjType::Lww | ObjType::MvReg => {
-                updates.any(|(u, _)| u.obj_type() == read.obj)
+                // An increment writes no register value a read could show.
+                updates.any(|(u, _)| {
+                    u.obj_type() == read.obj && !matches!(u, Update::RegisterIncrement(_))
+                })
                     && read.observed.iter().all(|id| {
                         let v = self.m.writes[id].node;
                         v != w && self.order.anc[w].contains(v)
