@@ -231,7 +231,7 @@ impl<'a> Model<'a> {
     }
 
     /// Whether `key` is a register some transaction incremented.
-    fn counts(&self, key: &Key) -> bool {
+    pub(crate) fn counts(&self, key: &Key) -> bool {
         self.incs.contains_key(key) || self.maybe_incs.contains_key(key)
     }
 }

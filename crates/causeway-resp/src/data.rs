@@ -4,8 +4,10 @@
 //! Types: `GET`/`SET`/`MGET`/`MSET` use last-writer-wins registers, `INCR`/`DECR` and
 //! friends PN counters, `S*` add-wins sets. A key keeps the type of its first write, so a
 //! command of another type answers `WRONGTYPE` (where Redis would let `SET` replace any
-//! value and `INCR` parse a string). `GET` reads a register and, when the key holds a
-//! counter, the counter, printed in decimal as Redis prints integer strings.
+//! value). `INCR` of a register `SET` wrote increments it when it holds a decimal integer
+//! (core's counting register: an increment a concurrent `SET` did not observe survives
+//! it). `GET` reads a register and, when the key holds a counter, the counter, printed in
+//! decimal as Redis prints integer strings.
 //!
 //! Deletion in a CRDT store is an update like any other:
 //! - a register is assigned [`LWW_TOMBSTONE`], which `GET` shows as nil and `EXISTS` as
