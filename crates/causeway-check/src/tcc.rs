@@ -454,9 +454,11 @@ impl<'m, 'a> Walk<'m, 'a> {
         ar: &mut Vec<(usize, usize)>,
     ) -> Result<(), Violation> {
         // An own increment writes no register value: the last own assignment counts.
-        let last_own = self.own.iter().rev().find(|(k, u, _)| {
-            *k == key && !matches!(u, Update::RegisterIncrement(_))
-        });
+        let last_own = self
+            .own
+            .iter()
+            .rev()
+            .find(|(k, u, _)| *k == key && !matches!(u, Update::RegisterIncrement(_)));
         match (obj, last_own) {
             (ObjType::Set, _) => self.check_set(key, observed),
             (ObjType::Counter, _) => Ok(()),

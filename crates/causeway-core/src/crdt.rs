@@ -900,7 +900,11 @@ mod tests {
         r.apply(&i);
         assert!(r.counts());
         assert_eq!(shown(&r).as_deref(), Some("15"));
-        assert_eq!(r.observed(), vec![a.id], "a read names the winning assignment");
+        assert_eq!(
+            r.observed(),
+            vec![a.id],
+            "a read names the winning assignment"
+        );
         // An assignment now names the increments it replaces.
         let b = reg_op(&r, 3, 3, set("7"));
         assert_eq!(
@@ -932,7 +936,12 @@ mod tests {
         let i2 = reg_op(&a, 3, 3, Update::RegisterIncrement(4));
         let s = reg_op(&base, 2, 4, set("20"));
         let ops = [i1.clone(), i2.clone(), s.clone()];
-        converges(&base, &ops, &[&[0, 1, 2], &[2, 0, 1], &[0, 2, 1]], Some("27"));
+        converges(
+            &base,
+            &ops,
+            &[&[0, 1, 2], &[2, 0, 1], &[0, 2, 1]],
+            Some("27"),
+        );
         // B's set arbitrated after A's increments changes nothing: they were concurrent.
         let late = reg_op(&base, 9, 5, set("20"));
         let ops = [i1.clone(), i2.clone(), late];
@@ -953,7 +962,12 @@ mod tests {
         base.apply(&reg_op(&base.clone(), 1, 1, set("10")));
         let inc = reg_op(&base, 2, 2, Update::RegisterIncrement(1));
         let text = reg_op(&base, 3, 3, set("abc"));
-        converges(&base, &[inc.clone(), text.clone()], &[&[0, 1], &[1, 0]], Some("abc"));
+        converges(
+            &base,
+            &[inc.clone(), text.clone()],
+            &[&[0, 1], &[1, 0]],
+            Some("abc"),
+        );
         let mut r = base.clone();
         r.apply(&text);
         let refused = r.prepare(&Update::RegisterIncrement(1));
@@ -974,14 +988,23 @@ mod tests {
     #[test]
     fn counting_registers_keep_the_older_encodings() {
         let tag = |bytes: Vec<u8>| bytes[0];
-        assert_eq!(tag(postcard::to_allocvec(&Update::MvAssign(vec![])).unwrap()), 4);
-        assert_eq!(tag(postcard::to_allocvec(&Update::RegisterIncrement(1)).unwrap()), 5);
+        assert_eq!(
+            tag(postcard::to_allocvec(&Update::MvAssign(vec![])).unwrap()),
+            4
+        );
+        assert_eq!(
+            tag(postcard::to_allocvec(&Update::RegisterIncrement(1)).unwrap()),
+            5
+        );
         let mv = Effect::MvAssign {
             value: vec![],
             dominated: vec![],
         };
         assert_eq!(tag(postcard::to_allocvec(&mv).unwrap()), 4);
-        assert_eq!(tag(postcard::to_allocvec(&Effect::RegisterIncrement(1)).unwrap()), 5);
+        assert_eq!(
+            tag(postcard::to_allocvec(&Effect::RegisterIncrement(1)).unwrap()),
+            5
+        );
         let mut r = Object::new(ObjType::Lww);
         assert_eq!(tag(postcard::to_allocvec(&r.state).unwrap()), 0);
         r.apply(&reg_op(&r.clone(), 1, 1, Update::RegisterIncrement(2)));

@@ -1497,7 +1497,11 @@ async fn a_string_set_to_an_integer_counts() {
     assert_err(&run(&mut c, "INCR text").await, "ERR", &["not an integer"]);
     assert_eq!(run(&mut c, "GET text").await, bulk("abc"));
     run(&mut c, "DEL text").await;
-    assert_eq!(run(&mut c, "INCRBY text 7").await, Reply::Int(7), "after DEL");
+    assert_eq!(
+        run(&mut c, "INCRBY text 7").await,
+        Reply::Int(7),
+        "after DEL"
+    );
     assert_eq!(run(&mut c, "GET text").await, bulk("7"));
     run(&mut c, "MULTI").await;
     run(&mut c, "SET m 5").await;
@@ -1524,7 +1528,11 @@ async fn a_set_concurrent_with_an_incr_keeps_the_increment() {
     assert_eq!(run(&mut dc1, "INCR c").await, Reply::Int(13));
     cluster.replicate();
     for c in [&mut dc1, &mut dc2] {
-        assert_eq!(run(c, "GET c").await, bulk("23"), "20 plus the 3 it did not see");
+        assert_eq!(
+            run(c, "GET c").await,
+            bulk("23"),
+            "20 plus the 3 it did not see"
+        );
     }
     // A SET that saw the increments replaces them.
     assert_eq!(run(&mut dc2, "SET c 1").await, Reply::Ok);

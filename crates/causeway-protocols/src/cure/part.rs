@@ -404,9 +404,7 @@ impl Part {
         // increments (the increment must observe the txn's own assignment).
         let counted: BTreeSet<&Key> = updates
             .iter()
-            .filter(|(k, u, _)| {
-                matches!(u, Update::RegisterIncrement(_)) || self.store.counts(k)
-            })
+            .filter(|(k, u, _)| matches!(u, Update::RegisterIncrement(_)) || self.store.counts(k))
             .map(|(k, _, _)| k)
             .collect();
         // Each key's last update in the txn (a later entry overwrites an earlier one);

@@ -244,7 +244,10 @@ mod tests {
         let by_hand = if rng.chance(plain.read_ratio) {
             Step::Read(Workload::key(index), obj)
         } else {
-            Step::Update(Workload::key(index), update(obj, &mut values, &mut rng))
+            Step::Update(
+                Workload::key(index),
+                update(obj, false, &mut values, &mut rng),
+            )
         };
         assert_eq!(format!("{:?}", ps[0].steps[0]), format!("{by_hand:?}"));
         assert!(
@@ -345,5 +348,36 @@ mod tests {
             }
         }
         assert!(updates > 500, "updates {updates}");
+    }
+
+    /// `--objects strings`: the register keys of the mixed layout are assigned decimal
+    /// integers and incremented; the other keys draw as in `mixed`.
+    #[test]
+    fn strings_assign_integers_and_increment_registers() {
+        let c = SimConfig {
+            objects: ObjectMix::Strings,
+            read_ratio: 0.0,
+            ..SimConfig::default()
+        };
+        let (mut assigns, mut incs) = (0, 0);
+        for p in plans(&c, 400) {
+            for s in &p.steps {
+                match s {
+                    Step::Update(_, Update::Assign(v)) => {
+                        assert!(causeway_core::crdt::decimal(v).is_some(), "{v:?}");
+                        assigns += 1;
+                    }
+                    Step::Update(_, Update::RegisterIncrement(d)) => {
+                        assert!((-1..=3).contains(d));
+                        incs += 1;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert!(
+            assigns > 50 && incs > assigns,
+            "{assigns} assigns, {incs} increments"
+        );
     }
 }
