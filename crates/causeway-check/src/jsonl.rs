@@ -89,6 +89,8 @@ enum JUpdate {
     Add(String),
     Remove(String),
     Mvassign(String),
+    /// `{"registerincrement": 5}`: an `INCR` of a register holding an integer.
+    Registerincrement(i64),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -135,6 +137,7 @@ fn update_to_json(update: &Update) -> JUpdate {
         Update::Add(v) => JUpdate::Add(text(v)),
         Update::Remove(v) => JUpdate::Remove(text(v)),
         Update::MvAssign(v) => JUpdate::Mvassign(text(v)),
+        Update::RegisterIncrement(d) => JUpdate::Registerincrement(*d),
     }
 }
 
@@ -145,6 +148,7 @@ fn update_from_json(update: JUpdate) -> Result<Update, String> {
         JUpdate::Add(v) => Update::Add(bytes(&v)?),
         JUpdate::Remove(v) => Update::Remove(bytes(&v)?),
         JUpdate::Mvassign(v) => Update::MvAssign(bytes(&v)?),
+        JUpdate::Registerincrement(d) => Update::RegisterIncrement(d),
     })
 }
 

@@ -36,7 +36,9 @@
 //!   one observed id, or none for the initial value); an mvreg read names the latest of its
 //!   observed ids in the version order (skipped when one of them has no position there).
 //!   Counter reads name no writes and set reads name only visible adds, so neither says
-//!   which version it read: they give no `rw` edge.
+//!   which version it read: they give no `rw` edge. Nor does a read of a register that
+//!   counts (`Update::RegisterIncrement`): it names the winning assignment, not which of
+//!   the increments after it (versions too) it added up.
 //!
 //! Check 5 walks, per `rw` target, forward over `wr ∪ ww ∪ sd` in a topological order kept
 //! close to commit time, visiting only nodes no later in that order than the farthest
@@ -240,6 +242,9 @@ fn anti_dependencies(m: &Model, versions: &Versions) -> BTreeSet<(usize, usize)>
             else {
                 continue;
             };
+            if m.counts(key) {
+                continue; // no version named (module docs)
+            }
             let Some(version) = read_version(*obj, observed, versions) else {
                 continue;
             };

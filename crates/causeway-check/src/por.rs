@@ -265,11 +265,13 @@ impl Round<'_, '_> {
         });
         match read.obj {
             ObjType::Lww | ObjType::MvReg => {
-                updates.any(|(u, _)| u.obj_type() == read.obj)
-                    && read.observed.iter().all(|id| {
-                        let v = self.m.writes[id].node;
-                        v != w && self.order.anc[w].contains(v)
-                    })
+                // An increment writes no register value a read could show.
+                updates.any(|(u, _)| {
+                    u.obj_type() == read.obj && !matches!(u, Update::RegisterIncrement(_))
+                }) && read.observed.iter().all(|id| {
+                    let v = self.m.writes[id].node;
+                    v != w && self.order.anc[w].contains(v)
+                })
             }
             ObjType::Set => updates.any(|(u, id)| match u {
                 Update::Add(e) => {

@@ -32,15 +32,31 @@
 //!    same element that may have observed it (a read showing only the newest tag passes;
 //!    one missing the element altogether does not);
 //! 6. `co ∪ ar` is acyclic (one total arbitration order can explain every read).
+//!
+//! A register that counts (`Update::RegisterIncrement`, `causeway_core::crdt`): a read names
+//! the winning assignment alone, and checks 3 and 4 judge the assignments only (an
+//! increment is no writer of a register's value). Check 4 then also asks that the value
+//! read be the winner plus every increment that the winner surely did not observe and the
+//! reader surely did (in its causal past, or its own; causally after the winner), plus
+//! some of the increments that may be in the view (concurrent with the reader, or of an
+//! unknown outcome) or that the winner may have observed (concurrent with it: a history
+//! shows only the causal order reads reveal, and a snapshot may hold more). A winner that
+//! is no decimal integer must be read as written. Which optional increments a read saw is
+//! not recorded, so it is a subset sum (given up, passing, past [`SUBSET_SUMS_MAX`] sums).
 
 use crate::graph::{BitSet, EdgeKind, Graph};
 use crate::history::{HOp, History, Outcome, TxnRecord};
 use crate::{Violation, ViolationKind};
+use causeway_core::crdt::decimal;
 use causeway_core::{Key, ObjType, ObjValue, OpId, TxnId, Update};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Most transactions one check accepts (ancestor bitsets are quadratic in memory).
 pub const CHECK_TXNS_MAX: usize = 60_000;
+
+/// Most distinct sums of optional increments one counting-register read is checked
+/// against; past it the read passes unchecked (module docs).
+pub const SUBSET_SUMS_MAX: usize = 4_096;
 
 /// What a check looked at, for reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -90,6 +106,11 @@ pub(crate) struct Model<'a> {
     /// Set removes of transactions with an unknown outcome that nobody observed: they
     /// may have committed and hidden adds, though no read reveals them.
     pub(crate) maybe_removes: BTreeSet<(&'a Key, &'a [u8])>,
+    /// Register increments of each key: (op, node, amount).
+    incs: BTreeMap<&'a Key, Vec<(OpId, usize, i64)>>,
+    /// Register increments of transactions with an unknown outcome nobody observed (no
+    /// read names an increment): each may be in any read's view.
+    maybe_incs: BTreeMap<&'a Key, Vec<i64>>,
 }
 
 fn observed_ids(history: &History) -> BTreeSet<OpId> {
@@ -138,6 +159,8 @@ impl<'a> Model<'a> {
             adds: BTreeMap::new(),
             removes: BTreeMap::new(),
             maybe_removes: BTreeSet::new(),
+            incs: BTreeMap::new(),
+            maybe_incs: BTreeMap::new(),
         };
         let mut ids = BTreeSet::new();
         for t in &history.txns {
@@ -160,8 +183,14 @@ impl<'a> Model<'a> {
     fn drop_txn(&mut self, t: &'a TxnRecord) {
         for (key, update, id) in writes_of(t) {
             self.dropped.insert(id, t.outcome);
-            if let (Update::Remove(e), Outcome::Unknown) = (update, t.outcome) {
-                self.maybe_removes.insert((key, e));
+            match (update, t.outcome) {
+                (Update::Remove(e), Outcome::Unknown) => {
+                    self.maybe_removes.insert((key, e));
+                }
+                (Update::RegisterIncrement(d), Outcome::Unknown) => {
+                    self.maybe_incs.entry(key).or_default().push(*d);
+                }
+                _ => {}
             }
         }
     }
@@ -179,6 +208,11 @@ impl<'a> Model<'a> {
                 ));
             }
             self.writes.insert(id, WriteInfo { node, key, update });
+            if let Update::RegisterIncrement(d) = update {
+                // No writer of the register's value: counted by `check_counted`.
+                self.incs.entry(key).or_default().push((id, node, *d));
+                continue;
+            }
             let list = self.writers.entry(key).or_default();
             if list.last() != Some(&node) {
                 list.push(node);
@@ -194,6 +228,11 @@ impl<'a> Model<'a> {
 
     pub(crate) fn id(&self, node: usize) -> TxnId {
         self.txns[node].id
+    }
+
+    /// Whether `key` is a register some transaction incremented.
+    pub(crate) fn counts(&self, key: &Key) -> bool {
+        self.incs.contains_key(key) || self.maybe_incs.contains_key(key)
     }
 }
 
@@ -257,6 +296,9 @@ fn check_register_value(
     let ObjValue::Lww(read) = value else {
         return Ok(());
     };
+    if m.counts(key) {
+        return Ok(()); // the winner plus increments: `Walk::check_counted`
+    }
     let written = match observed {
         [] => None,
         [id] => match m.writes.get(id).map(|w| w.update) {
@@ -279,6 +321,20 @@ fn check_register_value(
         ));
     }
     Ok(())
+}
+
+/// Every sum of a subset of `items` (wrapping, as the register adds), or `None` past
+/// [`SUBSET_SUMS_MAX`] distinct sums.
+fn subset_sums(items: &[i64]) -> Option<BTreeSet<i64>> {
+    let mut sums = BTreeSet::from([0i64]);
+    for d in items {
+        let more: Vec<i64> = sums.iter().map(|s| s.wrapping_add(*d)).collect();
+        sums.extend(more);
+        if sums.len() > SUBSET_SUMS_MAX {
+            return None;
+        }
+    }
+    Some(sums)
 }
 
 /// Builds `so ∪ wr` (check 2's graph).
@@ -358,10 +414,16 @@ pub(crate) fn check_reads(
             match op {
                 HOp::Write { key, update, id } => walk.own.push((key, update, *id)),
                 HOp::Read {
-                    key, obj, observed, ..
+                    key,
+                    obj,
+                    observed,
+                    value,
                 } => {
                     stats.reads += 1;
                     walk.check_read(key, *obj, observed, ar)?;
+                    if *obj == ObjType::Lww && m.counts(key) {
+                        walk.check_counted(key, value, observed)?;
+                    }
                 }
             }
         }
@@ -391,7 +453,12 @@ impl<'m, 'a> Walk<'m, 'a> {
         observed: &[OpId],
         ar: &mut Vec<(usize, usize)>,
     ) -> Result<(), Violation> {
-        let last_own = self.own.iter().rev().find(|(k, _, _)| *k == key);
+        // An own increment writes no register value: the last own assignment counts.
+        let last_own = self
+            .own
+            .iter()
+            .rev()
+            .find(|(k, u, _)| *k == key && !matches!(u, Update::RegisterIncrement(_)));
         match (obj, last_own) {
             (ObjType::Set, _) => self.check_set(key, observed),
             (ObjType::Counter, _) => Ok(()),
@@ -496,6 +563,91 @@ impl<'m, 'a> Walk<'m, 'a> {
             }
         }
         Ok(())
+    }
+
+    /// Check 4 for a register that counts (module docs): the value read is the winner plus
+    /// the increments the read must see and the winner did not observe, plus a subset of
+    /// those it may see or the winner may have observed.
+    fn check_counted(
+        &self,
+        key: &Key,
+        value: &ObjValue,
+        observed: &[OpId],
+    ) -> Result<(), Violation> {
+        let ObjValue::Lww(read) = value else {
+            return Ok(());
+        };
+        let winner = observed.first().map(|id| (*id, self.m.writes[id].node));
+        let assigned = winner.and_then(|(id, _)| match self.m.writes[&id].update {
+            Update::Assign(v) => Some(v),
+            _ => None,
+        });
+        let base = match assigned {
+            None => 0,
+            Some(v) => match decimal(v) {
+                Some(n) => n,
+                None if read.as_ref() == Some(v) => return Ok(()),
+                None => return Err(self.bad_count(key, read, "the text assigned")),
+            },
+        };
+        let (must, optional) = self.counted_increments(key, winner);
+        let got = match read {
+            None if assigned.is_none() => 0,
+            Some(r) => match decimal(r) {
+                Some(n) => n,
+                None => return Err(self.bad_count(key, read, "no integer")),
+            },
+            None => return Err(self.bad_count(key, read, "nothing")),
+        };
+        let rest = got.wrapping_sub(base).wrapping_sub(must);
+        match subset_sums(&optional) {
+            Some(sums) if !sums.contains(&rest) => Err(self.bad_count(
+                key,
+                read,
+                &format!("{base} plus {must} it must count, plus any of {optional:?}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The sum of the increments of `key` a read with this winner must count, and those
+    /// it may count (module docs).
+    fn counted_increments(&self, key: &Key, winner: Option<(OpId, usize)>) -> (i64, Vec<i64>) {
+        let mut must = 0i64;
+        let mut optional: Vec<i64> = self.m.maybe_incs.get(key).cloned().unwrap_or_default();
+        for &(id, node, d) in self.m.incs.get(key).map_or(&[][..], |v| &v[..]) {
+            let (seen_by_winner, missed_by_winner) = match winner {
+                None => (false, true),
+                Some((a, an)) if an == node => (id.index < a.index, id.index > a.index),
+                Some((_, an)) => (self.anc[an].contains(node), self.anc[node].contains(an)),
+            };
+            let surely_visible = match node == self.node {
+                true => self.own.iter().any(|(_, _, o)| *o == id),
+                false => self.in_past(node),
+            };
+            let maybe_visible = node != self.node && !self.anc[node].contains(self.node);
+            if seen_by_winner || !(surely_visible || maybe_visible) {
+                continue;
+            }
+            if surely_visible && missed_by_winner {
+                must = must.wrapping_add(d);
+            } else {
+                optional.push(d);
+            }
+        }
+        (must, optional)
+    }
+
+    fn bad_count(&self, key: &Key, read: &Option<Vec<u8>>, want: &str) -> Violation {
+        let shown = read.as_deref().map(String::from_utf8_lossy);
+        self.fail(
+            ViolationKind::BadValue,
+            Vec::new(),
+            format!(
+                "{} read counting register {key} = {shown:?}, but its view gives {want}",
+                self.me()
+            ),
+        )
     }
 
     /// Whether the op `(id, node)` is in this read's view: written in the causal past, or

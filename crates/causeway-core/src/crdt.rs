@@ -1,5 +1,5 @@
-//! Op-based CRDTs: last-writer-wins register, PN counter, add-wins observed-remove set and
-//! multi-value register.
+//! Op-based CRDTs: last-writer-wins register (which also counts, below), PN counter, add-wins
+//! observed-remove set and multi-value register.
 //!
 //! A client's intent is an [`Update`]. The replica that executes it turns it into an
 //! [`Effect`] against the state the transaction observes ([`Object::prepare`], the
@@ -23,6 +23,19 @@
 //! concurrent ops never delete each other's tags (neither observed the other), and deleting
 //! a tag twice equals deleting it once, so concurrent ops applied in either order give the
 //! same state. Add-wins follows: a remove concurrent with an add never names the add's tag.
+//!
+//! **The register counts** (a Redis string that `INCR` updates, as Redis Active-Active
+//! treats a string used as a counter): [`Update::RegisterIncrement`] adds to a register
+//! that holds a decimal integer. Its value is the winning assignment plus every increment
+//! that assignment did not observe. Each assignment carries the sum of the increments its
+//! transaction observed ([`Effect::CountedAssign`]'s `base`), the state the sum of every
+//! increment applied (`total`), so the value is `winner + (total - winner's base)`: an
+//! increment concurrent with a `SET` survives it, one the `SET` saw is replaced by it. A
+//! sum and a maximum commute, so replicas converge whatever the delivery order. A winner
+//! that is no decimal integer shows as assigned (the increments are dropped), an absent
+//! one counts as 0. A register that never counted keeps [`State::Lww`] and plain
+//! [`Effect::Assign`]s; its first increment turns it into [`State::CountedLww`], so
+//! states, records and wire messages of registers that never count are unchanged.
 
 use crate::error::Error;
 use crate::ids::{OpId, Value};
@@ -58,6 +71,19 @@ impl ObjType {
 /// Why an increment was refused: it would overflow the counter's observed value.
 pub const COUNTER_OVERFLOW: &str = "increment or decrement would overflow";
 
+/// Why a register increment was refused: the register holds no decimal integer (Redis's
+/// words for it).
+pub const NOT_AN_INTEGER: &str = "value is not an integer or out of range";
+
+/// The integer a register value spells, in Redis's canonical form only (no sign `+`, no
+/// leading zeros or spaces, no `-0`): what `INCR` accepts, so that a value printed back
+/// after an increment is the one Redis would print.
+pub fn decimal(value: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(value).ok()?;
+    let n: i64 = text.parse().ok()?;
+    (n.to_string() == text).then_some(n)
+}
+
 /// What a client asks to do to an object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Update {
@@ -71,12 +97,16 @@ pub enum Update {
     Remove(#[serde(with = "serde_bytes")] Value),
     /// Multi-value register assignment.
     MvAssign(#[serde(with = "serde_bytes")] Value),
+    /// Increment of a register holding a decimal integer (absent counts as 0); refused
+    /// when it holds something else or the sum would overflow. Last so that encodings of
+    /// the variants above stay as they were.
+    RegisterIncrement(i64),
 }
 
 impl Update {
     pub fn obj_type(&self) -> ObjType {
         match self {
-            Update::Assign(_) => ObjType::Lww,
+            Update::Assign(_) | Update::RegisterIncrement(_) => ObjType::Lww,
             Update::Increment(_) => ObjType::Counter,
             Update::Add(_) | Update::Remove(_) => ObjType::Set,
             Update::MvAssign(_) => ObjType::MvReg,
@@ -107,16 +137,40 @@ pub enum Effect {
         value: Value,
         dominated: Vec<OpId>,
     },
+    /// Register increment (see the module docs: the register counts).
+    RegisterIncrement(i64),
+    /// Register assignment that observed increments summing to `base` (a plain
+    /// [`Effect::Assign`] observed none, or a sum of 0).
+    CountedAssign {
+        #[serde(with = "serde_bytes")]
+        value: Value,
+        base: i64,
+    },
 }
 
 impl Effect {
+    /// The type of object the effect applies to.
+    pub fn obj_type(&self) -> ObjType {
+        match self {
+            Effect::Assign(_) | Effect::RegisterIncrement(_) | Effect::CountedAssign { .. } => {
+                ObjType::Lww
+            }
+            Effect::Increment(_) => ObjType::Counter,
+            Effect::Add { .. } | Effect::Remove { .. } => ObjType::Set,
+            Effect::MvAssign { .. } => ObjType::MvReg,
+        }
+    }
+
     /// The ids of the ops this effect deletes.
     pub fn deleted_ids(&self) -> &[OpId] {
         match self {
             Effect::Add { replaces, .. } => replaces,
             Effect::Remove { tags, .. } => tags,
             Effect::MvAssign { dominated, .. } => dominated,
-            Effect::Assign(_) | Effect::Increment(_) => &[],
+            Effect::Assign(_)
+            | Effect::Increment(_)
+            | Effect::RegisterIncrement(_)
+            | Effect::CountedAssign { .. } => &[],
         }
     }
 }
@@ -246,6 +300,40 @@ pub enum State {
     MvReg {
         entries: BTreeMap<OpId, Value>,
     },
+    /// A register that counted: [`State::Lww`] plus the winner's `base` and the sum of
+    /// every increment applied (`total`). Last, so stored states of the others decode.
+    CountedLww {
+        #[serde(with = "serde_bytes")]
+        value: Option<Value>,
+        winner: Option<(ArbTs, OpId)>,
+        base: i64,
+        total: i64,
+    },
+}
+
+/// The value a counted register shows: the winner plus the increments it did not observe
+/// (`delta`); a winner that is no decimal integer as assigned, an absent one as 0.
+fn counted_value(value: &Option<Value>, delta: i64) -> Option<Value> {
+    match value {
+        _ if delta == 0 => value.clone(),
+        None => Some(delta.to_string().into_bytes()),
+        Some(v) => match decimal(v) {
+            Some(n) => Some(n.wrapping_add(delta).to_string().into_bytes()),
+            None => Some(v.clone()),
+        },
+    }
+}
+
+/// A register's state as a counted one (a no-op if it is one already).
+fn make_counted(state: &mut State) {
+    if let State::Lww { value, winner } = state {
+        *state = State::CountedLww {
+            value: value.take(),
+            winner: winner.take(),
+            base: 0,
+            total: 0,
+        };
+    }
 }
 
 /// One object replica: its state plus the ids of the operations already applied.
@@ -288,11 +376,17 @@ impl Object {
 
     pub fn obj_type(&self) -> ObjType {
         match self.state {
-            State::Lww { .. } => ObjType::Lww,
+            State::Lww { .. } | State::CountedLww { .. } => ObjType::Lww,
             State::Counter { .. } => ObjType::Counter,
             State::Set { .. } => ObjType::Set,
             State::MvReg { .. } => ObjType::MvReg,
         }
+    }
+
+    /// Whether this is a register that counted ([`State::CountedLww`]): its assignments
+    /// then depend on the state they observe (the increments they replace).
+    pub fn counts(&self) -> bool {
+        matches!(self.state, State::CountedLww { .. })
     }
 
     /// Generator: turns an update into the effect to replicate, against this state.
@@ -305,7 +399,15 @@ impl Object {
             });
         }
         Ok(match (update, &self.state) {
+            // An assignment replaces the increments it observed (their sum, `base`).
+            (Update::Assign(v), State::CountedLww { total, .. }) if *total != 0 => {
+                Effect::CountedAssign {
+                    value: v.clone(),
+                    base: *total,
+                }
+            }
             (Update::Assign(v), _) => Effect::Assign(v.clone()),
+            (Update::RegisterIncrement(d), _) => self.prepare_register_increment(*d)?,
             // Refused when it would overflow the value this update observes (the
             // generator's precondition; concurrent increments still add up wrapping).
             (Update::Increment(d), State::Counter { value }) => match value.checked_add(*d) {
@@ -326,6 +428,23 @@ impl Object {
             },
             _ => unreachable!("type checked above"),
         })
+    }
+
+    /// Generator of a register increment: the register must hold a decimal integer
+    /// (absent: 0) that the increment does not overflow.
+    fn prepare_register_increment(&self, d: i64) -> Result<Effect, Error> {
+        let shown = match self.value() {
+            crate::api::ObjValue::Lww(v) => v,
+            other => unreachable!("a register shows {other:?}"),
+        };
+        let current = match shown {
+            None => 0,
+            Some(v) => decimal(&v).ok_or_else(|| Error::InvalidState(NOT_AN_INTEGER.into()))?,
+        };
+        match current.checked_add(d) {
+            Some(_) => Ok(Effect::RegisterIncrement(d)),
+            None => Err(Error::InvalidState(COUNTER_OVERFLOW.into())),
+        }
     }
 
     /// Effector: applies `op` unless its id was applied before. Returns whether it applied.
@@ -432,6 +551,25 @@ impl Object {
                 }
                 entries.insert(op.id, value.clone());
             }
+            (
+                State::CountedLww {
+                    value,
+                    winner,
+                    base,
+                    ..
+                },
+                Effect::Assign(v),
+            ) => {
+                let candidate = (op.ts, op.id);
+                if winner.is_none_or(|w| candidate > w) {
+                    *value = Some(v.clone());
+                    *winner = Some(candidate);
+                    *base = 0;
+                }
+            }
+            (state @ (State::Lww { .. } | State::CountedLww { .. }), effect) => {
+                apply_counted(state, op, effect)
+            }
             (state, effect) => {
                 panic!("effect {effect:?} applied to {state:?}: type invariant broken")
             }
@@ -478,6 +616,9 @@ impl Object {
         use crate::api::ObjValue;
         match &self.state {
             State::Lww { value, .. } => ObjValue::Lww(value.clone()),
+            State::CountedLww {
+                value, base, total, ..
+            } => ObjValue::Lww(counted_value(value, total.wrapping_sub(*base))),
             State::Counter { value } => ObjValue::Counter(*value),
             State::Set { elems } => ObjValue::Set(elems.keys().cloned().collect()),
             State::MvReg { entries } => {
@@ -494,7 +635,9 @@ impl Object {
     /// a multi-value register; a counter reports none (its value sums every increment).
     pub fn observed(&self) -> Vec<OpId> {
         match &self.state {
-            State::Lww { winner, .. } => winner.iter().map(|(_, id)| *id).collect(),
+            State::Lww { winner, .. } | State::CountedLww { winner, .. } => {
+                winner.iter().map(|(_, id)| *id).collect()
+            }
             State::Counter { .. } => Vec::new(),
             State::Set { elems } => {
                 let mut ids: Vec<OpId> = elems.values().flatten().copied().collect();
@@ -503,6 +646,33 @@ impl Object {
             }
             State::MvReg { entries } => entries.keys().copied().collect(),
         }
+    }
+}
+
+/// Applies a register increment or counted assignment to a register, which counts from
+/// then on. Panics on any other effect (the type invariant).
+fn apply_counted(state: &mut State, op: &Op, effect: &Effect) {
+    make_counted(state);
+    let State::CountedLww {
+        value,
+        winner,
+        base,
+        total,
+    } = state
+    else {
+        unreachable!("made counted above")
+    };
+    match effect {
+        Effect::RegisterIncrement(d) => *total = total.wrapping_add(*d),
+        Effect::CountedAssign { value: v, base: b } => {
+            let candidate = (op.ts, op.id);
+            if winner.is_none_or(|w| candidate > w) {
+                *value = Some(v.clone());
+                *winner = Some(candidate);
+                *base = *b;
+            }
+        }
+        other => panic!("effect {other:?} applied to a register: type invariant broken"),
     }
 }
 
@@ -678,5 +848,168 @@ mod tests {
         let want: BTreeSet<OpId> = messy.into_iter().collect();
         assert_eq!(decoded.iter().copied().collect::<BTreeSet<_>>(), want);
         assert!(decoded.iter().is_sorted() && decoded.len() == want.len());
+    }
+
+    /// A register op at arbitration time `t` (op id `seq`), prepared against `at`.
+    fn reg_op(at: &Object, t: u64, seq: u64, update: Update) -> Op {
+        let effect = at.prepare(&update).expect("prepares");
+        Op {
+            id: id(seq, 0),
+            ts: ArbTs {
+                primary: t,
+                secondary: 0,
+            },
+            effect,
+        }
+    }
+
+    fn shown(obj: &Object) -> Option<String> {
+        match obj.value() {
+            crate::api::ObjValue::Lww(v) => v.map(|v| String::from_utf8(v).expect("utf-8")),
+            other => panic!("a register shows {other:?}"),
+        }
+    }
+
+    /// Applies `ops` to `start` in every order of `orders` (indexes), asserting every order
+    /// shows `want`.
+    fn converges(start: &Object, ops: &[Op], orders: &[&[usize]], want: Option<&str>) {
+        for order in orders {
+            let mut r = start.clone();
+            for &i in *order {
+                assert!(r.apply(&ops[i]));
+            }
+            assert_eq!(shown(&r).as_deref(), want, "order {order:?}: {r:?}");
+        }
+    }
+
+    fn set(v: &str) -> Update {
+        Update::Assign(v.as_bytes().to_vec())
+    }
+
+    /// `SET cnt 10` then `INCR cnt` (the example) counts, and a register that never
+    /// counted keeps its plain state and plain assignments.
+    #[test]
+    fn a_register_holding_an_integer_counts() {
+        let mut r = Object::new(ObjType::Lww);
+        let a = reg_op(&r, 1, 1, set("10"));
+        assert_eq!(a.effect, Effect::Assign(b"10".to_vec()));
+        r.apply(&a);
+        assert!(!r.counts());
+        let i = reg_op(&r, 2, 2, Update::RegisterIncrement(5));
+        assert_eq!(i.effect, Effect::RegisterIncrement(5));
+        r.apply(&i);
+        assert!(r.counts());
+        assert_eq!(shown(&r).as_deref(), Some("15"));
+        assert_eq!(
+            r.observed(),
+            vec![a.id],
+            "a read names the winning assignment"
+        );
+        // An assignment now names the increments it replaces.
+        let b = reg_op(&r, 3, 3, set("7"));
+        assert_eq!(
+            b.effect,
+            Effect::CountedAssign {
+                value: b"7".to_vec(),
+                base: 5
+            }
+        );
+        r.apply(&b);
+        assert_eq!(shown(&r).as_deref(), Some("7"));
+        // Absent counts as 0, as in Redis.
+        let fresh = Object::new(ObjType::Lww);
+        let mut f = fresh.clone();
+        f.apply(&reg_op(&fresh, 1, 9, Update::RegisterIncrement(-4)));
+        assert_eq!(shown(&f).as_deref(), Some("-4"));
+    }
+
+    /// The rule for a `SET` concurrent with `INCR`s: the value is the winning assignment
+    /// plus every increment it did not observe, in either delivery order.
+    #[test]
+    fn a_set_concurrent_with_increments_keeps_them() {
+        let mut base = Object::new(ObjType::Lww);
+        base.apply(&reg_op(&base.clone(), 1, 1, set("10")));
+        // DC A increments twice; DC B concurrently sets 20 (it saw neither increment).
+        let mut a = base.clone();
+        let i1 = reg_op(&a, 2, 2, Update::RegisterIncrement(3));
+        a.apply(&i1);
+        let i2 = reg_op(&a, 3, 3, Update::RegisterIncrement(4));
+        let s = reg_op(&base, 2, 4, set("20"));
+        let ops = [i1.clone(), i2.clone(), s.clone()];
+        converges(
+            &base,
+            &ops,
+            &[&[0, 1, 2], &[2, 0, 1], &[0, 2, 1]],
+            Some("27"),
+        );
+        // B's set arbitrated after A's increments changes nothing: they were concurrent.
+        let late = reg_op(&base, 9, 5, set("20"));
+        let ops = [i1.clone(), i2.clone(), late];
+        converges(&base, &ops, &[&[0, 1, 2], &[2, 0, 1]], Some("27"));
+        // A set that observed the first increment replaces it, and keeps the second.
+        let mut seen = base.clone();
+        seen.apply(&i1);
+        let s1 = reg_op(&seen, 4, 6, set("20"));
+        let ops = [i1, i2, s1];
+        converges(&base, &ops, &[&[0, 1, 2], &[0, 2, 1]], Some("24"));
+    }
+
+    /// A winner that is no integer shows as assigned (concurrent increments are dropped);
+    /// an increment of it is refused, as is one that would overflow.
+    #[test]
+    fn a_register_that_holds_text_drops_concurrent_increments() {
+        let mut base = Object::new(ObjType::Lww);
+        base.apply(&reg_op(&base.clone(), 1, 1, set("10")));
+        let inc = reg_op(&base, 2, 2, Update::RegisterIncrement(1));
+        let text = reg_op(&base, 3, 3, set("abc"));
+        converges(
+            &base,
+            &[inc.clone(), text.clone()],
+            &[&[0, 1], &[1, 0]],
+            Some("abc"),
+        );
+        let mut r = base.clone();
+        r.apply(&text);
+        let refused = r.prepare(&Update::RegisterIncrement(1));
+        assert_eq!(refused, Err(Error::InvalidState(NOT_AN_INTEGER.into())));
+        let mut big = Object::new(ObjType::Lww);
+        big.apply(&reg_op(&big.clone(), 1, 4, set(&i64::MAX.to_string())));
+        let refused = big.prepare(&Update::RegisterIncrement(1));
+        assert_eq!(refused, Err(Error::InvalidState(COUNTER_OVERFLOW.into())));
+        for not in ["+1", "01", " 1", "-0", "1.5", ""] {
+            assert_eq!(decimal(not.as_bytes()), None, "{not:?}");
+        }
+        assert_eq!(decimal(b"-12"), Some(-12));
+    }
+
+    /// The new variants go last: every earlier update, effect and state keeps its postcard
+    /// tag (records and peer messages written before decode unchanged), and a counted
+    /// register's state round-trips.
+    #[test]
+    fn counting_registers_keep_the_older_encodings() {
+        let tag = |bytes: Vec<u8>| bytes[0];
+        assert_eq!(
+            tag(postcard::to_allocvec(&Update::MvAssign(vec![])).unwrap()),
+            4
+        );
+        assert_eq!(
+            tag(postcard::to_allocvec(&Update::RegisterIncrement(1)).unwrap()),
+            5
+        );
+        let mv = Effect::MvAssign {
+            value: vec![],
+            dominated: vec![],
+        };
+        assert_eq!(tag(postcard::to_allocvec(&mv).unwrap()), 4);
+        assert_eq!(
+            tag(postcard::to_allocvec(&Effect::RegisterIncrement(1)).unwrap()),
+            5
+        );
+        let mut r = Object::new(ObjType::Lww);
+        assert_eq!(tag(postcard::to_allocvec(&r.state).unwrap()), 0);
+        r.apply(&reg_op(&r.clone(), 1, 1, Update::RegisterIncrement(2)));
+        let bytes = postcard::to_allocvec(&r).unwrap();
+        assert_eq!(bytes[0], 4, "CountedLww is the fifth state");
+        assert_eq!(postcard::from_bytes::<Object>(&bytes).unwrap(), r);
     }
 }

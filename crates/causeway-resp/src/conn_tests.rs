@@ -204,10 +204,12 @@ async fn wrongtype_on_every_pair_of_types() {
     run(&mut c, "INCR n").await;
     run(&mut c, "SADD s a").await;
     for cmd in [
-        "INCR r", "SADD r x", "SCARD r", "SET n v", "SADD n x", "GET s", "INCR s", "SET s v",
+        "SADD r x", "SCARD r", "SET n v", "SADD n x", "GET s", "INCR s", "SET s v",
     ] {
         assert_err(&run(&mut c, cmd).await, "WRONGTYPE", &[]);
     }
+    // A string that holds no integer is no counter, in Redis's words.
+    assert_err(&run(&mut c, "INCR r").await, "ERR", &["not an integer"]);
     assert_eq!(
         run(&mut c, "GET r").await,
         bulk("v"),
@@ -275,7 +277,7 @@ async fn multi_errors() {
 #[tokio::test]
 async fn exec_answers_wrongtype_per_command() {
     let mut c = conn();
-    run(&mut c, "SET r v").await;
+    run(&mut c, "SADD r v").await;
     run(&mut c, "MULTI").await;
     run(&mut c, "INCR r").await;
     run(&mut c, "SET j 1").await;
@@ -1469,5 +1471,73 @@ async fn concurrent_appends_and_spops_resolve_by_their_types_rules() {
             Reply::Set(vec![bulk("only")]),
             "dc2's add after its SPOP, concurrent with dc1's SPOP, survives it"
         );
+    }
+}
+
+/// A string `SET` wrote counts when it holds a decimal integer (the issue's `SET cnt 10`
+/// then `INCR cnt`), alone, in a pipeline-like group and in `MULTI`; text is refused as
+/// Redis refuses it, and a deleted string counts from 0.
+#[tokio::test]
+async fn a_string_set_to_an_integer_counts() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "SET cnt 10").await, Reply::Ok);
+    assert_eq!(run(&mut c, "INCR cnt").await, Reply::Int(11));
+    assert_eq!(run(&mut c, "INCRBY cnt 5").await, Reply::Int(16));
+    assert_eq!(run(&mut c, "DECR cnt").await, Reply::Int(15));
+    assert_eq!(run(&mut c, "DECRBY cnt 20").await, Reply::Int(-5));
+    assert_eq!(run(&mut c, "GET cnt").await, bulk("-5"));
+    assert_eq!(run(&mut c, "TYPE cnt").await, Reply::Simple("string"));
+    assert_eq!(run(&mut c, "SET cnt 3").await, Reply::Ok);
+    assert_eq!(run(&mut c, "INCR cnt").await, Reply::Int(4));
+    assert_eq!(run(&mut c, "APPEND cnt 0").await, Reply::Int(2));
+    assert_eq!(run(&mut c, "INCR cnt").await, Reply::Int(41));
+    run(&mut c, "SET big 9223372036854775807").await;
+    assert_err(&run(&mut c, "INCR big").await, "ERR", &["overflow"]);
+    run(&mut c, "SET text abc").await;
+    assert_err(&run(&mut c, "INCR text").await, "ERR", &["not an integer"]);
+    assert_eq!(run(&mut c, "GET text").await, bulk("abc"));
+    run(&mut c, "DEL text").await;
+    assert_eq!(
+        run(&mut c, "INCRBY text 7").await,
+        Reply::Int(7),
+        "after DEL"
+    );
+    assert_eq!(run(&mut c, "GET text").await, bulk("7"));
+    run(&mut c, "MULTI").await;
+    run(&mut c, "SET m 5").await;
+    run(&mut c, "INCR m").await;
+    run(&mut c, "INCR m").await;
+    run(&mut c, "GET m").await;
+    assert_eq!(
+        run(&mut c, "EXEC").await,
+        Reply::Array(vec![Reply::Ok, Reply::Int(6), Reply::Int(7), bulk("7")])
+    );
+}
+
+/// Concurrent `SET` and `INCR` in two DCs: the increment the `SET` did not observe
+/// survives it (docs/REDIS.md), whichever the `SET` is arbitrated against.
+#[tokio::test]
+async fn a_set_concurrent_with_an_incr_keeps_the_increment() {
+    let cluster = MemoryCluster::new(options(2));
+    let mut dc1 = Conn::new(shared(&cluster, 0, None), 1);
+    let mut dc2 = Conn::new(shared(&cluster, 1, None), 2);
+    run(&mut dc1, "SET c 10").await;
+    cluster.replicate();
+    assert_eq!(run(&mut dc1, "INCRBY c 2").await, Reply::Int(12));
+    assert_eq!(run(&mut dc2, "SET c 20").await, Reply::Ok);
+    assert_eq!(run(&mut dc1, "INCR c").await, Reply::Int(13));
+    cluster.replicate();
+    for c in [&mut dc1, &mut dc2] {
+        assert_eq!(
+            run(c, "GET c").await,
+            bulk("23"),
+            "20 plus the 3 it did not see"
+        );
+    }
+    // A SET that saw the increments replaces them.
+    assert_eq!(run(&mut dc2, "SET c 1").await, Reply::Ok);
+    cluster.replicate();
+    for c in [&mut dc1, &mut dc2] {
+        assert_eq!(run(c, "GET c").await, bulk("1"));
     }
 }

@@ -4,8 +4,10 @@
 //! Types: `GET`/`SET`/`MGET`/`MSET` use last-writer-wins registers, `INCR`/`DECR` and
 //! friends PN counters, `S*` add-wins sets. A key keeps the type of its first write, so a
 //! command of another type answers `WRONGTYPE` (where Redis would let `SET` replace any
-//! value and `INCR` parse a string). `GET` reads a register and, when the key holds a
-//! counter, the counter, printed in decimal as Redis prints integer strings.
+//! value). `INCR` of a register `SET` wrote increments it when it holds a decimal integer
+//! (core's counting register: an increment a concurrent `SET` did not observe survives
+//! it). `GET` reads a register and, when the key holds a counter, the counter, printed in
+//! decimal as Redis prints integer strings.
 //!
 //! Deletion in a CRDT store is an update like any other:
 //! - a register is assigned [`LWW_TOMBSTONE`], which `GET` shows as nil and `EXISTS` as
@@ -38,9 +40,9 @@ use crate::reply::Reply;
 use crate::session::SessionHandle;
 use crate::txn::{Scope, Tx};
 use bytes::Bytes;
-use causeway_core::crdt::COUNTER_OVERFLOW;
+use causeway_core::crdt::{decimal, COUNTER_OVERFLOW};
 use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
-use causeway_core::{Error, Key, ObjType, ObjValue, Request, Update, Value};
+use causeway_core::{Error, Key, ObjType, ObjValue, ReadValue, Request, Update, Value};
 use std::collections::BTreeSet;
 
 /// The value a deleted register holds. Writing it with `SET` is refused.
@@ -559,12 +561,19 @@ fn counter_of(values: &mut Vec<causeway_core::ReadValue>) -> i64 {
 /// `INCRBY` and friends: refuses to overflow the value this transaction reads.
 async fn incr_by<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key, by: i64) -> Result<Reply, Error> {
     if tx.scope() == Scope::Command {
-        return incr_by_at_once(tx, k.clone(), by).await;
+        return incr_by_at_once(tx, k, by).await;
     }
     // Read before in this group: what the transaction saw, as `read` would answer.
     let current = match tx.seen_counter(k) {
         Some(n) => n,
-        None => counter_of(&mut tx.read(vec![(k.clone(), ObjType::Counter)]).await?),
+        None => match tx.read(vec![(k.clone(), ObjType::Counter)]).await {
+            Ok(mut values) => counter_of(&mut values),
+            Err(Error::WrongType {
+                expected: ObjType::Lww,
+                ..
+            }) => return incr_register(tx, k, by).await,
+            Err(e) => return Err(e),
+        },
     };
     let Some(next) = current.checked_add(by) else {
         return Ok(Reply::err("increment or decrement would overflow"));
@@ -579,17 +588,25 @@ async fn incr_by<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key, by: i64) -> Resu
 /// overflow the value read, so the commit fails and nothing is written.
 async fn incr_by_at_once<H: SessionHandle>(
     tx: &mut Tx<'_, H>,
-    k: Key,
+    k: &Key,
     by: i64,
 ) -> Result<Reply, Error> {
     let update = Request::Update {
         key: k.clone(),
         update: Update::Increment(by),
     };
-    let read = tx.read_then(vec![(k, ObjType::Counter)], vec![update], true);
+    let read = tx.read_then(vec![(k.clone(), ObjType::Counter)], vec![update], true);
     let mut values = match read.await {
         Err(e) if e.to_string().contains(COUNTER_OVERFLOW) => {
             return Ok(Reply::err(COUNTER_OVERFLOW));
+        }
+        // A string `SET` wrote: the read refused it and left the transaction open.
+        Err(Error::WrongType {
+            expected: ObjType::Lww,
+            ..
+        }) => {
+            tx.continue_after_refused_read();
+            return incr_register(tx, k, by).await;
         }
         other => other?,
     };
@@ -597,6 +614,38 @@ async fn incr_by_at_once<H: SessionHandle>(
     // protocol prepares against a later state than it read (concurrent increments), the
     // counter adds up wrapping, and so does the answer.
     Ok(Reply::Int(counter_of(&mut values).wrapping_add(by)))
+}
+
+/// `INCRBY` of a string `SET` wrote: a register increment (`crdt`'s counting register)
+/// when it holds a decimal integer; a deleted one is assigned 0 first, so the increment
+/// counts from 0 and concurrent ones still add up.
+async fn incr_register<H: SessionHandle>(
+    tx: &mut Tx<'_, H>,
+    k: &Key,
+    by: i64,
+) -> Result<Reply, Error> {
+    let current = match tx.read(vec![(k.clone(), ObjType::Lww)]).await?.pop() {
+        Some(ReadValue {
+            value: ObjValue::Lww(v),
+            ..
+        }) => live(v),
+        _ => None,
+    };
+    let current = match current {
+        None => {
+            tx.update(k.clone(), Update::Assign(b"0".to_vec()));
+            0
+        }
+        Some(v) => match decimal(&v) {
+            Some(n) => n,
+            None => return Ok(not_integer()),
+        },
+    };
+    let Some(next) = current.checked_add(by) else {
+        return Ok(Reply::err(COUNTER_OVERFLOW));
+    };
+    tx.update(k.clone(), Update::RegisterIncrement(by));
+    Ok(Reply::Int(next))
 }
 
 /// The members a set read shows, sorted and distinct (for [`has`]).

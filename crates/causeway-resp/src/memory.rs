@@ -209,13 +209,7 @@ fn apply_op(objects: &mut BTreeMap<Key, Object>, key: &Key, op: &Op) {
 }
 
 fn effect_type(effect: &causeway_core::Effect) -> ObjType {
-    use causeway_core::Effect;
-    match effect {
-        Effect::Assign(_) => ObjType::Lww,
-        Effect::Increment(_) => ObjType::Counter,
-        Effect::Add { .. } | Effect::Remove { .. } => ObjType::Set,
-        Effect::MvAssign { .. } => ObjType::MvReg,
-    }
+    effect.obj_type()
 }
 
 /// Opens sessions in one DC of a [`MemoryCluster`].
@@ -474,7 +468,7 @@ fn check_update(key: &Key, update: &Update) -> Result<(), Error> {
     }
     let value_len = match update {
         Update::Assign(v) | Update::Add(v) | Update::Remove(v) | Update::MvAssign(v) => v.len(),
-        Update::Increment(_) => 0,
+        Update::Increment(_) | Update::RegisterIncrement(_) => 0,
     };
     if value_len > VALUE_LEN_MAX {
         return Err(limit("value length", VALUE_LEN_MAX));

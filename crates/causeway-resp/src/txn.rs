@@ -379,6 +379,15 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         }
     }
 
+    /// After a read that failed and left the transaction open (a `WRONGTYPE`: the session
+    /// contract), lets the command go on in it: a commit that was to follow that read was
+    /// never run, so [`Tx::commit`] sends one again.
+    pub fn continue_after_refused_read(&mut self) {
+        if self.open {
+            self.commit_sent = false;
+        }
+    }
+
     /// Sends whatever is queued (an interactive transaction does after every command, so
     /// a failed update is reported by the command that made it).
     pub async fn flush(&mut self) -> Result<(), Error> {

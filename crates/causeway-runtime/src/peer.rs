@@ -32,7 +32,10 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// read of its partitions (Cure's `ReadKeys`, PaRiS's `ReadSlice`) and their replies are
 /// named by txn and request (`kit::txn::ReadId`), not by a counter a restart reset.
 /// 10: Occult's replication heartbeat carries a floor per shard (`occult::msg::Floor`).
-pub const PEER_WIRE_VERSION: u32 = 10;
+/// 11: a register counts (`Update::RegisterIncrement`, `Effect::RegisterIncrement` and
+/// `CountedAssign`: new variants at the ends of their enums, so every earlier message
+/// decodes as before, but an earlier build cannot decode them).
+pub const PEER_WIRE_VERSION: u32 = 11;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {

@@ -91,6 +91,10 @@ pub enum ObjectMix {
     MvReg,
     /// Key i holds type i mod 4.
     Mixed,
+    /// As `Mixed`, with registers that count (Redis strings): a register update assigns a
+    /// decimal integer or increments it (`Update::RegisterIncrement`). Not the default, so
+    /// default runs keep their trace hashes.
+    Strings,
 }
 
 impl ObjectMix {
@@ -101,8 +105,9 @@ impl ObjectMix {
             "set" => Ok(ObjectMix::Set),
             "mvreg" => Ok(ObjectMix::MvReg),
             "mixed" => Ok(ObjectMix::Mixed),
+            "strings" => Ok(ObjectMix::Strings),
             _ => Err(format!(
-                "unknown object type '{text}'; use lww|counter|set|mvreg|mixed"
+                "unknown object type '{text}'; use lww|counter|set|mvreg|mixed|strings"
             )),
         }
     }

@@ -165,7 +165,8 @@ pub struct WorkloadArgs {
     /// RUBiS database size: 100 x N users, 500 x N items (--workload rubis).
     #[arg(long, default_value_t = 1)]
     pub rubis_scale: u32,
-    /// Object type on keys: lww, counter, set, mvreg or mixed.
+    /// Object type on keys: lww, counter, set, mvreg, mixed, or strings (mixed with registers
+    /// that count: SET of integers and INCRBY, as Redis strings).
     #[arg(long, default_value = "mixed")]
     pub objects: String,
     /// Length of the fault phase in virtual milliseconds.

@@ -389,8 +389,11 @@ impl Part {
         // instructions).
         if updates.len() == 1 {
             let (key, update, id) = updates.into_iter().next().expect("one update");
-            if let Update::Assign(v) = update {
+            if matches!(update, Update::Assign(_)) && !self.store.counts(&key) {
                 self.store.check(&key, svc, ObjType::Lww)?;
+                let Update::Assign(v) = update else {
+                    unreachable!("matched above")
+                };
                 return Ok(vec![(key, id, Effect::Assign(v))]);
             }
             let obj = self.store.read_state(&key, svc, update.obj_type())?;
@@ -400,6 +403,13 @@ impl Part {
         let mut objs: BTreeMap<Key, causeway_core::Object> = BTreeMap::new();
         let mut out = Vec::with_capacity(updates.len());
         let mut blind: BTreeSet<&Key> = BTreeSet::new();
+        // Keys whose assignments are not blind: a register that counts, or one this txn
+        // increments (the increment must observe the txn's own assignment).
+        let counted: BTreeSet<&Key> = updates
+            .iter()
+            .filter(|(k, u, _)| matches!(u, Update::RegisterIncrement(_)) || self.store.counts(k))
+            .map(|(k, _, _)| k)
+            .collect();
         // Each key's last update in the txn (a later entry overwrites an earlier one);
         // left empty, with no allocation, for the common single-update txn.
         let last: BTreeMap<&Key, usize> = match updates.len() {
@@ -416,7 +426,8 @@ impl Part {
             // of the key in this txn builds it from the store as a register: an earlier
             // assignment changes nothing a later one needs, and any other update is
             // refused by type, as it was against the assigned object.
-            if let (Update::Assign(v), false) = (update, objs.contains_key(key)) {
+            let seen = objs.contains_key(key) || counted.contains(key);
+            if let (Update::Assign(v), false) = (update, seen) {
                 self.store.check(key, svc, ObjType::Lww)?;
                 blind.insert(key);
                 out.push((key.clone(), *id, Effect::Assign(v.clone())));

@@ -9,6 +9,8 @@ pub const SWEEPS: &[Sweep] = &[
     Sweep::caught("--mutation no-read-wait --seeds 1..3").quick(),
     // A swarm of random faults, liveness after healing included.
     Sweep::pass("--seeds 1..30 --faults all"),
+    // Redis strings that count: SETs of integers and concurrent INCRBYs.
+    Sweep::pass("--seeds 1..6 --faults all --objects strings"),
     // With 12 clients per DC, crashes meet more reads in flight: a read's reply that
     // reaches its coordinator's next incarnation must answer nothing there
     // (`kit::txn::ReadId`; seed 2026 found it).

@@ -314,6 +314,25 @@ impl<T: SnapshotTs> KeyVersions<T> {
         held.or_else(|| first().map(|op| effect_type(&op.effect)))
     }
 
+    /// Whether the key's register counts (`Object::counts`) in its checkpoint or any
+    /// version: then an assignment's effect depends on the state it observes (the sum of
+    /// the increments it replaces), and no write of it is blind. The newest object
+    /// answers when cached (a register that counted once counts for good).
+    fn counts(&self) -> bool {
+        if let Some(l) = &self.latest {
+            return l.obj.counts();
+        }
+        let counted = |op: &Op| {
+            matches!(
+                op.effect,
+                causeway_core::crdt::Effect::RegisterIncrement(_)
+                    | causeway_core::crdt::Effect::CountedAssign { .. }
+            )
+        };
+        self.base.as_ref().is_some_and(Object::counts)
+            || self.versions.iter().any(|v| v.ops.iter().any(counted))
+    }
+
     /// [`KeyVersions::latest`] computed from scratch (`None` without versions).
     fn rebuilt_latest(&self) -> Option<Latest<T>> {
         let first = self.versions.front()?;
@@ -1001,8 +1020,14 @@ impl<T: SnapshotTs> Store<T> {
         state
     }
 
+    /// Whether `key` holds a register that counts: its assignments are not blind
+    /// ([`KeyVersions::counts`]).
+    pub fn counts(&self, key: &Key) -> bool {
+        self.keys.get(key).is_some_and(KeyVersions::counts)
+    }
+
     /// Fails where [`Store::read`] would, and costs no object: a blind write (a register
-    /// assignment) needs nothing of the state but its type.
+    /// assignment of a key that never counted) needs nothing of the state but its type.
     pub fn check(&self, key: &Key, svc: &T, obj_type: ObjType) -> Result<(), Error> {
         match self.keys.get(key) {
             Some(k) => k.check(svc, obj_type),

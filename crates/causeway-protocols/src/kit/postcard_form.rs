@@ -134,6 +134,10 @@ impl Writer<'_> {
             Update::Add(v) => (2, v),
             Update::Remove(v) => (3, v),
             Update::MvAssign(v) => (4, v),
+            Update::RegisterIncrement(n) => {
+                self.varint(5);
+                return self.zigzag(*n);
+            }
         };
         self.varint(tag);
         self.bytes(bytes);
@@ -203,6 +207,15 @@ impl Writer<'_> {
                 self.varint(4);
                 self.bytes(value);
                 self.op_ids(dominated);
+            }
+            Effect::RegisterIncrement(n) => {
+                self.varint(5);
+                self.zigzag(*n);
+            }
+            Effect::CountedAssign { value, base } => {
+                self.varint(6);
+                self.bytes(value);
+                self.zigzag(*base);
             }
         }
     }
@@ -287,8 +300,14 @@ mod tests {
                 tags: Vec::new(),
             },
             Effect::MvAssign {
-                value: long,
+                value: long.clone(),
                 dominated: vec![id(128, 128)],
+            },
+            Effect::RegisterIncrement(i64::MIN),
+            Effect::RegisterIncrement(3),
+            Effect::CountedAssign {
+                value: long,
+                base: -7,
             },
         ];
         for e in effects {

@@ -161,7 +161,7 @@ pub fn check_key(key: &Key) -> Result<(), Error> {
 pub fn check_update(update: &Update) -> Result<(), Error> {
     let len = match update {
         Update::Assign(v) | Update::Add(v) | Update::Remove(v) | Update::MvAssign(v) => v.len(),
-        Update::Increment(_) => 0,
+        Update::Increment(_) | Update::RegisterIncrement(_) => 0,
     };
     if len > VALUE_LEN_MAX {
         return Err(limit("value length in bytes", VALUE_LEN_MAX));
@@ -422,12 +422,7 @@ fn fold(effect: &Effect, id: OpId, into: &mut Effect) -> bool {
 
 /// The object type an effect belongs to.
 pub fn effect_type(effect: &Effect) -> ObjType {
-    match effect {
-        Effect::Assign(_) => ObjType::Lww,
-        Effect::Increment(_) => ObjType::Counter,
-        Effect::Add { .. } | Effect::Remove { .. } => ObjType::Set,
-        Effect::MvAssign { .. } => ObjType::MvReg,
-    }
+    effect.obj_type()
 }
 
 /// Builds the read result of `key` from a snapshot object plus the transaction's own

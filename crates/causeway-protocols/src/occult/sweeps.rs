@@ -19,6 +19,8 @@ pub const SWEEPS: &[Sweep] = &[
     Sweep::pass("--dcs 2 --seeds 1 --faults all").quick(),
     Sweep::caught("--dcs 2 --mutation no-read-check --seeds 1..10 --faults all").quick(),
     Sweep::pass("--dcs 2 --seeds 1..50 --faults all"),
+    // Redis strings that count: SETs of integers and concurrent INCRBYs.
+    Sweep::pass("--dcs 2 --seeds 1..6 --faults all --objects strings"),
     Sweep::pass("--dcs 3 --seeds 1..10 --faults all"),
     Sweep::pass("--seeds 1..6 --faults slow-links"),
     // Long outages; lossy ones converge by state transfer from the masters

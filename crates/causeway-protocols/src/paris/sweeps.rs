@@ -14,6 +14,11 @@ pub const SWEEPS: &[Sweep] = &[
     ))
     .quick(),
     Sweep::pass(concat!(sweep_partial!(), " --seeds 1..30 --faults all")),
+    // Redis strings that count: SETs of integers and concurrent INCRBYs.
+    Sweep::pass(concat!(
+        sweep_partial!(),
+        " --seeds 1..6 --faults all --objects strings"
+    )),
     Sweep::pass("--seeds 1..6 --faults slow-links"),
     // Long outages: from the senders' logs, then by state transfer (`transfer.rs`), under
     // full and partial replication, plain and lossy; caught without the transfer.

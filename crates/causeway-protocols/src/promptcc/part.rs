@@ -240,19 +240,25 @@ impl Part {
         Ok(out)
     }
 
-    /// The object `update` of `key` is prepared against ([`Part::effects`]). A register's
-    /// effects depend on nothing it holds (an assignment is blind, and a register takes
-    /// assignments only), so its versions are only type-checked: replaying a hot key's
-    /// versions at the client's past was most of a write-only txn's cost at Zipf 0.99.
+    /// The object `update` of `key` is prepared against ([`Part::effects`]). An assignment
+    /// of a register that never counted is blind, so the key's versions are only
+    /// type-checked: replaying a hot key's versions at the client's past was most of a
+    /// write-only txn's cost at Zipf 0.99.
     fn observed(&self, key: &Key, at: &Vc, update: &Update, latest: &Vc) -> Result<Object, Error> {
         let t = update.obj_type();
-        let read = |at: &Vc| match t {
-            ObjType::Lww => self.store.check(key, at, t).map(|()| Object::new(t)),
-            _ => self.store.read(key, at, t),
+        let blind = matches!(update, Update::Assign(_)) && !self.store.counts(key);
+        let read = |at: &Vc| match blind {
+            true => self.store.check(key, at, t).map(|()| Object::new(t)),
+            false => self.store.read(key, at, t),
         };
         match read(at) {
-            Err(Error::Aborted(_)) if may_observe_nothing(update) => {
-                read(latest).map(|_| Object::new(t))
+            Err(e @ Error::Aborted(_)) if may_observe_nothing(update) => {
+                // A counting register's assignment names the increments it replaces: it
+                // must observe them, as a remove does.
+                match read(latest)? {
+                    o if o.counts() => Err(e),
+                    _ => Ok(Object::new(t)),
+                }
             }
             other => other,
         }

@@ -28,6 +28,8 @@ pub const SWEEPS: &[Sweep] = &[
     Sweep::pass("--dcs 1 --seeds 1 --faults all").quick(),
     Sweep::caught("--dcs 1 --mutation single-round-always --seeds 1..5").quick(),
     Sweep::pass("--dcs 1 --seeds 1..30 --faults all"),
+    // Redis strings that count: SETs of integers and concurrent INCRBYs.
+    Sweep::pass("--dcs 1 --seeds 1..6 --faults all --objects strings"),
     Sweep::pass(loaded!()),
     Sweep::pass(hot!()),
     Sweep::pass(concat!("--dcs 1 ", sweep_merged!())),

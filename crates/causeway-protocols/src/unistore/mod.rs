@@ -317,6 +317,8 @@ macro_rules! strong_outage {
 const SWEEPS: &[Sweep] = &[
     Sweep::pass("--seeds 1 --faults all --strong-ratio 0.3 --keys 20").quick(),
     Sweep::caught("--mutation visible-before-uniform --faults dc-failure --seeds 1..3").quick(),
+    // Redis strings that count, strong read-modify-writes of them among causal INCRBYs.
+    Sweep::pass("--seeds 1..6 --faults all --strong-ratio 0.3 --keys 20 --objects strings"),
     Sweep::pass(cure::sweeps::READ_THEN_COMMIT_RMW),
     Sweep::pass(cure::sweeps::READ_THEN_COMMIT_HOT),
     Sweep::pass(cure::sweeps::SLOW_LINKS),

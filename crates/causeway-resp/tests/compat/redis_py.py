@@ -30,6 +30,8 @@ def basics(r):
     assert r.exists("k", "n", "s", "missing") == 3 and r.delete("k", "missing") == 1
     assert r.get("k") is None
     expect_error(lambda: r.incr("s"), "WRONGTYPE")
+    assert r.set("cnt", 10) and r.incr("cnt") == 11 and r.decrby("cnt", 3) == 8
+    assert r.get("cnt") == b"8"
     expect_error(lambda: r.execute_command("NOPE", "x"), "unknown command", "NOPE")
     expect_error(lambda: r.execute_command("TX.BEGIN", "STRONG"), "eventual", "strong")
     info = r.info()

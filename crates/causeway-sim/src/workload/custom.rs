@@ -75,7 +75,7 @@ impl Custom {
             ObjectMix::Counter => ObjType::Counter,
             ObjectMix::Set => ObjType::Set,
             ObjectMix::MvReg => ObjType::MvReg,
-            ObjectMix::Mixed => {
+            ObjectMix::Mixed | ObjectMix::Strings => {
                 [ObjType::Lww, ObjType::Counter, ObjType::Set, ObjType::MvReg][(index % 4) as usize]
             }
         }
@@ -118,7 +118,8 @@ impl Custom {
             if kind == TxnKind::Strong && !touches(&steps, &key) {
                 steps.push(Step::Read(key.clone(), obj));
             }
-            steps.push(Step::Update(key, update(obj, values, rng)));
+            let counting = self.objects == ObjectMix::Strings;
+            steps.push(Step::Update(key, update(obj, counting, values, rng)));
         }
         TxnPlan {
             kind,
@@ -166,9 +167,19 @@ fn touches(steps: &[Step], key: &Key) -> bool {
 
 /// An update of an `obj` key. Every update takes a value number, registers or not, as the
 /// generator always did (the numbers, hence the messages, stay those of earlier runs).
-fn update(obj: ObjType, values: &mut Values, rng: &mut SimRng) -> Update {
+/// A `counting` register (`--objects strings`) is assigned the value number in decimal or
+/// incremented, as a Redis string is by `SET` and `INCRBY`.
+fn update(obj: ObjType, counting: bool, values: &mut Values, rng: &mut SimRng) -> Update {
     let unique = values.next();
     match obj {
+        ObjType::Lww if counting => {
+            if rng.chance(0.6) {
+                Update::RegisterIncrement(rng.range(1, 6) as i64 - 2)
+            } else {
+                let digits = unique[1..].iter().take_while(|b| b.is_ascii_digit());
+                Update::Assign(digits.copied().collect())
+            }
+        }
         ObjType::Lww => Update::Assign(unique),
         ObjType::MvReg => Update::MvAssign(unique),
         ObjType::Counter => Update::Increment(rng.range(1, 6) as i64 - 2),
@@ -233,7 +244,10 @@ mod tests {
         let by_hand = if rng.chance(plain.read_ratio) {
             Step::Read(Workload::key(index), obj)
         } else {
-            Step::Update(Workload::key(index), update(obj, &mut values, &mut rng))
+            Step::Update(
+                Workload::key(index),
+                update(obj, false, &mut values, &mut rng),
+            )
         };
         assert_eq!(format!("{:?}", ps[0].steps[0]), format!("{by_hand:?}"));
         assert!(
@@ -334,5 +348,36 @@ mod tests {
             }
         }
         assert!(updates > 500, "updates {updates}");
+    }
+
+    /// `--objects strings`: the register keys of the mixed layout are assigned decimal
+    /// integers and incremented; the other keys draw as in `mixed`.
+    #[test]
+    fn strings_assign_integers_and_increment_registers() {
+        let c = SimConfig {
+            objects: ObjectMix::Strings,
+            read_ratio: 0.0,
+            ..SimConfig::default()
+        };
+        let (mut assigns, mut incs) = (0, 0);
+        for p in plans(&c, 400) {
+            for s in &p.steps {
+                match s {
+                    Step::Update(_, Update::Assign(v)) => {
+                        assert!(causeway_core::crdt::decimal(v).is_some(), "{v:?}");
+                        assigns += 1;
+                    }
+                    Step::Update(_, Update::RegisterIncrement(d)) => {
+                        assert!((-1..=3).contains(d));
+                        incs += 1;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert!(
+            assigns > 50 && incs > assigns,
+            "{assigns} assigns, {incs} increments"
+        );
     }
 }
