@@ -914,8 +914,6 @@ fn a_piece_taken_whole_is_written_as_it_came_and_replays_to_the_same_store() {
 /// (a += 1) and 2 (b += 2), then a rewound piece of txns 2 and 4 (a += 4); returns its
 /// counters, those of a node recovered from its records, and its records' tags.
 fn receive_pieces_and_restart(mutation: Option<&str>) -> (Vec<String>, Vec<String>, Vec<u8>) {
-    use super::wire::{commit_ts, SharedStream};
-    use causeway_core::crdt::{Effect, Op};
     let topo = Topology::full(2, 1, 1);
     let cfg = || config(&topo, 0, mutation);
     let mut node = Node::recover(cfg(), Config::default(), super::Flavor::Cure, &[]).unwrap();
@@ -935,46 +933,8 @@ fn receive_pieces_and_restart(mutation: Option<&str>) -> (Vec<String>, Vec<Strin
         }
     };
     persisted(&started, false);
-    let txn = |seq: u64, key: &str, by: i64| {
-        let ct = Vc {
-            dcs: vec![0, T + seq * MS],
-            extra: Vec::new(),
-        };
-        let id = OpId {
-            txn: txn_id(seq),
-            index: 0,
-        };
-        let ts = commit_ts(&ct);
-        let op = Op {
-            id,
-            ts,
-            effect: Effect::Increment(by),
-        };
-        super::msg::ReplTxn {
-            txn: txn_id(seq),
-            ct,
-            ops: vec![(Key::from(key), op)].into(),
-        }
-    };
-    // Through the wire, as the runtime delivers it.
-    let over_wire = |from: u64, upto: u64, txns| {
-        let msg = crate::Msg::Cure(Msg::Repl {
-            partition: PartitionId(0),
-            restarted: false,
-            acks: Vc::zero(2),
-            stream: Some(SharedStream::new(super::msg::Stream {
-                origin: DcId(1),
-                from,
-                upto,
-                txns,
-            })),
-        });
-        let bytes = postcard::to_allocvec(&msg).expect("encodes");
-        match postcard::from_bytes(&bytes).expect("decodes") {
-            crate::Msg::Cure(m) => m,
-            other => panic!("{other:?}"),
-        }
-    };
+    let txn = repl_increment;
+    let over_wire = repl_over_wire;
     let pieces = [
         (0, T + 2 * MS, vec![txn(1, "a", 1), txn(2, "b", 2)]),
         (T, T + 4 * MS, vec![txn(2, "b", 2), txn(4, "a", 4)]),
@@ -992,6 +952,50 @@ fn receive_pieces_and_restart(mutation: Option<&str>) -> (Vec<String>, Vec<Strin
     );
     let counters = |n: &Node| everything_as(n, &keys, ObjType::Counter);
     (counters(&node), counters(&back), tags)
+}
+
+/// DC 1's txn `seq` (at `T + seq` ms) that increments `key` by `by`, as replication ships it.
+fn repl_increment(seq: u64, key: &str, by: i64) -> super::msg::ReplTxn {
+    use causeway_core::crdt::{Effect, Op};
+    let ct = Vc {
+        dcs: vec![0, T + seq * MS],
+        extra: Vec::new(),
+    };
+    let id = OpId {
+        txn: txn_id(seq),
+        index: 0,
+    };
+    let ts = super::wire::commit_ts(&ct);
+    let op = Op {
+        id,
+        ts,
+        effect: Effect::Increment(by),
+    };
+    super::msg::ReplTxn {
+        txn: txn_id(seq),
+        ct,
+        ops: vec![(Key::from(key), op)].into(),
+    }
+}
+
+/// A piece of DC 1's stream of partition 0 through the wire, as the runtime delivers it.
+fn repl_over_wire(from: u64, upto: u64, txns: Vec<super::msg::ReplTxn>) -> Msg {
+    let msg = crate::Msg::Cure(Msg::Repl {
+        partition: PartitionId(0),
+        restarted: false,
+        acks: Vc::zero(2),
+        stream: Some(super::wire::SharedStream::new(super::msg::Stream {
+            origin: DcId(1),
+            from,
+            upto,
+            txns,
+        })),
+    });
+    let bytes = postcard::to_allocvec(&msg).expect("encodes");
+    match postcard::from_bytes(&bytes).expect("decodes") {
+        crate::Msg::Cure(m) => m,
+        other => panic!("{other:?}"),
+    }
 }
 
 /// The outputs' context of `msg` from the sibling node 1, handled at `clock`.

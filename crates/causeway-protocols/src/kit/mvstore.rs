@@ -1293,48 +1293,10 @@ mod tests {
         let mut tags: Vec<(OpId, Vc)> = Vec::new();
         let (mut cached_reads, mut prefix_reads) = (0, 0);
         for seq in 1..=400u64 {
-            let dc = next(2) as usize;
-            // Mostly growing commit times; sometimes a concurrent one from the other DC.
-            clocks[dc] += 1 + next(3);
-            let mut ct = Vc::zero(2);
-            ct.set(dc, clocks[dc]);
-            ct.set(1 - dc, clocks[1 - dc].saturating_sub(next(4)));
-            let ops = match next(4) {
-                0 => incr(seq, next(5) as i64 - 2),
-                3 => assign(seq, next(50)),
-                kind => {
-                    // A set op deletes the tags it observed: those of the adds in its
-                    // causal past, whose commit vectors are below its own (a protocol's
-                    // snapshot holds them and its commit vector exceeds the snapshot).
-                    let (deletes, live): (Vec<_>, Vec<_>) = std::mem::take(&mut tags)
-                        .into_iter()
-                        .partition(|(_, at)| at.le(&ct) && *at != ct);
-                    tags = live;
-                    let deletes = deletes.into_iter().map(|(id, _)| id).collect();
-                    set_op(seq, kind == 1, next(3) as u8, deletes)
-                }
-            };
-            if let Effect::Add { .. } = ops[0].1.effect {
-                tags.push((ops[0].1.id, ct.clone()));
-            }
+            let (ct, ops) = random_txn(&mut next, seq, &mut clocks, &mut tags);
             s.insert(txn(seq), &ct, &ops);
             if next(10) == 0 {
-                // Folds below `point`; the stable prefix grows up to `durable`, above it.
-                let mut point = Vc::zero(2);
-                point.set(0, clocks[0].saturating_sub(40));
-                point.set(1, clocks[1].saturating_sub(40));
-                let mut durable = Vc::zero(2);
-                durable.set(0, clocks[0].saturating_sub(next(4)));
-                durable.set(1, clocks[1].saturating_sub(next(4)));
-                durable.join(&point);
-                if next(2) == 0 {
-                    s.gc(&point, &durable);
-                } else {
-                    // A GC by a rule of the protocol's own (PrompTCC's), which folds the
-                    // leading run here, then the prefixes the reads missed.
-                    s.gc_where(|ct, _| ct.le(&point));
-                    s.extend_missed(&durable);
-                }
+                random_gc(&mut s, &mut next, &clocks);
             }
             let keys = [
                 ("c", ObjType::Counter),
@@ -1345,31 +1307,10 @@ mod tests {
                 let Some(k) = s.keys.get(&Key::from(key)) else {
                     continue;
                 };
-                let mut replay = k.clone();
-                replay.forget_caches();
                 let mut svc = Vc::zero(2);
                 svc.set(0, clocks[0].saturating_sub(next(3)));
                 svc.set(1, clocks[1].saturating_sub(next(3)));
-                let ids = |o: &Object| o.seen_ids().copied().collect::<Vec<_>>();
-                let got = k.at(&svc, t).map(|o| (o.value(), o.observed(), ids(&o)));
-                let want = replay
-                    .at(&svc, t)
-                    .map(|o| (o.value(), o.observed(), ids(&o)));
-                assert_eq!(got, want, "seq {seq}, key {key}, svc {svc:?}");
-                let want = want.map(|(value, observed, _)| (value, observed));
-                // What a transaction reads and what a blind write checks agree with it.
-                let state = k.state_at(&svc, t).map(|o| (o.value(), o.observed()));
-                assert_eq!(state, want, "state, seq {seq}, key {key}, svc {svc:?}");
-                // The dependencies a read reports, from the caches and from a replay.
-                assert_eq!(
-                    k.ts_at(&svc),
-                    replay.ts_at(&svc),
-                    "ts, seq {seq}, key {key}"
-                );
-                for other in [ObjType::Lww, ObjType::Counter, ObjType::Set] {
-                    let check = k.check(&svc, other);
-                    assert_eq!(check, replay.at(&svc, other).map(|_| ()), "check {other:?}");
-                }
+                compare_with_replay(k, &svc, t, &format!("seq {seq}, key {key}"));
                 let top = k.latest.as_ref().map(|l| l.top.le(&svc));
                 cached_reads += usize::from(top == Some(true));
                 let prefix = k.stable.as_ref().filter(|p| p.len > 0 && p.top.le(&svc));
@@ -1384,6 +1325,82 @@ mod tests {
             prefix_reads > 100,
             "the stable prefix started {prefix_reads} reads"
         );
+    }
+
+    /// A random txn of the cache test from one of two DCs: its commit vector (mostly
+    /// growing, sometimes concurrent with the other DC's) and one op on a counter, a set or a
+    /// register. `tags` holds the live adds' tags with their commit vectors.
+    fn random_txn(
+        next: &mut impl FnMut(u64) -> u64,
+        seq: u64,
+        clocks: &mut [u64; 2],
+        tags: &mut Vec<(OpId, Vc)>,
+    ) -> (Vc, Vec<(Key, Op)>) {
+        let dc = next(2) as usize;
+        clocks[dc] += 1 + next(3);
+        let mut ct = Vc::zero(2);
+        ct.set(dc, clocks[dc]);
+        ct.set(1 - dc, clocks[1 - dc].saturating_sub(next(4)));
+        let ops = match next(4) {
+            0 => incr(seq, next(5) as i64 - 2),
+            3 => assign(seq, next(50)),
+            kind => {
+                // A set op deletes the tags it observed: those of the adds in its causal
+                // past, whose commit vectors are below its own (a protocol's snapshot holds
+                // them and its commit vector exceeds the snapshot).
+                let (deletes, live): (Vec<_>, Vec<_>) = std::mem::take(tags)
+                    .into_iter()
+                    .partition(|(_, at)| at.le(&ct) && *at != ct);
+                *tags = live;
+                let deletes = deletes.into_iter().map(|(id, _)| id).collect();
+                set_op(seq, kind == 1, next(3) as u8, deletes)
+            }
+        };
+        if let Effect::Add { .. } = ops[0].1.effect {
+            tags.push((ops[0].1.id, ct.clone()));
+        }
+        (ct, ops)
+    }
+
+    /// Folds below a point 40 ticks behind the clocks; the stable prefix grows up to a
+    /// durable vector above it, by Cure's GC or by a rule of the protocol's own
+    /// (PrompTCC's), which folds the leading run, then the prefixes the reads missed.
+    fn random_gc(s: &mut Store<Vc>, next: &mut impl FnMut(u64) -> u64, clocks: &[u64; 2]) {
+        let mut point = Vc::zero(2);
+        point.set(0, clocks[0].saturating_sub(40));
+        point.set(1, clocks[1].saturating_sub(40));
+        let mut durable = Vc::zero(2);
+        durable.set(0, clocks[0].saturating_sub(next(4)));
+        durable.set(1, clocks[1].saturating_sub(next(4)));
+        durable.join(&point);
+        if next(2) == 0 {
+            s.gc(&point, &durable);
+        } else {
+            s.gc_where(|ct, _| ct.le(&point));
+            s.extend_missed(&durable);
+        }
+    }
+
+    /// What the caches of `k` answer at `svc` equals a replay of its versions: the object
+    /// (value, observed, applied ids), what a txn reads, the dependencies a read reports
+    /// and the type checks of a blind write.
+    fn compare_with_replay(k: &KeyVersions<Vc>, svc: &Vc, t: ObjType, at: &str) {
+        let mut replay = k.clone();
+        replay.forget_caches();
+        let ids = |o: &Object| o.seen_ids().copied().collect::<Vec<_>>();
+        let got = k.at(svc, t).map(|o| (o.value(), o.observed(), ids(&o)));
+        let want = replay
+            .at(svc, t)
+            .map(|o| (o.value(), o.observed(), ids(&o)));
+        assert_eq!(got, want, "{at}, svc {svc:?}");
+        let want = want.map(|(value, observed, _)| (value, observed));
+        let state = k.state_at(svc, t).map(|o| (o.value(), o.observed()));
+        assert_eq!(state, want, "state, {at}, svc {svc:?}");
+        assert_eq!(k.ts_at(svc), replay.ts_at(svc), "ts, {at}");
+        for other in [ObjType::Lww, ObjType::Counter, ObjType::Set] {
+            let check = k.check(svc, other);
+            assert_eq!(check, replay.at(svc, other).map(|_| ()), "check {other:?}");
+        }
     }
 
     #[test]

@@ -333,58 +333,8 @@ fn a_checkpoint_plus_the_later_records_recovers_what_a_full_replay_does() {
 /// transfer (the `no-state-transfer` mutation) they stay diverged.
 #[test]
 fn a_replica_back_after_its_log_was_dropped_converges_by_state_transfer() {
-    let run = |mutation: Option<&str>| {
-        let cfg = Config {
-            silent_sibling_ns: 100 * MS,
-            silent_sibling_log_max: 0,
-            transfer_retry_ns: 200 * MS,
-            ..Config::default()
-        };
-        let topo = Topology::partial(2, 1, 2, 2);
-        let mut net: TestNet<Paris> = TestNet::with_config(topo, params(mutation), &cfg, T);
-        net.run(50);
-        net.session(1, 0);
-        net.session(2, 1);
-        let counter = Key::from("count");
-        let incr = |by| Request::Update {
-            key: counter.clone(),
-            update: Update::Increment(by),
-        };
-        net.txn(1, vec![incr(1000)]);
-        net.run(100);
-        net.hold = |topo, from, to, _| match (from, to) {
-            (Addr::Node(a), Addr::Node(b)) => topo.dc_of(a) != topo.dc_of(b),
-            _ => false,
-        };
-        for i in 0..20 {
-            net.txn(1, vec![incr(1)]);
-            write(
-                &mut net,
-                2,
-                &Key::new(format!("r{}", i % 5)),
-                &format!("dc1-{i}"),
-            );
-            net.txn(2, vec![incr(100)]);
-            net.run(20);
-        }
-        net.run(400);
-        net.drop_held();
-        net.run(2000);
-        let mut keys = vec![(counter.clone(), ObjType::Counter)];
-        keys.extend((0..5).map(|i| (Key::new(format!("r{i}")), ObjType::Lww)));
-        let values = move |node: &super::node::Node| -> Vec<String> {
-            keys.iter()
-                .map(|(k, t)| {
-                    let part = &node.parts[&node.topo.partition_of(k)];
-                    let got = part.read(u64::MAX, &[(k.clone(), *t)]);
-                    format!("{k:?} = {:?}", got[0].1.as_ref().map(|o| o.value()))
-                })
-                .collect()
-        };
-        let (at0, at1) = (values(&net.nodes[0]), values(&net.nodes[1]));
-        (net, cfg, at0, at1, values)
-    };
-    let (net, cfg, at0, at1, values) = run(None);
+    let (net, cfg) = run_long_outage(None);
+    let (at0, at1) = (outage_values(&net.nodes[0]), outage_values(&net.nodes[1]));
     assert_eq!(at0, at1, "the DCs converge");
     assert!(
         at0[0].contains(&format!("{:?}", ObjValue::Counter(1000 + 20 + 2000))),
@@ -399,10 +349,62 @@ fn a_replica_back_after_its_log_was_dropped_converges_by_state_transfer() {
         // Own txns committed before the restart apply once the node runs.
         let mut ctx = causeway_core::Ctx::new(causeway_core::TrueTime(net.clock), net.clock);
         again.start(&mut ctx);
-        assert_eq!(values(&again), at0, "node {n} after a restart");
+        assert_eq!(outage_values(&again), at0, "node {n} after a restart");
     }
-    let (_, _, at0, at1, _) = run(Some("no-state-transfer"));
+    let (net, _) = run_long_outage(Some("no-state-transfer"));
+    let (at0, at1) = (outage_values(&net.nodes[0]), outage_values(&net.nodes[1]));
     assert_ne!(at0, at1, "without the transfer they stay diverged");
+}
+
+/// The outage of the test above: two DCs increment a counter and write registers apart
+/// past the silent-sibling horizon, then heal with what was in flight lost.
+fn run_long_outage(mutation: Option<&str>) -> (TestNet<Paris>, Config) {
+    let cfg = Config {
+        silent_sibling_ns: 100 * MS,
+        silent_sibling_log_max: 0,
+        transfer_retry_ns: 200 * MS,
+        ..Config::default()
+    };
+    let topo = Topology::partial(2, 1, 2, 2);
+    let mut net: TestNet<Paris> = TestNet::with_config(topo, params(mutation), &cfg, T);
+    net.run(50);
+    net.session(1, 0);
+    net.session(2, 1);
+    let counter = Key::from("count");
+    let incr = |by| Request::Update {
+        key: counter.clone(),
+        update: Update::Increment(by),
+    };
+    net.txn(1, vec![incr(1000)]);
+    net.run(100);
+    net.hold = |topo, from, to, _| match (from, to) {
+        (Addr::Node(a), Addr::Node(b)) => topo.dc_of(a) != topo.dc_of(b),
+        _ => false,
+    };
+    for i in 0..20 {
+        net.txn(1, vec![incr(1)]);
+        let key = Key::new(format!("r{}", i % 5));
+        write(&mut net, 2, &key, &format!("dc1-{i}"));
+        net.txn(2, vec![incr(100)]);
+        net.run(20);
+    }
+    net.run(400);
+    net.drop_held();
+    net.run(2000);
+    (net, cfg)
+}
+
+/// The counter and the five registers of the outage test, as `node` reads them.
+fn outage_values(node: &super::node::Node) -> Vec<String> {
+    let mut keys = vec![(Key::from("count"), ObjType::Counter)];
+    keys.extend((0..5).map(|i| (Key::new(format!("r{i}")), ObjType::Lww)));
+    keys.iter()
+        .map(|(k, t)| {
+            let part = &node.parts[&node.topo.partition_of(k)];
+            let got = part.read(u64::MAX, &[(k.clone(), *t)]);
+            format!("{k:?} = {:?}", got[0].1.as_ref().map(|o| o.value()))
+        })
+        .collect()
 }
 
 /// The records of node `n`, by variant name.
