@@ -90,13 +90,13 @@ impl Default for CpuModel {
         CpuModel {
             enabled: false,
             cores: 4,
-            msg_ns: 0,
-            timer_ns: 47_800,
-            persist_ns: 41_900,
-            session_ns: 7_000,
+            msg_ns: 2_400,
+            timer_ns: 38_800,
+            persist_ns: 38_200,
+            session_ns: 5_500,
             byte_ns: 2,
             op_ns: 500,
-            wake_ns: 5_800,
+            wake_ns: 4_100,
             wake_gap_ns: WAKE_GAP_NS,
             host_nodes: 1,
         }
