@@ -7,7 +7,10 @@
 //! connection it redials and resends what the peer had not delivered (the peer's `Welcome`
 //! says how far it got), so a link stays FIFO without loss or duplicates while both ends
 //! live. When the peer comes back with a new boot epoch (it crashed), the messages meant
-//! for its dead incarnation are dropped, as the simulator drops them.
+//! for its dead incarnation are dropped, as the simulator drops them. A connection whose
+//! sent frames go unacknowledged for [`LINK_ACK_TIMEOUT`] is declared dead and redialed,
+//! and a redial's connect gives up after [`CONNECT_TIMEOUT`]: a path a partition
+//! black-holed resumes within seconds of the heal, not at TCP's next backed-off retry.
 //!
 //! Both ends authenticate each other first (`crate::auth`): a peer that cannot prove it
 //! knows the cluster secret is refused, logged with its address and the reason, and
@@ -55,6 +58,17 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// First and largest pause between redials.
 const REDIAL_MIN: Duration = Duration::from_millis(20);
 const REDIAL_MAX: Duration = Duration::from_millis(500);
+/// How long a redial's TCP connect may take: a SYN into a cut path is otherwise retried by
+/// the kernel for about two minutes, so a dial begun during a partition would outlast its
+/// heal by that much.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long frames sent on a connection may go unacknowledged before the link declares the
+/// path dead, drops the connection and redials (resending what the peer had not
+/// delivered). A receiver acknowledges within [`ACK_DELAY`] of a delivery, so only a path
+/// that black-holes traffic, or a peer stalled this long, trips it. Without it a connection
+/// that lost its path sits in TCP's retransmission backoff (up to 120 s between tries)
+/// long after the partition heals.
+pub const LINK_ACK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// TCP keepalive on every node and client socket: the first probe after this much
 /// silence, then one per interval, the connection dropped after `KEEPALIVE_RETRIES`
@@ -142,6 +156,8 @@ pub struct Link {
     queue_max: usize,
     /// How many times the peer came back as a new incarnation (`adopt`).
     restarts: Arc<AtomicU64>,
+    /// [`LINK_ACK_TIMEOUT`], shorter in tests.
+    ack_timeout: Duration,
 }
 
 impl Link {
@@ -205,6 +221,18 @@ pub fn spawn_link(
     latency: Duration,
     queue_max: usize,
 ) -> Link {
+    spawn_link_timed(me, peer, addr, (latency, LINK_ACK_TIMEOUT), queue_max)
+}
+
+/// [`spawn_link`] with the emulated latency and the acknowledgement timeout given.
+fn spawn_link_timed(
+    me: Identity,
+    peer: NodeId,
+    addr: SocketAddr,
+    (latency, ack_timeout): (Duration, Duration),
+    queue_max: usize,
+) -> Link {
+    assert!(!ack_timeout.is_zero(), "a link needs an ack timeout");
     let link = Link {
         peer,
         state: Arc::new(Mutex::new(LinkQueue::default())),
@@ -212,6 +240,7 @@ pub fn spawn_link(
         latency,
         queue_max,
         restarts: Arc::new(AtomicU64::new(0)),
+        ack_timeout,
     };
     let task = link.clone();
     tokio::spawn(async move { run_link(me, task, addr).await });
@@ -265,7 +294,14 @@ async fn dial(
     addr: SocketAddr,
 ) -> Result<(Stream, u64, u64), DialError> {
     let io = |e: std::io::Error| DialError::Io(e.to_string());
-    let tcp = TcpStream::connect(addr).await.map_err(io)?;
+    let tcp = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+        Ok(tcp) => tcp.map_err(io)?,
+        Err(_) => {
+            return Err(DialError::Io(format!(
+                "no answer within {CONNECT_TIMEOUT:?}"
+            )))
+        }
+    };
     tcp.set_nodelay(true).map_err(io)?;
     keepalive(&tcp).map_err(io)?;
     let mut stream = match &me.tls {
@@ -389,7 +425,8 @@ async fn pump(link: &Link, stream: Stream) -> String {
     }
 }
 
-/// [`pump`] over one connection's two halves.
+/// [`pump`] over one connection's two halves: sends, acknowledgements and the watchdog
+/// that ends a connection whose sent frames go unacknowledged for the link's ack timeout.
 async fn pump_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     link: &Link,
     r: R,
@@ -397,6 +434,7 @@ async fn pump_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 ) -> String {
     let mut source = FramedRead::new(r, peer::codec());
     let mut sink = FramedWrite::new(w, peer::codec());
+    let watch = AckWatch::new();
     let acks = async {
         while let Some(frame) = source.next().await {
             match frame
@@ -404,7 +442,9 @@ async fn pump_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 .and_then(|b| peer::decode(&b))
             {
                 Ok(PeerFrame::Ack { delivered }) => {
-                    ack(&mut link.state.lock().expect("link lock"), delivered)
+                    let mut s = link.state.lock().expect("link lock");
+                    ack(&mut s, delivered);
+                    watch.acked(s.queue.front().map(|q| q.seq));
                 }
                 Ok(other) => return format!("unexpected frame from the receiver: {other:?}"),
                 Err(e) => return e,
@@ -413,9 +453,8 @@ async fn pump_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         "closed by the peer".to_string()
     };
     let sends = async {
-        let mut cursor = 0u64;
         loop {
-            let next = next_frame(link, cursor);
+            let next = next_frame(link, watch.cursor());
             let Some((seq, due, frame)) = next else {
                 if let Err(e) = SinkExt::<Bytes>::flush(&mut sink).await {
                     return e.to_string();
@@ -432,12 +471,75 @@ async fn pump_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             if let Err(e) = SinkExt::<Bytes>::feed(&mut sink, frame).await {
                 return e.to_string();
             }
-            cursor = seq + 1;
+            watch.sent(seq);
         }
     };
     tokio::select! {
         e = acks => e,
         e = sends => e,
+        e = watch.expire(link.ack_timeout) => e,
+    }
+}
+
+/// What one connection of a link has sent and since when it waits for an acknowledgement:
+/// atomics, because the pump's futures share it by reference and must stay `Send`.
+struct AckWatch {
+    start: Instant,
+    /// The next sequence number to send.
+    cursor: AtomicU64,
+    /// Milliseconds after `start`, plus one, since which sent frames wait for an ack
+    /// without progress; 0 while nothing sent is unacknowledged.
+    waiting_since: AtomicU64,
+}
+
+impl AckWatch {
+    fn new() -> AckWatch {
+        AckWatch {
+            start: Instant::now(),
+            cursor: AtomicU64::new(0),
+            waiting_since: AtomicU64::new(0),
+        }
+    }
+
+    fn cursor(&self) -> u64 {
+        self.cursor.load(Ordering::Relaxed)
+    }
+
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64 + 1
+    }
+
+    /// Frame `seq` went out: the wait starts if nothing else was waiting.
+    fn sent(&self, seq: u64) {
+        self.cursor.store(seq + 1, Ordering::Relaxed);
+        let _ = self.waiting_since.compare_exchange(
+            0,
+            self.now(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// An ack arrived; `front` is the oldest frame still queued. Progress restarts the
+    /// wait for what is still unacknowledged, or ends it when everything sent is.
+    fn acked(&self, front: Option<u64>) {
+        let all = front.is_none_or(|seq| seq >= self.cursor());
+        let since = if all { 0 } else { self.now() };
+        self.waiting_since.store(since, Ordering::Relaxed);
+    }
+
+    /// Resolves once sent frames have waited `timeout` without an ack.
+    async fn expire(&self, timeout: Duration) -> String {
+        let timeout_ms = timeout.as_millis() as u64;
+        loop {
+            tokio::time::sleep(timeout / 4).await;
+            let since = self.waiting_since.load(Ordering::Relaxed);
+            if since != 0 && self.now().saturating_sub(since) >= timeout_ms {
+                return format!(
+                    "no acknowledgement for {timeout_ms} ms: the path is dead or the peer stalled; redialing"
+                );
+            }
+        }
     }
 }
 
@@ -889,6 +991,84 @@ mod tests {
             link.push(from, to, m);
         }
         expect(&mut inbox, 201..=400).await;
+        assert!(inbox.try_recv().is_err(), "no duplicates after the resend");
+    }
+
+    /// Copies `r` to `w` until the path is cut, then holds both ends open and silent.
+    async fn pipe(
+        mut r: tokio::net::tcp::OwnedReadHalf,
+        mut w: tokio::net::tcp::OwnedWriteHalf,
+        cut: Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut buf = vec![0u8; 4096];
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 || cut.load(Ordering::Acquire) || w.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        std::future::pending::<()>().await
+    }
+
+    /// A relay whose path the test can cut: once `cut` is set, every connection stops
+    /// forwarding for good (as a black-holed path leaves a TCP connection in its
+    /// retransmission backoff long after the heal) and new ones are accepted and never
+    /// forwarded; after the heal, new connections forward again.
+    async fn black_hole_relay(to: SocketAddr) -> (SocketAddr, Arc<std::sync::atomic::AtomicBool>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = cut.clone();
+        tokio::spawn(async move {
+            while let Ok((a, _)) = listener.accept().await {
+                let cut = flag.clone();
+                tokio::spawn(async move {
+                    if cut.load(Ordering::Acquire) {
+                        let _held = a;
+                        std::future::pending::<()>().await;
+                        return;
+                    }
+                    let b = TcpStream::connect(to).await.unwrap();
+                    let ((ar, aw), (br, bw)) = (a.into_split(), b.into_split());
+                    tokio::spawn(pipe(ar, bw, cut.clone()));
+                    pipe(br, aw, cut).await
+                });
+            }
+        });
+        (addr, cut)
+    }
+
+    /// A path that black-holes traffic (no reset, no acknowledgement) is declared dead
+    /// after the link's ack timeout, and the link redials until it gets through: after the
+    /// heal, what was pushed during the cut arrives within a handshake timeout and a
+    /// redial pause, in order, once. Without the watchdog it never arrives.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_link_redials_when_its_path_black_holes_and_resumes_after_the_heal() {
+        let (inbound_addr, mut inbox) = inbound(1024).await;
+        let (relay_addr, cut) = black_hole_relay(inbound_addr).await;
+        let timing = (Duration::ZERO, Duration::from_millis(300));
+        let link = spawn_link_timed(identity(1), NodeId(0), relay_addr, timing, 1024);
+        let push = |range: std::ops::RangeInclusive<u64>| {
+            for i in range {
+                let (from, to, m) = msg(i);
+                link.push(from, to, m);
+            }
+        };
+        push(1..=50);
+        expect(&mut inbox, 1..=50).await;
+        cut.store(true, Ordering::Release);
+        push(51..=100);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(inbox.try_recv().is_err(), "nothing crosses the cut");
+        cut.store(false, Ordering::Release);
+        let healed = Instant::now();
+        expect(&mut inbox, 51..=100).await;
+        let resumed = healed.elapsed();
+        assert!(
+            resumed < HANDSHAKE_TIMEOUT + REDIAL_MAX + Duration::from_secs(1),
+            "resumed {resumed:?} after the heal"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(inbox.try_recv().is_err(), "no duplicates after the resend");
     }
 
