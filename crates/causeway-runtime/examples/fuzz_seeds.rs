@@ -122,17 +122,15 @@ fn peer_frames() -> Vec<PeerFrame> {
         PeerFrame::Welcome {
             epoch: 5,
             delivered: 12,
+            proof: [0x3c; 32],
         },
         PeerFrame::Refused {
-            reason: "cluster 'other', this node is in cluster 'local'".into(),
+            reason: "the Hello does not match this node's cluster file".into(),
         },
         data(1, write),
         data(2, read),
         PeerFrame::Ack { delivered: 2 },
-        PeerFrame::Challenge {
-            nonce: [0xa5; 32],
-            proof: [0x3c; 32],
-        },
+        PeerFrame::Challenge { nonce: [0xa5; 32] },
         PeerFrame::Proof { proof: [0xc3; 32] },
     ]
 }

@@ -5,13 +5,17 @@
 //! itself (id and boot epoch), the node it expects, the cluster's shape from its
 //! cluster file (DCs, nodes per DC, partitions, replication factor: two nodes that place
 //! partitions differently must not talk) and a fresh random nonce. The listener checks
-//! it and answers `Challenge` with its own nonce and its proof of the cluster secret; the
-//! dialer checks that proof and answers `Proof` with its own (see [`crate::auth`] for
-//! what a proof covers). The listener then answers `Welcome` with its own epoch and the
-//! last sequence number it delivered from that sender epoch, or `Refused` with the reason
-//! at any step (and both sides log it). Only then does the dialer send `Data` frames
-//! numbered 1, 2, ... per sender epoch, and the listener answers with cumulative `Ack`s;
-//! a listener closes a connection sending anything but `Proof` after its `Challenge`.
+//! it and answers `Challenge` with its own nonce; the dialer proves first, answering
+//! `Proof` with its proof of the cluster secret (see [`crate::auth`] for what a proof
+//! covers). Only a dialer whose proof holds gets the listener's: `Welcome` carries it with
+//! the listener's epoch and the last sequence number it delivered from that sender epoch,
+//! and the dialer checks it before trusting anything else the listener says. So a
+//! stranger who connects learns no proof to guess the secret from offline. At any step the
+//! listener may answer `Refused`: before the dialer proved, with a reason that names only
+//! the wire version (the rest is in the listener's log), so a stranger learns nothing of
+//! the cluster. Only then does the dialer send `Data` frames numbered 1, 2, ... per sender
+//! epoch, and the listener answers with cumulative `Ack`s; a listener closes a connection
+//! sending anything but `Proof` after its `Challenge`.
 
 use crate::auth::{Nonce, Proof};
 use causeway_core::limits::FRAME_LEN_MAX;
@@ -34,8 +38,9 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// 10: Occult's replication heartbeat carries a floor per shard (`occult::msg::Floor`).
 /// 11: a register counts (`Update::RegisterIncrement`, `Effect::RegisterIncrement` and
 /// `CountedAssign`: new variants at the ends of their enums, so every earlier message
-/// decodes as before, but an earlier build cannot decode them).
-pub const PEER_WIRE_VERSION: u32 = 11;
+/// decodes as before, but an earlier build cannot decode them). 12: the dialer proves
+/// first (`Challenge` carries no proof; `Welcome` carries the listener's).
+pub const PEER_WIRE_VERSION: u32 = 12;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {
@@ -51,9 +56,11 @@ pub enum PeerFrame {
         /// The dialer's fresh random nonce.
         nonce: Nonce,
     },
+    /// The listener's acceptance of a dialer whose proof held, with its own proof.
     Welcome {
         epoch: u64,
         delivered: u64,
+        proof: Proof,
     },
     Refused {
         reason: String,
@@ -67,10 +74,10 @@ pub enum PeerFrame {
     Ack {
         delivered: u64,
     },
-    /// The listener's answer to an acceptable `Hello`: its nonce and its proof.
+    /// The listener's answer to an acceptable `Hello`: its nonce (its proof waits for the
+    /// dialer's).
     Challenge {
         nonce: Nonce,
-        proof: Proof,
     },
     /// The dialer's proof, its answer to `Challenge`.
     Proof {

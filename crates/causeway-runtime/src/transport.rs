@@ -330,23 +330,32 @@ async fn dial(
     let mut sink = FramedWrite::new(w, peer::codec());
     let mut source = FramedRead::new(r, peer::codec());
     send(&mut sink, &hello).await?;
-    let (peer_nonce, peer_proof) = match answer(&mut source).await? {
-        PeerFrame::Challenge { nonce, proof } => (nonce, proof),
+    let peer_nonce = match answer(&mut source).await? {
+        PeerFrame::Challenge { nonce } => nonce,
         other => return Err(unexpected(other)),
     };
+    // The dialer proves first: the listener's proof comes only to a dialer that knows the
+    // secret, so a stranger who connects collects nothing to guess it from offline.
     let t = me.transcript((me.node, &nonce), (peer, &peer_nonce));
-    if !auth::verify(&me.secret, Direction::Listener, &t, &peer_proof) {
-        return Err(DialError::Auth(
-            "wrong proof of the cluster secret (the cluster files disagree on `secret`)".into(),
-        ));
-    }
     let proof = auth::proof(&me.secret, Direction::Dialer, &t);
     send(&mut sink, &PeerFrame::Proof { proof }).await?;
     let welcome = answer(&mut source).await?;
     drop(source);
     drop(sink);
     match welcome {
-        PeerFrame::Welcome { epoch, delivered } => Ok((stream, epoch, delivered)),
+        PeerFrame::Welcome {
+            epoch,
+            delivered,
+            proof,
+        } => {
+            if !auth::verify(&me.secret, Direction::Listener, &t, &proof) {
+                return Err(DialError::Auth(
+                    "wrong proof of the cluster secret (the cluster files disagree on `secret`)"
+                        .into(),
+                ));
+            }
+            Ok((stream, epoch, delivered))
+        }
         other => Err(unexpected(other)),
     }
 }
@@ -553,6 +562,39 @@ fn next_frame(link: &Link, cursor: u64) -> Option<(u64, Option<Instant>, Bytes)>
     Some((q.seq, q.due, q.frame.clone()))
 }
 
+/// Why a listener refuses a dialer: what its log says, and what the dialer is told.
+struct Refusal {
+    logged: String,
+    told: String,
+}
+
+impl Refusal {
+    /// A refusal the dialer may read whole: about its own frames, or after its proof.
+    fn plain(reason: String) -> Refusal {
+        Refusal {
+            told: reason.clone(),
+            logged: reason,
+        }
+    }
+
+    /// A `Hello` that does not match this node, before the dialer proved it knows the
+    /// secret: a stranger learns only a wire-version mismatch (which an operator needs to
+    /// read on the dialer's side); the cluster name, protocol and placement stay in the log.
+    fn unproven(reason: String) -> Refusal {
+        let told = if reason.starts_with("wire version") {
+            reason.clone()
+        } else {
+            "the Hello does not match this node's cluster file (this node's log names the \
+             difference)"
+                .to_string()
+        };
+        Refusal {
+            logged: format!("it announced {reason}"),
+            told,
+        }
+    }
+}
+
 /// What a frame longer than its reader's limit is told, from the start.
 const OVERSIZED: &str = "oversized";
 
@@ -729,16 +771,18 @@ impl Inbound {
         let handshake = self.handshake(&mut source, &mut sink);
         let outcome = match tokio::time::timeout_at(deadline, handshake).await {
             Ok(outcome) => outcome?,
-            Err(_) => Err(format!(
+            Err(_) => Err(Refusal::plain(format!(
                 "no proof of the cluster secret within {} ms",
                 self.port.auth_timeout_ms
-            )),
+            ))),
         };
-        let (from, from_epoch) = match outcome {
+        let (from, from_epoch, proof) = match outcome {
             Ok(v) => v,
-            Err(reason) => {
-                crate::throttled!(error, REFUSED_PEERS, %addr, "refused a peer connection: {reason}");
-                let refused = peer::encode(&PeerFrame::Refused { reason })?;
+            Err(refusal) => {
+                crate::throttled!(error, REFUSED_PEERS, %addr, "refused a peer connection: {}", refusal.logged);
+                let refused = peer::encode(&PeerFrame::Refused {
+                    reason: refusal.told,
+                })?;
                 let _ = sink.send(refused).await;
                 return Ok(());
             }
@@ -759,6 +803,7 @@ impl Inbound {
         let welcome = PeerFrame::Welcome {
             epoch: self.me.epoch,
             delivered,
+            proof,
         };
         sink.send(peer::encode(&welcome)?)
             .await
@@ -767,57 +812,59 @@ impl Inbound {
             .await
     }
 
-    /// Checks the dialer's `Hello`, challenges it and checks its proof. The outer `Err`
-    /// is a broken connection; the inner one the reason to refuse the peer.
+    /// Checks the dialer's `Hello`, challenges it and checks its proof; the dialer's id
+    /// and epoch and this node's proof for its `Welcome`. The outer `Err` is a broken
+    /// connection; the inner one why the peer is refused.
     async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         &self,
         source: &mut FramedRead<R, LengthDelimitedCodec>,
         sink: &mut FramedWrite<W, LengthDelimitedCodec>,
-    ) -> Result<Result<(NodeId, u64), String>, String> {
+    ) -> Result<Result<(NodeId, u64, auth::Proof), Refusal>, String> {
         let me = &self.me;
         let hello = match next_frame_in_time(source).await {
             Ok(Some(hello)) => hello,
-            Ok(None) => return Ok(Err("no Hello in time".into())),
+            Ok(None) => return Ok(Err(Refusal::plain("no Hello in time".into()))),
             // Refused and logged as an error, not dropped quietly: the usual cause is a
             // node of another causeway version (peer wire version 4 and up decode here).
-            Err(e) if e.starts_with(OVERSIZED) => return Ok(Err(e)),
+            Err(e) if e.starts_with(OVERSIZED) => return Ok(Err(Refusal::plain(e))),
             Err(e) if e.starts_with("undecodable") => {
                 let why = format!("{e} (a node of another causeway version, or not a causeway node; this one speaks peer wire version {PEER_WIRE_VERSION})");
-                return Ok(Err(why));
+                return Ok(Err(Refusal::plain(why)));
             }
             Err(e) => return Err(e),
         };
         let checked = peer::check_hello(&hello, &me.cluster, &me.protocol, me.node, &me.topology);
         let (from, from_epoch) = match checked {
             Ok(v) => v,
-            Err(reason) => return Ok(Err(format!("it announced {reason}"))),
+            Err(reason) => return Ok(Err(Refusal::unproven(reason))),
         };
         let PeerFrame::Hello {
             nonce: dialer_nonce,
             ..
         } = hello
         else {
-            return Ok(Err("the first frame is not a Hello".into()));
+            return Ok(Err(Refusal::plain("the first frame is not a Hello".into())));
         };
         let nonce = auth::nonce()?;
-        let t = me.transcript((from, &dialer_nonce), (me.node, &nonce));
-        let proof = auth::proof(&me.secret, Direction::Listener, &t);
-        let challenge = peer::encode(&PeerFrame::Challenge { nonce, proof })?;
+        let challenge = peer::encode(&PeerFrame::Challenge { nonce })?;
         sink.send(challenge).await.map_err(|e| e.to_string())?;
+        let t = me.transcript((from, &dialer_nonce), (me.node, &nonce));
+        let refuse = |why: String| Ok(Err(Refusal::plain(why)));
         match next_frame_in_time(source).await? {
             Some(PeerFrame::Proof { proof }) => {
                 if auth::verify(&me.secret, Direction::Dialer, &t, &proof) {
-                    Ok(Ok((from, from_epoch)))
+                    let mine = auth::proof(&me.secret, Direction::Listener, &t);
+                    Ok(Ok((from, from_epoch, mine)))
                 } else {
-                    Ok(Err(format!("node {} failed authentication: wrong proof of the cluster secret (the cluster files disagree on `secret`)", from.0)))
+                    refuse(format!("node {} failed authentication: wrong proof of the cluster secret (the cluster files disagree on `secret`)", from.0))
                 }
             }
-            Some(other) => Ok(Err(format!(
+            Some(other) => refuse(format!(
                 "node {} sent {} instead of its proof of the cluster secret",
                 from.0,
                 frame_name(&other)
-            ))),
-            None => Ok(Err(format!("node {} sent no proof in time", from.0))),
+            )),
+            None => refuse(format!("node {} sent no proof in time", from.0)),
         }
     }
 

@@ -73,12 +73,13 @@ async fn recv(conn: &mut Conn) -> Option<PeerFrame> {
 }
 
 /// Dials node 0 as node 1 and answers its challenge with `answer(proof)` (given the
-/// proof the secret `secret` gives); returns the node's answer.
+/// proof the secret `secret` gives); returns the node's answer and whether a proof is the
+/// node's proof of `SECRET` in this handshake.
 async fn handshake(
     config: &ClusterConfig,
     secret: &str,
     answer: impl FnOnce(auth::Proof) -> PeerFrame,
-) -> (Conn, Option<PeerFrame>) {
+) -> (Conn, Option<PeerFrame>, impl Fn(&auth::Proof) -> bool) {
     let stream = TcpStream::connect(config.nodes[0].addr).await.unwrap();
     let mut conn = Framed::new(stream, peer::codec());
     let nonce = auth::nonce().unwrap();
@@ -93,11 +94,7 @@ async fn handshake(
         nonce,
     };
     send(&mut conn, &hello).await;
-    let Some(PeerFrame::Challenge {
-        nonce: theirs,
-        proof: _,
-    }) = recv(&mut conn).await
-    else {
+    let Some(PeerFrame::Challenge { nonce: theirs }) = recv(&mut conn).await else {
         panic!("the node challenges an acceptable Hello");
     };
     let t = Transcript {
@@ -110,7 +107,18 @@ async fn handshake(
     let proof = auth::proof(secret.as_bytes(), Direction::Dialer, &t);
     send(&mut conn, &answer(proof)).await;
     let reply = recv(&mut conn).await;
-    (conn, reply)
+    let cluster = config.cluster.clone();
+    let listeners = move |given: &auth::Proof| {
+        let t = Transcript {
+            cluster: &cluster,
+            dialer: 1,
+            dialer_nonce: &nonce,
+            listener: 0,
+            listener_nonce: &theirs,
+        };
+        auth::verify(SECRET.as_bytes(), Direction::Listener, &t, given)
+    };
+    (conn, reply, listeners)
 }
 
 async fn read_set(server: &Server) -> Vec<Vec<u8>> {
@@ -147,7 +155,7 @@ async fn a_peer_without_the_secret_is_refused_and_nothing_it_sent_is_applied() {
     let config = cluster(&dir);
     let server = Server::start(&config, &config.nodes[0].name).await.unwrap();
 
-    let (mut conn, reply) = handshake(&config, "not-the-secret-at-all-000", |proof| {
+    let (mut conn, reply, _) = handshake(&config, "not-the-secret-at-all-000", |proof| {
         PeerFrame::Proof { proof }
     })
     .await;
@@ -159,7 +167,7 @@ async fn a_peer_without_the_secret_is_refused_and_nothing_it_sent_is_applied() {
         "the node closed the connection"
     );
 
-    let (mut conn, reply) = handshake(&config, SECRET, |_| write_frame(b"no-proof")).await;
+    let (mut conn, reply, _) = handshake(&config, SECRET, |_| write_frame(b"no-proof")).await;
     let reason = refused(reply, "Data before the proof");
     assert!(
         reason.contains("a Data frame instead of its proof"),
@@ -177,11 +185,14 @@ async fn a_peer_without_the_secret_is_refused_and_nothing_it_sent_is_applied() {
         "nothing applied"
     );
 
-    let (mut conn, reply) = handshake(&config, SECRET, |proof| PeerFrame::Proof { proof }).await;
-    assert!(
-        matches!(reply, Some(PeerFrame::Welcome { .. })),
-        "{reply:?}"
-    );
+    let (mut conn, reply, listeners) =
+        handshake(&config, SECRET, |proof| PeerFrame::Proof { proof }).await;
+    match &reply {
+        Some(PeerFrame::Welcome { proof, .. }) => {
+            assert!(listeners(proof), "the Welcome carries the node's proof")
+        }
+        other => panic!("a Welcome, not {other:?}"),
+    }
     send(&mut conn, &write_frame(b"authenticated")).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while read_set(&server).await.is_empty() {
@@ -193,5 +204,51 @@ async fn a_peer_without_the_secret_is_refused_and_nothing_it_sent_is_applied() {
     }
     assert_eq!(read_set(&server).await, vec![b"authenticated".to_vec()]);
     drop(conn);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Before a dialer proves it knows the secret, a refusal names only a wire-version
+/// mismatch: a Hello of another cluster, protocol or node learns neither the node's cluster
+/// name, protocol nor placement, and the challenge to an acceptable Hello carries no proof
+/// (the `Challenge` frame has no room for one) to guess the secret from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_learns_nothing_of_the_cluster_before_it_proves() {
+    let dir = std::env::temp_dir().join(format!("cw-peer-stranger-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = cluster(&dir);
+    let server = Server::start(&config, &config.nodes[0].name).await.unwrap();
+    let ask = |cluster: &str, protocol: &str, version: u32| PeerFrame::Hello {
+        cluster: cluster.into(),
+        protocol: protocol.into(),
+        wire_version: version,
+        from: NodeId(1),
+        from_epoch: 1,
+        to: NodeId(0),
+        topology: config.topology(),
+        nonce: [7; 32],
+    };
+    let hellos = [
+        ask("guess", &config.protocol, PEER_WIRE_VERSION),
+        ask(&config.cluster, "cure", PEER_WIRE_VERSION),
+    ];
+    for hello in hellos {
+        let stream = TcpStream::connect(config.nodes[0].addr).await.unwrap();
+        let mut conn = Framed::new(stream, peer::codec());
+        send(&mut conn, &hello).await;
+        let reason = refused(recv(&mut conn).await, "a mismatching Hello");
+        for secret in [
+            config.cluster.as_str(),
+            config.protocol.as_str(),
+            "placement",
+        ] {
+            assert!(!reason.contains(secret), "'{reason}' discloses '{secret}'");
+        }
+    }
+    let stream = TcpStream::connect(config.nodes[0].addr).await.unwrap();
+    let mut conn = Framed::new(stream, peer::codec());
+    send(&mut conn, &ask(&config.cluster, &config.protocol, 1)).await;
+    let reason = refused(recv(&mut conn).await, "another wire version");
+    assert!(reason.contains("wire version 1"), "{reason}");
+    drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
