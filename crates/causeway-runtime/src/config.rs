@@ -13,8 +13,9 @@
 //! intra_dc_ms = 0.0              # optional extra one-way latency inside a DC
 //! password = "..."               # optional: clients (RESP and native) must give it
 //! session_scope = "endpoint"     # optional: or "connection" (a session's past is its own)
-//! secret = "..."                 # optional: cluster secret nodes prove to each other
+//! secret = "..."                 # cluster secret nodes prove to each other
 //! # secret_file = "cluster.secret" # or: a file holding it (16 to 1024 printable bytes)
+//! # insecure = true               # or neither: peers unauthenticated (tests only)
 //!
 //! [[nodes]]
 //! name = "dc1-n1"
@@ -321,13 +322,18 @@ pub struct ClusterConfig {
     /// SESSION`.
     #[serde(default, skip_serializing_if = "SessionScope::is_endpoint")]
     pub session_scope: SessionScope,
-    /// The cluster secret nodes prove to each other when they connect (none: peers are
-    /// not authenticated, and each node warns at startup). At most one of `secret` and
-    /// `secret_file` (a file holding the secret, trailing newline ignored).
+    /// The cluster secret nodes prove to each other when they connect. At most one of
+    /// `secret` and `secret_file` (a file holding the secret, trailing newline ignored).
+    /// Without either a node refuses to start unless `insecure` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_file: Option<PathBuf>,
+    /// Start without a cluster secret: peer connections are not authenticated, so anyone
+    /// who reaches a node's peer port can inject messages (tests on one machine only;
+    /// `causeway server --insecure` sets it too).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
     /// TLS on node links and client ports (none: plain TCP).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsConfig>,
@@ -1009,6 +1015,7 @@ pub fn local_cluster(
         session_scope: SessionScope::Endpoint,
         secret: None,
         secret_file: None,
+        insecure: false,
         tls: None,
         limits: Limits::default(),
         timing: Timing::default(),

@@ -60,6 +60,9 @@ pub struct Server {
     background: Vec<tokio::task::JoinHandle<()>>,
 }
 
+/// Why a node without a cluster secret does not start.
+pub const NO_SECRET: &str = "no cluster secret configured: peer connections would not be authenticated, and anyone who could reach this node's peer port could inject messages; fix: set `secret` or `secret_file` in the cluster file (`causeway up` writes a random one), or, for a test on one machine, `insecure = true` or `causeway server --insecure` (docs/OPERATIONS.md, Security)";
+
 async fn bind(addr: std::net::SocketAddr, what: &str) -> Result<TcpListener, String> {
     TcpListener::bind(addr)
         .await
@@ -73,9 +76,12 @@ impl Server {
         let (recovered, machine) = recover_machine(config, &placement)?;
         let secret = config.cluster_secret()?;
         if secret.is_none() {
+            if !config.insecure {
+                return Err(NO_SECRET.to_string());
+            }
             tracing::warn!(
                 node = node_name,
-                "no cluster secret configured: peer connections are not authenticated, anyone who can reach this node's peer port can inject messages; fix: set `secret` or `secret_file` in the cluster file (docs/OPERATIONS.md, Security)"
+                "no cluster secret configured and `insecure` set: peer connections are not authenticated, anyone who can reach this node's peer port can inject messages"
             );
         }
         let me = Identity {

@@ -252,3 +252,24 @@ async fn a_stranger_learns_nothing_of_the_cluster_before_it_proves() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A node whose cluster file has no secret does not start (its peers could not
+/// authenticate it, nor it them), and says how to fix it; `insecure` starts it anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_a_secret_refuses_to_start_unless_insecure() {
+    let dir = std::env::temp_dir().join(format!("cw-peer-nosecret-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut config = cluster(&dir);
+    config.secret = None;
+    let e = Server::start(&config, &config.nodes[0].name)
+        .await
+        .err()
+        .expect("no secret, no start");
+    assert_eq!(e, causeway_runtime::NO_SECRET);
+    assert!(e.contains("fix: set `secret`"), "{e}");
+    config.insecure = true;
+    let server = Server::start(&config, &config.nodes[0].name).await;
+    assert!(server.is_ok(), "insecure starts: {:?}", server.err());
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -35,6 +35,10 @@ pub struct ServerArgs {
     /// Log level: error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     log: String,
+    /// Start even though the cluster file has no `secret`: peer connections are then not
+    /// authenticated (a test on one machine only)
+    #[arg(long)]
+    insecure: bool,
 }
 
 /// Sends `tracing` events to stderr at `level` and above.
@@ -92,13 +96,14 @@ pub fn run(args: ServerArgs) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    let config = match ClusterConfig::load(&args.config) {
+    let mut config = match ClusterConfig::load(&args.config) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
+    config.insecure |= args.insecure;
     if !config.runtime.transparent_huge_pages {
         disable_transparent_huge_pages();
     }
