@@ -88,7 +88,8 @@ enum Mode {
     UniStore,
     /// §8.1 STRONG: every txn strong, conflicts by the ad-hoc relation.
     Strong,
-    /// §8.1 REDBLUE: every two strong txns conflict, one central certifier.
+    /// §8.1 REDBLUE: every two strong txns sharing a key conflict, whatever their types
+    /// (ad-hoc relation, no declared rules), one central certifier.
     RedBlue,
 }
 
