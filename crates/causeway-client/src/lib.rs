@@ -21,7 +21,9 @@
 pub mod wire;
 
 use causeway_core::crdt::{ObjType, Update};
-use causeway_core::{Key, ObjValue, OpId, ReadValue, Request, Response, TxnId, TxnKind, Value};
+use causeway_core::{
+    Key, ObjValue, OpId, ReadValue, Request, Response, Secret, TxnId, TxnKind, Value,
+};
 use std::fmt;
 use std::io;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -84,7 +86,7 @@ pub struct Options {
     /// The cluster the client expects (`None`: any).
     pub cluster: Option<String>,
     /// The server's password, when it has one (the cluster file's `password`).
-    pub password: Option<String>,
+    pub password: Option<Secret>,
     /// Speak TLS, trusting the CA certificates of this PEM file (the cluster file's
     /// `tls.ca_file`; `causeway up --tls` writes DIR/tls/ca.pem). `None`: plain TCP.
     pub tls_ca_file: Option<std::path::PathBuf>,

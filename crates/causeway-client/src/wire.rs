@@ -9,7 +9,7 @@
 //! session's causal state lives in the server for as long as the connection is open.
 
 use causeway_core::limits::FRAME_LEN_MAX;
-use causeway_core::{Request, Response, SessionId};
+use causeway_core::{Request, Response, Secret, SessionId};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 
@@ -25,7 +25,7 @@ pub enum ClientFrame {
         cluster: Option<String>,
         /// The server's password (the cluster file's `password`, as RESP's AUTH takes);
         /// ignored by a server without one. Sent in clear: see docs/OPERATIONS.md.
-        password: Option<String>,
+        password: Option<Secret>,
     },
     Request(Request),
 }
@@ -157,6 +157,23 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_hello_debugs_without_its_password_and_encodes_it_as_before() {
+        let hello = ClientFrame::Hello {
+            wire_version: CLIENT_WIRE_VERSION,
+            cluster: None,
+            password: Some("s3cret-pass".into()),
+        };
+        assert!(!format!("{hello:?}").contains("s3cret"), "{hello:?}");
+        let bytes = postcard::to_allocvec(&hello).unwrap();
+        let tail = b"s3cret-pass";
+        assert!(
+            bytes.windows(tail.len()).any(|w| w == tail),
+            "a plain string on the wire"
+        );
+        assert_eq!(postcard::from_bytes::<ClientFrame>(&bytes).unwrap(), hello);
+    }
 
     #[test]
     fn a_resp_or_http_answer_where_a_length_belongs_is_named_with_its_line() {

@@ -18,6 +18,7 @@ pub mod fuzzing;
 pub mod ids;
 pub mod limits;
 pub mod sansio;
+pub mod secret;
 pub mod topology;
 
 pub use api::{ObjValue, ReadValue, Request, Response, SessionScope, TxnKind};
@@ -26,4 +27,5 @@ pub use crdt::{ArbTs, Effect, ObjType, Object, Op, Update};
 pub use error::Error;
 pub use ids::{Addr, DcId, Key, NodeId, OpId, PartitionId, SessionId, TxnId, Value};
 pub use sansio::{ClientSession, Ctx, Lsn, Output, ServerNode, TrueTime};
+pub use secret::Secret;
 pub use topology::Topology;

@@ -25,7 +25,7 @@ use crate::session::{SessionFactory, SessionHandle};
 use crate::txn::{Scope, Tx};
 use bytes::Bytes;
 use causeway_core::crdt::COUNTER_OVERFLOW;
-use causeway_core::{Error, Key, ObjType, ObjValue, Request, Response, TxnKind};
+use causeway_core::{Error, Key, ObjType, ObjValue, Request, Response, Secret, TxnKind};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
@@ -34,7 +34,7 @@ use std::sync::Arc;
 pub struct Shared<F> {
     pub factory: F,
     /// `AUTH` password; connections must authenticate when set.
-    pub password: Option<String>,
+    pub password: Option<Secret>,
     /// Connections open now.
     pub clients: AtomicUsize,
 }

@@ -15,7 +15,7 @@ fn shared(
 ) -> Arc<Shared<MemoryFactory>> {
     Arc::new(Shared {
         factory: cluster.factory(dc),
-        password: password.map(str::to_string),
+        password: password.map(Into::into),
         clients: AtomicUsize::new(1),
     })
 }

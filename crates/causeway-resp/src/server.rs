@@ -27,6 +27,7 @@ use crate::reply::Reply;
 use crate::session::SessionFactory;
 use bytes::BytesMut;
 use causeway_core::limits::PASSWORD_LEN_MAX;
+use causeway_core::Secret;
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -42,7 +43,7 @@ use tokio::time::Instant;
 pub struct RespConfig {
     /// When set, clients must `AUTH` (or `HELLO ... AUTH default <password>`) first; at
     /// most `PASSWORD_LEN_MAX` bytes.
-    pub password: Option<String>,
+    pub password: Option<Secret>,
     /// Most connections open at once; one more is told so and closed.
     pub connections_max: usize,
     /// Most connections open at once that have not authenticated yet (with a password);

@@ -47,7 +47,7 @@
 use crate::gateway::SessionScope;
 use causeway_core::limits::PASSWORD_LEN_MAX;
 use causeway_core::topology::SLOTS;
-use causeway_core::{DcId, NodeId, PartitionId, Topology};
+use causeway_core::{DcId, NodeId, PartitionId, Secret, Topology};
 use causeway_protocols::{NodeConfig, Params, PROTOCOLS};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -314,7 +314,7 @@ pub struct ClusterConfig {
     pub intra_dc_ms: f64,
     /// Password RESP clients must give with AUTH (none: no authentication).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub password: Option<String>,
+    pub password: Option<Secret>,
     /// Whose causal past a client session starts each transaction from: `"endpoint"`
     /// (default: every connection of the node's endpoint, per user, so a write
     /// acknowledged to one connection is visible to the next transaction of any) or
@@ -326,7 +326,7 @@ pub struct ClusterConfig {
     /// `secret` and `secret_file` (a file holding the secret, trailing newline ignored).
     /// Without either a node refuses to start unless `insecure` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret: Option<String>,
+    pub secret: Option<Secret>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_file: Option<PathBuf>,
     /// Start without a cluster secret: peer connections are not authenticated, so anyone
@@ -571,7 +571,7 @@ impl ClusterConfig {
 
     /// The cluster secret, read from `secret_file` when the file names one; `None` when
     /// the file configures none.
-    pub fn cluster_secret(&self) -> Result<Option<String>, String> {
+    pub fn cluster_secret(&self) -> Result<Option<Secret>, String> {
         if let Some(secret) = &self.secret {
             return Ok(Some(secret.clone()));
         }
@@ -590,7 +590,7 @@ impl ClusterConfig {
             .map_err(|e| field("secret_file", format!("{}: {e}", path.display()), fix))?;
         let secret = text.trim_end_matches(['\n', '\r']).to_string();
         check_secret("secret_file", &secret)?;
-        Ok(Some(secret))
+        Ok(Some(secret.into()))
     }
 
     fn validate_dcs(&self) -> Result<(), String> {
@@ -1173,6 +1173,21 @@ mod tests {
     }
 
     #[test]
+    fn debug_output_shows_neither_the_secret_nor_the_password() {
+        let mut c = local();
+        c.secret = Some("cluster-secret-0123456789".into());
+        c.password = Some("client-password-42".into());
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("cluster-secret") && !shown.contains("client-password"));
+        assert!(shown.contains(causeway_core::secret::REDACTED), "{shown}");
+        let text = c.to_toml();
+        assert!(
+            text.contains("cluster-secret-0123456789"),
+            "the file keeps it: {text}"
+        );
+    }
+
+    #[test]
     fn a_secret_is_length_checked_and_read_from_its_file() {
         let mut c = local();
         assert_eq!(c.cluster_secret(), Ok(None));
@@ -1183,7 +1198,7 @@ mod tests {
         c.secret = Some("short".into());
         let e = c.validate().unwrap_err();
         assert!(e.contains("`secret`") && e.contains("5 bytes"), "{e}");
-        c.secret = Some("x".repeat(SECRET_LEN_MAX + 1));
+        c.secret = Some("x".repeat(SECRET_LEN_MAX + 1).into());
         assert!(c.validate().unwrap_err().contains("`secret`"));
         c.secret = Some("has a space in it, sadly".into());
         assert!(c.validate().unwrap_err().contains("printable"));

@@ -33,8 +33,7 @@ pub fn client_frame(data: &[u8]) {
                 && cluster.as_deref().is_none_or(|c| c == CLUSTER));
         let refusal = hello_refusal(&frame, CLUSTER, None);
         assert_eq!(refusal.is_none(), open, "{frame:?}: {refusal:?}");
-        let authed =
-            matches!(&frame, ClientFrame::Hello { password: Some(p), .. } if p == PASSWORD);
+        let authed = matches!(&frame, ClientFrame::Hello { password: Some(p), .. } if p.expose() == PASSWORD);
         let refusal = hello_refusal(&frame, CLUSTER, Some(PASSWORD));
         assert_eq!(refusal.is_none(), open && authed, "{frame:?}: {refusal:?}");
     }

@@ -19,7 +19,7 @@ use crate::tls::Stream;
 use causeway_client::wire::{self, ClientFrame, ServerFrame, Welcome, CLIENT_WIRE_VERSION};
 use causeway_core::limits::{FRAME_LEN_MAX, PREAUTH_FRAME_LEN_MAX};
 pub use causeway_core::SessionScope;
-use causeway_core::{DcId, Error, NodeId, Request, Response, SessionId};
+use causeway_core::{DcId, Error, NodeId, Request, Response, Secret, SessionId};
 use futures_util::{SinkExt, StreamExt};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,7 +37,7 @@ pub struct GatewayInfo {
     pub node_name: String,
     pub dc: DcId,
     pub dc_names: Vec<String>,
-    pub password: Option<String>,
+    pub password: Option<Secret>,
     /// The scope a new session shares its past with ([`SessionScope`]).
     pub session_scope: SessionScope,
 }
@@ -636,7 +636,7 @@ mod tests {
         let hello = |password: Option<&str>| ClientFrame::Hello {
             wire_version: CLIENT_WIRE_VERSION,
             cluster: Some("c".into()),
-            password: password.map(str::to_string),
+            password: password.map(Into::into),
         };
         let pw = Some("s3cret");
         assert_eq!(hello_refusal(&hello(Some("s3cret")), "c", pw), None);

@@ -93,7 +93,7 @@ impl Server {
             name: node_name.to_string(),
             epoch: recovered.epoch,
             topology: config.topology(),
-            secret: std::sync::Arc::from(secret.unwrap_or_default().into_bytes()),
+            secret: std::sync::Arc::from(secret.as_deref().unwrap_or_default().as_bytes()),
             tls: load_tls(config)?,
         };
         let peers = bind(placement.spec.addr, "addr").await?;

@@ -100,8 +100,8 @@ pub struct NetMsg {
     pub msg: Msg,
 }
 
-/// Who this node is, as the handshake states it.
-#[derive(Clone, Debug)]
+/// Who this node is, as the handshake states it. `Debug` leaves the secret out.
+#[derive(Clone)]
 pub struct Identity {
     pub cluster: String,
     pub protocol: String,
@@ -114,6 +114,21 @@ pub struct Identity {
     pub secret: Arc<[u8]>,
     /// TLS on node links (none: plain TCP).
     pub tls: Option<Arc<Tls>>,
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("cluster", &self.cluster)
+            .field("protocol", &self.protocol)
+            .field("node", &self.node)
+            .field("name", &self.name)
+            .field("epoch", &self.epoch)
+            .field("topology", &self.topology)
+            .field("secret", &causeway_core::secret::REDACTED)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 impl Identity {
@@ -998,6 +1013,16 @@ mod tests {
             secret: Arc::from(&b"test secret 0123456789"[..]),
             tls: None,
         }
+    }
+
+    #[test]
+    fn an_identity_debugs_without_its_secret() {
+        let shown = format!("{:?}", identity(3));
+        assert!(!shown.contains("test secret"), "{shown}");
+        assert!(
+            shown.contains("n3") && shown.contains("<redacted>"),
+            "{shown}"
+        );
     }
 
     fn msg(i: u64) -> (Addr, Addr, Msg) {

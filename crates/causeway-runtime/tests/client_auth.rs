@@ -27,7 +27,7 @@ fn cluster(dir: &std::path::Path) -> ClusterConfig {
 fn connect(addr: SocketAddr, password: Option<&str>) -> Result<Client, ClientError> {
     let options = Options {
         connect_timeout_ms: 5_000,
-        password: password.map(str::to_string),
+        password: password.map(Into::into),
         ..Options::default()
     };
     Client::connect_with(addr, options)

@@ -191,7 +191,8 @@ pub fn run(args: CliArgs) -> ExitCode {
         password: args
             .password
             .clone()
-            .or_else(|| std::env::var(PASSWORD_ENV).ok()),
+            .or_else(|| std::env::var(PASSWORD_ENV).ok())
+            .map(Into::into),
         tls_ca_file: args.tls_ca.clone(),
         retry_refused: false,
         ..Default::default()

@@ -472,7 +472,7 @@ fn write_json(settings: &Settings, rows: &[Row], path: &std::path::Path) -> Resu
 fn prepare(settings: Settings) -> Result<(RunCtx, Tally), String> {
     let options = Options {
         request_timeout_ms: REQUEST_TIMEOUT_MS,
-        password: settings.password.clone(),
+        password: settings.password.clone().map(Into::into),
         tls_ca_file: settings.tls_ca.clone(),
         ..Options::default()
     };

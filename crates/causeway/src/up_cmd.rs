@@ -335,7 +335,7 @@ fn prepare(args: &UpArgs) -> Result<(ClusterConfig, PathBuf), String> {
         }
     }
     if config.secret.is_none() {
-        config.secret = Some(random_secret()?);
+        config.secret = Some(random_secret()?.into());
     }
     ensure_tls_files(&config)?;
     write_private(&path, &config.to_toml())?;
@@ -885,11 +885,15 @@ mod tests {
         let (config, path) = prepare(&a).unwrap();
         let secret = config.secret.clone().expect("a secret");
         assert_eq!(secret.len(), 64);
-        assert!(secret.bytes().all(|b| b.is_ascii_hexdigit()), "{secret}");
+        assert!(
+            secret.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{}",
+            secret.expose()
+        );
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let on_disk = ClusterConfig::load(&path).unwrap();
-        assert_eq!(on_disk.secret.as_deref(), Some(secret.as_str()));
+        assert_eq!(on_disk.secret.as_deref(), Some(secret.expose()));
         let (again, _) = prepare(&a).unwrap();
         assert_eq!(again.secret, Some(secret), "a rerun keeps the secret");
         let other =

@@ -79,7 +79,7 @@ async fn run(args: Args) -> std::io::Result<()> {
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
         println!("dc{} RESP on {}", dc + 1, listener.local_addr()?);
         let config = RespConfig {
-            password: args.password.clone(),
+            password: args.password.clone().map(Into::into),
             ..RespConfig::default()
         };
         servers.spawn(serve(listener, cluster.factory(dc), config));
