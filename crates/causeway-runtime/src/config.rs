@@ -15,6 +15,7 @@
 //! session_scope = "endpoint"     # optional: or "connection" (a session's past is its own)
 //! secret = "..."                 # cluster secret nodes prove to each other
 //! # secret_file = "cluster.secret" # or: a file holding it (16 to 1024 printable bytes)
+//! # keyring_dir = "keys"          # or: each node's link keys in keys/<name>.keyring
 //! # insecure = true               # or neither: peers unauthenticated (tests only)
 //!
 //! [[nodes]]
@@ -329,6 +330,11 @@ pub struct ClusterConfig {
     pub secret: Option<Secret>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_file: Option<PathBuf>,
+    /// Instead of a secret: the directory of per-node keyrings (`causeway keyring`), from
+    /// which each node reads `<its name>.keyring`, the keys of its own links only, so a
+    /// node whose files leak cannot pose as another ([`crate::keyring`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyring_dir: Option<PathBuf>,
     /// Start without a cluster secret: peer connections are not authenticated, so anyone
     /// who reaches a node's peer port can inject messages (tests on one machine only;
     /// `causeway server --insecure` sets it too).
@@ -563,10 +569,27 @@ impl ClusterConfig {
                 "keep only one of them",
             ));
         }
+        if self.keyring_dir.is_some() && (self.secret.is_some() || self.secret_file.is_some()) {
+            return Err(field(
+                "keyring_dir",
+                "given together with a cluster secret",
+                "keep only one: a node with the secret can derive every node's keys",
+            ));
+        }
         match &self.secret {
             Some(secret) => check_secret("secret", secret),
             None => Ok(()),
         }
+    }
+
+    /// What node `name` proves its links with: its keyring (`keyring_dir`), else the
+    /// cluster secret; `None` when the file configures neither.
+    pub fn node_keys(&self, name: &str) -> Result<Option<crate::auth::Keys>, String> {
+        if let Some(dir) = &self.keyring_dir {
+            return crate::keyring::load(self, dir, name).map(Some);
+        }
+        let secret = self.cluster_secret()?;
+        Ok(secret.map(|s| crate::auth::Keys::Secret(std::sync::Arc::from(s.as_bytes()))))
     }
 
     /// The cluster secret, read from `secret_file` when the file names one; `None` when
@@ -1015,6 +1038,7 @@ pub fn local_cluster(
         session_scope: SessionScope::Endpoint,
         secret: None,
         secret_file: None,
+        keyring_dir: None,
         insecure: false,
         tls: None,
         limits: Limits::default(),

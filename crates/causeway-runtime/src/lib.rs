@@ -24,6 +24,7 @@ pub mod dashboard;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gateway;
+pub mod keyring;
 pub mod metrics_http;
 pub mod node;
 pub mod peer;
@@ -63,7 +64,7 @@ pub struct Server {
 }
 
 /// Why a node without a cluster secret does not start.
-pub const NO_SECRET: &str = "no cluster secret configured: peer connections would not be authenticated, and anyone who could reach this node's peer port could inject messages; fix: set `secret` or `secret_file` in the cluster file (`causeway up` writes a random one), or, for a test on one machine, `insecure = true` or `causeway server --insecure` (docs/OPERATIONS.md, Security)";
+pub const NO_SECRET: &str = "no cluster secret configured: peer connections would not be authenticated, and anyone who could reach this node's peer port could inject messages; fix: set `secret`, `secret_file` or `keyring_dir` in the cluster file (`causeway up` writes a random secret), or, for a test on one machine, `insecure = true` or `causeway server --insecure` (docs/OPERATIONS.md, Security)";
 
 async fn bind(addr: std::net::SocketAddr, what: &str) -> Result<TcpListener, String> {
     TcpListener::bind(addr)
@@ -76,8 +77,8 @@ impl Server {
     pub async fn start(config: &ClusterConfig, node_name: &str) -> Result<Server, String> {
         let placement = config.placement(node_name)?;
         let (recovered, machine) = recover_machine(config, &placement)?;
-        let secret = config.cluster_secret()?;
-        if secret.is_none() {
+        let keys = config.node_keys(node_name)?;
+        if keys.is_none() {
             if !config.insecure {
                 return Err(NO_SECRET.to_string());
             }
@@ -93,7 +94,7 @@ impl Server {
             name: node_name.to_string(),
             epoch: recovered.epoch,
             topology: config.topology(),
-            secret: std::sync::Arc::from(secret.as_deref().unwrap_or_default().as_bytes()),
+            keys: keys.unwrap_or_else(|| auth::Keys::Secret(std::sync::Arc::from(&b""[..]))),
             tls: load_tls(config)?,
         };
         let peers = bind(placement.spec.addr, "addr").await?;

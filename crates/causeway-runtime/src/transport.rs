@@ -110,8 +110,8 @@ pub struct Identity {
     pub epoch: u64,
     /// The cluster's placement from this node's cluster file (peers must agree on it).
     pub topology: Topology,
-    /// The cluster secret both ends of a link prove they know (empty: none configured).
-    pub secret: Arc<[u8]>,
+    /// The keys this node proves its links with (the cluster secret, or its keyring).
+    pub keys: auth::Keys,
     /// TLS on node links (none: plain TCP).
     pub tls: Option<Arc<Tls>>,
 }
@@ -125,13 +125,22 @@ impl std::fmt::Debug for Identity {
             .field("name", &self.name)
             .field("epoch", &self.epoch)
             .field("topology", &self.topology)
-            .field("secret", &causeway_core::secret::REDACTED)
+            .field("keys", &self.keys)
             .field("tls", &self.tls.is_some())
             .finish()
     }
 }
 
+/// Why a link key's proof can be wrong, for the log.
+const WHY_WRONG: &str = "the nodes' `secret`s differ, a keyring is from another secret, or \
+                         the peer is not the node it claims to be";
+
 impl Identity {
+    /// The key of this node's link to `peer` (none when its keyring lacks one).
+    fn link_key(&self, peer: NodeId) -> Option<auth::LinkKey> {
+        self.keys.link(&self.cluster, self.node.0, peer.0)
+    }
+
     /// The handshake transcript of a link from `dialer` to `listener`.
     fn transcript<'a>(
         &'a self,
@@ -379,7 +388,13 @@ async fn dial(
     // The dialer proves first: the listener's proof comes only to a dialer that knows the
     // secret, so a stranger who connects collects nothing to guess it from offline.
     let t = me.transcript((me.node, &nonce), (peer, &peer_nonce));
-    let proof = auth::proof(&me.secret, Direction::Dialer, &t);
+    let Some(key) = me.link_key(peer) else {
+        return Err(DialError::Auth(format!(
+            "this node's keyring has no key for node {} (run `causeway keyring` again)",
+            peer.0
+        )));
+    };
+    let proof = auth::proof(&key, Direction::Dialer, &t);
     send(&mut sink, &PeerFrame::Proof { proof }).await?;
     let welcome = answer(&mut source).await?;
     drop(source);
@@ -390,11 +405,10 @@ async fn dial(
             delivered,
             proof,
         } => {
-            if !auth::verify(&me.secret, Direction::Listener, &t, &proof) {
-                return Err(DialError::Auth(
-                    "wrong proof of the cluster secret (the cluster files disagree on `secret`)"
-                        .into(),
-                ));
+            if !auth::verify(&key, Direction::Listener, &t, &proof) {
+                return Err(DialError::Auth(format!(
+                    "wrong proof of the link key ({WHY_WRONG})"
+                )));
             }
             Ok((stream, epoch, delivered))
         }
@@ -900,15 +914,20 @@ impl Inbound {
         let refuse = |why: String| Ok(Err(Refusal::plain(why)));
         match next_frame_in_time(source).await? {
             Some(PeerFrame::Proof { proof }) => {
-                if auth::verify(&me.secret, Direction::Dialer, &t, &proof) {
-                    let mine = auth::proof(&me.secret, Direction::Listener, &t);
-                    Ok(Ok((from, from_epoch, mine)))
-                } else {
-                    refuse(format!("node {} failed authentication: wrong proof of the cluster secret (the cluster files disagree on `secret`)", from.0))
+                let key = me.link_key(from);
+                match key.filter(|k| auth::verify(k, Direction::Dialer, &t, &proof)) {
+                    Some(key) => {
+                        let mine = auth::proof(&key, Direction::Listener, &t);
+                        Ok(Ok((from, from_epoch, mine)))
+                    }
+                    None => refuse(format!(
+                        "node {} failed authentication: wrong proof of the link key ({WHY_WRONG})",
+                        from.0
+                    )),
                 }
             }
             Some(other) => refuse(format!(
-                "node {} sent {} instead of its proof of the cluster secret",
+                "node {} sent {} instead of its proof of the link key",
                 from.0,
                 frame_name(&other)
             )),
@@ -1010,7 +1029,7 @@ mod tests {
             name: format!("n{node}"),
             epoch: 1,
             topology: Topology::full(2, 1, 2),
-            secret: Arc::from(&b"test secret 0123456789"[..]),
+            keys: auth::Keys::Secret(Arc::from(&b"test secret 0123456789"[..])),
             tls: None,
         }
     }

@@ -72,12 +72,27 @@ async fn recv(conn: &mut Conn) -> Option<PeerFrame> {
     }
 }
 
+/// The key of the link between node `from` and node 0 that the secret `secret` gives.
+fn key_to_0(config: &ClusterConfig, secret: &str, from: u32) -> auth::LinkKey {
+    auth::link_key(secret.as_bytes(), &config.cluster, from, 0)
+}
+
 /// Dials node 0 as node 1 and answers its challenge with `answer(proof)` (given the
 /// proof the secret `secret` gives); returns the node's answer and whether a proof is the
 /// node's proof of `SECRET` in this handshake.
 async fn handshake(
     config: &ClusterConfig,
     secret: &str,
+    answer: impl FnOnce(auth::Proof) -> PeerFrame,
+) -> (Conn, Option<PeerFrame>, impl Fn(&auth::Proof) -> bool) {
+    handshake_as(config, 1, key_to_0(config, secret, 1), answer).await
+}
+
+/// Dials node 0 claiming to be node `from`, proving with the link key `key`.
+async fn handshake_as(
+    config: &ClusterConfig,
+    from: u32,
+    key: auth::LinkKey,
     answer: impl FnOnce(auth::Proof) -> PeerFrame,
 ) -> (Conn, Option<PeerFrame>, impl Fn(&auth::Proof) -> bool) {
     let stream = TcpStream::connect(config.nodes[0].addr).await.unwrap();
@@ -87,7 +102,7 @@ async fn handshake(
         cluster: config.cluster.clone(),
         protocol: config.protocol.clone(),
         wire_version: PEER_WIRE_VERSION,
-        from: NodeId(1),
+        from: NodeId(from),
         from_epoch: 1,
         to: NodeId(0),
         topology: config.topology(),
@@ -99,24 +114,25 @@ async fn handshake(
     };
     let t = Transcript {
         cluster: &config.cluster,
-        dialer: 1,
+        dialer: from,
         dialer_nonce: &nonce,
         listener: 0,
         listener_nonce: &theirs,
     };
-    let proof = auth::proof(secret.as_bytes(), Direction::Dialer, &t);
+    let proof = auth::proof(&key, Direction::Dialer, &t);
     send(&mut conn, &answer(proof)).await;
     let reply = recv(&mut conn).await;
     let cluster = config.cluster.clone();
+    let true_key = key_to_0(config, SECRET, from);
     let listeners = move |given: &auth::Proof| {
         let t = Transcript {
             cluster: &cluster,
-            dialer: 1,
+            dialer: from,
             dialer_nonce: &nonce,
             listener: 0,
             listener_nonce: &theirs,
         };
-        auth::verify(SECRET.as_bytes(), Direction::Listener, &t, given)
+        auth::verify(&true_key, Direction::Listener, &t, given)
     };
     (conn, reply, listeners)
 }
@@ -204,6 +220,42 @@ async fn a_peer_without_the_secret_is_refused_and_nothing_it_sent_is_applied() {
     }
     assert_eq!(read_set(&server).await, vec![b"authenticated".to_vec()]);
     drop(conn);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With keyrings (`causeway keyring`), node 0 holds only its own links' keys and the
+/// cluster file no secret: a node proving with its own keyring is welcome, and one holding
+/// node 2's keyring cannot claim to be node 1 (the key of link 1-0 is in neither's hands).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_keyrings_a_node_cannot_claim_another_nodes_id() {
+    let dir = std::env::temp_dir().join(format!("cw-peer-keyring-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut config = local_cluster("eventual", 2, 2, dir.clone(), 7100, 7000).unwrap();
+    for node in &mut config.nodes {
+        node.addr = free_addr();
+        node.client_addr = None;
+        node.resp_addr = None;
+    }
+    let name_of_2 = config.placements()[2].spec.name.clone();
+    let keys = dir.join("keys");
+    causeway_runtime::keyring::write_all(&config, SECRET.as_bytes(), &keys).unwrap();
+    config.secret = None;
+    config.keyring_dir = Some(keys.clone());
+    config.validate().unwrap();
+    let server = Server::start(&config, &config.nodes[0].name).await.unwrap();
+    let ring_of_2 = causeway_runtime::keyring::load(&config, &keys, &name_of_2).unwrap();
+    let stolen = ring_of_2.link(&config.cluster, 2, 0).unwrap();
+    let (_conn, reply, _) =
+        handshake_as(&config, 1, stolen, |proof| PeerFrame::Proof { proof }).await;
+    let reason = refused(reply, "node 2's key under node 1's id");
+    assert!(reason.contains("node 1 failed authentication"), "{reason}");
+    let (_conn, reply, listeners) =
+        handshake_as(&config, 2, stolen, |proof| PeerFrame::Proof { proof }).await;
+    match &reply {
+        Some(PeerFrame::Welcome { proof, .. }) => assert!(listeners(proof), "node 0's proof"),
+        other => panic!("node 2 with its own key is welcome, not {other:?}"),
+    }
+    drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

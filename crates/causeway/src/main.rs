@@ -7,6 +7,7 @@ mod check_cmd;
 mod cli_cmd;
 #[cfg(test)]
 mod cli_doc;
+mod keyring_cmd;
 mod load_cmd;
 mod server_cmd;
 mod sim_cmd;
@@ -44,6 +45,9 @@ enum Command {
     Check(check_cmd::CheckArgs),
     /// Run one node of a cluster (`--config FILE --node NAME`).
     Server(server_cmd::ServerArgs),
+    /// Write each node's keyring (its links' keys) from the cluster secret, so no host holds
+    /// a key that proves another node's id.
+    Keyring(keyring_cmd::KeyringArgs),
     /// Run a whole local multi-DC cluster on loopback until Ctrl-C.
     Up(up_cmd::UpArgs),
     /// Kill, start or restart a node or a DC of a running `up` by name; `status` lists them.
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Check(args) => check_cmd::run(args),
         Command::Server(args) => server_cmd::run(args),
+        Command::Keyring(args) => keyring_cmd::run(args),
         Command::Up(args) => up_cmd::run(args),
         Command::Ctl(args) => up_cmd::ctl::run(args),
         Command::Cli(args) => cli_cmd::run(args),

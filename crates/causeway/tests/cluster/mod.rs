@@ -81,6 +81,7 @@ impl Cluster {
             session_scope: Default::default(),
             secret: Some("test-cluster-secret-0123".into()),
             secret_file: None,
+            keyring_dir: None,
             insecure: false,
             tls: None,
             limits: Limits::default(),
