@@ -274,10 +274,18 @@ impl<F: SessionFactory> Conn<F> {
     /// long idle) left nothing behind, so the command runs again on a fresh snapshot, up
     /// to [`STANDALONE_RETRIES_MAX`] times; any other error is answered as it is. Either
     /// way the session ends idle: a failed attempt is aborted if still open.
+    ///
+    /// A `WRONGTYPE` runs the command once more, knowing the type the store holds each of
+    /// its keys as ([`Conn::homes`]): a key freed by `DEL` takes a write of any type, as a
+    /// part of another type (`crdt`), and a key that shows such a part reads as it.
     async fn standalone(&mut self, cmd: DataCmd) -> Reply {
         let mut attempt = 0;
+        let mut homes: Option<BTreeMap<Key, ObjType>> = None;
         loop {
             let mut tx = Tx::begin(self.session(), Scope::Command);
+            if let Some(h) = &homes {
+                tx.set_homes(h.clone());
+            }
             let result = match cmd.run_borrowed(&mut tx).await {
                 Ok(reply) => tx.commit().await.map(|()| reply),
                 Err(e) => Err(e),
@@ -287,11 +295,38 @@ impl<F: SessionFactory> Conn<F> {
                 Err(e) => e,
             };
             tx.abort().await;
+            if matches!(e, Error::WrongType { .. }) && homes.is_none() {
+                homes = Some(self.homes(&cmd).await);
+                continue;
+            }
             attempt += 1;
             if !matches!(e, Error::Aborted(_)) || attempt > STANDALONE_RETRIES_MAX {
                 return error_reply(&e);
             }
         }
+    }
+
+    /// The type the store holds each key of `cmd` as (the type of its first write), in a
+    /// read-only transaction of its own: a read as a register succeeds, or names the type.
+    async fn homes(&mut self, cmd: &DataCmd) -> BTreeMap<Key, ObjType> {
+        let mut keys = Vec::new();
+        cmd.keys(|k| keys.push(k.clone()));
+        let mut tx = Tx::begin(self.session(), Scope::Command);
+        let mut homes = BTreeMap::new();
+        for key in keys {
+            let home = match tx.read(vec![(key.clone(), ObjType::Lww)]).await {
+                Err(Error::WrongType { expected, .. }) => {
+                    tx.continue_after_refused_read();
+                    expected
+                }
+                _ => ObjType::Lww,
+            };
+            homes.insert(key, home);
+        }
+        if tx.commit().await.is_err() {
+            tx.abort().await;
+        }
+        homes
     }
 
     /// The command as one that may share a transaction with its pipelined neighbours

@@ -46,7 +46,7 @@ use causeway_core::{Error, Key, ObjType, ObjValue, ReadValue, Request, Update, V
 use std::collections::BTreeSet;
 
 /// The value a deleted register holds. Writing it with `SET` is refused.
-pub const LWW_TOMBSTONE: &[u8] = b"\x00causeway:deleted\x00";
+pub const LWW_TOMBSTONE: &[u8] = causeway_core::crdt::TOMBSTONE;
 
 /// `SET`'s condition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,6 +240,11 @@ impl DataCmd {
     /// Calls `on_key` with each key the command names and `on_value` with each value
     /// (register values, set elements), without collecting them: every command is
     /// checked, and two vectors per command were a visible share of a pipelined run.
+    /// Calls `on_key` with each key the command names.
+    pub fn keys(&self, on_key: impl FnMut(&Key)) {
+        self.visit(on_key, |_| {});
+    }
+
     fn visit(&self, mut on_key: impl FnMut(&Key), mut on_value: impl FnMut(&Value)) {
         match self {
             DataCmd::Get(k)
@@ -481,7 +486,7 @@ async fn set<H: SessionHandle>(
 }
 
 /// Whether a read value counts as an existing key.
-fn present(value: &ObjValue) -> bool {
+pub(crate) fn present(value: &ObjValue) -> bool {
     match value {
         ObjValue::Lww(v) => live(v.clone()).is_some(),
         ObjValue::Counter(n) => *n != 0,

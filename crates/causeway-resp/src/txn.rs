@@ -42,6 +42,11 @@ pub struct Tx<'a, H: SessionHandle> {
     /// adding it again would change nothing (see [`Tx::update`]). At most one entry per
     /// update. Keyed by key, then member, so a lookup borrows both.
     added: BTreeMap<Key, BTreeSet<Value>>,
+    /// Per key, the type the store holds it as, where a command writes another type to it
+    /// (a key freed by `DEL` takes any type: `crdt`'s parts): reads ask for that type and
+    /// updates go wrapped in `Update::Part`. Empty except when a command runs again
+    /// after a `WRONGTYPE` ([`Tx::set_homes`]); at most one entry per key of a command.
+    homes: BTreeMap<Key, ObjType>,
 }
 
 impl<'a, H: SessionHandle> Tx<'a, H> {
@@ -64,6 +69,24 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             commit_sent: false,
             seen: BTreeMap::new(),
             added: BTreeMap::new(),
+            homes: BTreeMap::new(),
+        }
+    }
+
+    /// Sets the types the store holds keys as (see `homes`), before the command runs.
+    pub fn set_homes(&mut self, homes: BTreeMap<Key, ObjType>) {
+        self.homes = homes;
+    }
+
+    /// `update` as the store takes it: wrapped in `Update::Part` when the key is held as
+    /// another type (`homes`).
+    fn in_part(&self, key: &Key, update: Update) -> Update {
+        match self.homes.get(key) {
+            Some(&home) if home != update.obj_type() => Update::Part {
+                key_type: home,
+                update: Box::new(update),
+            },
+            _ => update,
         }
     }
 
@@ -78,6 +101,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             commit_sent: false,
             seen: BTreeMap::new(),
             added: BTreeMap::new(),
+            homes: BTreeMap::new(),
         }
     }
 
@@ -103,6 +127,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             return;
         }
         self.see_update(&key, &update);
+        let update = self.in_part(&key, update);
         self.pending.push(Request::Update { key, update });
     }
 
@@ -236,12 +261,49 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
 
     /// Sends the queued requests, then `Read(keys)`, then `after`, then a `Commit` if
     /// `finish` and this transaction is a standalone command's. Returns what was read.
+    /// Each value read is of the type asked for: a key that shows another type (a part,
+    /// `crdt`) is refused with `WRONGTYPE` naming it, or read as empty if it shows nothing.
     pub async fn read_then(
         &mut self,
         keys: Vec<(Key, ObjType)>,
         after: Vec<Request>,
         finish: bool,
     ) -> Result<Vec<ReadValue>, Error> {
+        let asked: Vec<ObjType> = keys.iter().map(|(_, t)| *t).collect();
+        let keys = match self.homes.is_empty() {
+            true => keys,
+            false => keys
+                .into_iter()
+                .map(|(k, t)| match self.homes.get(&k) {
+                    Some(&home) => (k, home),
+                    None => (k, t),
+                })
+                .collect(),
+        };
+        let mut values = self.read_then_raw(keys, after, finish).await?;
+        for (read, t) in values.iter_mut().zip(asked) {
+            as_type(read, t)?;
+        }
+        Ok(values)
+    }
+
+    /// [`Tx::read_then`] answering what each key shows, whatever its type.
+    async fn read_then_raw(
+        &mut self,
+        keys: Vec<(Key, ObjType)>,
+        after: Vec<Request>,
+        finish: bool,
+    ) -> Result<Vec<ReadValue>, Error> {
+        let after: Vec<Request> = after
+            .into_iter()
+            .map(|r| match r {
+                Request::Update { key, update } => {
+                    let update = self.in_part(&key, update);
+                    Request::Update { key, update }
+                }
+                other => other,
+            })
+            .collect();
         if let Some(values) = self.seen_values(&keys) {
             for req in after {
                 self.queue(req);
@@ -347,11 +409,11 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         finish: bool,
     ) -> Result<ObjValue, Error> {
         let keys = vec![(key.clone(), first)];
-        match self.read_then(keys, Vec::new(), finish).await {
+        match self.read_then_raw(keys, Vec::new(), finish).await {
             Ok(mut values) => Ok(take_value(&mut values)),
             Err(Error::WrongType { expected, .. }) if expected != first => {
                 let keys = vec![(key.clone(), expected)];
-                let mut values = self.read_then(keys, Vec::new(), finish).await?;
+                let mut values = self.read_then_raw(keys, Vec::new(), finish).await?;
                 Ok(take_value(&mut values))
             }
             Err(e) => Err(e),
@@ -366,7 +428,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         first: ObjType,
     ) -> Result<Vec<ObjValue>, Error> {
         let typed = keys.iter().map(|k| (k.clone(), first)).collect();
-        match self.read(typed).await {
+        match self.read_then_raw(typed, Vec::new(), false).await {
             Ok(values) => Ok(values.into_iter().map(|v| v.value).collect()),
             Err(Error::WrongType { .. }) => {
                 let mut out = Vec::with_capacity(keys.len());
@@ -476,6 +538,30 @@ pub(crate) fn type_of(value: &ObjValue) -> ObjType {
         ObjValue::Set(_) => ObjType::Set,
         ObjValue::MvReg(_) => ObjType::MvReg,
     }
+}
+
+/// The type of object a value shows.
+pub(crate) fn value_type(value: &ObjValue) -> ObjType {
+    match value {
+        ObjValue::Lww(_) => ObjType::Lww,
+        ObjValue::Counter(_) => ObjType::Counter,
+        ObjValue::Set(_) => ObjType::Set,
+        ObjValue::MvReg(_) => ObjType::MvReg,
+    }
+}
+
+/// Makes `read` a value of type `t`: as it is if of that type, empty if it shows nothing
+/// (a key freed by `DEL` whose store type is another), else `WRONGTYPE` naming its type.
+fn as_type(read: &mut ReadValue, t: ObjType) -> Result<(), Error> {
+    let shown = value_type(&read.value);
+    if shown == t {
+        return Ok(());
+    }
+    if crate::data::present(&read.value) {
+        return Err(crate::data::wrongtype(shown, t));
+    }
+    read.value = causeway_core::crdt::Object::new(t).value();
+    Ok(())
 }
 
 fn take_value(values: &mut Vec<ReadValue>) -> ObjValue {
