@@ -275,9 +275,10 @@ impl<F: SessionFactory> Conn<F> {
     /// to [`STANDALONE_RETRIES_MAX`] times; any other error is answered as it is. Either
     /// way the session ends idle: a failed attempt is aborted if still open.
     ///
-    /// A `WRONGTYPE` runs the command once more, knowing the type the store holds each of
-    /// its keys as ([`Conn::homes`]): a key freed by `DEL` takes a write of any type, as a
-    /// part of another type (`crdt`), and a key that shows such a part reads as it.
+    /// A `WRONGTYPE` of a blind write (`SET`, `MSET`) runs it once more, knowing the type
+    /// the store holds each of its keys as ([`Conn::homes`]): a key freed by `DEL` takes a
+    /// write of any type, as a part of another type (`crdt`). Commands that read learn
+    /// that in their transaction ([`Tx::read_then`]).
     async fn standalone(&mut self, cmd: DataCmd) -> Reply {
         let mut attempt = 0;
         let mut homes: Option<BTreeMap<Key, ObjType>> = None;
@@ -295,7 +296,7 @@ impl<F: SessionFactory> Conn<F> {
                 Err(e) => e,
             };
             tx.abort().await;
-            if matches!(e, Error::WrongType { .. }) && homes.is_none() {
+            if matches!(e, Error::WrongType { .. }) && homes.is_none() && cmd.writes_blind() {
                 homes = Some(self.homes(&cmd).await);
                 continue;
             }
@@ -307,19 +308,18 @@ impl<F: SessionFactory> Conn<F> {
     }
 
     /// The type the store holds each key of `cmd` as (the type of its first write), in a
-    /// read-only transaction of its own: a read as a register succeeds, or names the type.
+    /// read-only transaction of its own ([`Tx::read_any`] learns it).
     async fn homes(&mut self, cmd: &DataCmd) -> BTreeMap<Key, ObjType> {
         let mut keys = Vec::new();
         cmd.keys(|k| keys.push(k.clone()));
         let mut tx = Tx::begin(self.session(), Scope::Command);
         let mut homes = BTreeMap::new();
         for key in keys {
-            let home = match tx.read(vec![(key.clone(), ObjType::Lww)]).await {
-                Err(Error::WrongType { expected, .. }) => {
-                    tx.continue_after_refused_read();
-                    expected
-                }
-                _ => ObjType::Lww,
+            let home = match tx.read_any(&key, ObjType::Lww, false).await {
+                Ok(shown) => tx
+                    .home(&key)
+                    .unwrap_or_else(|| crate::txn::value_type(&shown)),
+                Err(_) => ObjType::Lww,
             };
             homes.insert(key, home);
         }

@@ -280,11 +280,54 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
                 })
                 .collect(),
         };
-        let mut values = self.read_then_raw(keys, after, finish).await?;
+        let single = (keys.len() == 1 && after.is_empty()).then(|| keys[0].0.clone());
+        let mut values = match self.read_then_raw(keys, after, finish).await {
+            // A counter asked of a string, or a string of a counter, is the caller's to
+            // handle (both are Redis strings: `INCR` of a string counts in the register,
+            // deleted or not, and `GET` prints a counter).
+            Err(Error::WrongType { expected, found })
+                if single.is_some() && !strings(expected, found) =>
+            {
+                let key = single.expect("checked");
+                return self.read_as_home(key, expected, found, finish).await;
+            }
+            other => other?,
+        };
         for (read, t) in values.iter_mut().zip(asked) {
             as_type(read, t)?;
         }
         Ok(values)
+    }
+
+    /// A read of `key` as `asked` that the store refused because it holds the key as
+    /// `home`: read as `home`, it is a value of `asked` if it shows that type or nothing
+    /// (a key freed by `DEL`; later updates of it go as parts), else `WRONGTYPE`.
+    async fn read_as_home(
+        &mut self,
+        key: Key,
+        home: ObjType,
+        asked: ObjType,
+        finish: bool,
+    ) -> Result<Vec<ReadValue>, Error> {
+        self.continue_after_refused_read();
+        let keys = vec![(key.clone(), home)];
+        let mut values = self.read_then_raw(keys, Vec::new(), finish).await?;
+        for read in values.iter_mut() {
+            // Refused as the store refused it, in its words.
+            as_type(read, asked).map_err(|_| crate::data::wrongtype(home, asked))?;
+        }
+        self.homes.insert(key, home);
+        Ok(values)
+    }
+
+    /// The type the store holds `key` as, where known to differ from what it shows.
+    pub fn home(&self, key: &Key) -> Option<ObjType> {
+        self.homes.get(key).copied()
+    }
+
+    /// Whether `key` is known to be held as a type it may not show (see `homes`).
+    pub fn has_home(&self, key: &Key) -> bool {
+        self.homes.contains_key(key)
     }
 
     /// [`Tx::read_then`] answering what each key shows, whatever its type.
@@ -409,15 +452,22 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         finish: bool,
     ) -> Result<ObjValue, Error> {
         let keys = vec![(key.clone(), first)];
-        match self.read_then_raw(keys, Vec::new(), finish).await {
-            Ok(mut values) => Ok(take_value(&mut values)),
+        let (home, value) = match self.read_then_raw(keys, Vec::new(), finish).await {
+            Ok(mut values) => (first, take_value(&mut values)),
             Err(Error::WrongType { expected, .. }) if expected != first => {
+                self.continue_after_refused_read();
                 let keys = vec![(key.clone(), expected)];
                 let mut values = self.read_then_raw(keys, Vec::new(), finish).await?;
-                Ok(take_value(&mut values))
+                (expected, take_value(&mut values))
             }
-            Err(e) => Err(e),
+            Err(e) => return Err(e),
+        };
+        // A key that shows another type than the store holds it as: its updates of that
+        // type go as parts (see `homes`).
+        if value_type(&value) != home {
+            self.homes.insert(key.clone(), home);
         }
+        Ok(value)
     }
 
     /// Reads several keys whatever their types: all as `first` in one read, or one by one
@@ -429,7 +479,15 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
     ) -> Result<Vec<ObjValue>, Error> {
         let typed = keys.iter().map(|k| (k.clone(), first)).collect();
         match self.read_then_raw(typed, Vec::new(), false).await {
-            Ok(values) => Ok(values.into_iter().map(|v| v.value).collect()),
+            Ok(values) => {
+                // Held as `first`, each: one that shows another type has parts.
+                for v in &values {
+                    if value_type(&v.value) != first {
+                        self.homes.insert(v.key.clone(), first);
+                    }
+                }
+                Ok(values.into_iter().map(|v| v.value).collect())
+            }
             Err(Error::WrongType { .. }) => {
                 let mut out = Vec::with_capacity(keys.len());
                 for key in keys {
@@ -538,6 +596,12 @@ pub(crate) fn type_of(value: &ObjValue) -> ObjType {
         ObjValue::Set(_) => ObjType::Set,
         ObjValue::MvReg(_) => ObjType::MvReg,
     }
+}
+
+/// Whether both types are Redis strings (a register, a counter).
+fn strings(a: ObjType, b: ObjType) -> bool {
+    let string = |t| matches!(t, ObjType::Lww | ObjType::Counter);
+    string(a) && string(b)
 }
 
 /// The type of object a value shows.
