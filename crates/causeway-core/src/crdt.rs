@@ -36,6 +36,18 @@
 //! one counts as 0. A register that never counted keeps [`State::Lww`] and plain
 //! [`Effect::Assign`]s; its first increment turns it into [`State::CountedLww`], so
 //! states, records and wire messages of registers that never count are unchanged.
+//!
+//! **A key freed by `DEL` takes any type again.** The stores keep a key's type of its first
+//! write (its home). While the key shows nothing ([`TOMBSTONE`] or no value, a counter of 0,
+//! no member), an update of another type may take it: [`Update::Part`] wraps it, its effect
+//! is an [`Effect::Part`] of the home type (so every store handles it as the key's own), and
+//! the state becomes [`State::Parts`]: the home state plus one part per other type written,
+//! each with the greatest `(timestamp, id)` of its ops. The key shows the non-empty other part
+//! with the greatest of those, else its home ([`shown_type`]). Each part is a CRDT of its own
+//! and the choice is a maximum, so replicas agree in any delivery order. The rule this gives:
+//! a write of another type after a `DEL` wins over writes of the home type concurrent with
+//! them (they stay hidden in the home part until a `DEL` of what shows reaches them too).
+//! Keys that never change type keep their states and effects byte for byte.
 
 use crate::error::Error;
 use crate::ids::{OpId, Value};
@@ -740,35 +752,35 @@ fn state_value(state: &State) -> crate::api::ObjValue {
 
 /// The deletions of `effect` alone in `state` (see [`Object::apply`]).
 fn delete_in(state: &mut State, effect: &Effect) {
-        match (state, effect) {
-            (
-                State::Set { elems },
-                Effect::Add {
-                    elem,
-                    replaces: ids,
-                },
-            )
-            | (State::Set { elems }, Effect::Remove { elem, tags: ids }) => {
-                if let Some(live) = elems.get_mut(elem) {
-                    live.remove_all(ids);
-                    if live.is_empty() {
-                        elems.remove(elem);
-                    }
+    match (state, effect) {
+        (
+            State::Set { elems },
+            Effect::Add {
+                elem,
+                replaces: ids,
+            },
+        )
+        | (State::Set { elems }, Effect::Remove { elem, tags: ids }) => {
+            if let Some(live) = elems.get_mut(elem) {
+                live.remove_all(ids);
+                if live.is_empty() {
+                    elems.remove(elem);
                 }
             }
-            (State::MvReg { entries }, Effect::MvAssign { dominated, .. }) => {
-                for d in dominated {
-                    entries.remove(d);
-                }
-            }
-            (State::Parts { home, .. }, e) if !e.is_part() => delete_in(home, e),
-            (State::Parts { parts, .. }, Effect::Part { effect, .. }) => {
-                if let Some(p) = parts.get_mut(&effect.obj_type()) {
-                    delete_in(&mut p.state, effect);
-                }
-            }
-            _ => {}
         }
+        (State::MvReg { entries }, Effect::MvAssign { dominated, .. }) => {
+            for d in dominated {
+                entries.remove(d);
+            }
+        }
+        (State::Parts { home, .. }, e) if !e.is_part() => delete_in(home, e),
+        (State::Parts { parts, .. }, Effect::Part { effect, .. }) => {
+            if let Some(p) = parts.get_mut(&effect.obj_type()) {
+                delete_in(&mut p.state, effect);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Applies `effect` (`op`'s, or the effect a part wraps) to `state`.
@@ -848,7 +860,10 @@ fn apply_part(state: &mut State, op: &Op, effect: &Effect) {
         unreachable!("made parts above")
     };
     let t = effect.obj_type();
-    assert!(t != state_type(home), "a part of the key's own type: {op:?}");
+    assert!(
+        t != state_type(home),
+        "a part of the key's own type: {op:?}"
+    );
     let stamp = (op.ts, op.id);
     let part = parts.entry(t).or_insert_with(|| Part {
         state: new_state(t),
@@ -1261,7 +1276,10 @@ mod tests {
         assert_eq!(bytes[0], 5, "Parts is the sixth state");
         assert_eq!(postcard::from_bytes::<Object>(&bytes).unwrap(), k4);
         let tag = |b: Vec<u8>| b[0];
-        assert_eq!(tag(postcard::to_allocvec(&part(ObjType::Set, set("v"))).unwrap()), 6);
+        assert_eq!(
+            tag(postcard::to_allocvec(&part(ObjType::Set, set("v"))).unwrap()),
+            6
+        );
         assert_eq!(tag(postcard::to_allocvec(&s.effect).unwrap()), 7);
     }
 
