@@ -8,6 +8,8 @@
 //! distribution per DC (`cdf`); `unistore` defines UniStore's, on the AWS-like round trips
 //! of `regions`, and `paris` PaRiS's (Fig. 2 and 4-6), on the simulator's default WAN.
 
+#![forbid(unsafe_code)]
+
 pub mod calibrate;
 pub mod catalogue;
 pub mod cdf;

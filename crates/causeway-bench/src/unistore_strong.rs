@@ -2,11 +2,11 @@
 //!
 //! - `unistore-rubis` (Fig. 3): throughput vs mean latency on the RUBiS bidding mix for
 //!   `unistore` (PoR: causal txns plus strong ones certified per partition), `redblue`
-//!   (every two strong txns conflict, one central certifier), `strong` (every txn strong)
-//!   and `causal` (`unistore` with the section `strong_txns = false`), on 3 DCs in
-//!   Virginia, California and Frankfurt with the certification leaders in Virginia, as in
-//!   the paper. The report adds each curve's latency by txn kind and client DC at its
-//!   peak ([`crate::report`]).
+//!   (every two strong txns sharing a key conflict, whatever their types, one central
+//!   certifier), `strong` (every txn strong) and `causal` (`unistore` with the section
+//!   `strong_txns = false`), on 3 DCs in Virginia, California and Frankfurt with the
+//!   certification leaders in Virginia, as in the paper. The report adds each curve's
+//!   latency by txn kind and client DC at its peak ([`crate::report`]).
 //! - `unistore-scalability` (Fig. 4): unistore's peak throughput as the nodes (and
 //!   partitions) per DC grow, on a microbenchmark of update txns on 3 uniform keys, for
 //!   0%, 10% and 100% strong txns, and a contended variant where 20% of the strong txns

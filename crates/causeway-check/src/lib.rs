@@ -4,6 +4,8 @@
 //! order-restrictions for strong transactions ([`por`], under a [`conflict`] relation),
 //! Occult's PC-PSI ([`pcpsi`]) and convergence ([`convergence`]). A violation names the transactions and the edges involved.
 
+#![forbid(unsafe_code)]
+
 pub mod conflict;
 pub mod convergence;
 #[doc(hidden)]

@@ -16,6 +16,8 @@
 //! c.commit().unwrap();
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod wire;
 
 use causeway_core::crdt::{ObjType, Update};

@@ -5,6 +5,8 @@
 //! types, the sans-IO contract every protocol state machine implements, limits and errors.
 //! Nothing here touches IO, the system clock, threads or unseeded randomness.
 
+#![forbid(unsafe_code)]
+
 pub mod abort_reasons;
 pub mod api;
 pub mod clock;

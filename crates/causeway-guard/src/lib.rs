@@ -6,3 +6,5 @@
 //! unseeded random generator or hash-seeded maps, nor depend on tokio or getrandom; and no
 //! source file under `crates/` may leave a placeholder macro behind. The crate has no
 //! code of its own: it exists so that `cargo test` runs these checks with the rest.
+
+#![forbid(unsafe_code)]

@@ -14,6 +14,8 @@
 //! [`NodeConfig`], which every protocol, the kit and the registry import from there, not
 //! from this file; this file holds only module declarations, re-exports and the registry.
 
+#![forbid(unsafe_code)]
+
 // The lower floors' macros first: `#[macro_use]` puts `mutations!`, the `sweep_*!` shapes
 // and `flavor_protocol!` in scope of every module declared after them, which then name no
 // path through this file.

@@ -19,6 +19,8 @@
 //! transactions, [`plan`] runs a pipelined group in one exchange where it can, [`admin`] answers connection commands, [`reply`] encodes RESP2/RESP3,
 //! [`server`] owns the sockets, [`limits`] bounds everything.
 
+#![forbid(unsafe_code)]
+
 pub mod admin;
 pub mod cluster;
 pub mod commands;

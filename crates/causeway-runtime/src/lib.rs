@@ -15,6 +15,8 @@
 //! measurement samples into published gauges.
 //! Any protocol of `causeway_protocols::PROTOCOLS` runs unchanged, chosen by name.
 
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod config;
 pub mod control;

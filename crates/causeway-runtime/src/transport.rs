@@ -88,6 +88,10 @@ pub fn keepalive(stream: &TcpStream) -> std::io::Result<()> {
 
 /// A full link queue logs its drops once per this many.
 const DROP_LOG_EVERY: u64 = 10_000;
+/// Most bytes of encoded frames waiting on one link (unsent or unacknowledged), beside
+/// `limits.link_queue_max` messages: a peer away for minutes must not pin gigabytes of
+/// large messages (up to `FRAME_LEN_MAX` each) in its sender.
+pub const LINK_QUEUE_BYTES_MAX: usize = 256 << 20;
 
 /// A message delivered by the network to the node task.
 pub struct NetMsg {
@@ -142,6 +146,8 @@ struct LinkQueue {
     next_seq: u64,
     /// Contiguous sequence numbers: sent-but-unacknowledged first, then unsent.
     queue: VecDeque<Queued>,
+    /// The frames' bytes in `queue`.
+    bytes: usize,
     peer_epoch: Option<u64>,
     dropped: u64,
 }
@@ -158,6 +164,8 @@ pub struct Link {
     restarts: Arc<AtomicU64>,
     /// [`LINK_ACK_TIMEOUT`], shorter in tests.
     ack_timeout: Duration,
+    /// [`LINK_QUEUE_BYTES_MAX`], smaller in tests.
+    bytes_max: usize,
 }
 
 impl Link {
@@ -178,38 +186,50 @@ impl Link {
         self.state.lock().expect("link lock").queue.len()
     }
 
-    /// Queues `msg` for the peer; it leaves once the emulated latency has passed.
+    /// Queues `msg` for the peer; it leaves once the emulated latency has passed. A full
+    /// queue (by messages or bytes) drops it, logged.
     pub fn push(&self, from: Addr, to: Addr, msg: Msg) {
         let mut s = self.state.lock().expect("link lock");
-        if s.queue.len() >= self.queue_max {
-            s.dropped += 1;
-            // One line for the first drop and then one per DROP_LOG_EVERY: a peer away for
-            // minutes would otherwise write a line per message.
-            if s.dropped % DROP_LOG_EVERY == 1 {
-                tracing::error!(
-                    peer = self.peer.0,
-                    dropped = s.dropped,
-                    "link queue full ({} messages): dropping messages (logged once per {DROP_LOG_EVERY}); the peer is too slow or down, and the protocol's catch-up resends what matters when it is back",
-                    self.queue_max
-                );
-            }
-            return;
-        }
-        s.next_seq += 1;
-        let seq = s.next_seq;
-        match peer::encode(&PeerFrame::Data { seq, from, to, msg }) {
-            Ok(frame) => {
-                let due = (!self.latency.is_zero()).then(|| Instant::now() + self.latency);
-                s.queue.push_back(Queued { seq, due, frame });
-            }
+        let seq = s.next_seq + 1;
+        let frame = match peer::encode(&PeerFrame::Data { seq, from, to, msg }) {
+            Ok(frame) => frame,
             Err(e) => {
-                s.next_seq -= 1;
                 tracing::error!(peer = self.peer.0, "cannot send a message: {e}");
                 return;
             }
+        };
+        if s.queue.len() >= self.queue_max || s.bytes + frame.len() > self.bytes_max {
+            self.drop_one(&mut s);
+            return;
         }
+        s.next_seq = seq;
+        s.bytes += frame.len();
+        let due = (!self.latency.is_zero()).then(|| Instant::now() + self.latency);
+        s.queue.push_back(Queued { seq, due, frame });
         drop(s);
         self.notify.notify_one();
+    }
+
+    /// Counts a message dropped by a full queue: one line for the first drop and then one
+    /// per DROP_LOG_EVERY (a peer away for minutes would otherwise write a line per message).
+    fn drop_one(&self, s: &mut LinkQueue) {
+        s.dropped += 1;
+        if s.dropped % DROP_LOG_EVERY == 1 {
+            tracing::error!(
+                peer = self.peer.0,
+                dropped = s.dropped,
+                "link queue full ({} messages, {} bytes of at most {} and {}): dropping messages (logged once per {DROP_LOG_EVERY}); the peer is too slow or down, and the protocol's catch-up resends what matters when it is back",
+                s.queue.len(),
+                s.bytes,
+                self.queue_max,
+                self.bytes_max
+            );
+        }
+    }
+
+    /// Messages dropped because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.state.lock().expect("link lock").dropped
     }
 }
 
@@ -221,18 +241,24 @@ pub fn spawn_link(
     latency: Duration,
     queue_max: usize,
 ) -> Link {
-    spawn_link_timed(me, peer, addr, (latency, LINK_ACK_TIMEOUT), queue_max)
+    let limits = (queue_max, LINK_QUEUE_BYTES_MAX);
+    spawn_link_timed(me, peer, addr, (latency, LINK_ACK_TIMEOUT), limits)
 }
 
-/// [`spawn_link`] with the emulated latency and the acknowledgement timeout given.
+/// [`spawn_link`] with the emulated latency and the acknowledgement timeout given, and the
+/// queue's limits in messages and bytes.
 fn spawn_link_timed(
     me: Identity,
     peer: NodeId,
     addr: SocketAddr,
     (latency, ack_timeout): (Duration, Duration),
-    queue_max: usize,
+    (queue_max, bytes_max): (usize, usize),
 ) -> Link {
     assert!(!ack_timeout.is_zero(), "a link needs an ack timeout");
+    assert!(
+        bytes_max >= FRAME_LEN_MAX,
+        "a link queue holds a largest frame"
+    );
     let link = Link {
         peer,
         state: Arc::new(Mutex::new(LinkQueue::default())),
@@ -241,6 +267,7 @@ fn spawn_link_timed(
         queue_max,
         restarts: Arc::new(AtomicU64::new(0)),
         ack_timeout,
+        bytes_max,
     };
     let task = link.clone();
     tokio::spawn(async move { run_link(me, task, addr).await });
@@ -399,6 +426,7 @@ fn adopt(link: &Link, epoch: u64, delivered: u64) {
         Some(old) if old != epoch => {
             let lost = s.queue.len();
             s.queue.clear();
+            s.bytes = 0;
             link.restarts.fetch_add(1, Ordering::Release);
             tracing::warn!(
                 peer = link.peer.0,
@@ -415,8 +443,13 @@ fn adopt(link: &Link, epoch: u64, delivered: u64) {
 
 fn ack(s: &mut LinkQueue, delivered: u64) {
     while s.queue.front().is_some_and(|q| q.seq <= delivered) {
-        s.queue.pop_front();
+        let q = s.queue.pop_front().expect("a front");
+        s.bytes -= q.frame.len();
     }
+    assert!(
+        !s.queue.is_empty() || s.bytes == 0,
+        "an empty queue holds no bytes"
+    );
 }
 
 /// Sends queued messages and processes acknowledgements until the connection fails.
@@ -1094,7 +1127,8 @@ mod tests {
         let (inbound_addr, mut inbox) = inbound(1024).await;
         let (relay_addr, cut) = black_hole_relay(inbound_addr).await;
         let timing = (Duration::ZERO, Duration::from_millis(300));
-        let link = spawn_link_timed(identity(1), NodeId(0), relay_addr, timing, 1024);
+        let limits = (1024, LINK_QUEUE_BYTES_MAX);
+        let link = spawn_link_timed(identity(1), NodeId(0), relay_addr, timing, limits);
         let push = |range: std::ops::RangeInclusive<u64>| {
             for i in range {
                 let (from, to, m) = msg(i);
@@ -1117,6 +1151,30 @@ mod tests {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(inbox.try_recv().is_err(), "no duplicates after the resend");
+    }
+
+    /// A link to a peer that never answers holds at most its byte limit of frames and
+    /// drops (counting) the rest; the message limit alone would have kept them all.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_link_queue_is_bounded_in_bytes() {
+        let nobody = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = nobody.local_addr().unwrap();
+        drop(nobody);
+        let timing = (Duration::ZERO, LINK_ACK_TIMEOUT);
+        let link = spawn_link_timed(identity(1), NodeId(0), addr, timing, (1024, FRAME_LEN_MAX));
+        let key = causeway_core::Key::new(vec![7u8; 1 << 20]);
+        for i in 0..40 {
+            let m = Msg::Eventual(eventual::Msg::Read {
+                req: i,
+                keys: vec![(key.clone(), causeway_core::ObjType::Lww)],
+            });
+            link.push(Addr::Client(SessionId(i)), Addr::Node(NodeId(0)), m);
+        }
+        let (depth, dropped) = (link.depth(), link.dropped());
+        assert_eq!(depth as u64 + dropped, 40, "each message kept or dropped");
+        assert!((1..16).contains(&depth), "{depth} frames of 1 MiB held");
+        let bytes = link.state.lock().unwrap().bytes;
+        assert!(bytes <= FRAME_LEN_MAX, "{bytes} bytes held");
     }
 
     /// A link with an emulated latency delivers no message sooner than that after its push,
@@ -1229,6 +1287,8 @@ mod tests {
         }
     }
 
+    /// A peer of another protocol or placement is refused; before it proved it knows the
+    /// secret it is told only that its Hello does not match (the listener logs which part).
     #[tokio::test]
     async fn a_peer_of_another_protocol_is_refused() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1237,19 +1297,19 @@ mod tests {
         tokio::spawn(Inbound::new(identity(0), tx, TEST_PORT).serve(listener));
         let mut other = identity(1);
         other.protocol = "cure".into();
-        match dial(&other, NodeId(0), addr).await {
-            Err(DialError::Refused(reason)) => {
-                assert!(reason.contains("protocol 'cure'"), "{reason}")
+        let mut elsewhere = identity(1);
+        elsewhere.topology = Topology::partial(2, 1, 2, 1);
+        for peer in [other, elsewhere] {
+            match dial(&peer, NodeId(0), addr).await {
+                Err(DialError::Refused(reason)) => {
+                    assert!(reason.contains("does not match"), "{reason}");
+                    assert!(
+                        !reason.contains("eventual"),
+                        "discloses the protocol: {reason}"
+                    );
+                }
+                _ => panic!("a mismatch must be refused"),
             }
-            _ => panic!("a protocol mismatch must be refused"),
-        }
-        let mut other = identity(1);
-        other.topology = Topology::partial(2, 1, 2, 1);
-        match dial(&other, NodeId(0), addr).await {
-            Err(DialError::Refused(reason)) => {
-                assert!(reason.contains("placement"), "{reason}")
-            }
-            _ => panic!("a placement mismatch must be refused"),
         }
     }
 }

@@ -11,6 +11,8 @@
 //! transaction does, one planner per family: custom, YCSB, RUBiS), `liveness` (final-state
 //! checks), `required` (which failed-DC transactions must survive), `config` and `rng`.
 
+#![forbid(unsafe_code)]
+
 mod barriers;
 mod clients;
 pub mod config;

@@ -36,6 +36,8 @@
 //! [`MemLog`], an in-memory twin for tests that can also simulate a crash with exactly
 //! the semantics above.
 
+#![forbid(unsafe_code)]
+
 mod fjall_log;
 mod generation;
 mod journal_fill;

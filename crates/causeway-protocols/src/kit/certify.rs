@@ -33,8 +33,9 @@
 //!
 //! Conflict relations: `AdHoc` (UniStore's default for ad-hoc strong txns: a common
 //! written key, or one reads a key the other writes; with every txn strong this is
-//! serializability) and `All` (every two strong txns conflict: RedBlue's, with one
-//! central certifying partition). Declared relations (`causeway_core::conflict`: rules
+//! serializability; RedBlue's too) and `All` (every two strong txns conflict whatever
+//! their keys; no registry entry uses it: it stays because the certifier's encoding,
+//! in checkpoints and state transfers, carries the relation). Declared relations (`causeway_core::conflict`: rules
 //! `A B pattern`, e.g. RUBiS's) are encoded by the coordinator as *conflict tokens*: for
 //! each rule naming the txn's type and each key it touches that matches the rule's
 //! pattern, a token key `\0conflict/RULE/CAPTURE` (placed on the partition its hash
@@ -116,7 +117,7 @@ pub enum Relation {
     /// A common written key, or one reads a key the other writes.
     #[default]
     AdHoc,
-    /// Every two strong txns conflict (RedBlue).
+    /// Every two strong txns conflict, whatever their keys (no registry entry uses it).
     All,
 }
 

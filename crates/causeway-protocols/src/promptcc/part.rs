@@ -36,6 +36,16 @@ pub struct PartCheckpoint {
 
 /// Most (clock, visible join) points kept for the GC horizon.
 const GC_RING_MAX: usize = 4096;
+
+/// Stabilization rounds by which the stores' stable prefixes trail the visible frontier.
+/// A read's snapshot is a stable vector a server computed from its siblings' entries (a
+/// round behind their visible frontiers), which the client carries from its previous
+/// reply (up to another round): a prefix over everything visible now sits above most
+/// snapshots, and a read below it replays the key from its checkpoint (hundreds of
+/// versions of a hot key). Measured at Zipf 0.99 (4 servers, 256 clients, 4 seeds):
+/// 0/1/2/4/8 rounds gave 47.6k/66.5k/71.4k/69.7k/64.8k txns, reads from the checkpoint
+/// falling from 52% to 1% of those the newest-object cache misses.
+const PREFIX_LAG_ROUNDS: usize = 2;
 /// Most txns remembered as made visible within the GC horizon; past it the oldest may fold
 /// early (a read at a snapshot without them then aborts "snapshot too old", safely).
 const RECENT_MAX: usize = 262_144;
@@ -83,6 +93,8 @@ pub struct Part {
     /// Join of every visible version's timestamp, sampled over time (GC horizon).
     pub visible_join: Vc,
     pub gc_ring: VecDeque<(Nanos, Vc)>,
+    /// `visible_join` at the last `PREFIX_LAG_ROUNDS + 1` GC ticks, oldest first.
+    frontiers: VecDeque<Vc>,
     /// Eiger: each key's EVT, the node's logical time when a version of it last became
     /// visible here (volatile; one entry per key written, like the store's).
     pub evt: BTreeMap<Key, u64>,
@@ -109,6 +121,7 @@ impl Part {
             fence_order: VecDeque::new(),
             visible_join: Vc::default(),
             gc_ring: VecDeque::new(),
+            frontiers: VecDeque::with_capacity(PREFIX_LAG_ROUNDS + 1),
             evt: BTreeMap::new(),
             recent: VecDeque::new(),
             recent_set: BTreeSet::new(),
@@ -455,8 +468,22 @@ impl Part {
             self.store
                 .gc_where(|ct, txn| ct.le(&p) && !recent.contains(&txn));
         }
-        // Reads at the visible frontier then replay the versions since this tick only.
-        self.store.extend_missed(&self.visible_join);
+        self.extend_prefixes();
+    }
+
+    /// Extends the stable prefixes of the keys reads replayed to the visible frontier of
+    /// `PREFIX_LAG_ROUNDS` ticks ago, which the snapshots of reads to come cover: those
+    /// then replay the versions since then only.
+    fn extend_prefixes(&mut self) {
+        self.frontiers.push_back(self.visible_join.clone());
+        if self.frontiers.len() > PREFIX_LAG_ROUNDS + 1 {
+            self.frontiers.pop_front();
+        }
+        assert!(self.frontiers.len() <= PREFIX_LAG_ROUNDS + 1);
+        if self.frontiers.len() > PREFIX_LAG_ROUNDS {
+            let at = self.frontiers.front().expect("not empty").clone();
+            self.store.extend_missed(&at);
+        }
     }
 }
 

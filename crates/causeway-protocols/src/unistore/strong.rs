@@ -46,8 +46,10 @@
 //!   certifier and the store (`strong_gc.rs`): recovery replays the records after the
 //!   checkpoint to rebuild the certification state and the delivered strong txns.
 //! - **Baselines**: `strong` runs every txn strong (serializability by the ad-hoc
-//!   relation), `redblue` conflicts every two strong txns and makes partition 0's group a
-//!   participant of every strong txn (one central certification service).
+//!   relation), `redblue` conflicts every two strong txns that share a key, whatever their
+//!   types (the ad-hoc relation with no declared rules, as the authors' baseline: one
+//!   conflict label for every red txn, checked key by key), and makes partition 0's group
+//!   a participant of every strong txn (one central certification service).
 
 use super::hooks::UniExt;
 use super::state::{

@@ -6,7 +6,7 @@
 use crate::cure::msg::Msg;
 use crate::kit::testnet::TestNet;
 use crate::params::Params;
-use crate::unistore::UniStore;
+use crate::unistore::{RedBlue, UniStore};
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
     Addr, ClientSession, DcId, Key, ObjValue, Request, Response, Topology, TxnKind,
@@ -128,6 +128,46 @@ fn a_strong_txn_that_saw_the_previous_one_commits_after_it() {
     net.run(300);
     assert_eq!(value(&mut net, 1, "x"), Some(b"2".to_vec()));
     net.check_invariants().unwrap();
+}
+
+/// REDBLUE (§8.1) certifies every strong txn at partition 0's group, and two of them
+/// conflict when they share a key, whatever their types (the authors' baseline: one
+/// conflict label for all red txns, checked key by key): racing strong txns from two DCs
+/// on different keys both commit, on one key exactly one does.
+#[test]
+fn redblue_racing_strong_txns_conflict_only_on_a_common_key() {
+    for (keys, commits) in [(["a", "b"], 2), (["a", "a"], 1)] {
+        let mut net: TestNet<RedBlue> = TestNet::new(Topology::full(3, 1, 2), params(None), T);
+        net.session(1, 1);
+        net.session(2, 2);
+        net.run(50);
+        for (s, key) in [(1, keys[0]), (2, keys[1])] {
+            let begin = Request::Begin {
+                kind: TxnKind::Strong,
+                label: None,
+            };
+            assert!(matches!(net.request(s, begin), Response::Begun { .. }));
+            assert!(matches!(net.request(s, read(key)), Response::Values(_)));
+            assert!(matches!(
+                net.request(s, set(key, "v")),
+                Response::Updated { .. }
+            ));
+        }
+        for s in [1, 2] {
+            net.session_call(s, |m, ctx| m.submit(ctx, Request::Commit));
+        }
+        net.run(1000);
+        let answers: Vec<Option<Response>> = [1, 2]
+            .iter()
+            .map(|s| net.replies.get_mut(s).and_then(VecDeque::pop_front))
+            .collect();
+        let won = answers
+            .iter()
+            .filter(|a| matches!(a, Some(Response::Committed)))
+            .count();
+        assert_eq!(won, commits, "{keys:?}: {answers:?}");
+        net.check_invariants().unwrap();
+    }
 }
 
 /// The leader DC (0) fails: its groups elect leaders among the survivors and strong
