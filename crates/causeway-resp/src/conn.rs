@@ -26,7 +26,7 @@ use crate::txn::{Scope, Tx};
 use bytes::Bytes;
 use causeway_core::crdt::COUNTER_OVERFLOW;
 use causeway_core::{Error, Key, ObjType, ObjValue, Request, Response, TxnKind};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
@@ -115,6 +115,17 @@ fn commit_failure(e: Error) -> GroupEnd {
         Error::Unavailable(_) | Error::InvalidState(_) if !overflow => GroupEnd::Failed(e),
         _ => GroupEnd::Alone,
     }
+}
+
+/// The keys of the blind writes (`SET`, `MSET`) among `cmds`, once each.
+fn blind_keys(cmds: &[DataCmd]) -> Vec<Key> {
+    let mut keys = BTreeSet::new();
+    for cmd in cmds.iter().filter(|c| c.writes_blind()) {
+        cmd.keys(|k| {
+            keys.insert(k.clone());
+        });
+    }
+    keys.into_iter().collect()
 }
 
 /// The answer to a session response that should have been `expected`.
@@ -478,6 +489,11 @@ impl<F: SessionFactory> Conn<F> {
 
     /// Runs a command inside the interactive transaction; leaves interactive mode if the
     /// session ended the transaction.
+    ///
+    /// A blind write (`SET`, `MSET`) does not read its keys here: reading them would put
+    /// them in a strong transaction's read set. So a key freed by `DEL` does not take one
+    /// of another type in an open transaction: the session refuses it at the next read of
+    /// the key or the commit (`WRONGTYPE`), unlike in `MULTI` or a pipeline.
     async fn in_open_txn(&mut self, cmd: DataCmd) -> Reply {
         let mut tx = Tx::join(self.session());
         let result = match cmd.run(&mut tx).await {
@@ -548,6 +564,26 @@ impl<F: SessionFactory> Conn<F> {
         let mut tx = Tx::begin(self.session(), Scope::Group);
         let mut replies = Vec::with_capacity(queue.len());
         for cmd in queue {
+            // A blind write reads what its keys hold first, as a command alone does after
+            // a `WRONGTYPE` (`standalone`): a key freed by `DEL` takes a write of another
+            // type, and one that holds another type is refused in its place. Only here,
+            // where the planned batch was refused or there is none.
+            if cmd.writes_blind() {
+                match tx
+                    .ready_to_assign(&blind_keys(std::slice::from_ref(&cmd)))
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(e @ Error::WrongType { .. }) if tx.is_open() => {
+                        replies.push(error_reply(&e));
+                        continue;
+                    }
+                    Err(e) => {
+                        tx.abort().await;
+                        return error_reply(&e);
+                    }
+                }
+            }
             match cmd.run(&mut tx).await {
                 Ok(reply) => replies.push(reply),
                 Err(e @ Error::WrongType { .. }) if tx.is_open() => replies.push(error_reply(&e)),

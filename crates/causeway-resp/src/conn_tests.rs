@@ -674,6 +674,55 @@ async fn a_retyping_write_wins_over_a_concurrent_write_of_the_old_type() {
     }
 }
 
+/// Inside `MULTI`/`EXEC` and a pipeline, a blind `SET` of a key freed by `DEL` follows
+/// the rule of a command alone: it takes the key (a string part of a set key); a key that
+/// still shows another type answers `WRONGTYPE` in its place, and the others run.
+#[tokio::test]
+async fn a_freed_key_takes_another_type_inside_multi_and_pipelines() {
+    let mut c = conn();
+    for k in ["m", "p", "q"] {
+        run(&mut c, &format!("SADD {k} a")).await;
+        run(&mut c, &format!("DEL {k}")).await;
+    }
+    run(&mut c, "SADD busy a").await;
+    assert_eq!(run(&mut c, "MULTI").await, Reply::Ok);
+    for cmd in ["SET m v", "GET m", "SET busy v", "INCR n"] {
+        assert_eq!(run(&mut c, cmd).await, Reply::Simple("QUEUED"));
+    }
+    let exec = run(&mut c, "EXEC").await;
+    let Reply::Array(replies) = exec else {
+        panic!("EXEC answers an array: {exec:?}")
+    };
+    assert_eq!(replies[0], Reply::Ok);
+    assert_eq!(replies[1], bulk("v"));
+    assert_err(&replies[2], "WRONGTYPE", &[]);
+    assert_eq!(replies[3], Reply::Int(1));
+    assert_eq!(run(&mut c, "GET m").await, bulk("v"));
+    assert_eq!(run(&mut c, "TYPE m").await, Reply::Simple("string"));
+    // MSET too, and a MULTI of blind writes alone (the planned batch).
+    run(&mut c, "MULTI").await;
+    run(&mut c, "MSET q w x 1").await;
+    assert_eq!(run(&mut c, "EXEC").await, Reply::Array(vec![Reply::Ok]));
+    assert_eq!(run(&mut c, "GET q").await, bulk("w"));
+    let replies = pipeline(&mut c, &["SET p v", "GET p", "SADD s a", "SET busy v"]).await;
+    assert_eq!(replies[0], Reply::Ok);
+    assert_eq!(replies[1], bulk("v"));
+    assert_eq!(replies[2], Reply::Int(1));
+    assert_err(&replies[3], "WRONGTYPE", &[]);
+    assert_eq!(run(&mut c, "TYPE p").await, Reply::Simple("string"));
+    assert_eq!(
+        run(&mut c, "SMEMBERS busy").await,
+        Reply::Set(vec![bulk("a")])
+    );
+    // An interactive transaction does not read for a blind write (a strong one would
+    // conflict on the key): the SET of the freed key fails its commit, nothing applied.
+    run(&mut c, "DEL busy").await;
+    assert_eq!(run(&mut c, "TX.BEGIN").await, Reply::Ok);
+    assert_eq!(run(&mut c, "SET busy v").await, Reply::Ok);
+    assert_err(&run(&mut c, "TX.COMMIT").await, "WRONGTYPE", &[]);
+    assert_eq!(run(&mut c, "TYPE busy").await, Reply::Simple("none"));
+}
+
 #[tokio::test]
 async fn type_names_every_kind_of_key() {
     let mut c = conn();

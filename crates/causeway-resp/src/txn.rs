@@ -470,6 +470,25 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         Ok(value)
     }
 
+    /// Readies `keys` for a blind assignment (`SET`, `MSET`) in this transaction: learns
+    /// the type the store holds each as (see `homes`), reading each whatever it shows
+    /// (this transaction's own writes included), so that the assignment of a key freed by
+    /// `DEL` goes as a part of another type, as a command alone does after a `WRONGTYPE`
+    /// ([`crate::conn`]'s `standalone`). `WRONGTYPE` when a key shows a value of another
+    /// type than a string: the assignment would be refused.
+    pub async fn ready_to_assign(&mut self, keys: &[Key]) -> Result<(), Error> {
+        for key in keys {
+            let shown = self.read_any(key, ObjType::Lww, false).await?;
+            let home = self.home(key).unwrap_or_else(|| value_type(&shown));
+            self.homes.insert(key.clone(), home);
+            let t = value_type(&shown);
+            if t != ObjType::Lww && crate::data::present(&shown) {
+                return Err(crate::data::wrongtype(t, ObjType::Lww));
+            }
+        }
+        Ok(())
+    }
+
     /// Reads several keys whatever their types: all as `first` in one read, or one by one
     /// when some key holds another type.
     pub async fn read_many_any(
