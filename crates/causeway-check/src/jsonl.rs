@@ -91,6 +91,12 @@ enum JUpdate {
     Mvassign(String),
     /// `{"registerincrement": 5}`: an `INCR` of a register holding an integer.
     Registerincrement(i64),
+    /// `{"part": {"key_type": "set", "update": {"assign": "v"}}}`: a write of another type
+    /// than the key's own, on a key that showed nothing (`causeway_core::crdt`).
+    Part {
+        key_type: String,
+        update: Box<JUpdate>,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -138,6 +144,10 @@ fn update_to_json(update: &Update) -> JUpdate {
         Update::Remove(v) => JUpdate::Remove(text(v)),
         Update::MvAssign(v) => JUpdate::Mvassign(text(v)),
         Update::RegisterIncrement(d) => JUpdate::Registerincrement(*d),
+        Update::Part { key_type, update } => JUpdate::Part {
+            key_type: key_type.name().to_string(),
+            update: Box::new(update_to_json(update)),
+        },
     }
 }
 
@@ -149,6 +159,10 @@ fn update_from_json(update: JUpdate) -> Result<Update, String> {
         JUpdate::Remove(v) => Update::Remove(bytes(&v)?),
         JUpdate::Mvassign(v) => Update::MvAssign(bytes(&v)?),
         JUpdate::Registerincrement(d) => Update::RegisterIncrement(d),
+        JUpdate::Part { key_type, update } => Update::Part {
+            key_type: obj_type(&key_type)?,
+            update: Box::new(update_from_json(*update)?),
+        },
     })
 }
 

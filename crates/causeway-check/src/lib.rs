@@ -13,6 +13,7 @@ pub mod fuzzing;
 pub mod graph;
 pub mod history;
 pub mod jsonl;
+mod parts;
 pub mod pcpsi;
 pub mod por;
 pub mod tcc;

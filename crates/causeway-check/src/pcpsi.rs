@@ -66,6 +66,9 @@ struct Versions<'a> {
 
 /// Checks `history` for PC-PSI (checks 1-5 above); convergence is separate.
 pub fn check_pcpsi(history: &History) -> Result<Stats, Violation> {
+    // Each part of another type of a key is a key of its own (`crate::parts`).
+    let split = crate::parts::split(history);
+    let history = split.as_ref().map_or(history, |s| &s.history);
     let m = Model::build(history)?;
     check_observed(&m, history)?;
     check_intermediate(&m)?;

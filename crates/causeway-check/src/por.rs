@@ -520,7 +520,9 @@ fn reorder(a: &mut Analysis, forced: &ForcedEdges) -> Result<(), Violation> {
 /// Checks `history` for PoR under `relation`: TCC, then Conflict Ordering (checks 1-3
 /// above). Convergence is separate.
 pub fn check_por(history: &History, relation: &ConflictRelation) -> Result<Stats, Violation> {
-    let mut a = tcc::analyze(history)?;
+    let split = crate::parts::split(history);
+    let history = split.as_ref().map_or(history, |s| &s.history);
+    let mut a = tcc::analyze(history, split.as_ref())?;
     let s = Strong::build(&a.m, relation);
     let mut forced = ForcedEdges::new();
     for _ in 0..ROUNDS_MAX {

@@ -43,9 +43,14 @@
 //! shows only the causal order reads reveal, and a snapshot may hold more). A winner that
 //! is no decimal integer must be read as written. Which optional increments a read saw is
 //! not recorded, so it is a subset sum (given up, passing, past [`SUBSET_SUMS_MAX`] sums).
+//!
+//! A key freed by `DEL` that took another type (`Update::Part`): the history is split first
+//! (`crate::parts`), each part of another type being a key of its own for checks 1-6, and
+//! the part each read showed is then judged by the rule of `causeway_core::crdt`.
 
 use crate::graph::{BitSet, EdgeKind, Graph};
 use crate::history::{HOp, History, Outcome, TxnRecord};
+use crate::parts;
 use crate::{Violation, ViolationKind};
 use causeway_core::crdt::decimal;
 use causeway_core::{Key, ObjType, ObjValue, OpId, TxnId, Update};
@@ -134,7 +139,9 @@ fn observed_ids(history: &History) -> BTreeSet<OpId> {
 
 pub(crate) fn writes_of(t: &TxnRecord) -> impl Iterator<Item = (&Key, &Update, OpId)> {
     t.ops.iter().filter_map(|op| match op {
-        HOp::Write { key, update, id } => Some((key, update, *id)),
+        // A history with parts is split first (`parts`): a write left wrapped is one
+        // whose key the split did not see, checked as a write of its type.
+        HOp::Write { key, update, id } => Some((key, update.own(), *id)),
         HOp::Read { .. } => None,
     })
 }
@@ -224,6 +231,11 @@ impl<'a> Model<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The node of a counted transaction.
+    pub(crate) fn node(&self, txn: TxnId) -> Option<usize> {
+        self.node_of.get(&txn).copied()
     }
 
     pub(crate) fn id(&self, node: usize) -> TxnId {
@@ -325,7 +337,7 @@ fn check_register_value(
 
 /// Every sum of a subset of `items` (wrapping, as the register adds), or `None` past
 /// [`SUBSET_SUMS_MAX`] distinct sums.
-fn subset_sums(items: &[i64]) -> Option<BTreeSet<i64>> {
+pub(crate) fn subset_sums(items: &[i64]) -> Option<BTreeSet<i64>> {
     let mut sums = BTreeSet::from([0i64]);
     for d in items {
         let more: Vec<i64> = sums.iter().map(|s| s.wrapping_add(*d)).collect();
@@ -794,11 +806,18 @@ pub(crate) struct Analysis<'a> {
 
 /// Checks `history` for TCC (checks 1-6 above); convergence is separate.
 pub fn check_tcc(history: &History) -> Result<Stats, Violation> {
-    analyze(history).map(|a| a.stats)
+    let split = parts::split(history);
+    let history = split.as_ref().map_or(history, |s| &s.history);
+    analyze(history, split.as_ref()).map(|a| a.stats)
 }
 
-/// Runs checks 1-6 and keeps what they built.
-pub(crate) fn analyze(history: &History) -> Result<Analysis<'_>, Violation> {
+/// Runs checks 1-6 and keeps what they built. A history with parts of other types on a
+/// key is given split (`split`, [`parts::split`]), and its reads are also judged by the
+/// rule for which part a key shows.
+pub(crate) fn analyze<'a>(
+    history: &'a History,
+    split: Option<&parts::Split>,
+) -> Result<Analysis<'a>, Violation> {
     if history.txns.len() > CHECK_TXNS_MAX {
         return Err(Violation::new(
             ViolationKind::Malformed,
@@ -831,6 +850,9 @@ pub(crate) fn analyze(history: &History) -> Result<Analysis<'_>, Violation> {
     };
     let mut ar = Vec::new();
     check_reads(&m, &anc, &mut ar, &mut stats)?;
+    if let Some(s) = split {
+        parts::check_rule(s, &m, &anc)?;
+    }
     stats.arbitration_edges = check_arbitration(&m, g.clone(), &ar)?;
     Ok(Analysis {
         m,

@@ -5,6 +5,7 @@ use causeway_check::{
     check, read_history, session_order, write_history, BarrierRecord, FinalRead, Guarantee, HOp,
     History, Outcome, TxnRecord, ViolationKind,
 };
+use causeway_core::crdt::TOMBSTONE;
 use causeway_core::{DcId, Key, ObjType, ObjValue, OpId, SessionId, TxnId, TxnKind, Update};
 
 fn tid(session: u64, seq: u64) -> TxnId {
@@ -764,4 +765,138 @@ fn a_set_keeps_the_increments_it_did_not_observe_and_replaces_the_others() {
         txn(2, 4, vec![get_counted("c", (2, 3, 0), "abd")]),
     ]);
     rejects(&text, ViolationKind::BadValue, &[tid(2, 4)]);
+}
+
+/// Writes `update` to the part of its type of set `key` (a key freed by `DEL` taking
+/// another type, `Update::Part`) as op `index` of txn (session, seq).
+fn part(key: &str, update: Update, at: (u64, u64, u32)) -> HOp {
+    HOp::Write {
+        key: Key::from(key),
+        update: Update::Part {
+            key_type: ObjType::Set,
+            update: Box::new(update),
+        },
+        id: oid(at.0, at.1, at.2),
+    }
+}
+
+/// Reads set `key` showing its string part: `value`, written by `from`.
+fn get_part(key: &str, from: (u64, u64, u32), value: &[u8]) -> HOp {
+    HOp::Read {
+        key: Key::from(key),
+        obj: ObjType::Set,
+        value: ObjValue::Lww(Some(value.to_vec())),
+        observed: vec![oid(from.0, from.1, from.2)],
+    }
+}
+
+/// `SADD k a` (s1), then s1's `DEL k` and `SET k v` (the key takes a string), while s2
+/// adds `b` to the set concurrently and writes `x`; `reader`'s ops follow, in session 1
+/// after reading `x` (so both in its causal past).
+fn retyped_then_read(reader: Vec<HOp>) -> History {
+    let mut ops = vec![get("x", Some(((2, 1, 1), "x")))];
+    ops.extend(reader);
+    history(vec![
+        txn(1, 1, vec![sadd("k", "a", (1, 1, 0))]),
+        txn(
+            1,
+            2,
+            vec![
+                srem("k", "a", (1, 2, 0)),
+                part("k", Update::Assign(b"v".to_vec()), (1, 2, 1)),
+            ],
+        ),
+        txn(
+            2,
+            1,
+            vec![sadd("k", "b", (2, 1, 0)), set("x", "x", (2, 1, 1))],
+        ),
+        txn(1, 3, ops),
+    ])
+}
+
+/// The rule for a key freed by `DEL` (`causeway_core::crdt`): the write of another type
+/// after the `DEL` shows, and hides the concurrent add of the key's own type. A read
+/// showing that add instead breaks it.
+#[test]
+fn a_read_of_a_retyped_key_shows_the_new_type_over_concurrent_writes_of_its_own() {
+    let good = retyped_then_read(vec![get_part("k", (1, 2, 1), b"v")]);
+    check(&good, Guarantee::Tcc).expect("the string shows");
+    check(&good, Guarantee::Por).expect("the string shows (PoR)");
+    let bad = retyped_then_read(vec![smembers("k", &[((2, 1, 0), "b")])]);
+    rejects(
+        &bad,
+        ViolationKind::CausalViolation,
+        &[tid(1, 3), tid(1, 2)],
+    );
+    // Nothing shown (the set's empty value) is as wrong, b or not.
+    let nothing = retyped_then_read(vec![smembers("k", &[])]);
+    rejects(&nothing, ViolationKind::SetNotCausallyClosed, &[tid(1, 3)]);
+    let mut without_b = retyped_then_read(Vec::new());
+    without_b.txns[3] = txn(1, 3, vec![smembers("k", &[])]);
+    rejects(
+        &without_b,
+        ViolationKind::CausalViolation,
+        &[tid(1, 3), tid(1, 2)],
+    );
+    // The histories round-trip through JSON lines with their parts.
+    let mut buf = Vec::new();
+    write_history(&good, &mut buf).unwrap();
+    assert_eq!(read_history(&buf[..]).unwrap(), good);
+}
+
+/// The reverse: once the string is deleted (a tombstone in its part), the set shows
+/// again; a read still showing the string, or showing the deleted string part, breaks
+/// the rule.
+#[test]
+fn a_deleted_part_of_another_type_shows_the_key_s_own_type_again() {
+    let then = |read: HOp| {
+        retyped_then_read(vec![
+            part("k", Update::Assign(TOMBSTONE.to_vec()), (1, 3, 1)),
+            sadd("k", "c", (1, 3, 2)),
+            read,
+        ])
+    };
+    let own = smembers("k", &[((2, 1, 0), "b"), ((1, 3, 2), "c")]);
+    check(&then(own), Guarantee::Tcc).expect("the set shows again, with b");
+    let stale = then(get_part("k", (1, 2, 1), b"v"));
+    rejects(&stale, ViolationKind::ReadYourWrites, &[tid(1, 3)]);
+    let later = |read: HOp| {
+        let mut h = retyped_then_read(vec![part(
+            "k",
+            Update::Assign(TOMBSTONE.to_vec()),
+            (1, 3, 1),
+        )]);
+        h.txns.push(txn(1, 4, vec![read]));
+        h
+    };
+    let stale = later(get_part("k", (1, 2, 1), b"v"));
+    rejects(
+        &stale,
+        ViolationKind::CausalViolation,
+        &[tid(1, 4), tid(1, 3)],
+    );
+    let deleted = later(get_part("k", (1, 3, 1), TOMBSTONE));
+    rejects(&deleted, ViolationKind::BadValue, &[tid(1, 4)]);
+    let b = smembers("k", &[((2, 1, 0), "b")]);
+    check(&later(b), Guarantee::Tcc).expect("the concurrent add shows again");
+}
+
+/// Two parts of other types: the one whose op causally follows every op of the other
+/// in the view shows (its stamp is greater).
+#[test]
+fn the_newest_part_of_another_type_shows() {
+    let h = |read: HOp| retyped_then_read(vec![part("k", Update::Increment(3), (1, 3, 1)), read]);
+    rejects(
+        &h(get_part("k", (1, 2, 1), b"v")),
+        ViolationKind::CausalViolation,
+        &[tid(1, 3)],
+    );
+    let counter = HOp::Read {
+        key: Key::from("k"),
+        obj: ObjType::Set,
+        value: ObjValue::Counter(3),
+        observed: Vec::new(),
+    };
+    check(&h(counter), Guarantee::Tcc).expect("the counter shows");
 }

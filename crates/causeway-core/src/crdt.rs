@@ -36,6 +36,18 @@
 //! one counts as 0. A register that never counted keeps [`State::Lww`] and plain
 //! [`Effect::Assign`]s; its first increment turns it into [`State::CountedLww`], so
 //! states, records and wire messages of registers that never count are unchanged.
+//!
+//! **A key freed by `DEL` takes any type again.** The stores keep a key's type of its first
+//! write (its home). While the key shows nothing ([`TOMBSTONE`] or no value, a counter of 0,
+//! no member), an update of another type may take it: [`Update::Part`] wraps it, its effect
+//! is an [`Effect::Part`] of the home type (so every store handles it as the key's own), and
+//! the state becomes [`State::Parts`]: the home state plus one part per other type written,
+//! each with the greatest `(timestamp, id)` of its ops. The key shows the non-empty other part
+//! with the greatest of those, else its home ([`shown_type`]). Each part is a CRDT of its own
+//! and the choice is a maximum, so replicas agree in any delivery order. The rule this gives:
+//! a write of another type after a `DEL` wins over writes of the home type concurrent with
+//! them (they stay hidden in the home part until a `DEL` of what shows reaches them too).
+//! Keys that never change type keep their states and effects byte for byte.
 
 use crate::error::Error;
 use crate::ids::{OpId, Value};
@@ -67,6 +79,10 @@ impl ObjType {
             .find(|t| t.name() == text)
     }
 }
+
+/// The value a deleted register holds (`DEL` assigns it; readers show it as absent): a
+/// register holding it shows nothing, so a write of another type may take the key.
+pub const TOMBSTONE: &[u8] = b"\x00causeway:deleted\x00";
 
 /// Why an increment was refused: it would overflow the counter's observed value.
 pub const COUNTER_OVERFLOW: &str = "increment or decrement would overflow";
@@ -101,6 +117,13 @@ pub enum Update {
     /// when it holds something else or the sum would overflow. Last so that encodings of
     /// the variants above stay as they were.
     RegisterIncrement(i64),
+    /// `update`, of another type than the key's own (`key_type`, the type of its first
+    /// write): allowed while the key shows nothing (a key freed by `DEL` takes any type
+    /// again; see the module docs). Last, like the variant above.
+    Part {
+        key_type: ObjType,
+        update: Box<Update>,
+    },
 }
 
 impl Update {
@@ -110,6 +133,15 @@ impl Update {
             Update::Increment(_) => ObjType::Counter,
             Update::Add(_) | Update::Remove(_) => ObjType::Set,
             Update::MvAssign(_) => ObjType::MvReg,
+            Update::Part { key_type, .. } => *key_type,
+        }
+    }
+
+    /// The update itself, or the one a [`Update::Part`] wraps.
+    pub fn own(&self) -> &Update {
+        match self {
+            Update::Part { update, .. } => update,
+            plain => plain,
         }
     }
 }
@@ -146,6 +178,12 @@ pub enum Effect {
         value: Value,
         base: i64,
     },
+    /// `effect` applied to the key's part of its type, on a key whose own type is
+    /// `key_type` ([`Update::Part`]). Last, so the encodings above stay as they were.
+    Part {
+        key_type: ObjType,
+        effect: Box<Effect>,
+    },
 }
 
 impl Effect {
@@ -158,7 +196,13 @@ impl Effect {
             Effect::Increment(_) => ObjType::Counter,
             Effect::Add { .. } | Effect::Remove { .. } => ObjType::Set,
             Effect::MvAssign { .. } => ObjType::MvReg,
+            Effect::Part { key_type, .. } => *key_type,
         }
+    }
+
+    /// Whether this applies to a part of another type than the key's own.
+    pub fn is_part(&self) -> bool {
+        matches!(self, Effect::Part { .. })
     }
 
     /// The ids of the ops this effect deletes.
@@ -167,6 +211,7 @@ impl Effect {
             Effect::Add { replaces, .. } => replaces,
             Effect::Remove { tags, .. } => tags,
             Effect::MvAssign { dominated, .. } => dominated,
+            Effect::Part { effect, .. } => effect.deleted_ids(),
             Effect::Assign(_)
             | Effect::Increment(_)
             | Effect::RegisterIncrement(_)
@@ -309,6 +354,86 @@ pub enum State {
         base: i64,
         total: i64,
     },
+    /// A key that took other types after it showed nothing: its own type's state
+    /// (`home`) and one part per other type written since, each with the greatest
+    /// `(timestamp, id)` of the ops applied to it. Last, so stored states decode.
+    Parts {
+        home: Box<State>,
+        parts: BTreeMap<ObjType, Part>,
+    },
+}
+
+/// One part of [`State::Parts`]: a state of another type than the key's own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Part {
+    pub state: State,
+    pub last: (ArbTs, OpId),
+}
+
+/// A fresh state of `obj_type`.
+fn new_state(obj_type: ObjType) -> State {
+    match obj_type {
+        ObjType::Lww => State::Lww {
+            value: None,
+            winner: None,
+        },
+        ObjType::Counter => State::Counter { value: 0 },
+        ObjType::Set => State::Set {
+            elems: BTreeMap::new(),
+        },
+        ObjType::MvReg => State::MvReg {
+            entries: BTreeMap::new(),
+        },
+    }
+}
+
+/// The type of a state (of its own part, for [`State::Parts`]).
+fn state_type(state: &State) -> ObjType {
+    match state {
+        State::Lww { .. } | State::CountedLww { .. } => ObjType::Lww,
+        State::Counter { .. } => ObjType::Counter,
+        State::Set { .. } => ObjType::Set,
+        State::MvReg { .. } => ObjType::MvReg,
+        State::Parts { home, .. } => state_type(home),
+    }
+}
+
+/// The type a state shows, `None` when it shows nothing (no value, a counter of 0, no
+/// member): then a write of any type may take the key.
+///
+/// Of a [`State::Parts`]: the non-empty part of another type with the greatest `last`,
+/// else its own part if non-empty. Each part converges (its ops reach it in any order)
+/// and `last` is a maximum, so every replica shows the same type.
+fn shown_type(state: &State) -> Option<ObjType> {
+    let gone = |v: Option<&Value>| v.is_none_or(|v| v.as_slice() == TOMBSTONE);
+    let empty = match state {
+        State::Lww { value, .. } => gone(value.as_ref()),
+        State::CountedLww {
+            value, base, total, ..
+        } => gone(counted_value(value, total.wrapping_sub(*base)).as_ref()),
+        State::Counter { value } => *value == 0,
+        State::Set { elems } => elems.is_empty(),
+        State::MvReg { entries } => entries.values().all(|v| gone(Some(v))),
+        State::Parts { home, parts } => {
+            let newest = parts
+                .iter()
+                .filter(|(_, p)| shown_type(&p.state).is_some())
+                .max_by_key(|(_, p)| p.last);
+            return newest.map(|(t, _)| *t).or_else(|| shown_type(home));
+        }
+    };
+    (!empty).then(|| state_type(state))
+}
+
+/// The part of `state` a read or write of `t` sees: its own for `t` of its type, the
+/// part of `t` of a [`State::Parts`], else `None` (a fresh state of `t`).
+fn part_of(state: &State, t: ObjType) -> Option<&State> {
+    match state {
+        State::Parts { home, parts } if state_type(home) != t => parts.get(&t).map(|p| &p.state),
+        State::Parts { home, .. } => Some(home),
+        s if state_type(s) == t => Some(s),
+        _ => None,
+    }
 }
 
 /// The value a counted register shows: the winner plus the increments it did not observe
@@ -345,21 +470,8 @@ pub struct Object {
 
 impl Object {
     pub fn new(obj_type: ObjType) -> Object {
-        let state = match obj_type {
-            ObjType::Lww => State::Lww {
-                value: None,
-                winner: None,
-            },
-            ObjType::Counter => State::Counter { value: 0 },
-            ObjType::Set => State::Set {
-                elems: BTreeMap::new(),
-            },
-            ObjType::MvReg => State::MvReg {
-                entries: BTreeMap::new(),
-            },
-        };
         Object {
-            state,
+            state: new_state(obj_type),
             seen: BTreeSet::new(),
         }
     }
@@ -374,19 +486,27 @@ impl Object {
         }
     }
 
+    /// The key's own type (the type of its first write), whatever it shows now.
     pub fn obj_type(&self) -> ObjType {
-        match self.state {
-            State::Lww { .. } | State::CountedLww { .. } => ObjType::Lww,
-            State::Counter { .. } => ObjType::Counter,
-            State::Set { .. } => ObjType::Set,
-            State::MvReg { .. } => ObjType::MvReg,
-        }
+        state_type(&self.state)
     }
 
-    /// Whether this is a register that counted ([`State::CountedLww`]): its assignments
-    /// then depend on the state they observe (the increments they replace).
+    /// The type the object shows, `None` when it shows nothing: a write of another type
+    /// is allowed then ([`Update::Part`]).
+    pub fn shown_type(&self) -> Option<ObjType> {
+        shown_type(&self.state)
+    }
+
+    /// Whether the key holds parts of other types ([`State::Parts`]).
+    pub fn has_parts(&self) -> bool {
+        matches!(self.state, State::Parts { .. })
+    }
+
+    /// Whether this is a register that counted ([`State::CountedLww`]), or a key with
+    /// parts of other types: its assignments then depend on the state they observe (the
+    /// increments they replace, the type the key shows), so none is blind.
     pub fn counts(&self) -> bool {
-        matches!(self.state, State::CountedLww { .. })
+        matches!(self.state, State::CountedLww { .. } | State::Parts { .. })
     }
 
     /// Generator: turns an update into the effect to replicate, against this state.
@@ -397,6 +517,9 @@ impl Object {
                 expected: self.obj_type(),
                 found: update.obj_type(),
             });
+        }
+        if matches!(update, Update::Part { .. }) || self.has_parts() {
+            return self.prepare_part(update);
         }
         Ok(match (update, &self.state) {
             // An assignment replaces the increments it observed (their sum, `base`).
@@ -427,6 +550,43 @@ impl Object {
                 dominated: entries.keys().copied().collect(),
             },
             _ => unreachable!("type checked above"),
+        })
+    }
+
+    /// Generator of an update of a key with parts, or of a part of another type: the key
+    /// must show nothing or the update's type, and the update is prepared against the
+    /// part of its type (wrapped in [`Effect::Part`] when that is not the key's own).
+    fn prepare_part(&self, update: &Update) -> Result<Effect, Error> {
+        let inner = match update {
+            Update::Part { update, .. } => update.as_ref(),
+            plain => plain,
+        };
+        if matches!(inner, Update::Part { .. }) {
+            return Err(Error::InvalidState("a part of a part".into()));
+        }
+        let t = inner.obj_type();
+        match self.shown_type() {
+            Some(shown) if shown != t => {
+                return Err(Error::WrongType {
+                    expected: shown,
+                    found: t,
+                })
+            }
+            _ => {}
+        }
+        let part = Object {
+            state: part_of(&self.state, t)
+                .cloned()
+                .unwrap_or_else(|| new_state(t)),
+            seen: BTreeSet::new(),
+        };
+        let effect = part.prepare(inner)?;
+        Ok(match t == self.obj_type() {
+            true => effect,
+            false => Effect::Part {
+                key_type: self.obj_type(),
+                effect: Box::new(effect),
+            },
         })
     }
 
@@ -470,29 +630,7 @@ impl Object {
 
     /// The deletions of `op` alone (the ids it replaces, removes or dominates).
     fn apply_deletions(&mut self, op: &Op) {
-        match (&mut self.state, &op.effect) {
-            (
-                State::Set { elems },
-                Effect::Add {
-                    elem,
-                    replaces: ids,
-                },
-            )
-            | (State::Set { elems }, Effect::Remove { elem, tags: ids }) => {
-                if let Some(live) = elems.get_mut(elem) {
-                    live.remove_all(ids);
-                    if live.is_empty() {
-                        elems.remove(elem);
-                    }
-                }
-            }
-            (State::MvReg { entries }, Effect::MvAssign { dominated, .. }) => {
-                for d in dominated {
-                    entries.remove(d);
-                }
-            }
-            _ => {}
-        }
+        delete_in(&mut self.state, &op.effect);
         self.seen.extend(op.effect.deleted_ids().iter().copied());
     }
 
@@ -517,63 +655,7 @@ impl Object {
     /// Applies without recording the id: for a transaction's private view of its own
     /// buffered writes on top of a snapshot, which is thrown away after the read.
     pub fn apply_effect(&mut self, op: &Op) {
-        match (&mut self.state, &op.effect) {
-            (State::Lww { value, winner }, Effect::Assign(v)) => {
-                let candidate = (op.ts, op.id);
-                if winner.is_none_or(|w| candidate > w) {
-                    *value = Some(v.clone());
-                    *winner = Some(candidate);
-                }
-            }
-            (State::Counter { value }, Effect::Increment(d)) => *value = value.wrapping_add(*d),
-            (State::Set { elems }, Effect::Add { elem, replaces }) => {
-                assert!(!replaces.contains(&op.id), "add {} replaces itself", op.id);
-                // A re-add finds the element live: no copy of it (a replay of a hot
-                // set's versions re-adds one member again and again).
-                let live = match elems.get_mut(elem) {
-                    Some(live) => live,
-                    None => elems.entry(elem.clone()).or_default(),
-                };
-                live.remove_all(replaces);
-                live.insert(op.id);
-            }
-            (State::Set { elems }, Effect::Remove { elem, tags }) => {
-                if let Some(live) = elems.get_mut(elem) {
-                    live.remove_all(tags);
-                    if live.is_empty() {
-                        elems.remove(elem);
-                    }
-                }
-            }
-            (State::MvReg { entries }, Effect::MvAssign { value, dominated }) => {
-                for d in dominated {
-                    entries.remove(d);
-                }
-                entries.insert(op.id, value.clone());
-            }
-            (
-                State::CountedLww {
-                    value,
-                    winner,
-                    base,
-                    ..
-                },
-                Effect::Assign(v),
-            ) => {
-                let candidate = (op.ts, op.id);
-                if winner.is_none_or(|w| candidate > w) {
-                    *value = Some(v.clone());
-                    *winner = Some(candidate);
-                    *base = 0;
-                }
-            }
-            (state @ (State::Lww { .. } | State::CountedLww { .. }), effect) => {
-                apply_counted(state, op, effect)
-            }
-            (state, effect) => {
-                panic!("effect {effect:?} applied to {state:?}: type invariant broken")
-            }
-        }
+        apply_to(&mut self.state, op, &op.effect);
     }
 
     /// A copy of the state without the ids applied to it: for a reader or a generator
@@ -613,28 +695,15 @@ impl Object {
 
     /// The value a client reads.
     pub fn value(&self) -> crate::api::ObjValue {
-        use crate::api::ObjValue;
-        match &self.state {
-            State::Lww { value, .. } => ObjValue::Lww(value.clone()),
-            State::CountedLww {
-                value, base, total, ..
-            } => ObjValue::Lww(counted_value(value, total.wrapping_sub(*base))),
-            State::Counter { value } => ObjValue::Counter(*value),
-            State::Set { elems } => ObjValue::Set(elems.keys().cloned().collect()),
-            State::MvReg { entries } => {
-                let mut values: Vec<Value> = entries.values().cloned().collect();
-                values.sort();
-                values.dedup();
-                ObjValue::MvReg(values)
-            }
-        }
+        state_value(shown_part(&self.state))
     }
 
     /// The ids of the writes a read of this state observes, for histories: the winning
     /// assignment of a register, the visible adds of a set, the concurrent assignments of
     /// a multi-value register; a counter reports none (its value sums every increment).
+    /// Of a key with parts, the shown part's.
     pub fn observed(&self) -> Vec<OpId> {
-        match &self.state {
+        match shown_part(&self.state) {
             State::Lww { winner, .. } | State::CountedLww { winner, .. } => {
                 winner.iter().map(|(_, id)| *id).collect()
             }
@@ -645,8 +714,163 @@ impl Object {
                 ids
             }
             State::MvReg { entries } => entries.keys().copied().collect(),
+            State::Parts { .. } => unreachable!("a shown part has no parts"),
         }
     }
+}
+
+/// The part of `state` a reader sees: the part of the type it shows (see [`shown_type`]),
+/// its own part when it shows nothing.
+fn shown_part(state: &State) -> &State {
+    match state {
+        State::Parts { home, .. } => shown_type(state)
+            .and_then(|t| part_of(state, t))
+            .unwrap_or(home),
+        s => s,
+    }
+}
+
+/// The value a state of one type shows.
+fn state_value(state: &State) -> crate::api::ObjValue {
+    use crate::api::ObjValue;
+    match state {
+        State::Lww { value, .. } => ObjValue::Lww(value.clone()),
+        State::CountedLww {
+            value, base, total, ..
+        } => ObjValue::Lww(counted_value(value, total.wrapping_sub(*base))),
+        State::Counter { value } => ObjValue::Counter(*value),
+        State::Set { elems } => ObjValue::Set(elems.keys().cloned().collect()),
+        State::MvReg { entries } => {
+            let mut values: Vec<Value> = entries.values().cloned().collect();
+            values.sort();
+            values.dedup();
+            ObjValue::MvReg(values)
+        }
+        State::Parts { .. } => state_value(shown_part(state)),
+    }
+}
+
+/// The deletions of `effect` alone in `state` (see [`Object::apply`]).
+fn delete_in(state: &mut State, effect: &Effect) {
+    match (state, effect) {
+        (
+            State::Set { elems },
+            Effect::Add {
+                elem,
+                replaces: ids,
+            },
+        )
+        | (State::Set { elems }, Effect::Remove { elem, tags: ids }) => {
+            if let Some(live) = elems.get_mut(elem) {
+                live.remove_all(ids);
+                if live.is_empty() {
+                    elems.remove(elem);
+                }
+            }
+        }
+        (State::MvReg { entries }, Effect::MvAssign { dominated, .. }) => {
+            for d in dominated {
+                entries.remove(d);
+            }
+        }
+        (State::Parts { home, .. }, e) if !e.is_part() => delete_in(home, e),
+        (State::Parts { parts, .. }, Effect::Part { effect, .. }) => {
+            if let Some(p) = parts.get_mut(&effect.obj_type()) {
+                delete_in(&mut p.state, effect);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Applies `effect` (`op`'s, or the effect a part wraps) to `state`.
+fn apply_to(state: &mut State, op: &Op, effect: &Effect) {
+    match (state, effect) {
+        (State::Lww { value, winner }, Effect::Assign(v)) => {
+            let candidate = (op.ts, op.id);
+            if winner.is_none_or(|w| candidate > w) {
+                *value = Some(v.clone());
+                *winner = Some(candidate);
+            }
+        }
+        (State::Counter { value }, Effect::Increment(d)) => *value = value.wrapping_add(*d),
+        (State::Set { elems }, Effect::Add { elem, replaces }) => {
+            assert!(!replaces.contains(&op.id), "add {} replaces itself", op.id);
+            // A re-add finds the element live: no copy of it (a replay of a hot
+            // set's versions re-adds one member again and again).
+            let live = match elems.get_mut(elem) {
+                Some(live) => live,
+                None => elems.entry(elem.clone()).or_default(),
+            };
+            live.remove_all(replaces);
+            live.insert(op.id);
+        }
+        (State::Set { elems }, Effect::Remove { elem, tags }) => {
+            if let Some(live) = elems.get_mut(elem) {
+                live.remove_all(tags);
+                if live.is_empty() {
+                    elems.remove(elem);
+                }
+            }
+        }
+        (State::MvReg { entries }, Effect::MvAssign { value, dominated }) => {
+            for d in dominated {
+                entries.remove(d);
+            }
+            entries.insert(op.id, value.clone());
+        }
+        (
+            State::CountedLww {
+                value,
+                winner,
+                base,
+                ..
+            },
+            Effect::Assign(v),
+        ) => {
+            let candidate = (op.ts, op.id);
+            if winner.is_none_or(|w| candidate > w) {
+                *value = Some(v.clone());
+                *winner = Some(candidate);
+                *base = 0;
+            }
+        }
+        (state, Effect::Part { effect, .. }) => apply_part(state, op, effect),
+        (State::Parts { home, .. }, effect) => apply_to(home, op, effect),
+        (state @ (State::Lww { .. } | State::CountedLww { .. }), effect) => {
+            apply_counted(state, op, effect)
+        }
+        (state, effect) => {
+            panic!("effect {effect:?} applied to {state:?}: type invariant broken")
+        }
+    }
+}
+
+/// Applies `effect` to the part of its type, making `state` a [`State::Parts`] first.
+fn apply_part(state: &mut State, op: &Op, effect: &Effect) {
+    assert!(!effect.is_part(), "a part of a part: {op:?}");
+    if !matches!(state, State::Parts { .. }) {
+        let home = std::mem::replace(state, new_state(ObjType::Lww));
+        *state = State::Parts {
+            home: Box::new(home),
+            parts: BTreeMap::new(),
+        };
+    }
+    let State::Parts { home, parts } = state else {
+        unreachable!("made parts above")
+    };
+    let t = effect.obj_type();
+    assert!(
+        t != state_type(home),
+        "a part of the key's own type: {op:?}"
+    );
+    let stamp = (op.ts, op.id);
+    let part = parts.entry(t).or_insert_with(|| Part {
+        state: new_state(t),
+        last: stamp,
+    });
+    part.last = part.last.max(stamp);
+    apply_to(&mut part.state, op, effect);
 }
 
 /// Applies a register increment or counted assignment to a register, which counts from
@@ -980,6 +1204,120 @@ mod tests {
             assert_eq!(decimal(not.as_bytes()), None, "{not:?}");
         }
         assert_eq!(decimal(b"-12"), Some(-12));
+    }
+
+    /// An op of `update` prepared against `at`, at arbitration time `t` (op id `seq`).
+    fn op_at(at: &Object, t: u64, seq: u64, update: Update) -> Op {
+        reg_op(at, t, seq, update)
+    }
+
+    fn part(key_type: ObjType, update: Update) -> Update {
+        Update::Part {
+            key_type,
+            update: Box::new(update),
+        }
+    }
+
+    fn applied(start: &Object, ops: &[&Op]) -> Object {
+        let mut r = start.clone();
+        for op in ops {
+            assert!(r.apply(op));
+        }
+        r
+    }
+
+    /// `SADD k a`, `DEL k`, `SET k v`: the key freed by the `DEL` takes a string, shows it,
+    /// refuses a set while it does, and takes a set again once the string is deleted.
+    #[test]
+    fn a_key_freed_by_del_takes_another_type() {
+        let empty = Object::new(ObjType::Set);
+        let add = op_at(&empty, 1, 1, Update::Add(b"a".to_vec()));
+        let k = applied(&empty, &[&add]);
+        // While the set shows a member, a string is refused, naming the set.
+        let refused = k.prepare(&part(ObjType::Set, set("v")));
+        assert_eq!(
+            refused,
+            Err(Error::WrongType {
+                expected: ObjType::Set,
+                found: ObjType::Lww
+            })
+        );
+        let del = op_at(&k, 2, 2, Update::Remove(b"a".to_vec()));
+        let k = applied(&empty, &[&add, &del]);
+        assert_eq!(k.shown_type(), None, "a freed key shows nothing");
+        let s = op_at(&k, 3, 3, part(ObjType::Set, set("v")));
+        assert!(s.effect.is_part() && s.effect.obj_type() == ObjType::Set);
+        let k = applied(&empty, &[&add, &del, &s]);
+        assert_eq!(k.obj_type(), ObjType::Set, "the store's type stays");
+        assert_eq!(k.shown_type(), Some(ObjType::Lww));
+        assert_eq!(shown(&k).as_deref(), Some("v"));
+        assert_eq!(k.observed(), vec![s.id]);
+        let sadd = k.prepare(&Update::Add(b"b".to_vec()));
+        assert_eq!(
+            sadd,
+            Err(Error::WrongType {
+                expected: ObjType::Lww,
+                found: ObjType::Set
+            })
+        );
+        // DEL of the string (a tombstone), then SADD: a set again, without the old member.
+        let gone = op_at(&k, 4, 4, part(ObjType::Set, set_bytes(TOMBSTONE)));
+        let k2 = applied(&empty, &[&add, &del, &s, &gone]);
+        assert_eq!(k2.shown_type(), None);
+        let b = op_at(&k2, 5, 5, Update::Add(b"b".to_vec()));
+        let k3 = applied(&empty, &[&add, &del, &s, &gone, &b]);
+        assert_eq!(k3.value(), crate::api::ObjValue::Set(vec![b"b".to_vec()]));
+        // An increment after the DEL makes a counter part, which GET shows in decimal.
+        let inc = op_at(&k2, 6, 6, part(ObjType::Set, Update::Increment(3)));
+        let k4 = applied(&empty, &[&add, &del, &s, &gone, &inc]);
+        assert_eq!(k4.value(), crate::api::ObjValue::Counter(3));
+        // The state with parts encodes and decodes; earlier states keep their tags.
+        let bytes = postcard::to_allocvec(&k4).unwrap();
+        assert_eq!(bytes[0], 5, "Parts is the sixth state");
+        assert_eq!(postcard::from_bytes::<Object>(&bytes).unwrap(), k4);
+        let tag = |b: Vec<u8>| b[0];
+        assert_eq!(
+            tag(postcard::to_allocvec(&part(ObjType::Set, set("v"))).unwrap()),
+            6
+        );
+        assert_eq!(tag(postcard::to_allocvec(&s.effect).unwrap()), 7);
+    }
+
+    fn set_bytes(v: &[u8]) -> Update {
+        Update::Assign(v.to_vec())
+    }
+
+    /// The rule for a write of the key's own type concurrent with the `DEL` and the write
+    /// of another type after it: the other type shows (the write that retyped the key
+    /// wins), in every delivery order; the concurrent member stays hidden in the set part
+    /// until a `DEL` of the key removes it too. Two concurrent writes of two other types:
+    /// the later by arbitration timestamp shows, in either order.
+    #[test]
+    fn a_retyping_write_wins_over_concurrent_writes_of_the_old_type() {
+        let empty = Object::new(ObjType::Set);
+        let add = op_at(&empty, 1, 1, Update::Add(b"a".to_vec()));
+        let base = applied(&empty, &[&add]);
+        // DC 1: DEL, then SET v. DC 2, concurrently: SADD b (late timestamp: still loses).
+        let del = op_at(&base, 2, 2, Update::Remove(b"a".to_vec()));
+        let freed = applied(&base, &[&del]);
+        let s = op_at(&freed, 3, 3, part(ObjType::Set, set("v")));
+        let b = op_at(&base, 9, 4, Update::Add(b"b".to_vec()));
+        let orders: [&[&Op]; 3] = [&[&del, &s, &b], &[&b, &del, &s], &[&del, &b, &s]];
+        for order in orders {
+            let r = applied(&base, order);
+            assert_eq!(shown(&r).as_deref(), Some("v"), "{order:?}");
+        }
+        // Concurrent retypes after the DEL: a string at 5, a counter at 6; the counter shows.
+        let str5 = op_at(&freed, 5, 5, part(ObjType::Set, set("x")));
+        let cnt6 = op_at(&freed, 6, 6, part(ObjType::Set, Update::Increment(2)));
+        for order in [[&del, &str5, &cnt6], [&del, &cnt6, &str5]] {
+            let r = applied(&base, &order);
+            assert_eq!(r.value(), crate::api::ObjValue::Counter(2));
+            // DEL of the counter shows the string, and DEL of that shows nothing.
+            let minus = op_at(&r, 7, 7, part(ObjType::Set, Update::Increment(-2)));
+            let r = applied(&r, &[&minus]);
+            assert_eq!(shown(&r).as_deref(), Some("x"));
+        }
     }
 
     /// The new variants go last: every earlier update, effect and state keeps its postcard

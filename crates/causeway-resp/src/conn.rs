@@ -26,7 +26,7 @@ use crate::txn::{Scope, Tx};
 use bytes::Bytes;
 use causeway_core::crdt::COUNTER_OVERFLOW;
 use causeway_core::{Error, Key, ObjType, ObjValue, Request, Response, Secret, TxnKind};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
@@ -115,6 +115,17 @@ fn commit_failure(e: Error) -> GroupEnd {
         Error::Unavailable(_) | Error::InvalidState(_) if !overflow => GroupEnd::Failed(e),
         _ => GroupEnd::Alone,
     }
+}
+
+/// The keys of the blind writes (`SET`, `MSET`) among `cmds`, once each.
+fn blind_keys(cmds: &[DataCmd]) -> Vec<Key> {
+    let mut keys = BTreeSet::new();
+    for cmd in cmds.iter().filter(|c| c.writes_blind()) {
+        cmd.keys(|k| {
+            keys.insert(k.clone());
+        });
+    }
+    keys.into_iter().collect()
 }
 
 /// The answer to a session response that should have been `expected`.
@@ -274,10 +285,19 @@ impl<F: SessionFactory> Conn<F> {
     /// long idle) left nothing behind, so the command runs again on a fresh snapshot, up
     /// to [`STANDALONE_RETRIES_MAX`] times; any other error is answered as it is. Either
     /// way the session ends idle: a failed attempt is aborted if still open.
+    ///
+    /// A `WRONGTYPE` of a blind write (`SET`, `MSET`) runs it once more, knowing the type
+    /// the store holds each of its keys as ([`Conn::homes`]): a key freed by `DEL` takes a
+    /// write of any type, as a part of another type (`crdt`). Commands that read learn
+    /// that in their transaction ([`Tx::read_then`]).
     async fn standalone(&mut self, cmd: DataCmd) -> Reply {
         let mut attempt = 0;
+        let mut homes: Option<BTreeMap<Key, ObjType>> = None;
         loop {
             let mut tx = Tx::begin(self.session(), Scope::Command);
+            if let Some(h) = &homes {
+                tx.set_homes(h.clone());
+            }
             let result = match cmd.run_borrowed(&mut tx).await {
                 Ok(reply) => tx.commit().await.map(|()| reply),
                 Err(e) => Err(e),
@@ -287,11 +307,37 @@ impl<F: SessionFactory> Conn<F> {
                 Err(e) => e,
             };
             tx.abort().await;
+            if matches!(e, Error::WrongType { .. }) && homes.is_none() && cmd.writes_blind() {
+                homes = Some(self.homes(&cmd).await);
+                continue;
+            }
             attempt += 1;
             if !matches!(e, Error::Aborted(_)) || attempt > STANDALONE_RETRIES_MAX {
                 return error_reply(&e);
             }
         }
+    }
+
+    /// The type the store holds each key of `cmd` as (the type of its first write), in a
+    /// read-only transaction of its own ([`Tx::read_any`] learns it).
+    async fn homes(&mut self, cmd: &DataCmd) -> BTreeMap<Key, ObjType> {
+        let mut keys = Vec::new();
+        cmd.keys(|k| keys.push(k.clone()));
+        let mut tx = Tx::begin(self.session(), Scope::Command);
+        let mut homes = BTreeMap::new();
+        for key in keys {
+            let home = match tx.read_any(&key, ObjType::Lww, false).await {
+                Ok(shown) => tx
+                    .home(&key)
+                    .unwrap_or_else(|| crate::txn::value_type(&shown)),
+                Err(_) => ObjType::Lww,
+            };
+            homes.insert(key, home);
+        }
+        if tx.commit().await.is_err() {
+            tx.abort().await;
+        }
+        homes
     }
 
     /// The command as one that may share a transaction with its pipelined neighbours
@@ -443,6 +489,11 @@ impl<F: SessionFactory> Conn<F> {
 
     /// Runs a command inside the interactive transaction; leaves interactive mode if the
     /// session ended the transaction.
+    ///
+    /// A blind write (`SET`, `MSET`) does not read its keys here: reading them would put
+    /// them in a strong transaction's read set. So a key freed by `DEL` does not take one
+    /// of another type in an open transaction: the session refuses it at the next read of
+    /// the key or the commit (`WRONGTYPE`), unlike in `MULTI` or a pipeline.
     async fn in_open_txn(&mut self, cmd: DataCmd) -> Reply {
         let mut tx = Tx::join(self.session());
         let result = match cmd.run(&mut tx).await {
@@ -513,6 +564,26 @@ impl<F: SessionFactory> Conn<F> {
         let mut tx = Tx::begin(self.session(), Scope::Group);
         let mut replies = Vec::with_capacity(queue.len());
         for cmd in queue {
+            // A blind write reads what its keys hold first, as a command alone does after
+            // a `WRONGTYPE` (`standalone`): a key freed by `DEL` takes a write of another
+            // type, and one that holds another type is refused in its place. Only here,
+            // where the planned batch was refused or there is none.
+            if cmd.writes_blind() {
+                match tx
+                    .ready_to_assign(&blind_keys(std::slice::from_ref(&cmd)))
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(e @ Error::WrongType { .. }) if tx.is_open() => {
+                        replies.push(error_reply(&e));
+                        continue;
+                    }
+                    Err(e) => {
+                        tx.abort().await;
+                        return error_reply(&e);
+                    }
+                }
+            }
             match cmd.run(&mut tx).await {
                 Ok(reply) => replies.push(reply),
                 Err(e @ Error::WrongType { .. }) if tx.is_open() => replies.push(error_reply(&e)),

@@ -615,6 +615,114 @@ async fn a_sadd_of_a_member_it_sees_writes_nothing_and_a_new_add_wins_across_dcs
     }
 }
 
+/// A key freed by `DEL` takes any type again (docs/REDIS.md): a set, deleted, becomes a
+/// string, a counter, a set again; while it shows one type, the others are refused.
+#[tokio::test]
+async fn a_key_freed_by_del_takes_any_type() {
+    let mut c = conn();
+    run(&mut c, "SADD k a").await;
+    assert_eq!(run(&mut c, "DEL k").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "SET k v").await, Reply::Ok);
+    assert_eq!(run(&mut c, "GET k").await, bulk("v"));
+    assert_eq!(run(&mut c, "TYPE k").await, Reply::Simple("string"));
+    assert_eq!(run(&mut c, "EXISTS k").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "STRLEN k").await, Reply::Int(1));
+    assert_err(&run(&mut c, "SADD k x").await, "WRONGTYPE", &[]);
+    assert_err(&run(&mut c, "SMEMBERS k").await, "WRONGTYPE", &[]);
+    assert_eq!(run(&mut c, "SET k w").await, Reply::Ok);
+    assert_eq!(run(&mut c, "GET k").await, bulk("w"));
+    assert_eq!(run(&mut c, "DEL k").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "GET k").await, Reply::Nil);
+    assert_eq!(run(&mut c, "TYPE k").await, Reply::Simple("none"));
+    assert_eq!(run(&mut c, "INCRBY k 5").await, Reply::Int(5));
+    assert_eq!(run(&mut c, "INCR k").await, Reply::Int(6));
+    assert_eq!(run(&mut c, "GET k").await, bulk("6"));
+    assert_eq!(run(&mut c, "DEL k").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "SADD k b").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "SMEMBERS k").await, Reply::Set(vec![bulk("b")]));
+    assert_eq!(run(&mut c, "TYPE k").await, Reply::Simple("set"));
+    // And a string freed by DEL takes a set.
+    run(&mut c, "SET r v").await;
+    run(&mut c, "DEL r").await;
+    assert_eq!(run(&mut c, "SADD r m").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "TYPE r").await, Reply::Simple("set"));
+    assert_err(&run(&mut c, "GET r").await, "WRONGTYPE", &[]);
+}
+
+/// The rule across DCs: a write of another type after the `DEL` wins over a write of the
+/// key's old type concurrent with them, whichever DC applies what first.
+#[tokio::test]
+async fn a_retyping_write_wins_over_a_concurrent_write_of_the_old_type() {
+    let cluster = MemoryCluster::new(options(2));
+    let mut dc1 = Conn::new(shared(&cluster, 0, None), 1);
+    let mut dc2 = Conn::new(shared(&cluster, 1, None), 2);
+    run(&mut dc1, "SADD k a").await;
+    cluster.replicate();
+    run(&mut dc1, "DEL k").await;
+    assert_eq!(run(&mut dc1, "SET k v").await, Reply::Ok);
+    assert_eq!(run(&mut dc2, "SADD k b").await, Reply::Int(1));
+    cluster.replicate();
+    for c in [&mut dc1, &mut dc2] {
+        assert_eq!(run(c, "GET k").await, bulk("v"));
+        assert_eq!(run(c, "TYPE k").await, Reply::Simple("string"));
+    }
+    // A DEL now removes the string and the hidden member alike: the key is free.
+    assert_eq!(run(&mut dc2, "DEL k").await, Reply::Int(1));
+    cluster.replicate();
+    for c in [&mut dc1, &mut dc2] {
+        assert_eq!(run(c, "TYPE k").await, Reply::Simple("none"));
+    }
+}
+
+/// Inside `MULTI`/`EXEC` and a pipeline, a blind `SET` of a key freed by `DEL` follows
+/// the rule of a command alone: it takes the key (a string part of a set key); a key that
+/// still shows another type answers `WRONGTYPE` in its place, and the others run.
+#[tokio::test]
+async fn a_freed_key_takes_another_type_inside_multi_and_pipelines() {
+    let mut c = conn();
+    for k in ["m", "p", "q"] {
+        run(&mut c, &format!("SADD {k} a")).await;
+        run(&mut c, &format!("DEL {k}")).await;
+    }
+    run(&mut c, "SADD busy a").await;
+    assert_eq!(run(&mut c, "MULTI").await, Reply::Ok);
+    for cmd in ["SET m v", "GET m", "SET busy v", "INCR n"] {
+        assert_eq!(run(&mut c, cmd).await, Reply::Simple("QUEUED"));
+    }
+    let exec = run(&mut c, "EXEC").await;
+    let Reply::Array(replies) = exec else {
+        panic!("EXEC answers an array: {exec:?}")
+    };
+    assert_eq!(replies[0], Reply::Ok);
+    assert_eq!(replies[1], bulk("v"));
+    assert_err(&replies[2], "WRONGTYPE", &[]);
+    assert_eq!(replies[3], Reply::Int(1));
+    assert_eq!(run(&mut c, "GET m").await, bulk("v"));
+    assert_eq!(run(&mut c, "TYPE m").await, Reply::Simple("string"));
+    // MSET too, and a MULTI of blind writes alone (the planned batch).
+    run(&mut c, "MULTI").await;
+    run(&mut c, "MSET q w x 1").await;
+    assert_eq!(run(&mut c, "EXEC").await, Reply::Array(vec![Reply::Ok]));
+    assert_eq!(run(&mut c, "GET q").await, bulk("w"));
+    let replies = pipeline(&mut c, &["SET p v", "GET p", "SADD s a", "SET busy v"]).await;
+    assert_eq!(replies[0], Reply::Ok);
+    assert_eq!(replies[1], bulk("v"));
+    assert_eq!(replies[2], Reply::Int(1));
+    assert_err(&replies[3], "WRONGTYPE", &[]);
+    assert_eq!(run(&mut c, "TYPE p").await, Reply::Simple("string"));
+    assert_eq!(
+        run(&mut c, "SMEMBERS busy").await,
+        Reply::Set(vec![bulk("a")])
+    );
+    // An interactive transaction does not read for a blind write (a strong one would
+    // conflict on the key): the SET of the freed key fails its commit, nothing applied.
+    run(&mut c, "DEL busy").await;
+    assert_eq!(run(&mut c, "TX.BEGIN").await, Reply::Ok);
+    assert_eq!(run(&mut c, "SET busy v").await, Reply::Ok);
+    assert_err(&run(&mut c, "TX.COMMIT").await, "WRONGTYPE", &[]);
+    assert_eq!(run(&mut c, "TYPE busy").await, Reply::Simple("none"));
+}
+
 #[tokio::test]
 async fn type_names_every_kind_of_key() {
     let mut c = conn();

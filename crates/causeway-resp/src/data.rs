@@ -46,7 +46,7 @@ use causeway_core::{Error, Key, ObjType, ObjValue, ReadValue, Request, Update, V
 use std::collections::BTreeSet;
 
 /// The value a deleted register holds. Writing it with `SET` is refused.
-pub const LWW_TOMBSTONE: &[u8] = b"\x00causeway:deleted\x00";
+pub const LWW_TOMBSTONE: &[u8] = causeway_core::crdt::TOMBSTONE;
 
 /// `SET`'s condition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,6 +240,25 @@ impl DataCmd {
     /// Calls `on_key` with each key the command names and `on_value` with each value
     /// (register values, set elements), without collecting them: every command is
     /// checked, and two vectors per command were a visible share of a pipelined run.
+    /// Whether the command writes without reading (its `WRONGTYPE` comes at the commit:
+    /// [`crate::conn`] then learns the types its keys are held as and runs it again).
+    pub fn writes_blind(&self) -> bool {
+        matches!(
+            self,
+            DataCmd::MSet(_)
+                | DataCmd::Set {
+                    cond: SetCond::Always,
+                    get: false,
+                    ..
+                }
+        )
+    }
+
+    /// Calls `on_key` with each key the command names.
+    pub fn keys(&self, on_key: impl FnMut(&Key)) {
+        self.visit(on_key, |_| {});
+    }
+
     fn visit(&self, mut on_key: impl FnMut(&Key), mut on_value: impl FnMut(&Value)) {
         match self {
             DataCmd::Get(k)
@@ -439,6 +458,8 @@ pub(crate) fn bulk_or_nil(value: Option<Value>) -> Reply {
 async fn get<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key) -> Result<Reply, Error> {
     match tx.read_any(k, ObjType::Lww, true).await? {
         ObjValue::Lww(v) => Ok(bulk_or_nil(v)),
+        // An empty set: a key freed by `DEL` (`crdt`'s parts) that shows nothing.
+        v @ (ObjValue::Set(_) | ObjValue::MvReg(_)) if !present(&v) => Ok(Reply::Nil),
         ObjValue::Counter(n) => Ok(Reply::text(n.to_string())),
         ObjValue::Set(_) => Err(wrongtype(ObjType::Set, ObjType::Lww)),
         ObjValue::MvReg(_) => Err(wrongtype(ObjType::MvReg, ObjType::Lww)),
@@ -481,7 +502,7 @@ async fn set<H: SessionHandle>(
 }
 
 /// Whether a read value counts as an existing key.
-fn present(value: &ObjValue) -> bool {
+pub(crate) fn present(value: &ObjValue) -> bool {
     match value {
         ObjValue::Lww(v) => live(v.clone()).is_some(),
         ObjValue::Counter(n) => *n != 0,
@@ -512,18 +533,38 @@ async fn del<H: SessionHandle>(tx: &mut Tx<'_, H>, ks: &[Key]) -> Result<Reply, 
             continue;
         }
         deleted += 1;
-        match v {
-            ObjValue::Lww(_) => tx.update(k, Update::Assign(LWW_TOMBSTONE.to_vec())),
-            ObjValue::Counter(n) => tx.update(k, Update::Increment(n.wrapping_neg())),
-            ObjValue::Set(elems) => {
-                for e in elems {
-                    tx.update(k.clone(), Update::Remove(e));
-                }
+        let mut shown = v;
+        // A key with parts (`crdt`) may show another part once the shown one is gone:
+        // each is deleted, so the key is free (one pass per type at most).
+        for _ in 0..PARTS_MAX {
+            delete_shown(tx, &k, shown);
+            if !tx.has_home(&k) {
+                break;
             }
-            ObjValue::MvReg(_) => tx.update(k, Update::MvAssign(LWW_TOMBSTONE.to_vec())),
+            shown = tx.read_any(&k, ObjType::Lww, false).await?;
+            if !present(&shown) {
+                break;
+            }
         }
     }
     Ok(Reply::Int(deleted))
+}
+
+/// Types a key may hold parts of: how many passes a `DEL` takes at most.
+const PARTS_MAX: usize = 4;
+
+/// Deletes what `key` shows, as the module docs describe.
+fn delete_shown<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key, shown: ObjValue) {
+    match shown {
+        ObjValue::Lww(_) => tx.update(k.clone(), Update::Assign(LWW_TOMBSTONE.to_vec())),
+        ObjValue::Counter(n) => tx.update(k.clone(), Update::Increment(n.wrapping_neg())),
+        ObjValue::Set(elems) => {
+            for e in elems {
+                tx.update(k.clone(), Update::Remove(e));
+            }
+        }
+        ObjValue::MvReg(_) => tx.update(k.clone(), Update::MvAssign(LWW_TOMBSTONE.to_vec())),
+    }
 }
 
 /// `TYPE`: registers and counters are `string` as in Redis.
@@ -607,6 +648,18 @@ async fn incr_by_at_once<H: SessionHandle>(
         }) => {
             tx.continue_after_refused_read();
             return incr_register(tx, k, by).await;
+        }
+        // A key of another type: a counter if it shows one or nothing (a key freed by
+        // `DEL`), read again as the type it holds.
+        Err(Error::WrongType { .. }) => {
+            tx.continue_after_refused_read();
+            let mut values = tx.read(vec![(k.clone(), ObjType::Counter)]).await?;
+            let current = counter_of(&mut values);
+            let Some(next) = current.checked_add(by) else {
+                return Ok(Reply::err(COUNTER_OVERFLOW));
+            };
+            tx.update(k.clone(), Update::Increment(by));
+            return Ok(Reply::Int(next));
         }
         other => other?,
     };

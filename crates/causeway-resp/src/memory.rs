@@ -466,9 +466,9 @@ fn check_update(key: &Key, update: &Update) -> Result<(), Error> {
     if key.0.len() > KEY_LEN_MAX {
         return Err(limit("key length", KEY_LEN_MAX));
     }
-    let value_len = match update {
+    let value_len = match update.own() {
         Update::Assign(v) | Update::Add(v) | Update::Remove(v) | Update::MvAssign(v) => v.len(),
-        Update::Increment(_) | Update::RegisterIncrement(_) => 0,
+        Update::Increment(_) | Update::RegisterIncrement(_) | Update::Part { .. } => 0,
     };
     if value_len > VALUE_LEN_MAX {
         return Err(limit("value length", VALUE_LEN_MAX));

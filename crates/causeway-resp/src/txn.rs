@@ -42,6 +42,11 @@ pub struct Tx<'a, H: SessionHandle> {
     /// adding it again would change nothing (see [`Tx::update`]). At most one entry per
     /// update. Keyed by key, then member, so a lookup borrows both.
     added: BTreeMap<Key, BTreeSet<Value>>,
+    /// Per key, the type the store holds it as, where a command writes another type to it
+    /// (a key freed by `DEL` takes any type: `crdt`'s parts): reads ask for that type and
+    /// updates go wrapped in `Update::Part`. Empty except when a command runs again
+    /// after a `WRONGTYPE` ([`Tx::set_homes`]); at most one entry per key of a command.
+    homes: BTreeMap<Key, ObjType>,
 }
 
 impl<'a, H: SessionHandle> Tx<'a, H> {
@@ -64,6 +69,24 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             commit_sent: false,
             seen: BTreeMap::new(),
             added: BTreeMap::new(),
+            homes: BTreeMap::new(),
+        }
+    }
+
+    /// Sets the types the store holds keys as (see `homes`), before the command runs.
+    pub fn set_homes(&mut self, homes: BTreeMap<Key, ObjType>) {
+        self.homes = homes;
+    }
+
+    /// `update` as the store takes it: wrapped in `Update::Part` when the key is held as
+    /// another type (`homes`).
+    fn in_part(&self, key: &Key, update: Update) -> Update {
+        match self.homes.get(key) {
+            Some(&home) if home != update.obj_type() => Update::Part {
+                key_type: home,
+                update: Box::new(update),
+            },
+            _ => update,
         }
     }
 
@@ -78,6 +101,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             commit_sent: false,
             seen: BTreeMap::new(),
             added: BTreeMap::new(),
+            homes: BTreeMap::new(),
         }
     }
 
@@ -103,6 +127,7 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             return;
         }
         self.see_update(&key, &update);
+        let update = self.in_part(&key, update);
         self.pending.push(Request::Update { key, update });
     }
 
@@ -236,12 +261,92 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
 
     /// Sends the queued requests, then `Read(keys)`, then `after`, then a `Commit` if
     /// `finish` and this transaction is a standalone command's. Returns what was read.
+    /// Each value read is of the type asked for: a key that shows another type (a part,
+    /// `crdt`) is refused with `WRONGTYPE` naming it, or read as empty if it shows nothing.
     pub async fn read_then(
         &mut self,
         keys: Vec<(Key, ObjType)>,
         after: Vec<Request>,
         finish: bool,
     ) -> Result<Vec<ReadValue>, Error> {
+        let asked: Vec<ObjType> = keys.iter().map(|(_, t)| *t).collect();
+        let keys = match self.homes.is_empty() {
+            true => keys,
+            false => keys
+                .into_iter()
+                .map(|(k, t)| match self.homes.get(&k) {
+                    Some(&home) => (k, home),
+                    None => (k, t),
+                })
+                .collect(),
+        };
+        let single = (keys.len() == 1 && after.is_empty()).then(|| keys[0].0.clone());
+        let mut values = match self.read_then_raw(keys, after, finish).await {
+            // A counter asked of a string, or a string of a counter, is the caller's to
+            // handle (both are Redis strings: `INCR` of a string counts in the register,
+            // deleted or not, and `GET` prints a counter).
+            Err(Error::WrongType { expected, found })
+                if single.is_some() && !strings(expected, found) =>
+            {
+                let key = single.expect("checked");
+                return self.read_as_home(key, expected, found, finish).await;
+            }
+            other => other?,
+        };
+        for (read, t) in values.iter_mut().zip(asked) {
+            as_type(read, t)?;
+        }
+        Ok(values)
+    }
+
+    /// A read of `key` as `asked` that the store refused because it holds the key as
+    /// `home`: read as `home`, it is a value of `asked` if it shows that type or nothing
+    /// (a key freed by `DEL`; later updates of it go as parts), else `WRONGTYPE`.
+    async fn read_as_home(
+        &mut self,
+        key: Key,
+        home: ObjType,
+        asked: ObjType,
+        finish: bool,
+    ) -> Result<Vec<ReadValue>, Error> {
+        self.continue_after_refused_read();
+        let keys = vec![(key.clone(), home)];
+        let mut values = self.read_then_raw(keys, Vec::new(), finish).await?;
+        for read in values.iter_mut() {
+            // Refused as the store refused it, in its words.
+            as_type(read, asked).map_err(|_| crate::data::wrongtype(home, asked))?;
+        }
+        self.homes.insert(key, home);
+        Ok(values)
+    }
+
+    /// The type the store holds `key` as, where known to differ from what it shows.
+    pub fn home(&self, key: &Key) -> Option<ObjType> {
+        self.homes.get(key).copied()
+    }
+
+    /// Whether `key` is known to be held as a type it may not show (see `homes`).
+    pub fn has_home(&self, key: &Key) -> bool {
+        self.homes.contains_key(key)
+    }
+
+    /// [`Tx::read_then`] answering what each key shows, whatever its type.
+    async fn read_then_raw(
+        &mut self,
+        keys: Vec<(Key, ObjType)>,
+        after: Vec<Request>,
+        finish: bool,
+    ) -> Result<Vec<ReadValue>, Error> {
+        let after: Vec<Request> = after
+            .into_iter()
+            .map(|r| match r {
+                Request::Update { key, update } => {
+                    let update = self.in_part(&key, update);
+                    Request::Update { key, update }
+                }
+                other => other,
+            })
+            .collect();
         if let Some(values) = self.seen_values(&keys) {
             for req in after {
                 self.queue(req);
@@ -347,15 +452,41 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         finish: bool,
     ) -> Result<ObjValue, Error> {
         let keys = vec![(key.clone(), first)];
-        match self.read_then(keys, Vec::new(), finish).await {
-            Ok(mut values) => Ok(take_value(&mut values)),
+        let (home, value) = match self.read_then_raw(keys, Vec::new(), finish).await {
+            Ok(mut values) => (first, take_value(&mut values)),
             Err(Error::WrongType { expected, .. }) if expected != first => {
+                self.continue_after_refused_read();
                 let keys = vec![(key.clone(), expected)];
-                let mut values = self.read_then(keys, Vec::new(), finish).await?;
-                Ok(take_value(&mut values))
+                let mut values = self.read_then_raw(keys, Vec::new(), finish).await?;
+                (expected, take_value(&mut values))
             }
-            Err(e) => Err(e),
+            Err(e) => return Err(e),
+        };
+        // A key that shows another type than the store holds it as: its updates of that
+        // type go as parts (see `homes`).
+        if value_type(&value) != home {
+            self.homes.insert(key.clone(), home);
         }
+        Ok(value)
+    }
+
+    /// Readies `keys` for a blind assignment (`SET`, `MSET`) in this transaction: learns
+    /// the type the store holds each as (see `homes`), reading each whatever it shows
+    /// (this transaction's own writes included), so that the assignment of a key freed by
+    /// `DEL` goes as a part of another type, as a command alone does after a `WRONGTYPE`
+    /// ([`crate::conn`]'s `standalone`). `WRONGTYPE` when a key shows a value of another
+    /// type than a string: the assignment would be refused.
+    pub async fn ready_to_assign(&mut self, keys: &[Key]) -> Result<(), Error> {
+        for key in keys {
+            let shown = self.read_any(key, ObjType::Lww, false).await?;
+            let home = self.home(key).unwrap_or_else(|| value_type(&shown));
+            self.homes.insert(key.clone(), home);
+            let t = value_type(&shown);
+            if t != ObjType::Lww && crate::data::present(&shown) {
+                return Err(crate::data::wrongtype(t, ObjType::Lww));
+            }
+        }
+        Ok(())
     }
 
     /// Reads several keys whatever their types: all as `first` in one read, or one by one
@@ -366,8 +497,16 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
         first: ObjType,
     ) -> Result<Vec<ObjValue>, Error> {
         let typed = keys.iter().map(|k| (k.clone(), first)).collect();
-        match self.read(typed).await {
-            Ok(values) => Ok(values.into_iter().map(|v| v.value).collect()),
+        match self.read_then_raw(typed, Vec::new(), false).await {
+            Ok(values) => {
+                // Held as `first`, each: one that shows another type has parts.
+                for v in &values {
+                    if value_type(&v.value) != first {
+                        self.homes.insert(v.key.clone(), first);
+                    }
+                }
+                Ok(values.into_iter().map(|v| v.value).collect())
+            }
             Err(Error::WrongType { .. }) => {
                 let mut out = Vec::with_capacity(keys.len());
                 for key in keys {
@@ -476,6 +615,36 @@ pub(crate) fn type_of(value: &ObjValue) -> ObjType {
         ObjValue::Set(_) => ObjType::Set,
         ObjValue::MvReg(_) => ObjType::MvReg,
     }
+}
+
+/// Whether both types are Redis strings (a register, a counter).
+fn strings(a: ObjType, b: ObjType) -> bool {
+    let string = |t| matches!(t, ObjType::Lww | ObjType::Counter);
+    string(a) && string(b)
+}
+
+/// The type of object a value shows.
+pub(crate) fn value_type(value: &ObjValue) -> ObjType {
+    match value {
+        ObjValue::Lww(_) => ObjType::Lww,
+        ObjValue::Counter(_) => ObjType::Counter,
+        ObjValue::Set(_) => ObjType::Set,
+        ObjValue::MvReg(_) => ObjType::MvReg,
+    }
+}
+
+/// Makes `read` a value of type `t`: as it is if of that type, empty if it shows nothing
+/// (a key freed by `DEL` whose store type is another), else `WRONGTYPE` naming its type.
+fn as_type(read: &mut ReadValue, t: ObjType) -> Result<(), Error> {
+    let shown = value_type(&read.value);
+    if shown == t {
+        return Ok(());
+    }
+    if crate::data::present(&read.value) {
+        return Err(crate::data::wrongtype(shown, t));
+    }
+    read.value = causeway_core::crdt::Object::new(t).value();
+    Ok(())
 }
 
 fn take_value(values: &mut Vec<ReadValue>) -> ObjValue {

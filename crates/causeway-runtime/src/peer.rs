@@ -39,9 +39,11 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// 11: a register counts (`Update::RegisterIncrement`, `Effect::RegisterIncrement` and
 /// `CountedAssign`: new variants at the ends of their enums, so every earlier message
 /// decodes as before, but an earlier build cannot decode them). 12: the dialer proves
-/// first (`Challenge` carries no proof; `Welcome` carries the listener's). 13: proofs are
-/// keyed by the link's own key (`auth::link_key`), not by the cluster secret.
-pub const PEER_WIRE_VERSION: u32 = 13;
+/// first (`Challenge` carries no proof; `Welcome` carries the listener's). 13: a key freed
+/// by `DEL` takes another type (`Update::Part`, `Effect::Part`, `State::Parts`: new
+/// variants at the ends, so earlier messages decode as before). 14: proofs are keyed by
+/// the link's own key (`auth::link_key`), not by the cluster secret.
+pub const PEER_WIRE_VERSION: u32 = 14;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {

@@ -95,6 +95,10 @@ pub enum ObjectMix {
     /// decimal integer or increments it (`Update::RegisterIncrement`). Not the default, so
     /// default runs keep their trace hashes.
     Strings,
+    /// As `Mixed`, where a few updates free a key and write it with another type (a key
+    /// freed by `DEL` takes any type again: `Update::Part`), or delete such a part. Not the
+    /// default, so default runs keep their trace hashes.
+    Retype,
 }
 
 impl ObjectMix {
@@ -106,8 +110,9 @@ impl ObjectMix {
             "mvreg" => Ok(ObjectMix::MvReg),
             "mixed" => Ok(ObjectMix::Mixed),
             "strings" => Ok(ObjectMix::Strings),
+            "retype" => Ok(ObjectMix::Retype),
             _ => Err(format!(
-                "unknown object type '{text}'; use lww|counter|set|mvreg|mixed|strings"
+                "unknown object type '{text}'; use lww|counter|set|mvreg|mixed|strings|retype"
             )),
         }
     }

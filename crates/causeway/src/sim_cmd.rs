@@ -165,8 +165,9 @@ pub struct WorkloadArgs {
     /// RUBiS database size: 100 x N users, 500 x N items (--workload rubis).
     #[arg(long, default_value_t = 1)]
     pub rubis_scale: u32,
-    /// Object type on keys: lww, counter, set, mvreg, mixed, or strings (mixed with registers
-    /// that count: SET of integers and INCRBY, as Redis strings).
+    /// Object type on keys: lww, counter, set, mvreg, mixed, strings (mixed with registers
+    /// that count: SET of integers and INCRBY, as Redis strings), or retype (mixed, where a
+    /// few updates DEL a key and write it with another type, or DEL such a write).
     #[arg(long, default_value = "mixed")]
     pub objects: String,
     /// Length of the fault phase in virtual milliseconds.

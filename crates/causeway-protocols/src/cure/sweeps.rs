@@ -11,6 +11,8 @@ pub const SWEEPS: &[Sweep] = &[
     Sweep::pass("--seeds 1..30 --faults all"),
     // Redis strings that count: SETs of integers and concurrent INCRBYs.
     Sweep::pass("--seeds 1..6 --faults all --objects strings"),
+    // Keys freed by DEL and written with another type, and those parts deleted.
+    Sweep::pass("--seeds 1..6 --faults all --objects retype"),
     // With 12 clients per DC, crashes meet more reads in flight: a read's reply that
     // reaches its coordinator's next incarnation must answer nothing there
     // (`kit::txn::ReadId`; seed 2026 found it).

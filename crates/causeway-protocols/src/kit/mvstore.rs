@@ -232,8 +232,13 @@ fn base_for(base: &mut Option<Object>, t: ObjType) -> Option<&mut Object> {
 /// Whether applying a type's effects in any order gives the same object: LWW registers
 /// (the greatest `(ts, id)` wins) and counters (increments add up), not sets and
 /// multi-value registers (a remove or an assignment deletes the tags it observed).
-fn order_free(t: ObjType) -> bool {
-    matches!(t, ObjType::Lww | ObjType::Counter)
+///
+/// A key with parts of other types (a key freed by `DEL`, `crdt`), or a version that
+/// writes one, is not: its parts may be sets.
+fn order_free<T>(obj: &Object, v: &Version<T>) -> bool {
+    matches!(obj.obj_type(), ObjType::Lww | ObjType::Counter)
+        && !obj.has_parts()
+        && !v.ops.iter().any(|op| op.effect.is_part())
 }
 
 /// Applies a version's effects to a key's checkpoint ([`base_for`]) and joins its commit
@@ -287,7 +292,7 @@ impl<T: SnapshotTs> KeyVersions<T> {
             // increments. PrompTCC makes a hot key's concurrent writes visible out of
             // their causal apply order all the time, and each one cost every later read
             // a replay of the key's versions.
-            (Some(l), false) if order_free(l.obj.obj_type()) => {
+            (Some(l), false) if order_free(&l.obj, &self.versions[at]) => {
                 let t = l.obj.obj_type();
                 for op in self.versions[at].ops.iter() {
                     if effect_type(&op.effect) == t {
@@ -327,6 +332,7 @@ impl<T: SnapshotTs> KeyVersions<T> {
                 op.effect,
                 causeway_core::crdt::Effect::RegisterIncrement(_)
                     | causeway_core::crdt::Effect::CountedAssign { .. }
+                    | causeway_core::crdt::Effect::Part { .. }
             )
         };
         self.base.as_ref().is_some_and(Object::counts)

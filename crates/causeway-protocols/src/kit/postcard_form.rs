@@ -138,6 +138,11 @@ impl Writer<'_> {
                 self.varint(5);
                 return self.zigzag(*n);
             }
+            Update::Part { key_type, update } => {
+                self.varint(6);
+                self.obj_type(*key_type);
+                return self.update(update);
+            }
         };
         self.varint(tag);
         self.bytes(bytes);
@@ -216,6 +221,11 @@ impl Writer<'_> {
                 self.varint(6);
                 self.bytes(value);
                 self.zigzag(*base);
+            }
+            Effect::Part { key_type, effect } => {
+                self.varint(7);
+                self.obj_type(*key_type);
+                self.effect(effect);
             }
         }
     }

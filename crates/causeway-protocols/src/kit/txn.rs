@@ -162,6 +162,7 @@ pub fn check_update(update: &Update) -> Result<(), Error> {
     let len = match update {
         Update::Assign(v) | Update::Add(v) | Update::Remove(v) | Update::MvAssign(v) => v.len(),
         Update::Increment(_) | Update::RegisterIncrement(_) => 0,
+        Update::Part { update, .. } => return check_update(update),
     };
     if len > VALUE_LEN_MAX {
         return Err(limit("value length in bytes", VALUE_LEN_MAX));

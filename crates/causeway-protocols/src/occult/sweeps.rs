@@ -21,6 +21,8 @@ pub const SWEEPS: &[Sweep] = &[
     Sweep::pass("--dcs 2 --seeds 1..50 --faults all"),
     // Redis strings that count: SETs of integers and concurrent INCRBYs.
     Sweep::pass("--dcs 2 --seeds 1..6 --faults all --objects strings"),
+    // Keys freed by DEL and written with another type, and those parts deleted.
+    Sweep::pass("--dcs 2 --seeds 1..6 --faults all --objects retype"),
     Sweep::pass("--dcs 3 --seeds 1..10 --faults all"),
     Sweep::pass("--seeds 1..6 --faults slow-links"),
     // Long outages; lossy ones converge by state transfer from the masters

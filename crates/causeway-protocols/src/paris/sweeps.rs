@@ -19,6 +19,11 @@ pub const SWEEPS: &[Sweep] = &[
         sweep_partial!(),
         " --seeds 1..6 --faults all --objects strings"
     )),
+    // Keys freed by DEL and written with another type, and those parts deleted.
+    Sweep::pass(concat!(
+        sweep_partial!(),
+        " --seeds 1..6 --faults all --objects retype"
+    )),
     Sweep::pass("--seeds 1..6 --faults slow-links"),
     // Long outages: from the senders' logs, then by state transfer (`transfer.rs`), under
     // full and partial replication, plain and lossy; caught without the transfer.

@@ -30,6 +30,8 @@ pub const SWEEPS: &[Sweep] = &[
     Sweep::pass("--dcs 1 --seeds 1..30 --faults all"),
     // Redis strings that count: SETs of integers and concurrent INCRBYs.
     Sweep::pass("--dcs 1 --seeds 1..6 --faults all --objects strings"),
+    // Keys freed by DEL and written with another type, and those parts deleted.
+    Sweep::pass("--dcs 1 --seeds 1..6 --faults all --objects retype"),
     Sweep::pass(loaded!()),
     Sweep::pass(hot!()),
     Sweep::pass(concat!("--dcs 1 ", sweep_merged!())),

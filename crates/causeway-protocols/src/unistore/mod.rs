@@ -324,6 +324,8 @@ const SWEEPS: &[Sweep] = &[
     Sweep::caught("--mutation visible-before-uniform --faults dc-failure --seeds 1..3").quick(),
     // Redis strings that count, strong read-modify-writes of them among causal INCRBYs.
     Sweep::pass("--seeds 1..6 --faults all --strong-ratio 0.3 --keys 20 --objects strings"),
+    // Keys freed by DEL and written with another type, and those parts deleted.
+    Sweep::pass("--seeds 1..6 --faults all --strong-ratio 0.3 --keys 20 --objects retype"),
     Sweep::pass(cure::sweeps::READ_THEN_COMMIT_RMW),
     Sweep::pass(cure::sweeps::READ_THEN_COMMIT_HOT),
     Sweep::pass(cure::sweeps::SLOW_LINKS),

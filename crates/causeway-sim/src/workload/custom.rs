@@ -51,6 +51,10 @@ pub(crate) fn hot_keys(config: &SimConfig) -> Vec<u32> {
 /// Set elements are drawn from a small domain so adds and removes collide.
 const SET_ELEMENTS: u64 = 4;
 
+/// Under `--objects retype`, the fraction of updates that retype their key or delete a
+/// part of another type instead ([`retype`]).
+const RETYPE_RATIO: f64 = 0.04;
+
 impl Custom {
     pub(crate) fn new(config: &SimConfig) -> Custom {
         Custom {
@@ -75,7 +79,7 @@ impl Custom {
             ObjectMix::Counter => ObjType::Counter,
             ObjectMix::Set => ObjType::Set,
             ObjectMix::MvReg => ObjType::MvReg,
-            ObjectMix::Mixed | ObjectMix::Strings => {
+            ObjectMix::Mixed | ObjectMix::Strings | ObjectMix::Retype => {
                 [ObjType::Lww, ObjType::Counter, ObjType::Set, ObjType::MvReg][(index % 4) as usize]
             }
         }
@@ -117,6 +121,11 @@ impl Custom {
             // each strong write replaced. No extra draw: causal plans are unchanged.
             if kind == TxnKind::Strong && !touches(&steps, &key) {
                 steps.push(Step::Read(key.clone(), obj));
+            }
+            // No draw unless the mix retypes: other runs replay as before.
+            if self.objects == ObjectMix::Retype && rng.chance(RETYPE_RATIO) {
+                retype(&mut steps, key, obj, values, rng);
+                continue;
             }
             let counting = self.objects == ObjectMix::Strings;
             steps.push(Step::Update(key, update(obj, counting, values, rng)));
@@ -191,6 +200,60 @@ fn update(obj: ObjType, counting: bool, values: &mut Values, rng: &mut SimRng) -
                 Update::Remove(elem)
             }
         }
+    }
+}
+
+/// Instead of an update of a key of type `home` (`--objects retype`), one of:
+/// - (30%) a retype: `DEL` of the key ([`delete`] of its own type; none for a counter, which
+///   shows nothing at 0), then a write of another type (`Update::Part`);
+/// - (70%) a `DEL` of the key's part of another type.
+///
+/// The planner does not know what the key shows: a `DEL` of a type it does not show is
+/// refused with `WRONGTYPE`, and the transaction aborts, as it does for a plain update
+/// of a key that shows another type. Counters are never a part (their `DEL` needs the
+/// value read).
+fn retype(steps: &mut Vec<Step>, key: Key, home: ObjType, values: &mut Values, rng: &mut SimRng) {
+    let others: Vec<ObjType> = [ObjType::Lww, ObjType::Set, ObjType::MvReg]
+        .into_iter()
+        .filter(|t| *t != home)
+        .collect();
+    let t = others[rng.range(0, others.len() as u64) as usize];
+    let part = |update: Update| Update::Part {
+        key_type: home,
+        update: Box::new(update),
+    };
+    // Mostly deletes: a retyped key refuses every plain update until its part is deleted.
+    if rng.chance(0.7) {
+        for u in delete(t) {
+            steps.push(Step::Update(key.clone(), part(u)));
+        }
+        return;
+    }
+    if home != ObjType::Counter {
+        for u in delete(home) {
+            steps.push(Step::Update(key.clone(), u));
+        }
+    }
+    let fill = match t {
+        ObjType::Set => Update::Add(format!("e{}", rng.range(0, SET_ELEMENTS)).into_bytes()),
+        ObjType::MvReg => Update::MvAssign(values.next()),
+        _ => Update::Assign(values.next()),
+    };
+    steps.push(Step::Update(key, part(fill)));
+}
+
+/// The updates of a `DEL` of an object of type `t` (not a counter): a register assigned
+/// the tombstone (`causeway_core::crdt::TOMBSTONE`, as RESP's `DEL` does), every element
+/// of a set removed.
+fn delete(t: ObjType) -> Vec<Update> {
+    let tombstone = causeway_core::crdt::TOMBSTONE.to_vec();
+    match t {
+        ObjType::Lww => vec![Update::Assign(tombstone)],
+        ObjType::MvReg => vec![Update::MvAssign(tombstone)],
+        ObjType::Set => (0..SET_ELEMENTS)
+            .map(|e| Update::Remove(format!("e{e}").into_bytes()))
+            .collect(),
+        ObjType::Counter => unreachable!("a counter's DEL needs its value"),
     }
 }
 
@@ -348,6 +411,55 @@ mod tests {
             }
         }
         assert!(updates > 500, "updates {updates}");
+    }
+
+    /// `--objects retype`: a few updates retype their key (a `DEL` of its own type, then a
+    /// write of another type) or delete a part of another type; `mixed` has none.
+    #[test]
+    fn retype_frees_keys_and_writes_them_with_another_type() {
+        let c = SimConfig {
+            objects: ObjectMix::Retype,
+            read_ratio: 0.0,
+            ..SimConfig::default()
+        };
+        let (mut retypes, mut part_dels, mut updates) = (0, 0, 0);
+        for p in plans(&c, 2_000) {
+            for (i, step) in p.steps.iter().enumerate() {
+                let Step::Update(k, u) = step else { continue };
+                updates += 1;
+                let Update::Part { key_type, update } = u else {
+                    continue;
+                };
+                let index: u32 = k.to_string()[1..].parse().unwrap();
+                assert_eq!(*key_type, Custom::new(&c).key_type(index));
+                assert_ne!(update.obj_type(), *key_type, "a part of another type");
+                let tombstone = causeway_core::crdt::TOMBSTONE;
+                match update.as_ref() {
+                    Update::Assign(v) | Update::MvAssign(v) if v == tombstone => part_dels += 1,
+                    Update::Remove(_) => part_dels += 1,
+                    _ => {
+                        retypes += 1;
+                        // The DEL of the key's own type comes first (a counter has none).
+                        let before = &p.steps[..i];
+                        assert!(
+                            *key_type == ObjType::Counter
+                                || matches!(before.last(), Some(Step::Update(b, _)) if b == k),
+                            "{:?}",
+                            p.steps
+                        );
+                    }
+                }
+            }
+        }
+        assert!(
+            retypes > 50 && part_dels > 50,
+            "{retypes} {part_dels} of {updates}"
+        );
+        let mixed = plans(&SimConfig::default(), 2_000);
+        assert!(mixed
+            .iter()
+            .flat_map(|p| &p.steps)
+            .all(|s| !matches!(s, Step::Update(_, Update::Part { .. }))));
     }
 
     /// `--objects strings`: the register keys of the mixed layout are assigned decimal
