@@ -68,7 +68,7 @@ pub fn write_all(
             me.spec.name, config.cluster
         );
         let path = path_of(dir, &me.spec.name);
-        write_private(&path, &text)?;
+        crate::tls::write_file(&path, &text, true)?;
         written.push(path);
     }
     Ok(written)
@@ -131,20 +131,6 @@ fn unhex(text: &str) -> Option<LinkKey> {
         *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
     }
     Some(key)
-}
-
-fn write_private(path: &Path, text: &str) -> Result<(), String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    f.write_all(text.as_bytes())
-        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 #[cfg(test)]

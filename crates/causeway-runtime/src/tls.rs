@@ -274,7 +274,8 @@ pub fn generate_throwaway(dir: &Path) -> Result<Generated, String> {
     Ok(files)
 }
 
-fn write_file(path: &Path, text: &str, secret: bool) -> Result<(), String> {
+/// Writes `text` to `path`, mode 0600 when `secret` (keys), else 0644.
+pub(crate) fn write_file(path: &Path, text: &str, secret: bool) -> Result<(), String> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mode = if secret { 0o600 } else { 0o644 };
