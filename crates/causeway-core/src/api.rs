@@ -52,6 +52,9 @@ pub enum ObjValue {
     Counter(i64),
     Set(Vec<Value>),
     MvReg(Vec<Value>),
+    /// A hash's fields and their values, in field order. Last, so the encodings above
+    /// stay as they were.
+    Hash(Vec<(Value, Value)>),
 }
 
 /// One key's read result, with the write ids it observed (see `Object::observed`).

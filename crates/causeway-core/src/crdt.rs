@@ -49,6 +49,8 @@
 //! them (they stay hidden in the home part until a `DEL` of what shows reaches them too).
 //! Keys that never change type keep their states and effects byte for byte.
 
+pub mod hash;
+
 use crate::error::Error;
 use crate::ids::{OpId, Value};
 use serde::{Deserialize, Serialize};
@@ -61,21 +63,32 @@ pub enum ObjType {
     Counter,
     Set,
     MvReg,
+    /// A Redis hash ([`hash`]). Last, so the encodings above stay as they were.
+    Hash,
 }
 
 impl ObjType {
+    /// Every type, in declaration order.
+    pub const ALL: [ObjType; 5] = [
+        ObjType::Lww,
+        ObjType::Counter,
+        ObjType::Set,
+        ObjType::MvReg,
+        ObjType::Hash,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             ObjType::Lww => "lww",
             ObjType::Counter => "counter",
             ObjType::Set => "set",
             ObjType::MvReg => "mvreg",
+            ObjType::Hash => "hash",
         }
     }
 
     pub fn parse(text: &str) -> Option<ObjType> {
-        [ObjType::Lww, ObjType::Counter, ObjType::Set, ObjType::MvReg]
-            .into_iter()
+        ObjType::ALL.into_iter()
             .find(|t| t.name() == text)
     }
 }
@@ -124,6 +137,26 @@ pub enum Update {
         key_type: ObjType,
         update: Box<Update>,
     },
+    /// `HSET` of one field: a last-writer-wins register per field (see [`hash`]). The
+    /// hash variants go last, like the two above.
+    HashSet {
+        #[serde(with = "serde_bytes")]
+        field: Value,
+        #[serde(with = "serde_bytes")]
+        value: Value,
+    },
+    /// `HINCRBY` of one field: the field counts (absent counts as 0); refused when it
+    /// holds no decimal integer or the sum would overflow.
+    HashIncrement {
+        #[serde(with = "serde_bytes")]
+        field: Value,
+        delta: i64,
+    },
+    /// `HDEL` of one field: removes what of it the transaction observed.
+    HashRemove {
+        #[serde(with = "serde_bytes")]
+        field: Value,
+    },
 }
 
 impl Update {
@@ -134,6 +167,9 @@ impl Update {
             Update::Add(_) | Update::Remove(_) => ObjType::Set,
             Update::MvAssign(_) => ObjType::MvReg,
             Update::Part { key_type, .. } => *key_type,
+            Update::HashSet { .. } | Update::HashIncrement { .. } | Update::HashRemove { .. } => {
+                ObjType::Hash
+            }
         }
     }
 
@@ -184,6 +220,32 @@ pub enum Effect {
         key_type: ObjType,
         effect: Box<Effect>,
     },
+    /// `HSET` of `field`, replacing the live writes of it the transaction observed and
+    /// the increments they sum to (`base`, the field's total it observed). The hash
+    /// variants go last, like the one above.
+    HashSet {
+        #[serde(with = "serde_bytes")]
+        field: Value,
+        #[serde(with = "serde_bytes")]
+        value: Value,
+        base: i64,
+        replaces: Vec<OpId>,
+    },
+    /// `HINCRBY` of `field`, replacing the tags of the increments it observed.
+    HashIncrement {
+        #[serde(with = "serde_bytes")]
+        field: Value,
+        delta: i64,
+        replaces: Vec<OpId>,
+    },
+    /// `HDEL` of `field`: removes the live writes it observed (`tags`) and resets the
+    /// increments they sum to (`base`).
+    HashRemove {
+        #[serde(with = "serde_bytes")]
+        field: Value,
+        base: i64,
+        tags: Vec<OpId>,
+    },
 }
 
 impl Effect {
@@ -197,6 +259,9 @@ impl Effect {
             Effect::Add { .. } | Effect::Remove { .. } => ObjType::Set,
             Effect::MvAssign { .. } => ObjType::MvReg,
             Effect::Part { key_type, .. } => *key_type,
+            Effect::HashSet { .. } | Effect::HashIncrement { .. } | Effect::HashRemove { .. } => {
+                ObjType::Hash
+            }
         }
     }
 
@@ -212,6 +277,8 @@ impl Effect {
             Effect::Remove { tags, .. } => tags,
             Effect::MvAssign { dominated, .. } => dominated,
             Effect::Part { effect, .. } => effect.deleted_ids(),
+            Effect::HashSet { replaces, .. } | Effect::HashIncrement { replaces, .. } => replaces,
+            Effect::HashRemove { tags, .. } => tags,
             Effect::Assign(_)
             | Effect::Increment(_)
             | Effect::RegisterIncrement(_)
@@ -361,6 +428,10 @@ pub enum State {
         home: Box<State>,
         parts: BTreeMap<ObjType, Part>,
     },
+    /// A hash: its fields ([`hash`]). Last, like the one above.
+    Hash {
+        fields: BTreeMap<Value, hash::Field>,
+    },
 }
 
 /// One part of [`State::Parts`]: a state of another type than the key's own.
@@ -384,6 +455,9 @@ fn new_state(obj_type: ObjType) -> State {
         ObjType::MvReg => State::MvReg {
             entries: BTreeMap::new(),
         },
+        ObjType::Hash => State::Hash {
+            fields: BTreeMap::new(),
+        },
     }
 }
 
@@ -394,6 +468,7 @@ fn state_type(state: &State) -> ObjType {
         State::Counter { .. } => ObjType::Counter,
         State::Set { .. } => ObjType::Set,
         State::MvReg { .. } => ObjType::MvReg,
+        State::Hash { .. } => ObjType::Hash,
         State::Parts { home, .. } => state_type(home),
     }
 }
@@ -414,6 +489,7 @@ fn shown_type(state: &State) -> Option<ObjType> {
         State::Counter { value } => *value == 0,
         State::Set { elems } => elems.is_empty(),
         State::MvReg { entries } => entries.values().all(|v| gone(Some(v))),
+        State::Hash { fields } => !fields.values().any(hash::Field::shows),
         State::Parts { home, parts } => {
             let newest = parts
                 .iter()
@@ -549,6 +625,7 @@ impl Object {
                 value: v.clone(),
                 dominated: entries.keys().copied().collect(),
             },
+            (u, State::Hash { fields }) => hash::prepare(fields, u)?,
             _ => unreachable!("type checked above"),
         })
     }
@@ -714,6 +791,7 @@ impl Object {
                 ids
             }
             State::MvReg { entries } => entries.keys().copied().collect(),
+            State::Hash { fields } => hash::observed(fields),
             State::Parts { .. } => unreachable!("a shown part has no parts"),
         }
     }
@@ -746,6 +824,7 @@ fn state_value(state: &State) -> crate::api::ObjValue {
             values.dedup();
             ObjValue::MvReg(values)
         }
+        State::Hash { fields } => ObjValue::Hash(hash::shown(fields)),
         State::Parts { .. } => state_value(shown_part(state)),
     }
 }
@@ -773,6 +852,7 @@ fn delete_in(state: &mut State, effect: &Effect) {
                 entries.remove(d);
             }
         }
+        (State::Hash { fields }, e) => hash::delete_in(fields, e),
         (State::Parts { home, .. }, e) if !e.is_part() => delete_in(home, e),
         (State::Parts { parts, .. }, Effect::Part { effect, .. }) => {
             if let Some(p) = parts.get_mut(&effect.obj_type()) {
@@ -836,6 +916,7 @@ fn apply_to(state: &mut State, op: &Op, effect: &Effect) {
             }
         }
         (state, Effect::Part { effect, .. }) => apply_part(state, op, effect),
+        (State::Hash { fields }, effect) => hash::apply(fields, op, effect),
         (State::Parts { home, .. }, effect) => apply_to(home, op, effect),
         (state @ (State::Lww { .. } | State::CountedLww { .. }), effect) => {
             apply_counted(state, op, effect)

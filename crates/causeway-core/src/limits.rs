@@ -7,6 +7,17 @@ pub const KEY_LEN_MAX: usize = 1024;
 pub const VALUE_LEN_MAX: usize = 1 << 20;
 /// Most keys in one read request.
 pub const READ_KEYS_MAX: usize = 1024;
+/// Most fields a hash shows; an `HSET` or `HINCRBY` of a new field past them is refused.
+/// At most [`TXN_UPDATES_MAX`], so one transaction deletes a whole hash.
+pub const HASH_FIELDS_MAX: usize = 1024;
+/// Largest hash field name, in bytes.
+pub const HASH_FIELD_LEN_MAX: usize = 1024;
+/// Largest hash field value, in bytes: a full hash (fields and values at their limits)
+/// stays within half of [`FRAME_LEN_MAX`], so a read of it fits in one message.
+pub const HASH_VALUE_LEN_MAX: usize = 6 << 10;
+const _: () = assert!(HASH_FIELDS_MAX <= TXN_UPDATES_MAX);
+const _: () =
+    assert!(HASH_FIELDS_MAX * (HASH_FIELD_LEN_MAX + HASH_VALUE_LEN_MAX) <= FRAME_LEN_MAX / 2);
 /// Most updates buffered in one transaction.
 pub const TXN_UPDATES_MAX: usize = 4096;
 /// Most transactions a coordinator runs at once (each open session holds at most one).

@@ -21,7 +21,7 @@ use causeway_core::{
     ArbTs, Error, ObjType, ObjValue, Object, Op, OpId, SessionId, TxnId, Update, Value,
 };
 use proptest::prelude::*;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Replicas in every generated history.
 const REPLICAS: usize = 3;
@@ -126,6 +126,28 @@ fn update_for(obj_type: ObjType, choice: u8, value: u8) -> Update {
         ObjType::Set if choice & 1 == 0 => Update::Add(bytes(value)),
         ObjType::Set => Update::Remove(bytes(value)),
         ObjType::MvReg => Update::MvAssign(bytes(value)),
+        ObjType::Hash => hash_update(choice, value),
+    }
+}
+
+/// An `HSET` of a decimal value, an `HINCRBY` or an `HDEL` of one of three fields (so
+/// they collide); a field set to text now and then, which drops concurrent increments.
+fn hash_update(choice: u8, value: u8) -> Update {
+    let field = vec![b'a' + value % 3];
+    match choice % 4 {
+        0 => Update::HashSet {
+            field,
+            value: value.to_string().into_bytes(),
+        },
+        1 if value % 7 == 0 => Update::HashSet {
+            field,
+            value: b"text".to_vec(),
+        },
+        1 | 2 => Update::HashIncrement {
+            field,
+            delta: i64::from(value) - 100,
+        },
+        _ => Update::HashRemove { field },
     }
 }
 
@@ -163,6 +185,11 @@ impl Run {
     /// `replica` prepares an update against its state, stamps, logs and applies it.
     fn generate(&mut self, replica: usize, choice: u8, value: u8) {
         let update = update_for(self.obj_type, choice, value);
+        // A hash refuses to increment text: the client gets an error and nothing is sent.
+        let refused = self.replicas[replica].object.prepare(&update).is_err();
+        if refused && self.obj_type == ObjType::Hash {
+            return;
+        }
         let r = &mut self.replicas[replica];
         r.lamport += 1;
         r.seq += 1;
@@ -272,7 +299,85 @@ fn specification(run: &Run) -> (ObjValue, Vec<OpId>) {
         ObjType::Counter => spec_counter(run),
         ObjType::Set => spec_set(run),
         ObjType::MvReg => spec_mvreg(run),
+        ObjType::Hash => spec_hash(run),
     }
+}
+
+/// The field a hash effect writes.
+fn hash_field(effect: &Effect) -> Option<&Value> {
+    match effect {
+        Effect::HashSet { field, .. }
+        | Effect::HashIncrement { field, .. }
+        | Effect::HashRemove { field, .. } => Some(field),
+        _ => None,
+    }
+}
+
+/// The hash, from the causal order alone (docs/REDIS.md's rules): a field shows while
+/// some `HSET` or `HINCRBY` of it is in no later op's past (an `HINCRBY`'s past hides only
+/// increments); its value is the greatest such `HSET` plus the increments outside that
+/// `HSET`'s past, or without one, the increments outside the past of the greatest `HDEL`
+/// that had non-zero increments in its past. A text winner shows as is.
+fn spec_hash(run: &Run) -> (ObjValue, Vec<OpId>) {
+    let n = run.log.len();
+    let mut fields: BTreeMap<Value, Vec<usize>> = BTreeMap::new();
+    for k in 0..n {
+        if let Some(f) = hash_field(&run.log[k].op.effect) {
+            fields.entry(f.clone()).or_default().push(k);
+        }
+    }
+    let (mut pairs, mut ids) = (Vec::new(), Vec::new());
+    for (field, ops) in fields {
+        let effect = |k: usize| &run.log[k].op.effect;
+        let is_inc = |k: usize| matches!(effect(k), Effect::HashIncrement { .. });
+        let hides = |j: usize, k: usize| {
+            run.happened_before(k, j) && (!is_inc(j) || is_inc(k))
+        };
+        let live: Vec<usize> = ops
+            .iter()
+            .copied()
+            .filter(|&k| !matches!(effect(k), Effect::HashRemove { .. }))
+            .filter(|&k| !ops.iter().any(|&j| hides(j, k)))
+            .collect();
+        if live.is_empty() {
+            continue;
+        }
+        let unseen = |by: Option<usize>| -> i64 {
+            ops.iter()
+                .filter(|&&k| by.is_none_or(|b| !run.happened_before(k, b)))
+                .map(|&k| match effect(k) {
+                    Effect::HashIncrement { delta, .. } => *delta,
+                    _ => 0,
+                })
+                .fold(0i64, i64::wrapping_add)
+        };
+        let stamp = |k: usize| (run.log[k].op.ts, run.log[k].op.id);
+        let winner = live.iter().copied().filter(|&k| !is_inc(k)).max_by_key(|&k| stamp(k));
+        let value = match winner {
+            Some(w) => {
+                let Effect::HashSet { value, .. } = effect(w) else {
+                    unreachable!("a live write that is no increment")
+                };
+                match std::str::from_utf8(value).ok().and_then(|t| t.parse::<i64>().ok()) {
+                    Some(v) => v.wrapping_add(unseen(Some(w))).to_string().into_bytes(),
+                    None => value.clone(),
+                }
+            }
+            None => {
+                let reset = ops
+                    .iter()
+                    .copied()
+                    .filter(|&k| matches!(effect(k), Effect::HashRemove { .. }))
+                    .filter(|&k| unseen(None).wrapping_sub(unseen(Some(k))) != 0)
+                    .max_by_key(|&k| stamp(k));
+                unseen(reset).to_string().into_bytes()
+            }
+        };
+        pairs.push((field, value));
+        ids.extend(live.iter().map(|&k| run.log[k].op.id));
+    }
+    ids.sort();
+    (ObjValue::Hash(pairs), ids)
 }
 
 /// Last writer wins: the assignment with the greatest (timestamp, id).
@@ -476,6 +581,14 @@ proptest! {
         picks in picks_strategy(),
     ) {
         check_history(ObjType::Set, &steps, &picks);
+    }
+
+    #[test]
+    fn hash_histories_converge_dedup_and_commute(
+        steps in steps_strategy(),
+        picks in picks_strategy(),
+    ) {
+        check_history(ObjType::Hash, &steps, &picks);
     }
 
     #[test]
