@@ -79,6 +79,8 @@ enum JValue {
     Counter(i64),
     Set(Vec<String>),
     Mvreg(Vec<String>),
+    /// `{"hash": [["field", "value"], ...]}`, in field order.
+    Hash(Vec<(String, String)>),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -97,6 +99,12 @@ enum JUpdate {
         key_type: String,
         update: Box<JUpdate>,
     },
+    /// `{"hashset": {"field": "f", "value": "v"}}`: an `HSET` of one field.
+    Hashset { field: String, value: String },
+    /// `{"hashincrement": {"field": "f", "delta": 1}}`: an `HINCRBY`.
+    Hashincrement { field: String, delta: i64 },
+    /// `{"hashremove": {"field": "f"}}`: an `HDEL` of one field.
+    Hashremove { field: String },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -123,6 +131,7 @@ fn value_to_json(value: &ObjValue) -> JValue {
         ObjValue::Counter(c) => JValue::Counter(*c),
         ObjValue::Set(vs) => JValue::Set(list(vs)),
         ObjValue::MvReg(vs) => JValue::Mvreg(list(vs)),
+        ObjValue::Hash(pairs) => JValue::Hash(pairs.iter().map(|(f, v)| (text(f), text(v))).collect()),
     }
 }
 
@@ -133,6 +142,12 @@ fn value_from_json(value: JValue) -> Result<ObjValue, String> {
         JValue::Counter(c) => ObjValue::Counter(c),
         JValue::Set(vs) => ObjValue::Set(list(vs)?),
         JValue::Mvreg(vs) => ObjValue::MvReg(list(vs)?),
+        JValue::Hash(pairs) => ObjValue::Hash(
+            pairs
+                .iter()
+                .map(|(f, v)| Ok((bytes(f)?, bytes(v)?)))
+                .collect::<Result<Vec<_>, String>>()?,
+        ),
     })
 }
 
@@ -148,6 +163,15 @@ fn update_to_json(update: &Update) -> JUpdate {
             key_type: key_type.name().to_string(),
             update: Box::new(update_to_json(update)),
         },
+        Update::HashSet { field, value } => JUpdate::Hashset {
+            field: text(field),
+            value: text(value),
+        },
+        Update::HashIncrement { field, delta } => JUpdate::Hashincrement {
+            field: text(field),
+            delta: *delta,
+        },
+        Update::HashRemove { field } => JUpdate::Hashremove { field: text(field) },
     }
 }
 
@@ -162,6 +186,17 @@ fn update_from_json(update: JUpdate) -> Result<Update, String> {
         JUpdate::Part { key_type, update } => Update::Part {
             key_type: obj_type(&key_type)?,
             update: Box::new(update_from_json(*update)?),
+        },
+        JUpdate::Hashset { field, value } => Update::HashSet {
+            field: bytes(&field)?,
+            value: bytes(&value)?,
+        },
+        JUpdate::Hashincrement { field, delta } => Update::HashIncrement {
+            field: bytes(&field)?,
+            delta,
+        },
+        JUpdate::Hashremove { field } => Update::HashRemove {
+            field: bytes(&field)?,
         },
     })
 }

@@ -58,6 +58,7 @@ fn value_type(value: &ObjValue) -> ObjType {
         ObjValue::Counter(_) => ObjType::Counter,
         ObjValue::Set(_) => ObjType::Set,
         ObjValue::MvReg(_) => ObjType::MvReg,
+        ObjValue::Hash(_) => ObjType::Hash,
     }
 }
 
@@ -376,6 +377,7 @@ fn shows_something(value: &ObjValue) -> bool {
         ObjValue::Counter(n) => *n != 0,
         ObjValue::Set(elems) => !elems.is_empty(),
         ObjValue::MvReg(values) => values.iter().any(live),
+        ObjValue::Hash(fields) => !fields.is_empty(),
     }
 }
 

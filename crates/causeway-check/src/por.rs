@@ -273,8 +273,8 @@ impl Round<'_, '_> {
                     v != w && self.order.anc[w].contains(v)
                 })
             }
-            ObjType::Set => updates.any(|(u, id)| match u {
-                Update::Add(e) => {
+            ObjType::Set | ObjType::Hash => updates.any(|(u, id)| match u {
+                Update::Add(e) | Update::HashSet { field: e, .. } => {
                     !read.observed.contains(&id)
                         && !self.s.removed.contains(&(read.key, e.as_slice()))
                         && !self.shows_readd(read, e, w)
@@ -290,7 +290,12 @@ impl Round<'_, '_> {
     fn shows_readd(&self, read: &StrongRead, elem: &[u8], w: usize) -> bool {
         read.observed.iter().any(|id| {
             let shown = &self.m.writes[id];
-            let same = matches!(shown.update, Update::Add(e) if e.as_slice() == elem);
+            let same = match shown.update {
+                Update::Add(e)
+                | Update::HashSet { field: e, .. }
+                | Update::HashIncrement { field: e, .. } => e.as_slice() == elem,
+                _ => false,
+            };
             same && (shown.node == w || !self.order.anc[w].contains(shown.node))
         })
     }

@@ -33,6 +33,13 @@
 //!    one missing the element altogether does not);
 //! 6. `co ∪ ar` is acyclic (one total arbitration order can explain every read).
 //!
+//! A hash (`causeway_core::crdt::hash`) is judged as a set of its fields: an `HSET` or
+//! `HINCRBY` of a field is an add of it, an `HDEL` a remove, and a read names the live
+//! writes of every field, so check 5 asks the same of it (a shown write of a field may
+//! have replaced another, as a re-add does). The value is checked too: a read shows a
+//! field exactly when it names a write of it, and a field no transaction increments shows
+//! the value of one of the `HSET`s of it the read names.
+//!
 //! A register that counts (`Update::RegisterIncrement`, `causeway_core::crdt`): a read names
 //! the winning assignment alone, and checks 3 and 4 judge the assignments only (an
 //! increment is no writer of a register's value). Check 4 then also asks that the value
@@ -116,6 +123,8 @@ pub(crate) struct Model<'a> {
     /// Register increments of transactions with an unknown outcome nobody observed (no
     /// read names an increment): each may be in any read's view.
     maybe_incs: BTreeMap<&'a Key, Vec<i64>>,
+    /// Hash fields some transaction (of any outcome) incremented: their values count.
+    hash_incs: BTreeSet<(&'a Key, &'a [u8])>,
 }
 
 fn observed_ids(history: &History) -> BTreeSet<OpId> {
@@ -168,6 +177,7 @@ impl<'a> Model<'a> {
             maybe_removes: BTreeSet::new(),
             incs: BTreeMap::new(),
             maybe_incs: BTreeMap::new(),
+            hash_incs: BTreeSet::new(),
         };
         let mut ids = BTreeSet::new();
         for t in &history.txns {
@@ -191,8 +201,11 @@ impl<'a> Model<'a> {
         for (key, update, id) in writes_of(t) {
             self.dropped.insert(id, t.outcome);
             match (update, t.outcome) {
-                (Update::Remove(e), Outcome::Unknown) => {
+                (Update::Remove(e) | Update::HashRemove { field: e }, Outcome::Unknown) => {
                     self.maybe_removes.insert((key, e));
+                }
+                (Update::HashIncrement { field, .. }, _) => {
+                    self.hash_incs.insert((key, field));
                 }
                 (Update::RegisterIncrement(d), Outcome::Unknown) => {
                     self.maybe_incs.entry(key).or_default().push(*d);
@@ -225,9 +238,18 @@ impl<'a> Model<'a> {
                 list.push(node);
             }
             match update {
-                Update::Add(e) => self.adds.entry(key).or_default().push((id, node, e)),
-                Update::Remove(e) => self.removes.entry(key).or_default().push((id, node, e)),
+                Update::Add(e)
+                | Update::HashSet { field: e, .. }
+                | Update::HashIncrement { field: e, .. } => {
+                    self.adds.entry(key).or_default().push((id, node, e))
+                }
+                Update::Remove(e) | Update::HashRemove { field: e } => {
+                    self.removes.entry(key).or_default().push((id, node, e))
+                }
                 _ => {}
+            }
+            if let Update::HashIncrement { field, .. } = update {
+                self.hash_incs.insert((key, field));
             }
         }
         Ok(())
@@ -436,6 +458,9 @@ pub(crate) fn check_reads(
                     if *obj == ObjType::Lww && m.counts(key) {
                         walk.check_counted(key, value, observed)?;
                     }
+                    if *obj == ObjType::Hash {
+                        walk.check_hash_value(key, value, observed)?;
+                    }
                 }
             }
         }
@@ -472,7 +497,7 @@ impl<'m, 'a> Walk<'m, 'a> {
             .rev()
             .find(|(k, u, _)| *k == key && !matches!(u, Update::RegisterIncrement(_)));
         match (obj, last_own) {
-            (ObjType::Set, _) => self.check_set(key, observed),
+            (ObjType::Set | ObjType::Hash, _) => self.check_set(key, observed),
             (ObjType::Counter, _) => Ok(()),
             (_, Some((_, _, id))) => self.check_own(key, *id, observed),
             (ObjType::Lww, None) => self.check_register(key, observed, ar),
@@ -766,6 +791,52 @@ impl<'m, 'a> Walk<'m, 'a> {
             return Err(self.fail(kind, vec![add.txn], why));
         }
         Ok(())
+    }
+}
+
+impl Walk<'_, '_> {
+    /// The value of a hash read (module docs): the fields shown are those of the writes
+    /// it names, and a field no transaction increments shows one of its named `HSET`s.
+    fn check_hash_value(
+        &self,
+        key: &Key,
+        value: &ObjValue,
+        observed: &[OpId],
+    ) -> Result<(), Violation> {
+        let ObjValue::Hash(pairs) = value else {
+            return Ok(());
+        };
+        let mut named: BTreeMap<&[u8], Vec<&[u8]>> = BTreeMap::new();
+        for id in observed {
+            match self.m.writes[id].update {
+                Update::HashSet { field, value } => named.entry(field).or_default().push(value),
+                Update::HashIncrement { field, .. } => {
+                    named.entry(field).or_default();
+                }
+                _ => {}
+            }
+        }
+        let shown: BTreeSet<&[u8]> = pairs.iter().map(|(f, _)| f.as_slice()).collect();
+        let fields: BTreeSet<&[u8]> = named.keys().copied().collect();
+        if shown != fields {
+            return Err(self.bad_hash(key, format!("shows fields {shown:?}, names writes of {fields:?}")));
+        }
+        for (f, v) in pairs {
+            let counts = self.m.hash_incs.contains(&(key, f.as_slice()));
+            let sets = &named[f.as_slice()];
+            if !counts && !sets.contains(&v.as_slice()) {
+                return Err(self.bad_hash(key, format!("shows {v:?} for field {f:?}, which no named HSET wrote")));
+            }
+        }
+        Ok(())
+    }
+
+    fn bad_hash(&self, key: &Key, why: String) -> Violation {
+        self.fail(
+            ViolationKind::BadValue,
+            Vec::new(),
+            format!("{} read hash {key}: it {why}", self.me()),
+        )
     }
 }
 

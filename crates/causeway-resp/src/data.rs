@@ -31,9 +31,13 @@
 //!   may return the same member, and an add of it concurrent with the `SPOP` survives it;
 //! - `SRANDMEMBER` only reads.
 //!
+//! A hash (`H*`, [`crate::hash`]) is deleted field by field: each field's observed state
+//! is removed, so a field written concurrently with the `DEL` survives it.
+//!
 //! `INCRBYFLOAT` is not served: the counter holds integers, and a register's
 //! read-modify-write would lose concurrent increments, which a counter must not.
 
+use crate::hash::HashCmd;
 use crate::limits::RANDOM_MEMBERS_MAX;
 use crate::parse::parse_i64;
 use crate::reply::Reply;
@@ -94,6 +98,8 @@ pub enum DataCmd {
         count: Option<i64>,
         seed: u64,
     },
+    /// The `H*` commands (`crate::hash`).
+    Hash(HashCmd),
     Ping(Option<Bytes>),
     Echo(Bytes),
 }
@@ -169,6 +175,7 @@ impl DataCmd {
                 get: true,
             },
             "SPOP" | "SRANDMEMBER" => parse_random(name, a)?,
+            name if crate::hash::is_hash(name) => DataCmd::Hash(HashCmd::parse(name, a)?),
             "PING" => DataCmd::Ping(a.first().cloned()),
             "ECHO" => DataCmd::Echo(a[0].clone()),
             other => return Err(Reply::err(format!("'{other}' is not a data command"))),
@@ -210,6 +217,7 @@ impl DataCmd {
             }),
             DataCmd::SPop { key, count, seed } => spop(tx, &key, count, seed).await,
             DataCmd::SRandMember { key, count, seed } => srandmember(tx, &key, count, seed).await,
+            DataCmd::Hash(h) => h.run(tx).await,
             DataCmd::Ping(None) => Ok(Reply::Simple("PONG")),
             DataCmd::Ping(Some(msg)) | DataCmd::Echo(msg) => Ok(Reply::Bulk(msg)),
         }
@@ -288,6 +296,10 @@ impl DataCmd {
                     on_key(k);
                     on_value(v);
                 }
+            }
+            DataCmd::Hash(h) => {
+                on_key(h.key());
+                h.values(on_value);
             }
             DataCmd::Ping(_) | DataCmd::Echo(_) => {}
         }
@@ -459,10 +471,11 @@ async fn get<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key) -> Result<Reply, Err
     match tx.read_any(k, ObjType::Lww, true).await? {
         ObjValue::Lww(v) => Ok(bulk_or_nil(v)),
         // An empty set: a key freed by `DEL` (`crdt`'s parts) that shows nothing.
-        v @ (ObjValue::Set(_) | ObjValue::MvReg(_)) if !present(&v) => Ok(Reply::Nil),
+        v @ (ObjValue::Set(_) | ObjValue::MvReg(_) | ObjValue::Hash(_)) if !present(&v) => {
+            Ok(Reply::Nil)
+        }
         ObjValue::Counter(n) => Ok(Reply::text(n.to_string())),
-        ObjValue::Set(_) => Err(wrongtype(ObjType::Set, ObjType::Lww)),
-        ObjValue::MvReg(_) => Err(wrongtype(ObjType::MvReg, ObjType::Lww)),
+        other => Err(wrongtype(crate::txn::value_type(&other), ObjType::Lww)),
     }
 }
 
@@ -508,6 +521,7 @@ pub(crate) fn present(value: &ObjValue) -> bool {
         ObjValue::Counter(n) => *n != 0,
         ObjValue::Set(elems) => !elems.is_empty(),
         ObjValue::MvReg(vals) => vals.iter().any(|v| v.as_slice() != LWW_TOMBSTONE),
+        ObjValue::Hash(fields) => !fields.is_empty(),
     }
 }
 
@@ -564,6 +578,12 @@ fn delete_shown<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key, shown: ObjValue) 
             }
         }
         ObjValue::MvReg(_) => tx.update(k.clone(), Update::MvAssign(LWW_TOMBSTONE.to_vec())),
+        // Each field's observed state removed (a concurrent write of a field survives).
+        ObjValue::Hash(fields) => {
+            for (field, _) in fields {
+                tx.update(k.clone(), Update::HashRemove { field });
+            }
+        }
     }
 }
 
@@ -575,6 +595,7 @@ async fn type_of<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key) -> Result<Reply,
         ObjValue::Lww(_) | ObjValue::Counter(_) => "string",
         ObjValue::Set(_) => "set",
         ObjValue::MvReg(_) => "mvreg",
+        ObjValue::Hash(_) => "hash",
     }))
 }
 
@@ -837,8 +858,7 @@ async fn strlen<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key) -> Result<Reply, 
     match value {
         ObjValue::Lww(v) => Ok(Reply::Int(live(v).map_or(0, |v| v.len()) as i64)),
         ObjValue::Counter(n) => Ok(Reply::Int(n.to_string().len() as i64)),
-        ObjValue::Set(_) => Err(wrongtype(ObjType::Set, ObjType::Lww)),
-        ObjValue::MvReg(_) => Err(wrongtype(ObjType::MvReg, ObjType::Lww)),
+        other => Err(wrongtype(crate::txn::value_type(&other), ObjType::Lww)),
     }
 }
 

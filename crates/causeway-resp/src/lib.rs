@@ -26,6 +26,7 @@ pub mod cluster;
 pub mod commands;
 pub mod conn;
 pub mod data;
+pub mod hash;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod limits;

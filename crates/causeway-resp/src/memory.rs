@@ -469,6 +469,8 @@ fn check_update(key: &Key, update: &Update) -> Result<(), Error> {
     let value_len = match update.own() {
         Update::Assign(v) | Update::Add(v) | Update::Remove(v) | Update::MvAssign(v) => v.len(),
         Update::Increment(_) | Update::RegisterIncrement(_) | Update::Part { .. } => 0,
+        Update::HashSet { field, value } => field.len() + value.len(),
+        Update::HashIncrement { field, .. } | Update::HashRemove { field } => field.len(),
     };
     if value_len > VALUE_LEN_MAX {
         return Err(limit("value length", VALUE_LEN_MAX));

@@ -614,6 +614,7 @@ pub(crate) fn type_of(value: &ObjValue) -> ObjType {
         ObjValue::Counter(_) => ObjType::Counter,
         ObjValue::Set(_) => ObjType::Set,
         ObjValue::MvReg(_) => ObjType::MvReg,
+        ObjValue::Hash(_) => ObjType::Hash,
     }
 }
 
@@ -630,6 +631,7 @@ pub(crate) fn value_type(value: &ObjValue) -> ObjType {
         ObjValue::Counter(_) => ObjType::Counter,
         ObjValue::Set(_) => ObjType::Set,
         ObjValue::MvReg(_) => ObjType::MvReg,
+        ObjValue::Hash(_) => ObjType::Hash,
     }
 }
 

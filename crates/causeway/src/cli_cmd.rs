@@ -183,6 +183,13 @@ fn show(value: &ObjValue) -> String {
             let items: Vec<String> = vs.iter().map(|v| text(v)).collect();
             format!("{{{}}}", items.join(", "))
         }
+        ObjValue::Hash(pairs) => {
+            let items: Vec<String> = pairs
+                .iter()
+                .map(|(f, v)| format!("{}: {}", text(f), text(v)))
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
     }
 }
 

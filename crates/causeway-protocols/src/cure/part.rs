@@ -246,11 +246,13 @@ impl Gate {
     }
 }
 
+use crate::kit::txn::reads_state;
+
 /// Whether some of `updates` are generated from the observed state.
 fn reads_snapshot(updates: &super::msg::Updates) -> bool {
     updates
         .iter()
-        .any(|(_, u, _)| matches!(u, Update::Remove(_) | Update::MvAssign(_)))
+        .any(|(_, u, _)| reads_state(u))
 }
 
 impl Waiting {

@@ -111,6 +111,7 @@ impl Writer<'_> {
             ObjType::Counter => 1,
             ObjType::Set => 2,
             ObjType::MvReg => 3,
+            ObjType::Hash => 4,
         });
     }
 
@@ -143,6 +144,17 @@ impl Writer<'_> {
                 self.obj_type(*key_type);
                 return self.update(update);
             }
+            Update::HashSet { field, value } => {
+                self.varint(7);
+                self.bytes(field);
+                return self.bytes(value);
+            }
+            Update::HashIncrement { field, delta } => {
+                self.varint(8);
+                self.bytes(field);
+                return self.zigzag(*delta);
+            }
+            Update::HashRemove { field } => (9, field),
         };
         self.varint(tag);
         self.bytes(bytes);
@@ -170,6 +182,15 @@ impl Writer<'_> {
             }
             ObjValue::Set(values) => (2, values),
             ObjValue::MvReg(values) => (3, values),
+            ObjValue::Hash(pairs) => {
+                self.varint(4);
+                self.len(pairs.len());
+                for (f, v) in pairs {
+                    self.bytes(f);
+                    self.bytes(v);
+                }
+                return;
+            }
         };
         self.varint(tag);
         self.len(values.len());
@@ -226,6 +247,34 @@ impl Writer<'_> {
                 self.varint(7);
                 self.obj_type(*key_type);
                 self.effect(effect);
+            }
+            Effect::HashSet {
+                field,
+                value,
+                base,
+                replaces,
+            } => {
+                self.varint(8);
+                self.bytes(field);
+                self.bytes(value);
+                self.zigzag(*base);
+                self.op_ids(replaces);
+            }
+            Effect::HashIncrement {
+                field,
+                delta,
+                replaces,
+            } => {
+                self.varint(9);
+                self.bytes(field);
+                self.zigzag(*delta);
+                self.op_ids(replaces);
+            }
+            Effect::HashRemove { field, base, tags } => {
+                self.varint(10);
+                self.bytes(field);
+                self.zigzag(*base);
+                self.op_ids(tags);
             }
         }
     }
@@ -316,12 +365,46 @@ mod tests {
             Effect::RegisterIncrement(i64::MIN),
             Effect::RegisterIncrement(3),
             Effect::CountedAssign {
-                value: long,
+                value: long.clone(),
                 base: -7,
+            },
+            Effect::HashSet {
+                field: b"f".to_vec(),
+                value: long.clone(),
+                base: i64::MIN,
+                replaces: vec![id(1, 0), id(300, 2)],
+            },
+            Effect::HashIncrement {
+                field: long.clone(),
+                delta: -3,
+                replaces: Vec::new(),
+            },
+            Effect::HashRemove {
+                field: b"f".to_vec(),
+                base: 9,
+                tags: vec![id(5, 5)],
             },
         ];
         for e in effects {
             same(&e, |w, v| w.effect(v));
         }
+        let f = || b"field".to_vec();
+        let updates = [
+            Update::HashSet {
+                field: f(),
+                value: long.clone(),
+            },
+            Update::HashIncrement {
+                field: f(),
+                delta: i64::MIN,
+            },
+            Update::HashRemove { field: f() },
+        ];
+        for u in updates {
+            same(&u, |w, v| w.update(v));
+        }
+        let hash = ObjValue::Hash(vec![(f(), long), (b"g".to_vec(), Vec::new())]);
+        same(&hash, |w, v| w.obj_value(v));
+        same(&ObjType::Hash, |w, v| w.obj_type(*v));
     }
 }

@@ -3,7 +3,7 @@
 //! transaction's own writes on what it reads, the typed-object helpers, [`TxnMap`], the
 //! map of in-flight transactions by id, and [`ReadId`], what names a coordinator's read.
 
-use causeway_core::crdt::{ArbTs, Effect, ObjType, Object, Op, Update};
+use causeway_core::crdt::{hash, ArbTs, Effect, ObjType, Object, Op, Update};
 use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
 use causeway_core::{Error, Key, OpId, ReadValue, TxnId, TxnKind};
 use serde::{Deserialize, Serialize};
@@ -163,11 +163,27 @@ pub fn check_update(update: &Update) -> Result<(), Error> {
         Update::Assign(v) | Update::Add(v) | Update::Remove(v) | Update::MvAssign(v) => v.len(),
         Update::Increment(_) | Update::RegisterIncrement(_) => 0,
         Update::Part { update, .. } => return check_update(update),
+        Update::HashSet { field, value } => return hash::check_sizes(field, Some(value)),
+        Update::HashIncrement { field, .. } | Update::HashRemove { field } => {
+            return hash::check_sizes(field, None)
+        }
     };
     if len > VALUE_LEN_MAX {
         return Err(limit("value length in bytes", VALUE_LEN_MAX));
     }
     Ok(())
+}
+
+/// Whether the effect of `update` depends on the state it is prepared against beyond its
+/// type, so the snapshot it observes must be complete: a set remove (the tags it
+/// removes), a multi-value assignment (what it dominates), and every hash update (the
+/// field's writes it replaces, the increments it resets, the integer it increments).
+pub fn reads_state(update: &Update) -> bool {
+    matches!(update, Update::Remove(_) | Update::MvAssign(_))
+        || matches!(
+            update.own(),
+            Update::HashSet { .. } | Update::HashIncrement { .. } | Update::HashRemove { .. }
+        )
 }
 
 pub fn check_read(keys: &[(Key, ObjType)]) -> Result<(), Error> {

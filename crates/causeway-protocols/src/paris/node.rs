@@ -15,7 +15,7 @@ use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
 use crate::kit::txn::ReadId;
 use crate::params::{NodeConfig, Params};
-use causeway_core::crdt::{ObjType, Update};
+use causeway_core::crdt::ObjType;
 use causeway_core::limits::WAITING_REQUESTS_MAX;
 use causeway_core::{
     Addr, Ctx, DcId, Error, Key, Lsn, Nanos, NodeId, PartitionId, ServerNode, Topology, TxnId,
@@ -416,7 +416,7 @@ impl Node {
         let reads = b
             .updates
             .iter()
-            .any(|(_, u, _)| matches!(u, Update::Remove(_) | Update::MvAssign(_)));
+            .any(|(_, u, _)| crate::kit::txn::reads_state(u));
         let parked: usize = self.parts.values().map(|p| p.blocked_prepares.len()).sum();
         let wait = self.flavor == Flavor::Bpr && reads && b.snapshot > part.vv_min();
         if wait && parked < WAITING_REQUESTS_MAX {

@@ -50,6 +50,9 @@ pub(crate) fn hot_keys(config: &SimConfig) -> Vec<u32> {
 
 /// Set elements are drawn from a small domain so adds and removes collide.
 const SET_ELEMENTS: u64 = 4;
+/// Hash fields too; the first half only take `HSET`s and `HDEL`s (the checker then
+/// judges their values), the others `HINCRBY`s as well.
+const HASH_FIELDS: u64 = 4;
 
 /// Under `--objects retype`, the fraction of updates that retype their key or delete a
 /// part of another type instead ([`retype`]).
@@ -80,7 +83,7 @@ impl Custom {
             ObjectMix::Set => ObjType::Set,
             ObjectMix::MvReg => ObjType::MvReg,
             ObjectMix::Mixed | ObjectMix::Strings | ObjectMix::Retype => {
-                [ObjType::Lww, ObjType::Counter, ObjType::Set, ObjType::MvReg][(index % 4) as usize]
+                ObjType::ALL[(index % ObjType::ALL.len() as u32) as usize]
             }
         }
     }
@@ -200,6 +203,30 @@ fn update(obj: ObjType, counting: bool, values: &mut Values, rng: &mut SimRng) -
                 Update::Remove(elem)
             }
         }
+        ObjType::Hash => hash_update(&unique, rng),
+    }
+}
+
+/// An `HSET` (of a decimal value, so an `HINCRBY` of the field is not refused),
+/// `HINCRBY` or `HDEL` of one of [`HASH_FIELDS`] fields.
+fn hash_update(unique: &[u8], rng: &mut SimRng) -> Update {
+    let n = rng.range(0, HASH_FIELDS);
+    let field = format!("f{n}").into_bytes();
+    let counts = n >= HASH_FIELDS / 2;
+    let draw = rng.range(0, 10);
+    match draw {
+        0..=4 => {
+            let digits = unique[1..].iter().take_while(|b| b.is_ascii_digit());
+            Update::HashSet {
+                field,
+                value: digits.copied().collect(),
+            }
+        }
+        5..=7 if counts => Update::HashIncrement {
+            field,
+            delta: rng.range(1, 6) as i64 - 2,
+        },
+        _ => Update::HashRemove { field },
     }
 }
 
@@ -252,6 +279,11 @@ fn delete(t: ObjType) -> Vec<Update> {
         ObjType::MvReg => vec![Update::MvAssign(tombstone)],
         ObjType::Set => (0..SET_ELEMENTS)
             .map(|e| Update::Remove(format!("e{e}").into_bytes()))
+            .collect(),
+        ObjType::Hash => (0..HASH_FIELDS)
+            .map(|f| Update::HashRemove {
+                field: format!("f{f}").into_bytes(),
+            })
             .collect(),
         ObjType::Counter => unreachable!("a counter's DEL needs its value"),
     }
