@@ -779,12 +779,12 @@ impl<'m, 'a> Walk<'m, 'a> {
             };
             let why = if should {
                 format!(
-                    "{} read set {key} without the add {add}, which is in its causal past and no visible remove or shown re-add may have observed",
+                    "{} read {key} without the add {add} (a member, or a hash field's write), which is in its causal past and no visible remove or shown re-add may have observed",
                     self.me()
                 )
             } else {
                 format!(
-                    "{} read set {key} showing the add {add}, which is outside its causal past or removed by a visible remove",
+                    "{} read {key} showing the add {add} (a member, or a hash field's write), which is outside its causal past or removed by a visible remove",
                     self.me()
                 )
             };

@@ -900,3 +900,92 @@ fn the_newest_part_of_another_type_shows() {
     };
     check(&h(counter), Guarantee::Tcc).expect("the counter shows");
 }
+
+fn hset(key: &str, field: &str, value: &str, at: (u64, u64, u32)) -> HOp {
+    HOp::Write {
+        key: Key::from(key),
+        update: Update::HashSet {
+            field: field.as_bytes().to_vec(),
+            value: value.as_bytes().to_vec(),
+        },
+        id: oid(at.0, at.1, at.2),
+    }
+}
+
+fn hdel(key: &str, field: &str, at: (u64, u64, u32)) -> HOp {
+    HOp::Write {
+        key: Key::from(key),
+        update: Update::HashRemove {
+            field: field.as_bytes().to_vec(),
+        },
+        id: oid(at.0, at.1, at.2),
+    }
+}
+
+/// `HGETALL key` showing `pairs`, naming the writes `observed`.
+fn hgetall(key: &str, pairs: &[(&str, &str)], observed: &[(u64, u64, u32)]) -> HOp {
+    HOp::Read {
+        key: Key::from(key),
+        obj: ObjType::Hash,
+        value: ObjValue::Hash(
+            pairs
+                .iter()
+                .map(|(f, v)| (f.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                .collect(),
+        ),
+        observed: observed.iter().map(|a| oid(a.0, a.1, a.2)).collect(),
+    }
+}
+
+/// A hash read judged against the model: a read that shows the fields and values of the
+/// writes in its past passes, with the write concurrent with an `HDEL` surviving; one
+/// that misses a field written in its causal past, shows a field removed in its past, or
+/// shows a value no named `HSET` wrote, is rejected.
+#[test]
+fn hash_reads_are_checked_against_the_model() {
+    let writes = || {
+        vec![
+            txn(1, 1, vec![hset("h", "a", "1", (1, 1, 0)), hset("h", "b", "2", (1, 1, 1))]),
+            txn(2, 1, vec![hset("h", "a", "9", (2, 1, 0))]),
+        ]
+    };
+    // Session 1 then deletes `a` (it saw only its own write); session 2's write survives.
+    let mut good = writes();
+    good.push(txn(1, 2, vec![hdel("h", "a", (1, 2, 0))]));
+    good.push(txn(
+        3,
+        1,
+        vec![hgetall(
+            "h",
+            &[("a", "9"), ("b", "2")],
+            &[(1, 1, 1), (2, 1, 0)],
+        )],
+    ));
+    assert!(check(&history(good), Guarantee::Tcc).is_ok());
+    // Session 1's next read misses its own field `b`.
+    let mut missing = writes();
+    missing.push(txn(1, 2, vec![hgetall("h", &[("a", "1")], &[(1, 1, 0)])]));
+    rejects(&history(missing), ViolationKind::SetNotCausallyClosed, &[tid(1, 2)]);
+    // A read after session 1's HDEL of `a` (in its past) still shows session 1's `a`.
+    let mut removed = writes();
+    removed.push(txn(1, 2, vec![hdel("h", "a", (1, 2, 0))]));
+    removed.push(txn(
+        1,
+        3,
+        vec![hgetall("h", &[("a", "1"), ("b", "2")], &[(1, 1, 0), (1, 1, 1)])],
+    ));
+    rejects(&history(removed), ViolationKind::SetNotCausallyClosed, &[tid(1, 3)]);
+    // A value no named HSET wrote.
+    let mut wrong = writes();
+    wrong.push(txn(
+        1,
+        2,
+        vec![hgetall("h", &[("a", "7"), ("b", "2")], &[(1, 1, 0), (1, 1, 1)])],
+    ));
+    rejects(&history(wrong), ViolationKind::BadValue, &[tid(1, 2)]);
+    // JSON lines carry hash writes and reads unchanged.
+    let mut text = Vec::new();
+    write_history(&history(writes()), &mut text).expect("writes");
+    let back = read_history(&text[..]).expect("reads");
+    assert_eq!(back.txns, writes());
+}
