@@ -1649,3 +1649,82 @@ async fn a_set_concurrent_with_an_incr_keeps_the_increment() {
         assert_eq!(run(c, "GET c").await, bulk("1"));
     }
 }
+
+/// The hash commands as Redis answers them: HSET counts new fields, HGETALL is a map
+/// (a flat array in RESP2), HINCRBY counts, HDEL counts removed fields, a hash with no
+/// field is absent and its key freed for another type, WRONGTYPE between types.
+#[tokio::test]
+async fn hashes_answer_as_redis() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "HSET h a 1 b 2").await, Reply::Int(2));
+    assert_eq!(run(&mut c, "HSET h a 3 c 4 c 5").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "HGET h a").await, bulk("3"));
+    assert_eq!(run(&mut c, "HGET h c").await, bulk("5"), "the last value given");
+    assert_eq!(run(&mut c, "HGET h zz").await, Reply::Nil);
+    assert_eq!(run(&mut c, "HGET none a").await, Reply::Nil);
+    let mget = Reply::Array(vec![bulk("3"), Reply::Nil, bulk("2")]);
+    assert_eq!(run(&mut c, "HMGET h a x b").await, mget);
+    let all = Reply::Map(vec![
+        (bulk("a"), bulk("3")),
+        (bulk("b"), bulk("2")),
+        (bulk("c"), bulk("5")),
+    ]);
+    assert_eq!(run(&mut c, "HGETALL h").await, all);
+    assert_eq!(run(&mut c, "HLEN h").await, Reply::Int(3));
+    assert_eq!(run(&mut c, "HEXISTS h b").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "HEXISTS h x").await, Reply::Int(0));
+    let keys = Reply::Array(vec![bulk("a"), bulk("b"), bulk("c")]);
+    assert_eq!(run(&mut c, "HKEYS h").await, keys);
+    assert_eq!(run(&mut c, "HSETNX h a 9").await, Reply::Int(0));
+    assert_eq!(run(&mut c, "HSETNX h d 9").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "HINCRBY h a 10").await, Reply::Int(13));
+    assert_eq!(run(&mut c, "HINCRBY h n -2").await, Reply::Int(-2));
+    assert_eq!(run(&mut c, "HGET h n").await, bulk("-2"));
+    run(&mut c, "HSET h t text").await;
+    assert_err(&run(&mut c, "HINCRBY h t 1").await, "ERR", &["not an integer"]);
+    assert_err(&run(&mut c, "HINCRBY h a x").await, "ERR", &["not an integer"]);
+    assert_eq!(run(&mut c, "HDEL h a b zz a").await, Reply::Int(2));
+    assert_eq!(run(&mut c, "HLEN h").await, Reply::Int(4));
+    assert_eq!(run(&mut c, "TYPE h").await, Reply::Simple("hash"));
+    assert_eq!(run(&mut c, "EXISTS h").await, Reply::Int(1));
+    assert_err(&run(&mut c, "GET h").await, "WRONGTYPE", &[]);
+    assert_err(&run(&mut c, "SADD h x").await, "WRONGTYPE", &[]);
+    run(&mut c, "SET s v").await;
+    assert_err(&run(&mut c, "HSET s f v").await, "WRONGTYPE", &[]);
+    assert_err(&run(&mut c, "HGET s f").await, "WRONGTYPE", &[]);
+    assert_err(&run(&mut c, "HSET h f").await, "ERR", &["wrong number"]);
+    // A hash with no field is absent; DEL frees the key for any type, and back.
+    assert_eq!(run(&mut c, "HDEL h c d n t").await, Reply::Int(4));
+    assert_eq!(run(&mut c, "EXISTS h").await, Reply::Int(0));
+    assert_eq!(run(&mut c, "TYPE h").await, Reply::Simple("none"));
+    assert_eq!(run(&mut c, "HGETALL h").await, Reply::Map(Vec::new()));
+    assert_eq!(run(&mut c, "SET h v").await, Reply::Ok);
+    assert_eq!(run(&mut c, "DEL h").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "HSET h f 1").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "DEL h s").await, Reply::Int(2));
+    assert_eq!(run(&mut c, "HSET s f 1").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "TYPE s").await, Reply::Simple("hash"));
+    let long = "x".repeat(causeway_core::limits::HASH_VALUE_LEN_MAX + 1);
+    let reply = run(&mut c, &format!("HSET s f {long}")).await;
+    assert_err(&reply, "ERR", &["hash value length", "limit"]);
+}
+
+/// Across DCs: concurrent HINCRBYs add up, and an HSET concurrent with an HDEL of its
+/// field survives it, whichever DC applies what first.
+#[tokio::test]
+async fn hashes_resolve_concurrent_writes_by_their_rules() {
+    let cluster = MemoryCluster::new(options(2));
+    let mut dc1 = Conn::new(shared(&cluster, 0, None), 1);
+    let mut dc2 = Conn::new(shared(&cluster, 1, None), 2);
+    run(&mut dc1, "HSET h f old n 1").await;
+    cluster.replicate();
+    assert_eq!(run(&mut dc1, "HDEL h f").await, Reply::Int(1));
+    assert_eq!(run(&mut dc2, "HSET h f new").await, Reply::Int(0));
+    assert_eq!(run(&mut dc1, "HINCRBY h n 2").await, Reply::Int(3));
+    assert_eq!(run(&mut dc2, "HINCRBY h n 5").await, Reply::Int(6));
+    cluster.replicate();
+    for c in [&mut dc1, &mut dc2] {
+        assert_eq!(run(c, "HGET h f").await, bulk("new"), "the HSET survives");
+        assert_eq!(run(c, "HGET h n").await, bulk("8"), "increments add up");
+    }
+}

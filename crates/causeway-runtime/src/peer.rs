@@ -42,8 +42,11 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// first (`Challenge` carries no proof; `Welcome` carries the listener's). 13: a key freed
 /// by `DEL` takes another type (`Update::Part`, `Effect::Part`, `State::Parts`: new
 /// variants at the ends, so earlier messages decode as before). 14: proofs are keyed by
-/// the link's own key (`auth::link_key`), not by the cluster secret.
-pub const PEER_WIRE_VERSION: u32 = 14;
+/// the link's own key (`auth::link_key`), not by the cluster secret. 15: Redis hashes
+/// (`ObjType::Hash`, `Update`/`Effect::HashSet`, `HashIncrement`, `HashRemove`,
+/// `State::Hash`, `ObjValue::Hash`: new variants at the ends, so earlier messages decode
+/// as before).
+pub const PEER_WIRE_VERSION: u32 = 15;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {
