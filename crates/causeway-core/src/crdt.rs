@@ -249,6 +249,14 @@ pub enum Effect {
 }
 
 impl Effect {
+    /// The effect itself, or the one a [`Effect::Part`] wraps.
+    pub fn own(&self) -> &Effect {
+        match self {
+            Effect::Part { effect, .. } => effect,
+            plain => plain,
+        }
+    }
+
     /// The type of object the effect applies to.
     pub fn obj_type(&self) -> ObjType {
         match self {
@@ -376,6 +384,10 @@ impl Tags {
 
     pub fn iter(&self) -> std::slice::Iter<'_, OpId> {
         self.0.iter()
+    }
+
+    pub fn has(&self, id: &OpId) -> bool {
+        self.0.binary_search(id).is_ok()
     }
 
     pub fn len(&self) -> usize {
@@ -697,8 +709,19 @@ impl Object {
     /// For an op applied before, that is a no-op (what it deleted is gone and seen).
     pub fn apply(&mut self, op: &Op) -> bool {
         if !self.seen.insert(op.id) {
+            if let Some(fields) = hash_fields(&mut self.state, &op.effect) {
+                hash::apply_late(fields, &Op {
+                    id: op.id,
+                    ts: op.ts,
+                    effect: op.effect.own().clone(),
+                });
+            }
             self.apply_deletions(op);
             return false;
+        }
+        if let Some(fields) = hash_fields(&mut self.state, &op.effect) {
+            let seen = &self.seen;
+            hash::note_early_deletions(fields, op.effect.own(), |id| seen.contains(id));
         }
         self.apply_effect(op);
         self.seen.extend(op.effect.deleted_ids().iter().copied());
@@ -794,6 +817,23 @@ impl Object {
             State::Hash { fields } => hash::observed(fields),
             State::Parts { .. } => unreachable!("a shown part has no parts"),
         }
+    }
+}
+
+/// The fields of the hash a hash effect (or a part wrapping one) applies to, if it exists.
+fn hash_fields<'s>(
+    state: &'s mut State,
+    effect: &Effect,
+) -> Option<&'s mut BTreeMap<Value, hash::Field>> {
+    hash::field_of(effect.own())?;
+    let target = match (state, effect) {
+        (State::Parts { parts, .. }, Effect::Part { .. }) => &mut parts.get_mut(&ObjType::Hash)?.state,
+        (State::Parts { home, .. }, _) => home.as_mut(),
+        (s, _) => s,
+    };
+    match target {
+        State::Hash { fields } => Some(fields),
+        _ => None,
     }
 }
 

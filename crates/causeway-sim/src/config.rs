@@ -89,7 +89,10 @@ pub enum ObjectMix {
     Counter,
     Set,
     MvReg,
-    /// Key i holds type i mod 4.
+    /// Redis hashes (`ObjType::Hash`).
+    Hash,
+    /// Key i holds the (i mod 5)th type of `ObjType::ALL`: registers, counters, sets,
+    /// multi-value registers and hashes.
     Mixed,
     /// As `Mixed`, with registers that count (Redis strings): a register update assigns a
     /// decimal integer or increments it (`Update::RegisterIncrement`). Not the default, so
@@ -109,6 +112,7 @@ impl ObjectMix {
             "set" => Ok(ObjectMix::Set),
             "mvreg" => Ok(ObjectMix::MvReg),
             "mixed" => Ok(ObjectMix::Mixed),
+            "hash" => Ok(ObjectMix::Hash),
             "strings" => Ok(ObjectMix::Strings),
             "retype" => Ok(ObjectMix::Retype),
             _ => Err(format!(

@@ -49,6 +49,10 @@ pub struct Field {
     pub incs: Tags,
     pub total: i64,
     pub reset: Option<(ArbTs, OpId, i64)>,
+    /// Ids an op deleted before they were applied here: empty under causal delivery. The
+    /// `eventual` baseline delivers in any order, and an increment replaced before it
+    /// arrives must still add its delta (its tag stays deleted) when it does.
+    pub gone: Tags,
 }
 
 impl Field {
@@ -228,6 +232,60 @@ fn remove_ids(f: &mut Field, ids: &[OpId]) {
         f.sets.remove(id);
     }
     f.incs.remove_all(ids);
+}
+
+/// The field `effect` writes, if it is a hash effect.
+pub fn field_of(effect: &Effect) -> Option<&Value> {
+    match effect {
+        Effect::HashSet { field, .. }
+        | Effect::HashIncrement { field, .. }
+        | Effect::HashRemove { field, .. } => Some(field),
+        _ => None,
+    }
+}
+
+/// Before `effect` applies: notes the ids it deletes that were never applied here
+/// (`applied` false for them), so their ops count their deltas when they arrive.
+pub fn note_early_deletions(
+    fields: &mut BTreeMap<Value, Field>,
+    effect: &Effect,
+    applied: impl Fn(&OpId) -> bool,
+) {
+    let Some(field) = field_of(effect) else {
+        return;
+    };
+    let early: Vec<OpId> = {
+        let f = fields.get(field);
+        let live = |id: &OpId| f.is_some_and(|f| f.sets.contains_key(id) || f.incs.has(id));
+        let ids = effect.deleted_ids().iter();
+        ids.filter(|id| !live(id) && !applied(id)).copied().collect()
+    };
+    if early.is_empty() {
+        return;
+    }
+    let f = fields.entry(field.clone()).or_default();
+    early.into_iter().for_each(|id| f.gone.insert(id));
+}
+
+/// An op that arrives after an op deleted it (see [`Field::gone`]): an increment adds
+/// its delta; its tag stays deleted.
+pub fn apply_late(fields: &mut BTreeMap<Value, Field>, op: &Op) {
+    let Some(field) = field_of(&op.effect) else {
+        return;
+    };
+    let Some(f) = fields.get_mut(field) else {
+        return;
+    };
+    if !f.gone.has(&op.id) {
+        return;
+    }
+    f.gone.remove_all(&[op.id]);
+    if let Effect::HashIncrement { delta, .. } = op.effect {
+        f.total = f.total.wrapping_add(delta);
+    }
+    if *f == Field::default() {
+        fields.remove(field);
+    }
 }
 
 /// The deletions of a hash effect alone (`Object::apply` of an op seen before).
@@ -416,6 +474,22 @@ mod tests {
             panic!("a hash")
         };
         assert_eq!(fields[&b"m".to_vec()].incs.len(), 1, "one tag per counter");
+    }
+
+    /// Without causal delivery (the `eventual` baseline): an increment that arrives after
+    /// the increment that replaced it still counts, and its tag stays deleted.
+    #[test]
+    fn a_late_replaced_increment_still_counts() {
+        let empty = Object::new(ObjType::Hash);
+        let i1 = op(&empty, 1, 1, hincr("n", 2));
+        let after = applied(&empty, &[&i1]);
+        let i2 = op(&after, 2, 2, hincr("n", 5));
+        let in_order = applied(&empty, &[&i1, &i2]);
+        let mut late = empty.clone();
+        assert!(late.apply(&i2));
+        assert!(!late.apply(&i1), "its id counts as seen");
+        assert_eq!(pairs(&late), want(&[("n", "7")]));
+        assert_eq!(late.state, in_order.state, "one state");
     }
 
     /// HINCRBY of text is refused, as is one that would overflow; a winning HSET of text

@@ -82,6 +82,7 @@ impl Custom {
             ObjectMix::Counter => ObjType::Counter,
             ObjectMix::Set => ObjType::Set,
             ObjectMix::MvReg => ObjType::MvReg,
+            ObjectMix::Hash => ObjType::Hash,
             ObjectMix::Mixed | ObjectMix::Strings | ObjectMix::Retype => {
                 ObjType::ALL[(index % ObjType::ALL.len() as u32) as usize]
             }
