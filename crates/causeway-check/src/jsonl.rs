@@ -100,11 +100,19 @@ enum JUpdate {
         update: Box<JUpdate>,
     },
     /// `{"hashset": {"field": "f", "value": "v"}}`: an `HSET` of one field.
-    Hashset { field: String, value: String },
+    Hashset {
+        field: String,
+        value: String,
+    },
     /// `{"hashincrement": {"field": "f", "delta": 1}}`: an `HINCRBY`.
-    Hashincrement { field: String, delta: i64 },
+    Hashincrement {
+        field: String,
+        delta: i64,
+    },
     /// `{"hashremove": {"field": "f"}}`: an `HDEL` of one field.
-    Hashremove { field: String },
+    Hashremove {
+        field: String,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -131,7 +139,9 @@ fn value_to_json(value: &ObjValue) -> JValue {
         ObjValue::Counter(c) => JValue::Counter(*c),
         ObjValue::Set(vs) => JValue::Set(list(vs)),
         ObjValue::MvReg(vs) => JValue::Mvreg(list(vs)),
-        ObjValue::Hash(pairs) => JValue::Hash(pairs.iter().map(|(f, v)| (text(f), text(v))).collect()),
+        ObjValue::Hash(pairs) => {
+            JValue::Hash(pairs.iter().map(|(f, v)| (text(f), text(v))).collect())
+        }
     }
 }
 

@@ -819,13 +819,19 @@ impl Walk<'_, '_> {
         let shown: BTreeSet<&[u8]> = pairs.iter().map(|(f, _)| f.as_slice()).collect();
         let fields: BTreeSet<&[u8]> = named.keys().copied().collect();
         if shown != fields {
-            return Err(self.bad_hash(key, format!("shows fields {shown:?}, names writes of {fields:?}")));
+            return Err(self.bad_hash(
+                key,
+                format!("shows fields {shown:?}, names writes of {fields:?}"),
+            ));
         }
         for (f, v) in pairs {
             let counts = self.m.hash_incs.contains(&(key, f.as_slice()));
             let sets = &named[f.as_slice()];
             if !counts && !sets.contains(&v.as_slice()) {
-                return Err(self.bad_hash(key, format!("shows {v:?} for field {f:?}, which no named HSET wrote")));
+                return Err(self.bad_hash(
+                    key,
+                    format!("shows {v:?} for field {f:?}, which no named HSET wrote"),
+                ));
             }
         }
         Ok(())

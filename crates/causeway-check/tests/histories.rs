@@ -945,7 +945,14 @@ fn hgetall(key: &str, pairs: &[(&str, &str)], observed: &[(u64, u64, u32)]) -> H
 fn hash_reads_are_checked_against_the_model() {
     let writes = || {
         vec![
-            txn(1, 1, vec![hset("h", "a", "1", (1, 1, 0)), hset("h", "b", "2", (1, 1, 1))]),
+            txn(
+                1,
+                1,
+                vec![
+                    hset("h", "a", "1", (1, 1, 0)),
+                    hset("h", "b", "2", (1, 1, 1)),
+                ],
+            ),
             txn(2, 1, vec![hset("h", "a", "9", (2, 1, 0))]),
         ]
     };
@@ -965,22 +972,38 @@ fn hash_reads_are_checked_against_the_model() {
     // Session 1's next read misses its own field `b`.
     let mut missing = writes();
     missing.push(txn(1, 2, vec![hgetall("h", &[("a", "1")], &[(1, 1, 0)])]));
-    rejects(&history(missing), ViolationKind::SetNotCausallyClosed, &[tid(1, 2)]);
+    rejects(
+        &history(missing),
+        ViolationKind::SetNotCausallyClosed,
+        &[tid(1, 2)],
+    );
     // A read after session 1's HDEL of `a` (in its past) still shows session 1's `a`.
     let mut removed = writes();
     removed.push(txn(1, 2, vec![hdel("h", "a", (1, 2, 0))]));
     removed.push(txn(
         1,
         3,
-        vec![hgetall("h", &[("a", "1"), ("b", "2")], &[(1, 1, 0), (1, 1, 1)])],
+        vec![hgetall(
+            "h",
+            &[("a", "1"), ("b", "2")],
+            &[(1, 1, 0), (1, 1, 1)],
+        )],
     ));
-    rejects(&history(removed), ViolationKind::SetNotCausallyClosed, &[tid(1, 3)]);
+    rejects(
+        &history(removed),
+        ViolationKind::SetNotCausallyClosed,
+        &[tid(1, 3)],
+    );
     // A value no named HSET wrote.
     let mut wrong = writes();
     wrong.push(txn(
         1,
         2,
-        vec![hgetall("h", &[("a", "7"), ("b", "2")], &[(1, 1, 0), (1, 1, 1)])],
+        vec![hgetall(
+            "h",
+            &[("a", "7"), ("b", "2")],
+            &[(1, 1, 0), (1, 1, 1)],
+        )],
     ));
     rejects(&history(wrong), ViolationKind::BadValue, &[tid(1, 2)]);
     // JSON lines carry hash writes and reads unchanged.

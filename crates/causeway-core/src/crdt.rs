@@ -88,8 +88,7 @@ impl ObjType {
     }
 
     pub fn parse(text: &str) -> Option<ObjType> {
-        ObjType::ALL.into_iter()
-            .find(|t| t.name() == text)
+        ObjType::ALL.into_iter().find(|t| t.name() == text)
     }
 }
 
@@ -710,11 +709,14 @@ impl Object {
     pub fn apply(&mut self, op: &Op) -> bool {
         if !self.seen.insert(op.id) {
             if let Some(fields) = hash_fields(&mut self.state, &op.effect) {
-                hash::apply_late(fields, &Op {
-                    id: op.id,
-                    ts: op.ts,
-                    effect: op.effect.own().clone(),
-                });
+                hash::apply_late(
+                    fields,
+                    &Op {
+                        id: op.id,
+                        ts: op.ts,
+                        effect: op.effect.own().clone(),
+                    },
+                );
             }
             self.apply_deletions(op);
             return false;
@@ -827,7 +829,9 @@ fn hash_fields<'s>(
 ) -> Option<&'s mut BTreeMap<Value, hash::Field>> {
     hash::field_of(effect.own())?;
     let target = match (state, effect) {
-        (State::Parts { parts, .. }, Effect::Part { .. }) => &mut parts.get_mut(&ObjType::Hash)?.state,
+        (State::Parts { parts, .. }, Effect::Part { .. }) => {
+            &mut parts.get_mut(&ObjType::Hash)?.state
+        }
         (State::Parts { home, .. }, _) => home.as_mut(),
         (s, _) => s,
     };

@@ -139,7 +139,7 @@ fn hash_update(choice: u8, value: u8) -> Update {
             field,
             value: value.to_string().into_bytes(),
         },
-        1 if value % 7 == 0 => Update::HashSet {
+        1 if value.is_multiple_of(7) => Update::HashSet {
             field,
             value: b"text".to_vec(),
         },
@@ -330,9 +330,7 @@ fn spec_hash(run: &Run) -> (ObjValue, Vec<OpId>) {
     for (field, ops) in fields {
         let effect = |k: usize| &run.log[k].op.effect;
         let is_inc = |k: usize| matches!(effect(k), Effect::HashIncrement { .. });
-        let hides = |j: usize, k: usize| {
-            run.happened_before(k, j) && (!is_inc(j) || is_inc(k))
-        };
+        let hides = |j: usize, k: usize| run.happened_before(k, j) && (!is_inc(j) || is_inc(k));
         let live: Vec<usize> = ops
             .iter()
             .copied()
@@ -352,13 +350,20 @@ fn spec_hash(run: &Run) -> (ObjValue, Vec<OpId>) {
                 .fold(0i64, i64::wrapping_add)
         };
         let stamp = |k: usize| (run.log[k].op.ts, run.log[k].op.id);
-        let winner = live.iter().copied().filter(|&k| !is_inc(k)).max_by_key(|&k| stamp(k));
+        let winner = live
+            .iter()
+            .copied()
+            .filter(|&k| !is_inc(k))
+            .max_by_key(|&k| stamp(k));
         let value = match winner {
             Some(w) => {
                 let Effect::HashSet { value, .. } = effect(w) else {
                     unreachable!("a live write that is no increment")
                 };
-                match std::str::from_utf8(value).ok().and_then(|t| t.parse::<i64>().ok()) {
+                match std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|t| t.parse::<i64>().ok())
+                {
                     Some(v) => v.wrapping_add(unseen(Some(w))).to_string().into_bytes(),
                     None => value.clone(),
                 }

@@ -1659,7 +1659,11 @@ async fn hashes_answer_as_redis() {
     assert_eq!(run(&mut c, "HSET h a 1 b 2").await, Reply::Int(2));
     assert_eq!(run(&mut c, "HSET h a 3 c 4 c 5").await, Reply::Int(1));
     assert_eq!(run(&mut c, "HGET h a").await, bulk("3"));
-    assert_eq!(run(&mut c, "HGET h c").await, bulk("5"), "the last value given");
+    assert_eq!(
+        run(&mut c, "HGET h c").await,
+        bulk("5"),
+        "the last value given"
+    );
     assert_eq!(run(&mut c, "HGET h zz").await, Reply::Nil);
     assert_eq!(run(&mut c, "HGET none a").await, Reply::Nil);
     let mget = Reply::Array(vec![bulk("3"), Reply::Nil, bulk("2")]);
@@ -1681,8 +1685,16 @@ async fn hashes_answer_as_redis() {
     assert_eq!(run(&mut c, "HINCRBY h n -2").await, Reply::Int(-2));
     assert_eq!(run(&mut c, "HGET h n").await, bulk("-2"));
     run(&mut c, "HSET h t text").await;
-    assert_err(&run(&mut c, "HINCRBY h t 1").await, "ERR", &["not an integer"]);
-    assert_err(&run(&mut c, "HINCRBY h a x").await, "ERR", &["not an integer"]);
+    assert_err(
+        &run(&mut c, "HINCRBY h t 1").await,
+        "ERR",
+        &["not an integer"],
+    );
+    assert_err(
+        &run(&mut c, "HINCRBY h a x").await,
+        "ERR",
+        &["not an integer"],
+    );
     assert_eq!(run(&mut c, "HDEL h a b zz a").await, Reply::Int(2));
     assert_eq!(run(&mut c, "HLEN h").await, Reply::Int(4));
     assert_eq!(run(&mut c, "TYPE h").await, Reply::Simple("hash"));

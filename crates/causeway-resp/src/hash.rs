@@ -65,12 +65,15 @@ impl HashCmd {
         let v = |b: &Bytes| b.to_vec();
         let cmd = match name {
             "HSET" | "HMSET" => {
-                if a.len() < 3 || a.len() % 2 == 0 {
+                if a.len() < 3 || a.len().is_multiple_of(2) {
                     let lower = name.to_ascii_lowercase();
                     let msg = format!("wrong number of arguments for '{lower}' command");
                     return Err(Reply::err(msg));
                 }
-                let pairs = a[1..].chunks_exact(2).map(|p| (v(&p[0]), v(&p[1]))).collect();
+                let pairs = a[1..]
+                    .chunks_exact(2)
+                    .map(|p| (v(&p[0]), v(&p[1])))
+                    .collect();
                 HashCmd::Set {
                     key,
                     pairs,

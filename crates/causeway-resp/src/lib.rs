@@ -26,9 +26,9 @@ pub mod cluster;
 pub mod commands;
 pub mod conn;
 pub mod data;
-pub mod hash;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod hash;
 pub mod limits;
 pub mod memory;
 pub mod parse;

@@ -140,8 +140,9 @@ pub fn prepare(fields: &BTreeMap<Value, Field>, update: &Update) -> Result<Effec
             let f = of(field);
             let current = match f.value() {
                 None => 0,
-                Some(v) => decimal(&v)
-                    .ok_or_else(|| Error::InvalidState(HASH_NOT_AN_INTEGER.into()))?,
+                Some(v) => {
+                    decimal(&v).ok_or_else(|| Error::InvalidState(HASH_NOT_AN_INTEGER.into()))?
+                }
             };
             if current.checked_add(*delta).is_none() {
                 return Err(Error::InvalidState(COUNTER_OVERFLOW.into()));
@@ -258,7 +259,9 @@ pub fn note_early_deletions(
         let f = fields.get(field);
         let live = |id: &OpId| f.is_some_and(|f| f.sets.contains_key(id) || f.incs.has(id));
         let ids = effect.deleted_ids().iter();
-        ids.filter(|id| !live(id) && !applied(id)).copied().collect()
+        ids.filter(|id| !live(id) && !applied(id))
+            .copied()
+            .collect()
     };
     if early.is_empty() {
         return;
@@ -369,7 +372,9 @@ mod tests {
     }
 
     fn want(p: &[(&str, &str)]) -> Vec<(String, String)> {
-        p.iter().map(|(f, v)| (f.to_string(), v.to_string())).collect()
+        p.iter()
+            .map(|(f, v)| (f.to_string(), v.to_string()))
+            .collect()
     }
 
     /// Every order of `ops` that keeps each op after the ops its origin had applied
@@ -378,11 +383,10 @@ mod tests {
         let n = ops.len();
         let mut states = Vec::new();
         permute(&mut (0..n).collect::<Vec<_>>(), 0, &mut |order| {
-            let causal = order.iter().enumerate().all(|(pos, &i)| {
-                after[i]
-                    .iter()
-                    .all(|d| order[..pos].contains(d))
-            });
+            let causal = order
+                .iter()
+                .enumerate()
+                .all(|(pos, &i)| after[i].iter().all(|d| order[..pos].contains(d)));
             if !causal {
                 return;
             }
@@ -422,8 +426,16 @@ mod tests {
         assert_eq!(pairs(&h2), want(&[("g", "x")]));
         let del_g = op(&h2, 10, 5, hdel("g"));
         let gone = applied(&h2, &[&del_g]);
-        assert_eq!(gone.shown_type(), None, "a hash with no field shows nothing");
-        assert_eq!(gone.state, Object::new(ObjType::Hash).state, "no tombstones");
+        assert_eq!(
+            gone.shown_type(),
+            None,
+            "a hash with no field shows nothing"
+        );
+        assert_eq!(
+            gone.state,
+            Object::new(ObjType::Hash).state,
+            "no tombstones"
+        );
     }
 
     /// An HSET concurrent with an HDEL of its field survives it (add-wins), whatever
@@ -526,7 +538,10 @@ mod tests {
         }
         let err = h.prepare(&hset("one-more", "v")).unwrap_err();
         assert!(err.to_string().contains("fields in one hash"), "{err}");
-        assert!(h.prepare(&hset("f0", "w")).is_ok(), "an existing field takes a write");
+        assert!(
+            h.prepare(&hset("f0", "w")).is_ok(),
+            "an existing field takes a write"
+        );
         let long = "x".repeat(HASH_FIELD_LEN_MAX + 1);
         let err = Object::new(ObjType::Hash).prepare(&hset(&long, "v"));
         assert!(err.unwrap_err().to_string().contains("hash field length"));

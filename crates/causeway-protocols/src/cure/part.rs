@@ -250,9 +250,7 @@ use crate::kit::txn::reads_state;
 
 /// Whether some of `updates` are generated from the observed state.
 fn reads_snapshot(updates: &super::msg::Updates) -> bool {
-    updates
-        .iter()
-        .any(|(_, u, _)| reads_state(u))
+    updates.iter().any(|(_, u, _)| reads_state(u))
 }
 
 impl Waiting {
