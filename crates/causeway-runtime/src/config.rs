@@ -46,7 +46,7 @@
 //! ```
 
 use crate::gateway::SessionScope;
-use causeway_core::limits::PASSWORD_LEN_MAX;
+use causeway_core::limits::{FRAME_LEN_MAX, PASSWORD_LEN_MAX};
 use causeway_core::topology::SLOTS;
 use causeway_core::{DcId, NodeId, PartitionId, Secret, Topology};
 use causeway_protocols::{NodeConfig, Params, PROTOCOLS};
@@ -73,6 +73,18 @@ pub const AUTH_TIMEOUT_MS: u64 = 10_000;
 pub const AUTH_TIMEOUT_MS_MAX: u64 = 600_000;
 /// Longest `limits.client_idle_timeout_ms`: a week.
 pub const CLIENT_IDLE_TIMEOUT_MS_MAX: u64 = 7 * 24 * 3_600_000;
+/// Default `limits.link_dead_after_ms`: a link whose sent frames go unacknowledged this
+/// long redials. A receiver acknowledges within 100 ms of a delivery and beats four times
+/// per interval while it holds frames back, so only a dead path (or a stalled process)
+/// trips it, and a healed partition resumes within seconds.
+pub const LINK_DEAD_AFTER_MS: u64 = 5_000;
+/// Shortest and longest `limits.link_dead_after_ms`.
+pub const LINK_DEAD_AFTER_MS_MIN: u64 = 100;
+pub const LINK_DEAD_AFTER_MS_MAX: u64 = 600_000;
+/// Default `limits.inbox_bytes_max`: 64 MiB of frames waiting for the node task.
+pub const INBOX_BYTES_MAX: usize = 64 << 20;
+/// Largest `limits.inbox_bytes_max` (16 GiB).
+pub const INBOX_BYTES_MAX_MAX: usize = 1 << 34;
 /// Most bytes of a `secret_file`.
 const SECRET_FILE_LEN_MAX: u64 = 4096;
 
@@ -84,6 +96,14 @@ pub struct Limits {
     pub link_queue_max: usize,
     /// Most network messages waiting for the node task.
     pub inbox_max: usize,
+    /// Most bytes of network messages (their encoded frames) waiting for the node task;
+    /// at least one largest frame. A full inbox stops reading peer sockets: the senders
+    /// wait (TCP flow control), nothing is dropped.
+    pub inbox_bytes_max: usize,
+    /// How long what a link sent may go unacknowledged before the link declares its path
+    /// dead and redials (also accepted peer sockets' `TCP_USER_TIMEOUT`). Give every node the
+    /// same value: a receiver's heartbeats come every quarter of its own.
+    pub link_dead_after_ms: u64,
     /// Most records waiting for the disk.
     pub persist_queue_max: usize,
     /// Most client sessions open at once on one node.
@@ -106,6 +126,8 @@ impl Default for Limits {
         Limits {
             link_queue_max: 1 << 18,
             inbox_max: 1 << 14,
+            inbox_bytes_max: INBOX_BYTES_MAX,
+            link_dead_after_ms: LINK_DEAD_AFTER_MS,
             persist_queue_max: 1 << 16,
             sessions_max: 1 << 14,
             client_connections_max: 1 << 12,
@@ -419,6 +441,28 @@ impl ClusterConfig {
     }
 
     /// Checks every field; the error names the field and the fix.
+    /// Refuses a link timeout or inbox byte bound out of range.
+    fn validate_links(&self) -> Result<(), String> {
+        let l = &self.limits;
+        let dead = l.link_dead_after_ms;
+        if !(LINK_DEAD_AFTER_MS_MIN..=LINK_DEAD_AFTER_MS_MAX).contains(&dead) {
+            return Err(field(
+                "limits.link_dead_after_ms",
+                format!("{dead} is out of range"),
+                &format!("give {LINK_DEAD_AFTER_MS_MIN}..={LINK_DEAD_AFTER_MS_MAX}"),
+            ));
+        }
+        let bytes = l.inbox_bytes_max;
+        if !(FRAME_LEN_MAX..=INBOX_BYTES_MAX_MAX).contains(&bytes) {
+            return Err(field(
+                "limits.inbox_bytes_max",
+                format!("{bytes} is out of range (an inbox holds a largest frame)"),
+                &format!("give {FRAME_LEN_MAX}..={INBOX_BYTES_MAX_MAX}"),
+            ));
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         self.validate_basics()?;
         self.validate_dcs()?;
@@ -540,6 +584,7 @@ impl ClusterConfig {
                 &format!("give 0 (never) to {CLIENT_IDLE_TIMEOUT_MS_MAX}"),
             ));
         }
+        self.validate_links()?;
         if l.auth_timeout_ms == 0 || l.auth_timeout_ms > AUTH_TIMEOUT_MS_MAX {
             return Err(field(
                 "limits.auth_timeout_ms",
@@ -1181,6 +1226,32 @@ mod tests {
         );
         let e = ClusterConfig::parse(&text.replace("\"node\"", "\"disk\"")).unwrap_err();
         assert!(e.contains("disk"), "{e}");
+    }
+
+    #[test]
+    fn link_dead_after_and_inbox_bytes_have_defaults_round_trip_and_are_range_checked() {
+        let mut c = local();
+        assert_eq!(c.limits.link_dead_after_ms, LINK_DEAD_AFTER_MS);
+        assert_eq!(c.limits.inbox_bytes_max, INBOX_BYTES_MAX);
+        c.limits.link_dead_after_ms = 2_000;
+        c.limits.inbox_bytes_max = 32 << 20;
+        let text = c.to_toml();
+        assert!(text.contains("link_dead_after_ms = 2000"), "{text}");
+        assert_eq!(ClusterConfig::parse(&text).unwrap(), c);
+        for dead in [0, LINK_DEAD_AFTER_MS_MIN - 1, LINK_DEAD_AFTER_MS_MAX + 1] {
+            c.limits.link_dead_after_ms = dead;
+            let e = c.validate().unwrap_err();
+            assert!(e.contains("limits.link_dead_after_ms"), "{e}");
+        }
+        c.limits.link_dead_after_ms = LINK_DEAD_AFTER_MS_MIN;
+        c.limits.inbox_bytes_max = FRAME_LEN_MAX - 1;
+        let e = c.validate().unwrap_err();
+        assert!(
+            e.contains("limits.inbox_bytes_max") && e.contains("largest frame"),
+            "{e}"
+        );
+        c.limits.inbox_bytes_max = FRAME_LEN_MAX;
+        c.validate().expect("one largest frame is enough");
     }
 
     #[test]

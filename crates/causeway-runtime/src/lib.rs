@@ -111,17 +111,18 @@ impl Server {
             disk_stats.clone(),
         );
         let (disk, writer) = disk_path(&config.storage, writer, persist_rx);
-        let (net_tx, net_rx) = mpsc::channel(config.limits.inbox_max);
+        let (inbox, net_rx) =
+            transport::Inbox::new(config.limits.inbox_max, config.limits.inbox_bytes_max);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = watch::channel(false);
         let links = spawn_links(config, &placement, &me);
         let mut background = vec![
-            tokio::spawn(Inbound::new(me.clone(), net_tx, peer_port(config)).serve(peers)),
+            tokio::spawn(Inbound::new(me.clone(), inbox.clone(), peer_port(config)).serve(peers)),
             tokio::spawn(telemetry::run_upkeep(metrics.clone())),
         ];
         let gauges = SharedGauges::default();
         let gateway = new_gateway(config, &placement, recovered.epoch, control_tx, &gauges);
-        let render = scrape_render(config, &metrics, &gateway, &links);
+        let render = scrape_render(config, &metrics, (&gateway, &inbox), &links);
         background.extend(open_endpoints(config, &placement, &gateway, render).await?);
         let setup = NodeSetup {
             id: placement.id,
@@ -242,6 +243,7 @@ fn peer_port(config: &ClusterConfig) -> transport::PeerPort {
     transport::PeerPort {
         unauthenticated_max: config.limits.unauthenticated_connections_max,
         auth_timeout_ms: config.limits.auth_timeout_ms,
+        link_dead_after_ms: config.limits.link_dead_after_ms,
     }
 }
 
@@ -363,37 +365,44 @@ fn new_gateway(
     )
 }
 
-/// What a scrape renders: the node's metrics after setting the gauges read only at
-/// scrape time (sessions, client connections, each link's queue), so they cost nothing
-/// between scrapes.
+/// What a scrape renders: the node's metrics after setting the series read only at
+/// scrape time (sessions, client connections, the inbox's bytes, each link's queue, drops
+/// and dead connections), so they cost nothing between scrapes.
 fn scrape_render(
     config: &ClusterConfig,
     metrics: &NodeMetrics,
-    gateway: &Gateway,
+    (gateway, inbox): (&Gateway, &transport::Inbox),
     links: &HashMap<NodeId, transport::Link>,
 ) -> metrics_http::Render {
     let sessions = metrics.gauge(telemetry::SESSIONS, &[]);
     let connections = metrics.gauge(telemetry::CONNECTIONS, &[]);
+    let inbox_bytes = metrics.gauge(telemetry::INBOX_BYTES, &[]);
     let names: HashMap<NodeId, String> = config
         .placements()
         .into_iter()
         .map(|p| (p.id, p.spec.name))
         .collect();
-    let mut depths: Vec<_> = links
+    let mut series: Vec<_> = links
         .iter()
         .map(|(id, link)| {
             let peer = names.get(id).cloned().unwrap_or_else(|| id.0.to_string());
-            let gauge = metrics.gauge(telemetry::LINK_DEPTH, &[("peer", peer)]);
-            (gauge, link.clone())
+            let label = [("peer", peer)];
+            let depth = metrics.gauge(telemetry::LINK_DEPTH, &label);
+            let dropped = metrics.counter(telemetry::LINK_DROPPED, &label);
+            let dead = metrics.counter(telemetry::LINK_DEAD, &label);
+            (link.clone(), depth, dropped, dead)
         })
         .collect();
-    depths.sort_by_key(|(_, link)| link.peer());
-    let (metrics, gateway) = (metrics.clone(), gateway.clone());
+    series.sort_by_key(|(link, ..)| link.peer());
+    let (metrics, gateway, inbox) = (metrics.clone(), gateway.clone(), inbox.clone());
     Arc::new(move || {
         sessions.set(gateway.live_sessions() as f64);
         connections.set(gateway.client_connections() as f64);
-        for (gauge, link) in &depths {
-            gauge.set(link.depth() as f64);
+        inbox_bytes.set(inbox.bytes() as f64);
+        for (link, depth, dropped, dead) in &series {
+            depth.set(link.depth() as f64);
+            dropped.absolute(link.dropped());
+            dead.absolute(link.dead());
         }
         metrics.render()
     })
@@ -409,14 +418,13 @@ fn spawn_links(
         if p.id == me.id {
             continue;
         }
-        let latency = Duration::from_nanos(config.one_way_ns(me.dc, p.dc));
-        let link = transport::spawn_link(
-            identity.clone(),
-            p.id,
-            p.spec.addr,
-            latency,
-            config.limits.link_queue_max,
-        );
+        let settings = transport::LinkSettings {
+            latency: Duration::from_nanos(config.one_way_ns(me.dc, p.dc)),
+            queue_max: config.limits.link_queue_max,
+            queue_bytes_max: transport::LINK_QUEUE_BYTES_MAX,
+            dead_after: Duration::from_millis(config.limits.link_dead_after_ms),
+        };
+        let link = transport::spawn_link(identity.clone(), p.id, p.spec.addr, settings);
         links.insert(p.id, link);
     }
     links

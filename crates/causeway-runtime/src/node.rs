@@ -54,7 +54,7 @@ use crate::samples::LatestSamples;
 use crate::scope::Scopes;
 use crate::storage::{DiskEvent, PersistReq, Shared, SharedDiskStats, Writer};
 use crate::telemetry::{MachineMetrics, NodeMetrics, TxnMetrics};
-use crate::transport::{Link, NetMsg};
+use crate::transport::{InboxShare, Link, NetMsg};
 use causeway_core::{
     Addr, Ctx, DcId, Error, Lsn, Nanos, NodeId, Output, Request, Response, SessionId, Topology,
     TrueTime, TxnKind,
@@ -1059,7 +1059,12 @@ impl NodeTask {
                     self.local.len() < LOCAL_QUEUE_MAX,
                     "a machine keeps messaging itself"
                 );
-                self.local.push_back(NetMsg { from, to, msg });
+                self.local.push_back(NetMsg {
+                    from,
+                    to,
+                    msg,
+                    held: InboxShare::default(),
+                });
             }
             Some(h) => match self.links.get(&h) {
                 Some(link) => link.push(from, to, msg),

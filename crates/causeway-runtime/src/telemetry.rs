@@ -127,6 +127,14 @@ impl NodeMetrics {
                 "Transactions committed through this node's sessions",
             ),
             help(ABORTS, "Transactions aborted through this node's sessions"),
+            help(
+                LINK_DROPPED,
+                "Messages to a peer dropped because the link's queue was full",
+            ),
+            help(
+                LINK_DEAD,
+                "Connections to a peer declared dead: what they sent went unacknowledged",
+            ),
         ] {
             r.describe_counter(name, None, text);
         }
@@ -146,6 +154,10 @@ impl NodeMetrics {
             help(
                 LINK_DEPTH,
                 "Messages waiting on the outgoing link to a peer",
+            ),
+            help(
+                INBOX_BYTES,
+                "Bytes of network messages waiting for the node task",
             ),
         ] {
             r.describe_gauge(name, None, text);
@@ -192,10 +204,15 @@ const ABORTS: &str = "causeway_txn_aborts_total";
 const LATENCY: &str = "causeway_txn_latency_seconds";
 const BATCH: &str = "causeway_disk_batch_records";
 const FSYNC: &str = "causeway_disk_fsync_seconds";
-/// Scrape-time gauges: sessions open, native client connections, link queue per peer.
+/// Scrape-time gauges: sessions open, native client connections, link queue per peer,
+/// bytes of network messages waiting for the node task.
 pub const SESSIONS: &str = "causeway_sessions";
 pub const CONNECTIONS: &str = "causeway_client_connections";
 pub const LINK_DEPTH: &str = "causeway_link_queue_depth";
+pub const INBOX_BYTES: &str = "causeway_inbox_bytes";
+/// Scrape-time counters per link: messages a full queue dropped, connections declared dead.
+pub const LINK_DROPPED: &str = "causeway_link_dropped_total";
+pub const LINK_DEAD: &str = "causeway_link_dead_total";
 
 /// Transaction outcomes of the node's hosted sessions.
 pub struct TxnMetrics {

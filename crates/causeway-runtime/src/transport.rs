@@ -7,10 +7,15 @@
 //! connection it redials and resends what the peer had not delivered (the peer's `Welcome`
 //! says how far it got), so a link stays FIFO without loss or duplicates while both ends
 //! live. When the peer comes back with a new boot epoch (it crashed), the messages meant
-//! for its dead incarnation are dropped, as the simulator drops them. A connection whose
-//! sent frames go unacknowledged for [`LINK_ACK_TIMEOUT`] is declared dead and redialed,
-//! and a redial's connect gives up after [`CONNECT_TIMEOUT`]: a path a partition
-//! black-holed resumes within seconds of the heal, not at TCP's next backed-off retry.
+//! for its dead incarnation are dropped, as the simulator drops them.
+//!
+//! Dead paths: a connection whose sent frames go unacknowledged for the link's
+//! `dead_after` (`limits.link_dead_after_ms`) is declared dead, counted ([`Link::dead`])
+//! and redialed; a redial's connect gives up after [`CONNECT_TIMEOUT`] and each handshake
+//! answer after `dead_after`. So a path a partition black-holed resumes within seconds of
+//! the heal, whatever the cut's length, not at TCP's next backed-off retry (up to 120 s
+//! apart). The listener's sockets carry `dead_after` as their `TCP_USER_TIMEOUT`, so its
+//! end of a dead connection closes too ([`user_timeout`] says why not the dialer's).
 //!
 //! Both ends authenticate each other first (`crate::auth`): a peer that cannot prove it
 //! knows the cluster secret is refused, logged with its address and the reason, and
@@ -19,11 +24,18 @@
 //! Incoming: one task per accepted connection checks the `Hello` and the dialer's proof,
 //! answers `Welcome` with
 //! the last sequence number delivered from that sender epoch, delivers each new `Data`
-//! frame to the node's inbox in order (duplicates from a resend are skipped), and
+//! frame to the node's [`Inbox`] in order (duplicates from a resend are skipped), and
 //! acknowledges `ACK_DELAY` after the first frame it has not acknowledged, or at once when
 //! `ACK_FRAMES_MAX` are waiting. Acks only let the sender drop what it keeps for a resend,
 //! so they can wait: an idle 3-DC cluster sends a frame per peer per 5 ms tick, and an ack
 //! for each 10 ms was a third of every node's writes (BENCHMARKS.md, eighteenth session).
+//!
+//! Flow control: the inbox is bounded in messages and in bytes (`limits.inbox_max`,
+//! `limits.inbox_bytes_max`). A receiver whose inbox is full stops reading its socket until
+//! there is room, so TCP's flow control slows the sender; nothing is dropped. While it
+//! holds a frame back, or while a frame is arriving but not whole, it repeats its last
+//! acknowledgement every quarter of `dead_after` (a heartbeat), so a slow peer on a live
+//! path is not mistaken for a dead path.
 
 use crate::auth::{self, Direction, Nonce, Transcript};
 use crate::peer::{self, PeerFrame, PEER_WIRE_VERSION};
@@ -42,7 +54,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::codec::length_delimited::LengthDelimitedCodecError;
 use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
@@ -53,7 +65,8 @@ const ACK_DELAY: Duration = Duration::from_millis(100);
 /// Frames delivered and not acknowledged at which a receiver acknowledges at once, so a
 /// busy link's resend queue stays short whatever `ACK_DELAY` is.
 const ACK_FRAMES_MAX: u64 = 64;
-/// How long a dialer or listener waits for the other side's handshake frame.
+/// How long a listener waits for the dialer's next handshake frame (a dialer waits for
+/// each answer its link's `dead_after`).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// First and largest pause between redials.
 const REDIAL_MIN: Duration = Duration::from_millis(20);
@@ -62,13 +75,6 @@ const REDIAL_MAX: Duration = Duration::from_millis(500);
 /// the kernel for about two minutes, so a dial begun during a partition would outlast its
 /// heal by that much.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// How long frames sent on a connection may go unacknowledged before the link declares the
-/// path dead, drops the connection and redials (resending what the peer had not
-/// delivered). A receiver acknowledges within [`ACK_DELAY`] of a delivery, so only a path
-/// that black-holes traffic, or a peer stalled this long, trips it. Without it a connection
-/// that lost its path sits in TCP's retransmission backoff (up to 120 s between tries)
-/// long after the partition heals.
-pub const LINK_ACK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// TCP keepalive on every node and client socket: the first probe after this much
 /// silence, then one per interval, the connection dropped after `KEEPALIVE_RETRIES`
@@ -86,6 +92,35 @@ pub fn keepalive(stream: &TcpStream) -> std::io::Result<()> {
     socket2::SockRef::from(stream).set_tcp_keepalive(&params)
 }
 
+/// Sets `TCP_USER_TIMEOUT` on a socket: data the kernel sent that goes unacknowledged
+/// this long ends the connection with an error, rather than after TCP's retransmissions
+/// (about 15 minutes on Linux's defaults). Only on a listener's accepted peer sockets,
+/// which send nothing but acknowledgements to a dialer that always reads them: Linux also
+/// ends a connection whose peer advertised a zero window for that long, even while it
+/// answers the window probes, so on a dialer it would cut the back-pressure of a full inbox.
+/// The dialer's own acknowledgement watchdog notices a dead path instead. Off Linux, a
+/// no-op.
+pub fn user_timeout(stream: &TcpStream, timeout: Duration) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    return socket2::SockRef::from(stream).set_tcp_user_timeout(Some(timeout));
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (stream, timeout);
+        Ok(())
+    }
+}
+
+/// Nagle off and keepalive on: every node-to-node socket, both ends; and
+/// [`user_timeout`] when given (a listener's).
+fn tune(stream: &TcpStream, user_timeout_after: Option<Duration>) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    keepalive(stream)?;
+    match user_timeout_after {
+        Some(after) => user_timeout(stream, after),
+        None => Ok(()),
+    }
+}
+
 /// A full link queue logs its drops once per this many.
 const DROP_LOG_EVERY: u64 = 10_000;
 /// Most bytes of encoded frames waiting on one link (unsent or unacknowledged), beside
@@ -98,6 +133,77 @@ pub struct NetMsg {
     pub from: Addr,
     pub to: Addr,
     pub msg: Msg,
+    /// Its share of the inbox's byte budget, given back when the node task drops it.
+    pub held: InboxShare,
+}
+
+/// Bytes of an [`Inbox`]'s budget a message holds (none: a message the node sent itself).
+#[derive(Debug, Default)]
+pub struct InboxShare(Option<OwnedSemaphorePermit>);
+
+impl InboxShare {
+    /// The bytes of the budget this message holds.
+    pub fn bytes(&self) -> usize {
+        self.0.as_ref().map_or(0, |p| p.num_permits())
+    }
+}
+
+/// The sending side of a node's inbox: at most `count_max` messages and `bytes_max` bytes
+/// of their frames wait for the node task. A sender waits for room; nothing is dropped.
+#[derive(Clone)]
+pub struct Inbox {
+    tx: mpsc::Sender<NetMsg>,
+    budget: Arc<Semaphore>,
+    bytes_max: usize,
+}
+
+impl Inbox {
+    /// A new inbox and the node task's end of it.
+    pub fn new(count_max: usize, bytes_max: usize) -> (Inbox, mpsc::Receiver<NetMsg>) {
+        assert!(count_max > 0, "an inbox holds a message");
+        assert!(
+            (1..=Semaphore::MAX_PERMITS).contains(&bytes_max),
+            "an inbox holds a byte and at most the semaphore's permits"
+        );
+        let (tx, rx) = mpsc::channel(count_max);
+        let budget = Arc::new(Semaphore::new(bytes_max));
+        (
+            Inbox {
+                tx,
+                budget,
+                bytes_max,
+            },
+            rx,
+        )
+    }
+
+    /// Bytes of frames waiting for the node task now.
+    pub fn bytes(&self) -> usize {
+        self.bytes_max - self.budget.available_permits()
+    }
+
+    /// Queues a message whose frame was `frame_bytes` long, once there is room for it (a
+    /// frame over the whole budget waits for an empty inbox). Err: the node stopped.
+    pub async fn send(
+        &self,
+        from: Addr,
+        to: Addr,
+        msg: Msg,
+        frame_bytes: usize,
+    ) -> Result<(), String> {
+        let share = frame_bytes.clamp(1, self.bytes_max);
+        let share = u32::try_from(share).unwrap_or(u32::MAX);
+        let held = self.budget.clone().acquire_many_owned(share).await;
+        let held = held.map_err(|_| "inbox closed")?;
+        let slot = self.tx.reserve().await.map_err(|_| "node stopped")?;
+        slot.send(NetMsg {
+            from,
+            to,
+            msg,
+            held: InboxShare(Some(held)),
+        });
+        Ok(())
+    }
 }
 
 /// Who this node is, as the handshake states it. `Debug` leaves the secret out.
@@ -176,20 +282,33 @@ struct LinkQueue {
     dropped: u64,
 }
 
+/// How one outgoing link behaves (from the cluster file).
+#[derive(Clone, Copy, Debug)]
+pub struct LinkSettings {
+    /// The emulated one-way latency to the peer's DC (zero: none, within a DC).
+    pub latency: Duration,
+    /// Most messages waiting on the link, unsent or unacknowledged (`limits.link_queue_max`).
+    pub queue_max: usize,
+    /// Most bytes of their frames ([`LINK_QUEUE_BYTES_MAX`]).
+    pub queue_bytes_max: usize,
+    /// How long sent frames may go unacknowledged before the path is declared dead and the
+    /// link redials (`limits.link_dead_after_ms`); also each handshake answer's wait.
+    pub dead_after: Duration,
+}
+
 /// The sending end of the link to one peer node.
 #[derive(Clone)]
 pub struct Link {
     peer: NodeId,
     state: Arc<Mutex<LinkQueue>>,
     notify: Arc<Notify>,
-    latency: Duration,
-    queue_max: usize,
+    settings: LinkSettings,
     /// How many times the peer came back as a new incarnation (`adopt`).
     restarts: Arc<AtomicU64>,
-    /// [`LINK_ACK_TIMEOUT`], shorter in tests.
-    ack_timeout: Duration,
-    /// [`LINK_QUEUE_BYTES_MAX`], smaller in tests.
-    bytes_max: usize,
+    /// How many connections were declared dead for want of acknowledgements.
+    dead: Arc<AtomicU64>,
+    /// How many connections completed their handshake.
+    connects: Arc<AtomicU64>,
 }
 
 impl Link {
@@ -222,13 +341,15 @@ impl Link {
                 return;
             }
         };
-        if s.queue.len() >= self.queue_max || s.bytes + frame.len() > self.bytes_max {
+        let limits = &self.settings;
+        if s.queue.len() >= limits.queue_max || s.bytes + frame.len() > limits.queue_bytes_max {
             self.drop_one(&mut s);
             return;
         }
         s.next_seq = seq;
         s.bytes += frame.len();
-        let due = (!self.latency.is_zero()).then(|| Instant::now() + self.latency);
+        let latency = self.settings.latency;
+        let due = (!latency.is_zero()).then(|| Instant::now() + latency);
         s.queue.push_back(Queued { seq, due, frame });
         drop(s);
         self.notify.notify_one();
@@ -245,8 +366,8 @@ impl Link {
                 "link queue full ({} messages, {} bytes of at most {} and {}): dropping messages (logged once per {DROP_LOG_EVERY}); the peer is too slow or down, and the protocol's catch-up resends what matters when it is back",
                 s.queue.len(),
                 s.bytes,
-                self.queue_max,
-                self.bytes_max
+                self.settings.queue_max,
+                self.settings.queue_bytes_max
             );
         }
     }
@@ -255,43 +376,38 @@ impl Link {
     pub fn dropped(&self) -> u64 {
         self.state.lock().expect("link lock").dropped
     }
+
+    /// Connections of this link declared dead because what they sent went unacknowledged
+    /// for `dead_after`.
+    pub fn dead(&self) -> u64 {
+        self.dead.load(Ordering::Acquire)
+    }
+
+    /// Connections of this link that completed their handshake (1 while it never broke).
+    pub fn connects(&self) -> u64 {
+        self.connects.load(Ordering::Acquire)
+    }
 }
 
 /// Creates the link to `peer` at `addr` and spawns its task.
-pub fn spawn_link(
-    me: Identity,
-    peer: NodeId,
-    addr: SocketAddr,
-    latency: Duration,
-    queue_max: usize,
-) -> Link {
-    let limits = (queue_max, LINK_QUEUE_BYTES_MAX);
-    spawn_link_timed(me, peer, addr, (latency, LINK_ACK_TIMEOUT), limits)
-}
-
-/// [`spawn_link`] with the emulated latency and the acknowledgement timeout given, and the
-/// queue's limits in messages and bytes.
-fn spawn_link_timed(
-    me: Identity,
-    peer: NodeId,
-    addr: SocketAddr,
-    (latency, ack_timeout): (Duration, Duration),
-    (queue_max, bytes_max): (usize, usize),
-) -> Link {
-    assert!(!ack_timeout.is_zero(), "a link needs an ack timeout");
+pub fn spawn_link(me: Identity, peer: NodeId, addr: SocketAddr, settings: LinkSettings) -> Link {
     assert!(
-        bytes_max >= FRAME_LEN_MAX,
+        !settings.dead_after.is_zero(),
+        "a link needs an acknowledgement timeout"
+    );
+    assert!(
+        settings.queue_bytes_max >= FRAME_LEN_MAX,
         "a link queue holds a largest frame"
     );
+    assert!(settings.queue_max > 0, "a link queue holds a message");
     let link = Link {
         peer,
         state: Arc::new(Mutex::new(LinkQueue::default())),
         notify: Arc::new(Notify::new()),
-        latency,
-        queue_max,
+        settings,
         restarts: Arc::new(AtomicU64::new(0)),
-        ack_timeout,
-        bytes_max,
+        dead: Arc::new(AtomicU64::new(0)),
+        connects: Arc::new(AtomicU64::new(0)),
     };
     let task = link.clone();
     tokio::spawn(async move { run_link(me, task, addr).await });
@@ -304,10 +420,11 @@ async fn run_link(me: Identity, link: Link, addr: SocketAddr) {
     // A refused redial every REDIAL_MAX would write a line each: one per interval.
     let refusals = Throttle::new(LOG_INTERVAL_MS);
     loop {
-        match dial(&me, link.peer, addr).await {
+        match dial(&me, link.peer, addr, link.settings.dead_after).await {
             Ok((stream, epoch, delivered)) => {
                 pause = REDIAL_MIN;
                 adopt(&link, epoch, delivered);
+                link.connects.fetch_add(1, Ordering::AcqRel);
                 tracing::info!(peer = link.peer.0, %addr, epoch, "link up");
                 was_up = true;
                 let e = pump(&link, stream).await;
@@ -339,10 +456,13 @@ enum DialError {
     Io(String),
 }
 
+/// Connects to `peer` at `addr` and runs the dialer's handshake, waiting at most
+/// `dead_after` for each answer: the stream, the peer's epoch and what it delivered.
 async fn dial(
     me: &Identity,
     peer: NodeId,
     addr: SocketAddr,
+    dead_after: Duration,
 ) -> Result<(Stream, u64, u64), DialError> {
     let io = |e: std::io::Error| DialError::Io(e.to_string());
     let tcp = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
@@ -353,8 +473,7 @@ async fn dial(
             )))
         }
     };
-    tcp.set_nodelay(true).map_err(io)?;
-    keepalive(&tcp).map_err(io)?;
+    tune(&tcp, None).map_err(io)?;
     let mut stream = match &me.tls {
         None => Stream::Plain(tcp),
         // A certificate the CA did not sign is refused like a wrong secret (logged as an
@@ -381,7 +500,7 @@ async fn dial(
     let mut sink = FramedWrite::new(w, peer::codec());
     let mut source = FramedRead::new(r, peer::codec());
     send(&mut sink, &hello).await?;
-    let peer_nonce = match answer(&mut source).await? {
+    let peer_nonce = match answer(&mut source, dead_after).await? {
         PeerFrame::Challenge { nonce } => nonce,
         other => return Err(unexpected(other)),
     };
@@ -396,7 +515,7 @@ async fn dial(
     };
     let proof = auth::proof(&key, Direction::Dialer, &t);
     send(&mut sink, &PeerFrame::Proof { proof }).await?;
-    let welcome = answer(&mut source).await?;
+    let welcome = answer(&mut source, dead_after).await?;
     drop(source);
     drop(sink);
     match welcome {
@@ -429,8 +548,9 @@ async fn send<W: tokio::io::AsyncWrite + Unpin>(
 /// The listener's next handshake frame.
 async fn answer<R: tokio::io::AsyncRead + Unpin>(
     source: &mut FramedRead<R, tokio_util::codec::LengthDelimitedCodec>,
+    timeout: Duration,
 ) -> Result<PeerFrame, DialError> {
-    let bytes = match tokio::time::timeout(HANDSHAKE_TIMEOUT, source.next()).await {
+    let bytes = match tokio::time::timeout(timeout, source.next()).await {
         Ok(Some(Ok(b))) => b,
         Ok(Some(Err(e))) => return Err(DialError::Io(e.to_string())),
         Ok(None) => return Err(DialError::Io("closed during the handshake".into())),
@@ -548,7 +668,10 @@ async fn pump_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     tokio::select! {
         e = acks => e,
         e = sends => e,
-        e = watch.expire(link.ack_timeout) => e,
+        e = watch.expire(link.settings.dead_after) => {
+            link.dead.fetch_add(1, Ordering::AcqRel);
+            e
+        }
     }
 }
 
@@ -607,7 +730,7 @@ impl AckWatch {
             let since = self.waiting_since.load(Ordering::Relaxed);
             if since != 0 && self.now().saturating_sub(since) >= timeout_ms {
                 return format!(
-                    "no acknowledgement for {timeout_ms} ms: the path is dead or the peer stalled; redialing"
+                    "no acknowledgement for {timeout_ms} ms: the path is dead or the peer's process stalled; redialing"
                 );
             }
         }
@@ -709,6 +832,22 @@ pub struct PeerPort {
     /// How long a connection may take, from its accept, to complete its TLS handshake (if
     /// any) and prove the cluster secret, in milliseconds.
     pub auth_timeout_ms: u64,
+    /// The links' `dead_after` (`limits.link_dead_after_ms`): the accepted sockets'
+    /// `TCP_USER_TIMEOUT`, and four times the receiver's heartbeat interval.
+    pub link_dead_after_ms: u64,
+}
+
+impl PeerPort {
+    fn dead_after(&self) -> Duration {
+        Duration::from_millis(self.link_dead_after_ms)
+    }
+
+    /// How often a receiver that holds a frame back, or reads one not yet whole, repeats
+    /// its acknowledgement: four beats per `dead_after`, so one late beat does not make
+    /// the sender declare a live path dead.
+    fn heartbeat(&self) -> Duration {
+        (self.dead_after() / 4).max(Duration::from_millis(1))
+    }
 }
 
 /// Refused peer connection lines: at most one per interval (see [`crate::throttle`]).
@@ -731,14 +870,15 @@ impl Drop for Pending {
 /// `PeerPort::unauthenticated_max` such connections are open at once.
 pub struct Inbound {
     me: Identity,
-    inbox: mpsc::Sender<NetMsg>,
+    inbox: Inbox,
     senders: Mutex<HashMap<NodeId, Arc<tokio::sync::Mutex<RecvState>>>>,
     port: PeerPort,
     unauthenticated: Arc<AtomicUsize>,
 }
 
 impl Inbound {
-    pub fn new(me: Identity, inbox: mpsc::Sender<NetMsg>, port: PeerPort) -> Arc<Inbound> {
+    pub fn new(me: Identity, inbox: Inbox, port: PeerPort) -> Arc<Inbound> {
+        assert!(port.link_dead_after_ms > 0, "links need a dead_after");
         Arc::new(Inbound {
             me,
             inbox,
@@ -794,8 +934,8 @@ impl Inbound {
 
     async fn handle(&self, tcp: TcpStream, pending: Pending) -> Result<(), String> {
         let addr = tcp.peer_addr().map_err(|e| e.to_string())?;
-        tcp.set_nodelay(true).map_err(|e| e.to_string())?;
-        keepalive(&tcp).map_err(|e| e.to_string())?;
+        let dead_after = Some(self.port.dead_after());
+        tune(&tcp, dead_after).map_err(|e| e.to_string())?;
         let deadline = Instant::now() + Duration::from_millis(self.port.auth_timeout_ms);
         let stream = match &self.me.tls {
             None => Stream::Plain(tcp),
@@ -828,7 +968,7 @@ impl Inbound {
     ) -> Result<(), String> {
         let mut codec = peer::codec();
         codec.set_max_frame_length(PREAUTH_FRAME_LEN_MAX);
-        let mut source = FramedRead::new(r, codec);
+        let mut source = FramedRead::new(Counted::new(r), codec);
         let mut sink = FramedWrite::new(w, peer::codec());
         let handshake = self.handshake(&mut source, &mut sink);
         let outcome = match tokio::time::timeout_at(deadline, handshake).await {
@@ -940,11 +1080,14 @@ impl Inbound {
         senders.entry(from).or_default().clone()
     }
 
+    /// Delivers the connection's `Data` frames and acknowledges them (see the module doc):
+    /// `ACK_DELAY` after the first unacknowledged one, at once after `ACK_FRAMES_MAX`, and
+    /// on each heartbeat while a frame is arriving but not whole.
     async fn receive<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         &self,
         (epoch, mut acked): (u64, u64),
         state: &tokio::sync::Mutex<RecvState>,
-        mut source: FramedRead<R, LengthDelimitedCodec>,
+        mut source: FramedRead<Counted<R>, LengthDelimitedCodec>,
         mut sink: FramedWrite<W, LengthDelimitedCodec>,
     ) -> Result<(), String> {
         // One timer, armed at the first unacknowledged frame: a timer made anew on every
@@ -952,45 +1095,59 @@ impl Inbound {
         let ack_timer = tokio::time::sleep(ACK_DELAY);
         tokio::pin!(ack_timer);
         let mut armed = false;
+        let mut beat = tokio::time::interval(self.port.heartbeat());
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Bytes read when the last acknowledgement went out.
+        let mut read_at_ack = source.get_ref().read_bytes;
         loop {
-            let ack_now = tokio::select! {
+            let ack = tokio::select! {
                 frame = source.next() => {
                     let bytes = match frame {
                         Some(b) => b.map_err(|e| e.to_string())?,
                         None => return Ok(()),
                     };
-                    let delivered = self.deliver(epoch, state, &bytes).await?;
+                    let delivered = self.deliver(epoch, state, &bytes, &mut sink).await?;
                     if delivered.saturating_sub(acked) >= ACK_FRAMES_MAX {
-                        true
+                        Ack::Progress
                     } else {
                         if delivered != acked && !armed {
                             ack_timer.as_mut().reset(Instant::now() + ACK_DELAY);
                             armed = true;
                         }
-                        false
+                        Ack::No
                     }
                 }
-                _ = &mut ack_timer, if armed => true,
+                _ = &mut ack_timer, if armed => Ack::Progress,
+                // A frame is arriving but not whole (no ack is armed): the path is alive.
+                _ = beat.tick() => match source.get_ref().read_bytes != read_at_ack && !armed {
+                    true => Ack::Heartbeat,
+                    false => Ack::No,
+                },
             };
-            if ack_now {
-                armed = false;
-                let delivered = state.lock().await.delivered;
-                if delivered != acked {
-                    acked = delivered;
-                    let frame = peer::encode(&PeerFrame::Ack { delivered })?;
-                    sink.send(frame).await.map_err(|e| e.to_string())?;
-                }
+            if ack == Ack::No {
+                continue;
+            }
+            armed = false;
+            let delivered = state.lock().await.delivered;
+            if delivered != acked || ack == Ack::Heartbeat {
+                acked = delivered;
+                read_at_ack = source.get_ref().read_bytes;
+                let frame = peer::encode(&PeerFrame::Ack { delivered })?;
+                sink.send(frame).await.map_err(|e| e.to_string())?;
             }
         }
     }
 
     /// Delivers one `Data` frame to the inbox unless a resend already did; the last
-    /// sequence number delivered from this sender after it.
-    async fn deliver(
+    /// sequence number delivered from this sender after it. While the inbox has no room
+    /// the connection's socket is not read (TCP's flow control holds the sender back) and
+    /// the last acknowledgement is repeated each heartbeat.
+    async fn deliver<W: AsyncWrite + Unpin>(
         &self,
         epoch: u64,
         state: &tokio::sync::Mutex<RecvState>,
         bytes: &[u8],
+        sink: &mut FramedWrite<W, LengthDelimitedCodec>,
     ) -> Result<u64, String> {
         let PeerFrame::Data { seq, from, to, msg } = peer::decode(bytes)? else {
             return Err("expected a Data frame".into());
@@ -1000,13 +1157,69 @@ impl Inbound {
             return Err("superseded by a newer connection".into());
         }
         if seq > s.delivered {
-            self.inbox
-                .send(NetMsg { from, to, msg })
-                .await
-                .map_err(|_| "node stopped")?;
+            let queued = self.inbox.send(from, to, msg, bytes.len());
+            self.beating(queued, s.delivered, sink).await??;
             s.delivered = seq;
         }
         Ok(s.delivered)
+    }
+
+    /// Runs `work`, sending `Ack { delivered }` each heartbeat until it is done.
+    async fn beating<F: std::future::Future, W: AsyncWrite + Unpin>(
+        &self,
+        work: F,
+        delivered: u64,
+        sink: &mut FramedWrite<W, LengthDelimitedCodec>,
+    ) -> Result<F::Output, String> {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                out = &mut work => return Ok(out),
+                _ = tokio::time::sleep(self.port.heartbeat()) => {
+                    let frame = peer::encode(&PeerFrame::Ack { delivered })?;
+                    sink.send(frame).await.map_err(|e| e.to_string())?;
+                }
+            }
+        }
+    }
+}
+
+/// Why a receiver sends an acknowledgement.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ack {
+    No,
+    /// Frames were delivered since the last one.
+    Progress,
+    /// Whether or not any were: the sender learns that the path is alive.
+    Heartbeat,
+}
+
+/// A reader that counts what it read, so a receiver can tell that a frame is arriving
+/// before it is whole (a large frame on a slow path takes longer than a heartbeat).
+struct Counted<R> {
+    inner: R,
+    read_bytes: u64,
+}
+
+impl<R> Counted<R> {
+    fn new(inner: R) -> Counted<R> {
+        Counted {
+            inner,
+            read_bytes: 0,
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Counted<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        self.read_bytes += (buf.filled().len() - before) as u64;
+        polled
     }
 }
 
@@ -1019,7 +1232,18 @@ mod tests {
     const TEST_PORT: PeerPort = PeerPort {
         unauthenticated_max: 16,
         auth_timeout_ms: 10_000,
+        link_dead_after_ms: 10_000,
     };
+
+    /// Settings of a test link: `latency`, `queue_max` messages, a long `dead_after`.
+    fn settings(latency: Duration, queue_max: usize) -> LinkSettings {
+        LinkSettings {
+            latency,
+            queue_max,
+            queue_bytes_max: LINK_QUEUE_BYTES_MAX,
+            dead_after: Duration::from_secs(10),
+        }
+    }
 
     fn identity(node: u32) -> Identity {
         Identity {
@@ -1086,7 +1310,7 @@ mod tests {
     async fn inbound(inbox_max: usize) -> (SocketAddr, mpsc::Receiver<NetMsg>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (tx, inbox) = mpsc::channel(inbox_max);
+        let (tx, inbox) = Inbox::new(inbox_max, FRAME_LEN_MAX);
         tokio::spawn(Inbound::new(identity(0), tx, TEST_PORT).serve(listener));
         (addr, inbox)
     }
@@ -1095,13 +1319,8 @@ mod tests {
     async fn a_link_stays_fifo_without_loss_or_duplicates_across_a_cut_connection() {
         let (inbound_addr, mut inbox) = inbound(1024).await;
         let (relay_addr, conns) = relay(inbound_addr).await;
-        let link = spawn_link(
-            identity(1),
-            NodeId(0),
-            relay_addr,
-            Duration::from_millis(1),
-            1024,
-        );
+        let timing = settings(Duration::from_millis(1), 1024);
+        let link = spawn_link(identity(1), NodeId(0), relay_addr, timing);
         for i in 1..=200 {
             let (from, to, m) = msg(i);
             link.push(from, to, m);
@@ -1118,85 +1337,6 @@ mod tests {
         assert!(inbox.try_recv().is_err(), "no duplicates after the resend");
     }
 
-    /// Copies `r` to `w` until the path is cut, then holds both ends open and silent.
-    async fn pipe(
-        mut r: tokio::net::tcp::OwnedReadHalf,
-        mut w: tokio::net::tcp::OwnedWriteHalf,
-        cut: Arc<std::sync::atomic::AtomicBool>,
-    ) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut buf = vec![0u8; 4096];
-        while let Ok(n) = r.read(&mut buf).await {
-            if n == 0 || cut.load(Ordering::Acquire) || w.write_all(&buf[..n]).await.is_err() {
-                break;
-            }
-        }
-        std::future::pending::<()>().await
-    }
-
-    /// A relay whose path the test can cut: once `cut` is set, every connection stops
-    /// forwarding for good (as a black-holed path leaves a TCP connection in its
-    /// retransmission backoff long after the heal) and new ones are accepted and never
-    /// forwarded; after the heal, new connections forward again.
-    async fn black_hole_relay(to: SocketAddr) -> (SocketAddr, Arc<std::sync::atomic::AtomicBool>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = cut.clone();
-        tokio::spawn(async move {
-            while let Ok((a, _)) = listener.accept().await {
-                let cut = flag.clone();
-                tokio::spawn(async move {
-                    if cut.load(Ordering::Acquire) {
-                        let _held = a;
-                        std::future::pending::<()>().await;
-                        return;
-                    }
-                    let b = TcpStream::connect(to).await.unwrap();
-                    let ((ar, aw), (br, bw)) = (a.into_split(), b.into_split());
-                    tokio::spawn(pipe(ar, bw, cut.clone()));
-                    pipe(br, aw, cut).await
-                });
-            }
-        });
-        (addr, cut)
-    }
-
-    /// A path that black-holes traffic (no reset, no acknowledgement) is declared dead
-    /// after the link's ack timeout, and the link redials until it gets through: after the
-    /// heal, what was pushed during the cut arrives within a handshake timeout and a
-    /// redial pause, in order, once. Without the watchdog it never arrives.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_link_redials_when_its_path_black_holes_and_resumes_after_the_heal() {
-        let (inbound_addr, mut inbox) = inbound(1024).await;
-        let (relay_addr, cut) = black_hole_relay(inbound_addr).await;
-        let timing = (Duration::ZERO, Duration::from_millis(300));
-        let limits = (1024, LINK_QUEUE_BYTES_MAX);
-        let link = spawn_link_timed(identity(1), NodeId(0), relay_addr, timing, limits);
-        let push = |range: std::ops::RangeInclusive<u64>| {
-            for i in range {
-                let (from, to, m) = msg(i);
-                link.push(from, to, m);
-            }
-        };
-        push(1..=50);
-        expect(&mut inbox, 1..=50).await;
-        cut.store(true, Ordering::Release);
-        push(51..=100);
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert!(inbox.try_recv().is_err(), "nothing crosses the cut");
-        cut.store(false, Ordering::Release);
-        let healed = Instant::now();
-        expect(&mut inbox, 51..=100).await;
-        let resumed = healed.elapsed();
-        assert!(
-            resumed < HANDSHAKE_TIMEOUT + REDIAL_MAX + Duration::from_secs(1),
-            "resumed {resumed:?} after the heal"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert!(inbox.try_recv().is_err(), "no duplicates after the resend");
-    }
-
     /// A link to a peer that never answers holds at most its byte limit of frames and
     /// drops (counting) the rest; the message limit alone would have kept them all.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1204,8 +1344,9 @@ mod tests {
         let nobody = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = nobody.local_addr().unwrap();
         drop(nobody);
-        let timing = (Duration::ZERO, LINK_ACK_TIMEOUT);
-        let link = spawn_link_timed(identity(1), NodeId(0), addr, timing, (1024, FRAME_LEN_MAX));
+        let mut timing = settings(Duration::ZERO, 1024);
+        timing.queue_bytes_max = FRAME_LEN_MAX;
+        let link = spawn_link(identity(1), NodeId(0), addr, timing);
         let key = causeway_core::Key::new(vec![7u8; 1 << 20]);
         for i in 0..40 {
             let m = Msg::Eventual(eventual::Msg::Read {
@@ -1227,7 +1368,7 @@ mod tests {
     async fn a_message_leaves_once_its_emulated_latency_has_passed() {
         let latency = Duration::from_millis(60);
         let (addr, mut inbox) = inbound(1024).await;
-        let link = spawn_link(identity(1), NodeId(0), addr, latency, 1024);
+        let link = spawn_link(identity(1), NodeId(0), addr, settings(latency, 1024));
         for round in 0..2u64 {
             let start = Instant::now();
             for i in 1..=3 {
@@ -1239,7 +1380,7 @@ mod tests {
             assert!(waited >= latency, "delivered after {waited:?}");
         }
         let (addr, mut inbox) = inbound(1024).await;
-        let link = spawn_link(identity(1), NodeId(0), addr, Duration::ZERO, 1024);
+        let link = spawn_link(identity(1), NodeId(0), addr, settings(Duration::ZERO, 1024));
         let (from, to, m) = msg(1);
         link.push(from, to, m);
         expect(&mut inbox, 1..=1).await;
@@ -1261,7 +1402,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_receiver_acknowledges_a_few_frames_late_and_many_at_once() {
         let (addr, mut inbox) = inbound(4096).await;
-        let link = spawn_link(identity(1), NodeId(0), addr, Duration::ZERO, 4096);
+        let link = spawn_link(identity(1), NodeId(0), addr, settings(Duration::ZERO, 4096));
         let mut pushed = 0;
         let mut push = |n: u64| {
             for _ in 0..n {
@@ -1303,12 +1444,32 @@ mod tests {
         assert_eq!(idle, Duration::from_millis(KEEPALIVE_IDLE_MS));
     }
 
+    /// Every node-to-node socket gets Nagle off and keepalive; a listener's accepted one
+    /// also the links' dead_after as its TCP_USER_TIMEOUT, a dialer's none.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_peer_socket_gives_up_on_unacknowledged_data_after_dead_after() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let sock = socket2::SockRef::from(&stream);
+        assert_eq!(sock.tcp_user_timeout().unwrap(), None, "off by default");
+        tune(&stream, None).unwrap();
+        assert_eq!(sock.tcp_user_timeout().unwrap(), None, "a dialer's");
+        assert!(sock.keepalive().unwrap() && stream.nodelay().unwrap());
+        tune(&stream, Some(Duration::from_millis(1500))).unwrap();
+        let timeout = sock.tcp_user_timeout().unwrap();
+        assert_eq!(timeout, Some(Duration::from_millis(1500)));
+        assert!(sock.keepalive().unwrap() && stream.nodelay().unwrap());
+    }
+
     #[tokio::test]
     async fn a_hello_this_version_cannot_decode_is_refused_with_the_reason() {
         use tokio::io::AsyncWriteExt;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (tx, _inbox) = mpsc::channel(16);
+        let (tx, _inbox) = Inbox::new(16, FRAME_LEN_MAX);
         tokio::spawn(Inbound::new(identity(0), tx, TEST_PORT).serve(listener));
         let mut stream = TcpStream::connect(addr).await.unwrap();
         let garbage = [0xffu8; 9]; // an enum tag no PeerFrame has
@@ -1337,14 +1498,14 @@ mod tests {
     async fn a_peer_of_another_protocol_is_refused() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (tx, _inbox) = mpsc::channel(16);
+        let (tx, _inbox) = Inbox::new(16, FRAME_LEN_MAX);
         tokio::spawn(Inbound::new(identity(0), tx, TEST_PORT).serve(listener));
         let mut other = identity(1);
         other.protocol = "cure".into();
         let mut elsewhere = identity(1);
         elsewhere.topology = Topology::partial(2, 1, 2, 1);
         for peer in [other, elsewhere] {
-            match dial(&peer, NodeId(0), addr).await {
+            match dial(&peer, NodeId(0), addr, Duration::from_secs(5)).await {
                 Err(DialError::Refused(reason)) => {
                     assert!(reason.contains("does not match"), "{reason}");
                     assert!(

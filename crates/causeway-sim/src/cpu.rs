@@ -40,7 +40,7 @@ pub enum InputKind {
     Message,
     /// A timer of the node's machine (replication, stabilization, heartbeats).
     Timer,
-    /// A durability notice (records up to an lsn are on disk).
+    /// A durability notice: a group-commit batch is on disk (records up to its last lsn).
     Persisted,
     /// A message into or out of a client session hosted on the node.
     Session,
@@ -55,7 +55,7 @@ pub struct CpuModel {
     pub msg_ns: Nanos,
     /// Fixed cost of one timer of the node's machine.
     pub timer_ns: Nanos,
-    /// Fixed cost of one durability notice.
+    /// Fixed cost of one durability notice (one per group-commit batch, not per record).
     pub persist_ns: Nanos,
     /// Fixed cost of one message into or out of a hosted client session (the front end,
     /// the session machine, the hop to the protocol).
@@ -90,13 +90,13 @@ impl Default for CpuModel {
         CpuModel {
             enabled: false,
             cores: 4,
-            msg_ns: 2_400,
-            timer_ns: 38_800,
-            persist_ns: 38_200,
-            session_ns: 5_500,
+            msg_ns: 2_600,
+            timer_ns: 38_600,
+            persist_ns: 70_700,
+            session_ns: 4_100,
             byte_ns: 2,
             op_ns: 500,
-            wake_ns: 4_100,
+            wake_ns: 4_000,
             wake_gap_ns: WAKE_GAP_NS,
             host_nodes: 1,
         }

@@ -1,9 +1,11 @@
 //! Simulated disks, one per node. A record a machine asks to persist is unsynced until its
-//! write completes, then durable; the machine hears `handle_persisted` only then. Writes
-//! use group commit, as the real runtime does (fjall, one fsync per batch): a record
-//! issued while a write is in flight joins the next batch, which starts when the current
-//! one ends and takes 0.1-0.5 ms; batches complete in order. A crash loses the unsynced
-//! records; a restart replays the durable ones. A machine that offers checkpoints has its
+//! write completes, then durable. Writes use group commit, as the real runtime does (fjall,
+//! one fsync per batch): a record issued while a write is in flight joins the next batch,
+//! which starts when the current one ends and takes 0.1-0.5 ms; batches complete in order.
+//! The machine hears one `handle_persisted` per batch, with the batch's last lsn, as the
+//! runtime's node task calls it once per durable batch (`handle_persisted(lsn)` releases
+//! everything up to `lsn`), so the CPU model charges one durability notice per fsync, not
+//! one per record. A crash loses the unsynced records; a restart replays the durable ones. A machine that offers checkpoints has its
 //! durable records replaced by one once they are many (`SimConfig::checkpoint_records`).
 //!
 //! A disk may stall before its node crashes (`FaultEvent::DiskStall`, drawn with crashes):
@@ -13,6 +15,7 @@
 //! `node-commit-early` mutation) has it read for milliseconds, not a fraction of one,
 //! before losing it.
 
+use crate::cpu::NodeInput;
 use crate::world::{Ev, World};
 use causeway_core::clock::Nanos;
 use causeway_core::Lsn;
@@ -27,8 +30,10 @@ const WRITE_SPREAD_NS: Nanos = 400_000;
 pub(crate) struct Disk {
     /// Synced records, in completion order: what a restart recovers from.
     durable: Vec<Vec<u8>>,
-    /// Records written but not yet synced, by lsn.
-    unsynced: BTreeMap<Lsn, Vec<u8>>,
+    /// Records written but not yet synced, by lsn, with their batch's completion time.
+    unsynced: BTreeMap<Lsn, (Nanos, Vec<u8>)>,
+    /// The last lsn of each batch not yet complete, by its completion time.
+    batch_last: BTreeMap<Nanos, Lsn>,
     /// When the batch in flight completes.
     free_at: Nanos,
     /// Checkpoints that replaced the durable records.
@@ -45,7 +50,15 @@ impl Disk {
     /// its own taking `latency`; a busy one adds it to the next batch (whose latency was
     /// drawn by the write that opened it).
     fn write(&mut self, lsn: Lsn, record: Vec<u8>, now: Nanos, latency: Nanos) -> Nanos {
-        self.unsynced.insert(lsn, record);
+        let at = self.batch_for(now, latency);
+        self.unsynced.insert(lsn, (at, record));
+        let last = self.batch_last.entry(at).or_insert(lsn);
+        *last = (*last).max(lsn);
+        at
+    }
+
+    /// The completion time of the batch a record issued at `now` joins.
+    fn batch_for(&mut self, now: Nanos, latency: Nanos) -> Nanos {
         if let Some(next) = self.next_batch_at {
             if now >= self.free_at {
                 self.free_at = next; // the queued batch is in flight now
@@ -59,13 +72,19 @@ impl Disk {
         *self.next_batch_at.get_or_insert(self.free_at + latency)
     }
 
-    /// Completes the write of `lsn`: the record becomes durable.
-    fn sync(&mut self, lsn: Lsn) {
-        let record = self
+    /// Completes the write of `lsn`: the record becomes durable. Returns the batch's last
+    /// lsn once every record of its batch is durable (the batch's fsync returned).
+    fn sync(&mut self, lsn: Lsn) -> Option<Lsn> {
+        let (at, record) = self
             .unsynced
             .remove(&lsn)
             .expect("persisted record was pending");
         self.durable.push(record);
+        let rest = self.unsynced.values().any(|(t, _)| *t == at);
+        match rest {
+            true => None,
+            false => self.batch_last.remove(&at),
+        }
     }
 
     /// Until `until`, every write opened takes `extra_ns` longer.
@@ -85,6 +104,7 @@ impl Disk {
     /// A crash: writes in flight are lost.
     pub(crate) fn lose_unsynced(&mut self) {
         self.unsynced.clear();
+        self.batch_last.clear();
     }
 
     pub(crate) fn durable(&self) -> &[Vec<u8>] {
@@ -111,13 +131,32 @@ impl World {
         self.schedule(at, ev);
     }
 
-    /// A write completed: durable now, unless the node crashed since.
+    /// The write of `lsn` completed: durable now, unless the node crashed since. The last
+    /// record of a batch tells the machine (through its CPU queue when the model is on).
+    pub(crate) fn write_done(&mut self, n: usize, incarnation: u32, lsn: Lsn) {
+        if self.nodes[n].incarnation != incarnation || self.nodes[n].machine.is_none() {
+            return;
+        }
+        let batch_last = self.nodes[n].disk.sync(lsn);
+        self.hash(lsn);
+        match batch_last {
+            Some(last) if self.config.cpu.enabled => {
+                let input = NodeInput::Persisted {
+                    incarnation,
+                    lsn: last,
+                };
+                self.node_input(n, input)
+            }
+            Some(last) => self.persisted(n, incarnation, last),
+            None => {}
+        }
+    }
+
+    /// A batch up to `lsn` is durable: the machine hears it, unless it crashed since.
     pub(crate) fn persisted(&mut self, n: usize, incarnation: u32, lsn: Lsn) {
         if self.nodes[n].incarnation != incarnation || self.nodes[n].machine.is_none() {
             return;
         }
-        self.nodes[n].disk.sync(lsn);
-        self.hash(lsn);
         self.with_node(n, |m, ctx| m.handle_persisted(ctx, lsn));
         self.maybe_checkpoint(n);
     }
@@ -150,10 +189,26 @@ mod tests {
         // Joins that queued batch (group commit).
         assert_eq!(disk.write(9, b"z".to_vec(), 1_060, 300), 1_200);
         disk.unsynced.remove(&9);
-        disk.sync(1);
+        assert_eq!(disk.sync(1), Some(1), "a batch of one record");
         disk.lose_unsynced();
         assert_eq!(disk.durable(), &[b"a".to_vec()]);
         // An idle disk starts the next write now.
         assert_eq!(disk.write(3, b"c".to_vec(), 5_000, 100), 5_100);
+    }
+
+    #[test]
+    fn a_batch_is_announced_once_with_its_last_lsn() {
+        let mut disk = Disk::default();
+        assert_eq!(disk.write(1, b"a".to_vec(), 1_000, 100), 1_100);
+        assert_eq!(disk.write(2, b"b".to_vec(), 1_010, 100), 1_200);
+        assert_eq!(disk.write(3, b"c".to_vec(), 1_020, 300), 1_200);
+        assert_eq!(disk.write(4, b"d".to_vec(), 1_030, 300), 1_200);
+        assert_eq!(disk.sync(1), Some(1));
+        assert_eq!(disk.sync(2), None, "records 3 and 4 are in the same fsync");
+        assert_eq!(disk.sync(3), None);
+        assert_eq!(disk.sync(4), Some(4));
+        let durable: Vec<&[u8]> = disk.durable().iter().map(|r| r.as_slice()).collect();
+        assert_eq!(durable, [b"a", b"b", b"c", b"d"]);
+        assert!(disk.batch_last.is_empty(), "no batch left to announce");
     }
 }

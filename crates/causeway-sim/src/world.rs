@@ -273,14 +273,7 @@ impl World {
                 node,
                 incarnation,
                 lsn,
-            } if self.config.cpu.enabled => {
-                self.node_input(node, NodeInput::Persisted { incarnation, lsn })
-            }
-            Ev::Persisted {
-                node,
-                incarnation,
-                lsn,
-            } => self.persisted(node, incarnation, lsn),
+            } => self.write_done(node, incarnation, lsn),
             Ev::CpuFree { node } => {
                 self.nodes[node].cpu.wake_at = None;
                 self.cpu_drain(node);

@@ -1,7 +1,7 @@
 //! Prometheus metrics of a real cluster: after `causeway load` runs transactions at a DC,
 //! that DC's node answers `GET /metrics` with well-formed Prometheus text whose commit
 //! counter and latency histogram moved, beside the machine's sample histograms, the
-//! group-commit and link series; any other path gets 404.
+//! group-commit, link and inbox series; any other path gets 404.
 
 mod cluster;
 mod http;
@@ -160,6 +160,9 @@ fn a_node_exposes_prometheus_metrics_that_move_with_load() {
         "causeway_sessions",
         "causeway_client_connections",
         "causeway_link_queue_depth",
+        "causeway_link_dropped_total",
+        "causeway_link_dead_total",
+        "causeway_inbox_bytes",
         // Samples and gauges of the cure machine, exported by the generic rule.
         "causeway_gss_lag_seconds_count",
         "causeway_store_versions",
@@ -167,6 +170,9 @@ fn a_node_exposes_prometheus_metrics_that_move_with_load() {
         assert!(after.iter().any(|s| s.name == name), "{name} missing");
     }
     assert!(total(&after, "causeway_disk_batch_records_count") > 0.0);
+    // A healthy 2-DC cluster on loopback: no link declared dead, nothing dropped.
+    assert_eq!(total(&after, "causeway_link_dead_total"), 0.0);
+    assert_eq!(total(&after, "causeway_link_dropped_total"), 0.0);
     let (status, _, _) = get(metrics, "/");
     assert_eq!(status, "HTTP/1.1 404 Not Found");
     c.stop();
