@@ -18,6 +18,13 @@ pub struct Params {
     pub request_timeout_ns: u64,
     /// Deliberately broken variant to run, for testing the checker (`None` = correct).
     pub mutation: Option<String>,
+    /// How far after boot this node's periodic timers (replication, stabilization) first
+    /// fire. Nodes of a real cluster boot apart, so their timers tick out of phase; the
+    /// simulator boots every node at once and draws each node's phase from the seed, below
+    /// the shorter interval, so that its nodes do not tick in lockstep (a lockstep adds a
+    /// fixed wait to every cross-node step and makes latency distributions vertical).
+    #[serde(default)]
+    pub timer_phase_ns: u64,
 }
 
 impl Default for Params {
@@ -27,6 +34,7 @@ impl Default for Params {
             stabilization_interval_ns: 5_000_000,
             request_timeout_ns: 10_000_000_000,
             mutation: None,
+            timer_phase_ns: 0,
         }
     }
 }

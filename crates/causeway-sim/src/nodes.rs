@@ -9,6 +9,7 @@
 
 use crate::cpu::Cpu;
 use crate::disk::Disk;
+use crate::rng::SimRng;
 use crate::world::{Ev, World, GAUGE_INTERVAL_NS, SAMPLES_PER_NAME_MAX, T0};
 use causeway_core::clock::Nanos;
 use causeway_core::{Addr, Ctx, NodeId, Output, TrueTime};
@@ -18,6 +19,10 @@ use std::collections::BTreeMap;
 /// A machine that leaves a due deadline behind after `handle_timeout` is woken again only
 /// this much later (and the run fails): waking it at once would loop forever.
 const DUE_DEADLINE_RETRY_NS: Nanos = 1_000_000;
+
+/// The first of the seed's streams of timer phases, one per node (`SimRng::new`); far
+/// above the few streams of faults, network and workload.
+const TIMER_PHASE_STREAM: u64 = 1 << 32;
 
 /// A node's physical clock: `t + offset + t * drift / 10^6` at true time `t`, monotonic.
 #[derive(Default)]
@@ -108,12 +113,24 @@ impl NodeSlot {
 
 impl World {
     fn node_config(&self, node: usize) -> NodeConfig {
+        let mut params = self.config.params.clone();
+        params.timer_phase_ns = self.timer_phase_ns(node);
         NodeConfig {
             node: NodeId(node as u32),
             topology: self.topology.clone(),
-            params: self.config.params.clone(),
+            params,
             section: self.config.section.clone(),
         }
+    }
+
+    /// Node `node`'s timer phase (`Params::timer_phase_ns`): drawn from the seed, below the
+    /// shorter periodic interval, the same at every boot of the node.
+    fn timer_phase_ns(&self, node: usize) -> u64 {
+        let params = &self.config.params;
+        let every_ns = params
+            .replication_interval_ns
+            .min(params.stabilization_interval_ns);
+        SimRng::new(self.config.seed, TIMER_PHASE_STREAM + node as u64).range(0, every_ns)
     }
 
     pub(crate) fn boot_nodes(&mut self) -> Result<(), String> {

@@ -91,6 +91,10 @@ pub trait Extension: Sized {
     /// The GSS was exchanged (every stabilization interval).
     fn stabilized(_node: &mut Node<Self>, _ctx: &mut Ctx<Msg>) {}
 
+    /// Another node of the DC told us its vectors: the GSS may have advanced between
+    /// our own stabilization rounds.
+    fn gossip_heard(_node: &mut Node<Self>, _ctx: &mut Ctx<Msg>) {}
+
     /// A message the engine does not handle.
     fn on_message(_node: &mut Node<Self>, _ctx: &mut Ctx<Msg>, _from: Addr, _msg: Msg) {}
 

@@ -1042,9 +1042,9 @@ impl<X: Extension> ServerNode for Node<X> {
         // Timers run on the raw clock: after a restart `Clock` (read's answer) starts
         // above the persisted lease, up to `lease_ns` ahead of it.
         self.time.read(ctx.clock);
-        let clock = self.time.clock;
-        self.timers.set(Timer::Replicate, clock);
-        self.timers.set(Timer::Stabilize, clock);
+        let first = self.time.clock + self.params.timer_phase_ns;
+        self.timers.set(Timer::Replicate, first);
+        self.timers.set(Timer::Stabilize, first);
         X::start(self, ctx);
         self.run_timers(ctx);
         X::pump(self, ctx);

@@ -269,6 +269,7 @@ impl<X: Extension> Node<X> {
         self.oldest.report(from, Some(oldest));
         self.gss.adopt(&gss); // its GSS is a DC-wide claim too
         self.after_gossip(ctx);
+        X::gossip_heard(self, ctx);
     }
 
     /// The GSS (the entry-wise min of every node's reported pvc, Alg. 2 l.43-46, kept

@@ -421,7 +421,8 @@ impl ServerNode for Node {
 
     fn start(&mut self, ctx: &mut Ctx<Msg>) {
         self.clock = ctx.clock;
-        self.timers.set((), ctx.clock);
+        let first = ctx.clock + self.config.params.timer_phase_ns;
+        self.timers.set((), first);
     }
 
     fn handle_message(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {

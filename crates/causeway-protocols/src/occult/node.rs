@@ -1043,7 +1043,8 @@ impl ServerNode for Node {
         for p in self.prepared.values_mut() {
             p.since = ctx.clock; // recovered locks get a full timeout
         }
-        self.timers.set(Timer::Replicate, ctx.clock);
+        let first = ctx.clock + self.cfg.params.timer_phase_ns;
+        self.timers.set(Timer::Replicate, first);
         self.timers
             .set(Timer::Terminate, ctx.clock + self.sect.lock_timeout_ns);
         self.timers

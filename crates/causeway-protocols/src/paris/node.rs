@@ -811,9 +811,9 @@ impl ServerNode for Node {
         // Timers run on the raw clock: after a restart `Clock` (read's answer) starts
         // above the persisted lease, up to `lease_ns` ahead of it.
         self.time.read(ctx.clock);
-        let clock = self.time.clock;
-        self.timers.set(Timer::Replicate, clock);
-        self.timers.set(Timer::Stabilize, clock);
+        let first = self.time.clock + self.params.timer_phase_ns;
+        self.timers.set(Timer::Replicate, first);
+        self.timers.set(Timer::Stabilize, first);
         self.run_timers(ctx);
     }
 

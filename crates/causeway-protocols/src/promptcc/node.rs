@@ -923,7 +923,8 @@ impl ServerNode for Node {
         for part in self.parts.values_mut() {
             part.restamp_recent(self.clock);
         }
-        self.timers.set(Timer::Stabilize, self.clock);
+        let first = self.clock + self.params.timer_phase_ns;
+        self.timers.set(Timer::Stabilize, first);
         self.handle_timeout(ctx);
     }
 

@@ -97,6 +97,10 @@ impl Extension for UniExt {
         node.broadcast_stable(ctx);
     }
 
+    fn gossip_heard(node: &mut Node<Self>, ctx: &mut Ctx<Msg>) {
+        node.refresh_uniform(ctx);
+    }
+
     fn on_message(node: &mut Node<Self>, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         let from_node = match from {
             Addr::Node(n) => n,
@@ -159,7 +163,8 @@ impl Extension for UniExt {
 
     fn start(node: &mut Node<Self>, ctx: &mut Ctx<Msg>) {
         if node.ext.strong.is_some() {
-            node.timers.set(Timer::Ext, node.time.clock);
+            let phase_ns = node.params.timer_phase_ns % node.ext.cfg.heartbeat_ns.max(1);
+            node.timers.set(Timer::Ext, node.time.clock + phase_ns);
             node.start_strong(ctx);
         }
     }

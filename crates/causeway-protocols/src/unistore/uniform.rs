@@ -74,16 +74,41 @@ impl Node<UniExt> {
 
     /// STABLEVEC received (Alg. 2 l.31-36): update the matrix and `uniformVec`.
     pub(crate) fn on_stable_vec(&mut self, ctx: &mut Ctx<Msg>, from: DcId, stable: Vc) {
+        self.work += stable.dcs.len() as u64;
+        self.ext.uniform.report(usize::from(from.0), &stable);
+        self.recompute_uniform();
+        self.uniform_advanced(ctx);
+    }
+
+    /// Our own row of the matrix is our DC's stable vector (Alg. 2 l.25 sends it, l.32
+    /// stores it): whenever it advances, here on a STABLEVEC or on the DC's gossip between
+    /// our stabilization rounds, `uniformVec` is recomputed (l.33-36) at once. Waiting
+    /// for the next round would hold every remote txn that just became stable here for
+    /// up to a stabilization interval, which the paper's protocol never does (with f = 1
+    /// a remote txn is uniform as soon as it is stable here: its origin stores it).
+    pub(crate) fn refresh_uniform(&mut self, ctx: &mut Ctx<Msg>) {
+        if self.recompute_uniform() {
+            self.uniform_advanced(ctx);
+        }
+    }
+
+    /// `uniformVec` from the matrix with our DC's stable vector as our row (Alg. 2
+    /// l.32-36); true if it may have advanced.
+    fn recompute_uniform(&mut self) -> bool {
         let own = self.gss.stable().clone();
         let broken = self.mutation.visible_before_uniform;
         let u = &mut self.ext.uniform;
-        self.work += stable.dcs.len() as u64;
-        u.report(usize::from(from.0), &stable);
+        self.work += own.dcs.len() as u64;
         u.report(self.d, &own);
-        u.recompute();
+        let advanced = u.recompute();
         if broken {
             u.force(&own); // visible once stable here, not once in f+1 DCs
         }
+        advanced || broken
+    }
+
+    /// Remote txns may be uniform now, and the waits on `uniformVec` may hold.
+    fn uniform_advanced(&mut self, ctx: &mut Ctx<Msg>) {
         self.note_uniform();
         self.serve_client_waits(ctx);
         self.try_starts(ctx);
