@@ -591,11 +591,11 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
                 if matches!(kind, Kind::Begin | Kind::Commit) || matches!(e, Error::Aborted(_)) {
                     self.open = false;
                 }
-                return Err(e);
+                return Err(wrong_type_of_abort(e));
             }
             (_, Response::Aborted { reason }) => {
                 self.open = false;
-                return Err(Error::Aborted(reason));
+                return Err(wrong_type_of_abort(Error::Aborted(reason)));
             }
             (_, other) => {
                 return Err(Error::InvalidState(format!(
@@ -604,6 +604,26 @@ impl<'a, H: SessionHandle> Tx<'a, H> {
             }
         }
         Ok(None)
+    }
+}
+
+/// An abort for a `WRONGTYPE` as the `WRONGTYPE` it was. A blind write (`SET`) reads
+/// nothing, so a cluster's store finds the key's type only when it prepares the update,
+/// and aborts the transaction with the error's text as its reason (an in-process store
+/// answers the update itself with the error). Told apart, the caller does what it does for
+/// any `WRONGTYPE` (`Conn::standalone`: a key freed by `DEL` takes the write as a part of
+/// another type) and the client gets Redis's `WRONGTYPE` error, not an abort.
+pub(crate) fn wrong_type_of_abort(e: Error) -> Error {
+    let Error::Aborted(reason) = &e else {
+        return e;
+    };
+    let parsed = reason
+        .strip_prefix("WRONGTYPE operation against a key holding a ")
+        .and_then(|rest| rest.split_once(" object, not a "))
+        .and_then(|(held, wanted)| Some((ObjType::parse(held)?, ObjType::parse(wanted)?)));
+    match parsed {
+        Some((expected, found)) => Error::WrongType { expected, found },
+        None => e,
     }
 }
 
@@ -742,6 +762,27 @@ pub fn without_present_adds(updates: Vec<Request>, values: &[ReadValue]) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cluster's abort for a `WRONGTYPE` is that `WRONGTYPE` again, and it reads as the
+    /// error a store in process answers; other aborts stay aborts.
+    #[test]
+    fn an_abort_for_a_wrong_type_is_the_wrong_type() {
+        let e = Error::WrongType {
+            expected: ObjType::Set,
+            found: ObjType::Lww,
+        };
+        assert_eq!(wrong_type_of_abort(Error::Aborted(e.to_string())), e);
+        let other = Error::Aborted("snapshot too old".into());
+        assert_eq!(wrong_type_of_abort(other.clone()), other);
+        let unknown = Error::Aborted(
+            "WRONGTYPE operation against a key holding a x object, not a lww".into(),
+        );
+        assert_eq!(wrong_type_of_abort(unknown.clone()), unknown);
+        assert_eq!(
+            wrong_type_of_abort(Error::Unavailable("down".into())),
+            Error::Unavailable("down".into())
+        );
+    }
 
     fn key(k: &str) -> Key {
         Key(k.as_bytes().to_vec())
