@@ -29,6 +29,7 @@ pub mod data;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hash;
+pub mod list;
 pub mod limits;
 pub mod memory;
 pub mod parse;
