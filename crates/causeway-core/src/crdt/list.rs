@@ -29,7 +29,7 @@ use crate::error::Error;
 use crate::ids::{OpId, Value};
 use crate::limits::{LIST_BYTES_MAX, LIST_ELEMS_MAX, LIST_ELEM_LEN_MAX};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// An element's id: the push that wrote it and its index among the push's values.
@@ -55,13 +55,151 @@ impl Elem {
     }
 }
 
+/// Most elements of one chunk of a [`Run`]: a copy of a list copies one pointer per
+/// chunk, and a push or pop at an end copies one chunk at most.
+const CHUNK_MAX: usize = 64;
+
+/// One end's elements in ascending `(timestamp, id)`, in shared chunks of up to
+/// [`CHUNK_MAX`] (a chunk a mid-list insert fills past twice that is split). Readers
+/// and generators copy a key's state per transaction: with one shared chunk per 64
+/// elements, copying a 40,000-element list costs 625 pointer copies, not 40,000 element
+/// copies. Two runs are equal when their elements are, whatever their chunks; a run
+/// encodes as the flat sequence of its elements.
+#[derive(Clone, Debug, Default)]
+pub struct Run {
+    chunks: Vec<Arc<Vec<Elem>>>,
+    len: usize,
+}
+
+impl PartialEq for Run {
+    fn eq(&self, other: &Run) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Run {}
+
+impl Serialize for Run {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.len))?;
+        for e in self.iter() {
+            seq.serialize_element(e)?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Run {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Run, D::Error> {
+        let mut elems = Vec::<Elem>::deserialize(d)?;
+        // Whatever the bytes, the run is ordered (the invariant every operation keeps).
+        elems.sort_by_key(Elem::key);
+        let len = elems.len();
+        let chunks = elems
+            .chunks(CHUNK_MAX)
+            .map(|c| Arc::new(c.to_vec()))
+            .collect();
+        Ok(Run { chunks, len })
+    }
+}
+
+impl Run {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Elem> {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Inserts `elem` in `(timestamp, id)` order: an append for the newest (the usual
+    /// push), a search and an insert into one chunk otherwise.
+    fn insert(&mut self, elem: Elem) {
+        self.len += 1;
+        let newest = self.iter().next_back().is_none_or(|l| l.key() < elem.key());
+        if newest {
+            match self.chunks.last_mut() {
+                Some(c) if c.len() < CHUNK_MAX => Arc::make_mut(c).push(elem),
+                _ => self.chunks.push(Arc::new(vec![elem])),
+            }
+            return;
+        }
+        let at = self
+            .chunks
+            .iter()
+            .position(|c| c.last().is_some_and(|l| l.key() > elem.key()))
+            .expect("an element newer than the one inserted");
+        let chunk = Arc::make_mut(&mut self.chunks[at]);
+        let i = chunk.partition_point(|e| e.key() < elem.key());
+        chunk.insert(i, elem);
+        if chunk.len() > 2 * CHUNK_MAX {
+            let tail = chunk.split_off(CHUNK_MAX);
+            self.chunks.insert(at + 1, Arc::new(tail));
+        }
+    }
+
+    /// Removes the elements of `want` it holds from its ends (where a pop's are),
+    /// returning their summed length; found ids leave `want`.
+    fn remove_at_ends(&mut self, want: &mut BTreeSet<ElemId>) -> u64 {
+        let mut freed = 0;
+        while let Some(c) = self.chunks.last_mut() {
+            match c.last() {
+                Some(e) if want.remove(&e.id) => {
+                    freed += e.value.len() as u64;
+                    Arc::make_mut(c).pop();
+                    self.len -= 1;
+                }
+                Some(_) => break,
+                None => drop(self.chunks.pop()),
+            }
+        }
+        while let Some(c) = self.chunks.first_mut() {
+            match c.first() {
+                Some(e) if want.remove(&e.id) => {
+                    freed += e.value.len() as u64;
+                    Arc::make_mut(c).remove(0);
+                    self.len -= 1;
+                }
+                Some(_) => break,
+                None => drop(self.chunks.remove(0)),
+            }
+        }
+        freed
+    }
+
+    /// Removes the elements of `want` it holds wherever they are; found ids leave `want`.
+    fn remove_anywhere(&mut self, want: &mut BTreeSet<ElemId>) -> u64 {
+        let mut freed = 0;
+        for c in &mut self.chunks {
+            if !c.iter().any(|e| want.contains(&e.id)) {
+                continue;
+            }
+            Arc::make_mut(c).retain(|e| {
+                let keep = !want.remove(&e.id);
+                if !keep {
+                    freed += e.value.len() as u64;
+                    self.len -= 1;
+                }
+                keep
+            });
+        }
+        self.chunks.retain(|c| !c.is_empty());
+        freed
+    }
+}
+
 /// A list's state (module docs). The list shows `left` reversed, then `right`: each end
 /// keeps its elements in ascending `(timestamp, id)`, so a push (usually the newest) is
 /// an append, a pop a removal at an end, and a read needs no sorting.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListState {
-    pub left: VecDeque<Elem>,
-    pub right: VecDeque<Elem>,
+    pub left: Run,
+    pub right: Run,
     /// Ids popped before their push arrived (only without causal delivery).
     pub gone: BTreeSet<ElemId>,
     /// The summed length of the values, in bytes (for [`LIST_BYTES_MAX`]).
@@ -98,40 +236,18 @@ impl ListState {
     /// Inserts an element at its end, in `(timestamp, id)` order.
     fn insert(&mut self, left: bool, elem: Elem) {
         self.bytes += elem.value.len() as u64;
-        let side = if left { &mut self.left } else { &mut self.right };
-        match side.back() {
-            Some(last) if last.key() > elem.key() => {
-                let at = side.partition_point(|e| e.key() < elem.key());
-                side.insert(at, elem);
-            }
-            _ => side.push_back(elem),
+        match left {
+            true => self.left.insert(elem),
+            false => self.right.insert(elem),
         }
     }
 
     /// Removes the elements of `want` it holds, taking them from the ends first (a
     /// pop's are there), and leaves in `want` the ids it did not find.
     fn remove(&mut self, want: &mut BTreeSet<ElemId>) {
-        let mut freed = 0;
-        for side in [&mut self.left, &mut self.right] {
-            while let Some(e) = side.back().filter(|e| want.remove(&e.id)) {
-                freed += e.value.len() as u64;
-                side.pop_back();
-            }
-            while let Some(e) = side.front().filter(|e| want.remove(&e.id)) {
-                freed += e.value.len() as u64;
-                side.pop_front();
-            }
-        }
+        let mut freed = self.left.remove_at_ends(want) + self.right.remove_at_ends(want);
         if !want.is_empty() {
-            for side in [&mut self.left, &mut self.right] {
-                side.retain(|e| {
-                    let keep = !want.remove(&e.id);
-                    if !keep {
-                        freed += e.value.len() as u64;
-                    }
-                    keep
-                });
-            }
+            freed += self.left.remove_anywhere(want) + self.right.remove_anywhere(want);
         }
         assert!(freed <= self.bytes, "list byte count broken");
         self.bytes -= freed;
@@ -411,6 +527,62 @@ mod tests {
         assert_eq!(bytes[0], 7, "List is the eighth state");
         assert_eq!(postcard::from_bytes::<Object>(&bytes).unwrap(), l);
         assert_eq!(postcard::to_allocvec(&ObjValue::List(vec![])).unwrap()[0], 5);
+    }
+
+    /// A run in shared chunks behaves as the sorted vector it stands for, over random
+    /// out-of-order inserts and removals at the ends and in the middle, and a copy taken
+    /// midway is not changed by later writes to the original (chunks copy on write).
+    #[test]
+    fn chunked_runs_behave_as_sorted_vectors() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut run = Run::default();
+        let mut model: Vec<Elem> = Vec::new();
+        let mut frozen = None;
+        for round in 0..3_000u64 {
+            let ts = ArbTs {
+                primary: if next(4) == 0 { next(round + 1) } else { round },
+                secondary: 0,
+            };
+            let e = Elem {
+                id: ElemId {
+                    op: id(round),
+                    index: 0,
+                },
+                ts,
+                value: Arc::from(round.to_string().as_bytes()),
+            };
+            run.insert(e.clone());
+            model.push(e);
+            model.sort_by_key(Elem::key);
+            if next(3) == 0 && !model.is_empty() {
+                let at = match next(3) {
+                    0 => 0,
+                    1 => model.len() - 1,
+                    _ => next(model.len() as u64) as usize,
+                };
+                let mut want: BTreeSet<ElemId> = [model.remove(at).id].into();
+                run.remove_at_ends(&mut want);
+                run.remove_anywhere(&mut want);
+                assert!(want.is_empty());
+            }
+            if round == 1_500 {
+                frozen = Some((run.clone(), model.clone()));
+            }
+            assert_eq!(run.len(), model.len());
+        }
+        assert!(run.iter().eq(model.iter()));
+        assert!(run.chunks.iter().all(|c| !c.is_empty() && c.len() <= 2 * CHUNK_MAX));
+        let (copy, then) = frozen.expect("taken");
+        assert!(copy.iter().eq(then.iter()), "the copy kept its elements");
+        let bytes = postcard::to_allocvec(&run).unwrap();
+        let back: Run = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back, run, "equal whatever the chunks");
     }
 
     /// A list freed by popping everything takes another type, and a string freed by DEL
