@@ -257,12 +257,16 @@ impl<'a> Model<'a> {
                 Update::Remove(e) | Update::HashRemove { field: e } => {
                     self.removes.entry(key).or_default().push((id, node, e))
                 }
-                Update::ListPush { .. } => {
-                    self.adds.entry(key).or_default().push((id, node, LIST_ELEM))
-                }
-                Update::ListPop { .. } => {
-                    self.removes.entry(key).or_default().push((id, node, LIST_ELEM))
-                }
+                Update::ListPush { .. } => self
+                    .adds
+                    .entry(key)
+                    .or_default()
+                    .push((id, node, LIST_ELEM)),
+                Update::ListPop { .. } => self
+                    .removes
+                    .entry(key)
+                    .or_default()
+                    .push((id, node, LIST_ELEM)),
                 _ => {}
             }
             if let Update::HashIncrement { field, .. } = update {
@@ -929,7 +933,11 @@ impl Walk<'_, '_> {
             }
         }
         if shown.len() < observed.len() {
-            let why = format!("names {} pushes but shows {} elements", observed.len(), shown.len());
+            let why = format!(
+                "names {} pushes but shows {} elements",
+                observed.len(),
+                shown.len()
+            );
             return Err(self.bad_list(key, why));
         }
         let unique = pool.values().all(|w| w.len() == 1);
@@ -971,7 +979,10 @@ impl Walk<'_, '_> {
         for (i, a) in placed.iter().enumerate().take(LIST_ORDER_CHECKED_MAX) {
             for b in placed.iter().skip(i + 1).take(LIST_ORDER_CHECKED_MAX) {
                 if before(a, b) == Some(false) {
-                    let why = format!("shows an element of {} before one of {} out of list order", a.0, b.0);
+                    let why = format!(
+                        "shows an element of {} before one of {} out of list order",
+                        a.0, b.0
+                    );
                     return Err(self.bad_list(key, why));
                 }
             }

@@ -1062,20 +1062,36 @@ fn list_reads_are_checked_against_the_model() {
     // Session 1 pops the head it saw (c); session 2's push, concurrent, survives.
     let mut popped = writes();
     popped.push(txn(1, 3, vec![lpop("l", true, 1, (1, 3, 0))]));
-    popped.push(txn(3, 1, vec![lrange("l", &["a", "b", "z"], &[(1, 1, 0), (2, 1, 0)])]));
+    popped.push(txn(
+        3,
+        1,
+        vec![lrange("l", &["a", "b", "z"], &[(1, 1, 0), (2, 1, 0)])],
+    ));
     assert!(check(&history(popped), Guarantee::Tcc).is_ok());
     // Session 1's next read misses its own first push, which no pop observed.
     let mut missing = writes();
     missing.push(txn(1, 3, vec![lrange("l", &["c"], &[(1, 2, 0)])]));
-    rejects(&history(missing), ViolationKind::SetNotCausallyClosed, &[tid(1, 3)]);
+    rejects(
+        &history(missing),
+        ViolationKind::SetNotCausallyClosed,
+        &[tid(1, 3)],
+    );
     // A value no named push wrote.
     let mut wrong = writes();
-    wrong.push(txn(1, 3, vec![lrange("l", &["c", "a", "q"], &[(1, 1, 0), (1, 2, 0)])]));
+    wrong.push(txn(
+        1,
+        3,
+        vec![lrange("l", &["c", "a", "q"], &[(1, 1, 0), (1, 2, 0)])],
+    ));
     rejects(&history(wrong), ViolationKind::BadValue, &[tid(1, 3)]);
     // Session 1's LPUSH of c came after its RPUSH of a b: c cannot follow them... nor can
     // b come before a (one push's order).
     let mut order = writes();
-    order.push(txn(1, 3, vec![lrange("l", &["c", "b", "a"], &[(1, 1, 0), (1, 2, 0)])]));
+    order.push(txn(
+        1,
+        3,
+        vec![lrange("l", &["c", "b", "a"], &[(1, 1, 0), (1, 2, 0)])],
+    ));
     rejects(&history(order), ViolationKind::BadValue, &[tid(1, 3)]);
     let mut ends = writes();
     ends.push(txn(
@@ -1083,7 +1099,11 @@ fn list_reads_are_checked_against_the_model() {
         4,
         vec![
             lpush("l", true, &["d"], (1, 4, 0)),
-            lrange("l", &["c", "d", "a", "b"], &[(1, 1, 0), (1, 2, 0), (1, 4, 0)]),
+            lrange(
+                "l",
+                &["c", "d", "a", "b"],
+                &[(1, 1, 0), (1, 2, 0), (1, 4, 0)],
+            ),
         ],
     ));
     rejects(&history(ends), ViolationKind::BadValue, &[tid(1, 4)]);

@@ -258,9 +258,16 @@ pub enum Effect {
     },
     /// A push of `values` at the left (`left`) or right end; element `i` has id
     /// `(op id, i)` (see [`list`]). The list variants go last, like the hash ones.
-    ListPush { left: bool, values: Vec<Value> },
-    /// A pop: removes the elements `ids` the popping transaction observed.
-    ListRemove { ids: Vec<list::ElemId> },
+    ListPush {
+        left: bool,
+        values: Vec<Value>,
+    },
+    /// A pop: removes the elements `ids` the popping transaction observed; `ts[i]` is the
+    /// timestamp it saw element `i` pushed at (how a replica finds it without a scan).
+    ListRemove {
+        ids: Vec<list::ElemId>,
+        ts: Vec<ArbTs>,
+    },
 }
 
 impl Effect {
@@ -947,7 +954,9 @@ fn delete_in(state: &mut State, effect: &Effect) {
             }
         }
         (State::Hash { fields }, e) => hash::delete_in(fields, e),
-        (State::List(l), e @ Effect::ListRemove { .. }) => list::note_early_removals(l, e, |_| true),
+        (State::List(l), e @ Effect::ListRemove { .. }) => {
+            list::note_early_removals(l, e, |_| true)
+        }
         (State::Parts { home, .. }, e) if !e.is_part() => delete_in(home, e),
         (State::Parts { parts, .. }, Effect::Part { effect, .. }) => {
             if let Some(p) = parts.get_mut(&effect.obj_type()) {

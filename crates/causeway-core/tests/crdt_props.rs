@@ -320,7 +320,7 @@ fn spec_list(run: &Run) -> (ObjValue, Vec<OpId>) {
         .log
         .iter()
         .filter_map(|l| match &l.op.effect {
-            Effect::ListRemove { ids } => Some(ids.iter().copied()),
+            Effect::ListRemove { ids, .. } => Some(ids.iter().copied()),
             _ => None,
         })
         .flatten()
@@ -349,7 +349,10 @@ fn spec_list(run: &Run) -> (ObjValue, Vec<OpId>) {
     let mut ids: Vec<OpId> = elems.iter().map(|e| e.1 .1.op).collect();
     ids.sort();
     ids.dedup();
-    (ObjValue::List(elems.into_iter().map(|e| e.2).collect()), ids)
+    (
+        ObjValue::List(elems.into_iter().map(|e| e.2).collect()),
+        ids,
+    )
 }
 
 /// The field a hash effect writes.

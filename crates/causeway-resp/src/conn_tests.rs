@@ -1751,7 +1751,10 @@ async fn lists_answer_as_redis() {
     assert_eq!(run(&mut c, "RPUSH l a b c").await, Reply::Int(3));
     assert_eq!(run(&mut c, "LPUSH l x y").await, Reply::Int(5));
     let all = |vs: &[&str]| Reply::Array(vs.iter().map(|v| bulk(v)).collect());
-    assert_eq!(run(&mut c, "LRANGE l 0 -1").await, all(&["y", "x", "a", "b", "c"]));
+    assert_eq!(
+        run(&mut c, "LRANGE l 0 -1").await,
+        all(&["y", "x", "a", "b", "c"])
+    );
     assert_eq!(run(&mut c, "LRANGE l -2 99").await, all(&["b", "c"]));
     assert_eq!(run(&mut c, "LRANGE l 3 1").await, all(&[]));
     assert_eq!(run(&mut c, "LLEN l").await, Reply::Int(5));

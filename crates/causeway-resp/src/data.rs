@@ -38,8 +38,8 @@
 //! read-modify-write would lose concurrent increments, which a counter must not.
 
 use crate::hash::HashCmd;
-use crate::list::ListCmd;
 use crate::limits::RANDOM_MEMBERS_MAX;
+use crate::list::ListCmd;
 use crate::parse::parse_i64;
 use crate::reply::Reply;
 use crate::session::SessionHandle;

@@ -29,8 +29,8 @@ pub mod data;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hash;
-pub mod list;
 pub mod limits;
+pub mod list;
 pub mod memory;
 pub mod parse;
 pub mod plan;

@@ -165,7 +165,13 @@ fn pop<H: SessionHandle>(
     }
     let n = count.unwrap_or(1).min(elems.len() as u64) as usize;
     if n > 0 {
-        tx.update(key, Update::ListPop { left, count: n as u64 });
+        tx.update(
+            key,
+            Update::ListPop {
+                left,
+                count: n as u64,
+            },
+        );
     }
     let taken: Vec<Value> = match left {
         true => elems.into_iter().take(n).collect(),

@@ -172,6 +172,22 @@ impl Run {
         freed
     }
 
+    /// Removes the element with `key` if it holds it (a binary search), returning its
+    /// length.
+    fn remove_key(&mut self, key: (ArbTs, ElemId)) -> Option<u64> {
+        let at = self
+            .chunks
+            .partition_point(|c| c.last().is_some_and(|l| l.key() < key));
+        let chunk = self.chunks.get_mut(at)?;
+        let i = chunk.binary_search_by(|e| e.key().cmp(&key)).ok()?;
+        let freed = Arc::make_mut(chunk).remove(i).value.len() as u64;
+        if chunk.is_empty() {
+            self.chunks.remove(at);
+        }
+        self.len -= 1;
+        Some(freed)
+    }
+
     /// Removes the elements of `want` it holds wherever they are; found ids leave `want`.
     fn remove_anywhere(&mut self, want: &mut BTreeSet<ElemId>) -> u64 {
         let mut freed = 0;
@@ -242,11 +258,34 @@ impl ListState {
         }
     }
 
-    /// Removes the elements of `want` it holds, taking them from the ends first (a
-    /// pop's are there), and leaves in `want` the ids it did not find.
-    fn remove(&mut self, want: &mut BTreeSet<ElemId>) {
+    /// Removes the elements of `want` it holds, and leaves in `want` the ids it did not
+    /// find. It looks at the ends first (a pop's are there), then searches each by the
+    /// timestamp the pop saw (`seen`): an element popped twice concurrently (the usual
+    /// case of many clients popping one list) costs a search, not a scan. Only an element
+    /// seen in its own transaction's private view ([`ArbTs::PENDING`]) needs a scan.
+    fn remove<'a>(
+        &mut self,
+        want: &mut BTreeSet<ElemId>,
+        seen: impl Iterator<Item = (&'a ElemId, &'a ArbTs)>,
+    ) {
         let mut freed = self.left.remove_at_ends(want) + self.right.remove_at_ends(want);
-        if !want.is_empty() {
+        let mut pending = false;
+        for (id, ts) in seen {
+            if !want.contains(id) {
+                continue;
+            }
+            pending |= *ts == ArbTs::PENDING;
+            let key = (*ts, *id);
+            if let Some(f) = self
+                .left
+                .remove_key(key)
+                .or_else(|| self.right.remove_key(key))
+            {
+                freed += f;
+                want.remove(id);
+            }
+        }
+        if pending && !want.is_empty() {
             freed += self.left.remove_anywhere(want) + self.right.remove_anywhere(want);
         }
         assert!(freed <= self.bytes, "list byte count broken");
@@ -269,7 +308,10 @@ pub fn check_sizes(values: &[Value]) -> Result<(), Error> {
         return Err(limit(what, LIST_ELEM_LEN_MAX));
     }
     if values.len() > LIST_ELEMS_MAX {
-        return Err(limit("elements in one list (LIST_ELEMS_MAX)", LIST_ELEMS_MAX));
+        return Err(limit(
+            "elements in one list (LIST_ELEMS_MAX)",
+            LIST_ELEMS_MAX,
+        ));
     }
     Ok(())
 }
@@ -282,7 +324,10 @@ pub fn prepare(list: &ListState, update: &Update) -> Result<Effect, Error> {
         Update::ListPush { left, values } => {
             check_sizes(values)?;
             if list.len() + values.len() > LIST_ELEMS_MAX {
-                return Err(limit("elements in one list (LIST_ELEMS_MAX)", LIST_ELEMS_MAX));
+                return Err(limit(
+                    "elements in one list (LIST_ELEMS_MAX)",
+                    LIST_ELEMS_MAX,
+                ));
             }
             let added: u64 = values.iter().map(|v| v.len() as u64).sum();
             if list.bytes + added > LIST_BYTES_MAX as u64 {
@@ -295,11 +340,14 @@ pub fn prepare(list: &ListState, update: &Update) -> Result<Effect, Error> {
         }
         Update::ListPop { left, count } => {
             let n = (*count).min(list.len() as u64) as usize;
-            let ids: Vec<ElemId> = match left {
-                true => list.iter().take(n).map(|e| e.id).collect(),
-                false => list.iter().rev().take(n).map(|e| e.id).collect(),
+            let taken: Vec<&Elem> = match left {
+                true => list.iter().take(n).collect(),
+                false => list.iter().rev().take(n).collect(),
             };
-            Ok(Effect::ListRemove { ids })
+            Ok(Effect::ListRemove {
+                ids: taken.iter().map(|e| e.id).collect(),
+                ts: taken.iter().map(|e| e.ts).collect(),
+            })
         }
         other => unreachable!("{other:?} is no list update (type checked)"),
     }
@@ -309,7 +357,11 @@ pub fn prepare(list: &ListState, update: &Update) -> Result<Effect, Error> {
 pub fn apply(list: &mut ListState, op: &Op, effect: &Effect) {
     match effect {
         Effect::ListPush { left, values } => {
-            assert!(values.len() <= u32::MAX as usize, "push of {} values", values.len());
+            assert!(
+                values.len() <= u32::MAX as usize,
+                "push of {} values",
+                values.len()
+            );
             for (i, value) in values.iter().enumerate() {
                 let id = ElemId {
                     op: op.id,
@@ -326,27 +378,25 @@ pub fn apply(list: &mut ListState, op: &Op, effect: &Effect) {
                 list.insert(*left, elem);
             }
         }
-        Effect::ListRemove { ids } => remove(list, ids, |_| true),
+        Effect::ListRemove { ids, ts } => remove(list, ids, ts, |_| true),
         other => panic!("effect {other:?} applied to a list: type invariant broken"),
     }
 }
 
 /// Removes `ids`; one absent whose push was not applied (`applied` false) goes to `gone`.
-fn remove(list: &mut ListState, ids: &[ElemId], applied: impl Fn(&OpId) -> bool) {
+fn remove(list: &mut ListState, ids: &[ElemId], ts: &[ArbTs], applied: impl Fn(&OpId) -> bool) {
+    assert_eq!(ids.len(), ts.len(), "a pop names a timestamp per element");
     let mut want: BTreeSet<ElemId> = ids.iter().copied().collect();
-    list.remove(&mut want);
-    list.gone.extend(want.into_iter().filter(|id| !applied(&id.op)));
+    list.remove(&mut want, ids.iter().zip(ts));
+    list.gone
+        .extend(want.into_iter().filter(|id| !applied(&id.op)));
 }
 
 /// A pop, before it applies at a replica that may not have applied the pushes it names
 /// (`applied`): notes the ids of unapplied pushes in `gone` (module docs).
-pub fn note_early_removals(
-    list: &mut ListState,
-    effect: &Effect,
-    applied: impl Fn(&OpId) -> bool,
-) {
-    if let Effect::ListRemove { ids } = effect {
-        remove(list, ids, applied);
+pub fn note_early_removals(list: &mut ListState, effect: &Effect, applied: impl Fn(&OpId) -> bool) {
+    if let Effect::ListRemove { ids, ts } = effect {
+        remove(list, ids, ts, applied);
     }
 }
 
@@ -453,7 +503,10 @@ mod tests {
             assert_eq!(shown(&r), want, "order {order:?}");
             states.push(r);
         });
-        assert!(states.windows(2).all(|w| w[0].state == w[1].state), "one state");
+        assert!(
+            states.windows(2).all(|w| w[0].state == w[1].state),
+            "one state"
+        );
     }
 
     /// Two DCs popping the same head concurrently both take it; it is removed once, and
@@ -526,7 +579,10 @@ mod tests {
         let bytes = postcard::to_allocvec(&l).unwrap();
         assert_eq!(bytes[0], 7, "List is the eighth state");
         assert_eq!(postcard::from_bytes::<Object>(&bytes).unwrap(), l);
-        assert_eq!(postcard::to_allocvec(&ObjValue::List(vec![])).unwrap()[0], 5);
+        assert_eq!(
+            postcard::to_allocvec(&ObjValue::List(vec![])).unwrap()[0],
+            5
+        );
     }
 
     /// A run in shared chunks behaves as the sorted vector it stands for, over random
@@ -577,7 +633,10 @@ mod tests {
             assert_eq!(run.len(), model.len());
         }
         assert!(run.iter().eq(model.iter()));
-        assert!(run.chunks.iter().all(|c| !c.is_empty() && c.len() <= 2 * CHUNK_MAX));
+        assert!(run
+            .chunks
+            .iter()
+            .all(|c| !c.is_empty() && c.len() <= 2 * CHUNK_MAX));
         let (copy, then) = frozen.expect("taken");
         assert!(copy.iter().eq(then.iter()), "the copy kept its elements");
         let bytes = postcard::to_allocvec(&run).unwrap();

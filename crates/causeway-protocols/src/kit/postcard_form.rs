@@ -301,12 +301,16 @@ impl Writer<'_> {
                 self.bool(*left);
                 self.values(values);
             }
-            Effect::ListRemove { ids } => {
+            Effect::ListRemove { ids, ts } => {
                 self.varint(12);
                 self.len(ids.len());
                 for id in ids {
                     self.op_id(&id.op);
                     self.varint(u64::from(id.index));
+                }
+                self.len(ts.len());
+                for t in ts {
+                    self.serde(t);
                 }
             }
         }
@@ -464,6 +468,13 @@ mod tests {
                     causeway_core::crdt::list::ElemId {
                         op: id(1, 0),
                         index: 0,
+                    },
+                ],
+                ts: vec![
+                    causeway_core::crdt::ArbTs::PENDING,
+                    causeway_core::crdt::ArbTs {
+                        primary: 5,
+                        secondary: 300,
                     },
                 ],
             },
