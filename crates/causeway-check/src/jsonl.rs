@@ -81,6 +81,8 @@ enum JValue {
     Mvreg(Vec<String>),
     /// `{"hash": [["field", "value"], ...]}`, in field order.
     Hash(Vec<(String, String)>),
+    /// `{"list": ["head", ..., "tail"]}`.
+    List(Vec<String>),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -113,6 +115,16 @@ enum JUpdate {
     Hashremove {
         field: String,
     },
+    /// `{"listpush": {"left": true, "values": ["a"]}}`: an `LPUSH` (`RPUSH`: not left).
+    Listpush {
+        left: bool,
+        values: Vec<String>,
+    },
+    /// `{"listpop": {"left": true, "count": 1}}`: an `LPOP` (`RPOP`: not left).
+    Listpop {
+        left: bool,
+        count: u64,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -142,6 +154,7 @@ fn value_to_json(value: &ObjValue) -> JValue {
         ObjValue::Hash(pairs) => {
             JValue::Hash(pairs.iter().map(|(f, v)| (text(f), text(v))).collect())
         }
+        ObjValue::List(vs) => JValue::List(list(vs)),
     }
 }
 
@@ -158,6 +171,7 @@ fn value_from_json(value: JValue) -> Result<ObjValue, String> {
                 .map(|(f, v)| Ok((bytes(f)?, bytes(v)?)))
                 .collect::<Result<Vec<_>, String>>()?,
         ),
+        JValue::List(vs) => ObjValue::List(list(vs)?),
     })
 }
 
@@ -182,6 +196,14 @@ fn update_to_json(update: &Update) -> JUpdate {
             delta: *delta,
         },
         Update::HashRemove { field } => JUpdate::Hashremove { field: text(field) },
+        Update::ListPush { left, values } => JUpdate::Listpush {
+            left: *left,
+            values: values.iter().map(|v| text(v)).collect(),
+        },
+        Update::ListPop { left, count } => JUpdate::Listpop {
+            left: *left,
+            count: *count,
+        },
     }
 }
 
@@ -208,6 +230,11 @@ fn update_from_json(update: JUpdate) -> Result<Update, String> {
         JUpdate::Hashremove { field } => Update::HashRemove {
             field: bytes(&field)?,
         },
+        JUpdate::Listpush { left, values } => Update::ListPush {
+            left,
+            values: values.iter().map(|v| bytes(v)).collect::<Result<_, _>>()?,
+        },
+        JUpdate::Listpop { left, count } => Update::ListPop { left, count },
     })
 }
 

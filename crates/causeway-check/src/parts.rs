@@ -59,6 +59,7 @@ fn value_type(value: &ObjValue) -> ObjType {
         ObjValue::Set(_) => ObjType::Set,
         ObjValue::MvReg(_) => ObjType::MvReg,
         ObjValue::Hash(_) => ObjType::Hash,
+        ObjValue::List(_) => ObjType::List,
     }
 }
 
@@ -378,6 +379,7 @@ fn shows_something(value: &ObjValue) -> bool {
         ObjValue::Set(elems) => !elems.is_empty(),
         ObjValue::MvReg(values) => values.iter().any(live),
         ObjValue::Hash(fields) => !fields.is_empty(),
+        ObjValue::List(elems) => !elems.is_empty(),
     }
 }
 

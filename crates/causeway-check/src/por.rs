@@ -281,7 +281,9 @@ impl Round<'_, '_> {
                 }
                 _ => false,
             }),
-            ObjType::Counter => false,
+            // A pop removes some of the elements it observed, not all: which ones the
+            // history does not say, so a list read gives no evidence.
+            ObjType::Counter | ObjType::List => false,
         }
     }
 

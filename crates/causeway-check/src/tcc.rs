@@ -40,6 +40,14 @@
 //! field exactly when it names a write of it, and a field no transaction increments shows
 //! the value of one of the `HSET`s of it the read names.
 //!
+//! A list (`causeway_core::crdt::list`) is judged as pushes that pops may remove: a read
+//! names the pushes with a shown element, and check 5 asks that it names no push outside
+//! its view and every push in its view that no pop in its view may have observed (which
+//! elements a pop took the history does not say, so a pop that may have observed a push
+//! excuses it). The value is checked too: every shown element is a value a named push
+//! wrote, each named push shows one at least, and when the values are distinct the order
+//! is the list's (left-pushed first; at one end, causal order, reversed on the left).
+//!
 //! A register that counts (`Update::RegisterIncrement`, `causeway_core::crdt`): a read names
 //! the winning assignment alone, and checks 3 and 4 judge the assignments only (an
 //! increment is no writer of a register's value). Check 4 then also asks that the value
@@ -204,6 +212,9 @@ impl<'a> Model<'a> {
                 (Update::Remove(e) | Update::HashRemove { field: e }, Outcome::Unknown) => {
                     self.maybe_removes.insert((key, e));
                 }
+                (Update::ListPop { .. }, Outcome::Unknown) => {
+                    self.maybe_removes.insert((key, LIST_ELEM));
+                }
                 (Update::HashIncrement { field, .. }, _) => {
                     self.hash_incs.insert((key, field));
                 }
@@ -246,6 +257,16 @@ impl<'a> Model<'a> {
                 Update::Remove(e) | Update::HashRemove { field: e } => {
                     self.removes.entry(key).or_default().push((id, node, e))
                 }
+                Update::ListPush { .. } => self
+                    .adds
+                    .entry(key)
+                    .or_default()
+                    .push((id, node, LIST_ELEM)),
+                Update::ListPop { .. } => self
+                    .removes
+                    .entry(key)
+                    .or_default()
+                    .push((id, node, LIST_ELEM)),
                 _ => {}
             }
             if let Update::HashIncrement { field, .. } = update {
@@ -461,6 +482,9 @@ pub(crate) fn check_reads(
                     if *obj == ObjType::Hash {
                         walk.check_hash_value(key, value, observed)?;
                     }
+                    if *obj == ObjType::List {
+                        walk.check_list_value(key, value, observed)?;
+                    }
                 }
             }
         }
@@ -499,6 +523,7 @@ impl<'m, 'a> Walk<'m, 'a> {
         match (obj, last_own) {
             (ObjType::Set | ObjType::Hash, _) => self.check_set(key, observed),
             (ObjType::Counter, _) => Ok(()),
+            (ObjType::List, _) => self.check_list(key, observed),
             (_, Some((_, _, id))) => self.check_own(key, *id, observed),
             (ObjType::Lww, None) => self.check_register(key, observed, ar),
             (ObjType::MvReg, None) => self.check_mvreg(key, observed, ar),
@@ -845,6 +870,137 @@ impl Walk<'_, '_> {
         )
     }
 }
+
+/// The one "element" every list push adds and every pop removes, in the model's adds
+/// and removes (module docs: a list read is judged as pushes a pop may have removed).
+const LIST_ELEM: &[u8] = b"\x00causeway:list\x00";
+
+impl Walk<'_, '_> {
+    /// Check 5 for lists (module docs): the read names only pushes in its view, and
+    /// every push in its view that no pop in its view may have observed.
+    fn check_list(&self, key: &Key, observed: &[OpId]) -> Result<(), Violation> {
+        let ids: BTreeSet<OpId> = observed.iter().copied().collect();
+        let adds = self.m.adds.get(key).map_or(&[][..], |v| &v[..]);
+        let none = Shown::new();
+        for &(push, node, _) in adds.iter().filter(|(_, _, e)| *e == LIST_ELEM) {
+            let is_shown = ids.contains(&push);
+            let ok = match is_shown {
+                true => self.visible(push, node),
+                false => !self.must_show(key, LIST_ELEM, push, node, &none),
+            };
+            if ok {
+                continue;
+            }
+            let kind = match node == self.node {
+                true => ViolationKind::ReadYourWrites,
+                false => ViolationKind::SetNotCausallyClosed,
+            };
+            let why = match is_shown {
+                false => format!(
+                    "{} read list {key} without the push {push}, which is in its causal past and no pop in its view may have observed",
+                    self.me()
+                ),
+                true => format!(
+                    "{} read list {key} showing the push {push}, which is outside its causal past",
+                    self.me()
+                ),
+            };
+            return Err(self.fail(kind, vec![push.txn], why));
+        }
+        Ok(())
+    }
+
+    /// The value of a list read: each named push shows some of its values, every value
+    /// shown is one a named push wrote (as often as they wrote it), and, when the named
+    /// pushes wrote distinct values, the order is the list's: left-pushed before
+    /// right-pushed, a push's values in its order, and of two pushes at one end in
+    /// causal order the later one outside the earlier one.
+    fn check_list_value(
+        &self,
+        key: &Key,
+        value: &ObjValue,
+        observed: &[OpId],
+    ) -> Result<(), Violation> {
+        let ObjValue::List(shown) = value else {
+            return Ok(());
+        };
+        let mut pool: BTreeMap<&[u8], Vec<(OpId, bool, usize)>> = BTreeMap::new();
+        for id in observed {
+            if let Update::ListPush { left, values } = self.m.writes[id].update {
+                for (i, v) in values.iter().enumerate() {
+                    pool.entry(v).or_default().push((*id, *left, i));
+                }
+            }
+        }
+        if shown.len() < observed.len() {
+            let why = format!(
+                "names {} pushes but shows {} elements",
+                observed.len(),
+                shown.len()
+            );
+            return Err(self.bad_list(key, why));
+        }
+        let unique = pool.values().all(|w| w.len() == 1);
+        let mut placed = Vec::with_capacity(shown.len());
+        for v in shown {
+            let Some(w) = pool.get_mut(v.as_slice()).and_then(Vec::pop) else {
+                let why = format!("shows {v:?}, which no named push wrote (or not as often)");
+                return Err(self.bad_list(key, why));
+            };
+            placed.push(w);
+        }
+        match unique {
+            true => self.check_list_order(key, &placed),
+            false => Ok(()),
+        }
+    }
+
+    /// The order part of [`Walk::check_list_value`], over the elements shown, each as
+    /// (push, left, index in its push).
+    fn check_list_order(&self, key: &Key, placed: &[(OpId, bool, usize)]) -> Result<(), Violation> {
+        let before = |a: &(OpId, bool, usize), b: &(OpId, bool, usize)| -> Option<bool> {
+            match (a.1, b.1) {
+                (true, false) => return Some(true),
+                (false, true) => return Some(false),
+                _ => {}
+            }
+            let (an, bn) = (self.m.writes[&a.0].node, self.m.writes[&b.0].node);
+            // `a` causally precedes `b` (or precedes it in one transaction).
+            let a_first = match a.0 == b.0 {
+                true => a.2 < b.2,
+                false if an == bn => a.0 < b.0,
+                false if self.anc[bn].contains(an) => true,
+                false if self.anc[an].contains(bn) => false,
+                false => return None,
+            };
+            // Right pushes keep causal order; left pushes reverse it.
+            Some(a_first != a.1)
+        };
+        for (i, a) in placed.iter().enumerate().take(LIST_ORDER_CHECKED_MAX) {
+            for b in placed.iter().skip(i + 1).take(LIST_ORDER_CHECKED_MAX) {
+                if before(a, b) == Some(false) {
+                    let why = format!(
+                        "shows an element of {} before one of {} out of list order",
+                        a.0, b.0
+                    );
+                    return Err(self.bad_list(key, why));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn bad_list(&self, key: &Key, why: String) -> Violation {
+        self.fail(
+            ViolationKind::BadValue,
+            Vec::new(),
+            format!("{} read list {key}: it {why}", self.me()),
+        )
+    }
+}
+
+/// Most elements of one list read whose pairwise order the checker judges (quadratic).
+const LIST_ORDER_CHECKED_MAX: usize = 512;
 
 /// Check 6: arbitration must be explainable by one order extending causality.
 pub(crate) fn check_arbitration(

@@ -55,6 +55,8 @@ pub enum ObjValue {
     /// A hash's fields and their values, in field order. Last, so the encodings above
     /// stay as they were.
     Hash(Vec<(Value, Value)>),
+    /// A list's elements, head first. Last, like the one above.
+    List(Vec<Value>),
 }
 
 /// One key's read result, with the write ids it observed (see `Object::observed`).

@@ -50,6 +50,7 @@
 //! Keys that never change type keep their states and effects byte for byte.
 
 pub mod hash;
+pub mod list;
 
 use crate::error::Error;
 use crate::ids::{OpId, Value};
@@ -65,16 +66,19 @@ pub enum ObjType {
     MvReg,
     /// A Redis hash ([`hash`]). Last, so the encodings above stay as they were.
     Hash,
+    /// A Redis list ([`list`]). Last, like the one above.
+    List,
 }
 
 impl ObjType {
     /// Every type, in declaration order.
-    pub const ALL: [ObjType; 5] = [
+    pub const ALL: [ObjType; 6] = [
         ObjType::Lww,
         ObjType::Counter,
         ObjType::Set,
         ObjType::MvReg,
         ObjType::Hash,
+        ObjType::List,
     ];
 
     pub fn name(self) -> &'static str {
@@ -84,6 +88,7 @@ impl ObjType {
             ObjType::Set => "set",
             ObjType::MvReg => "mvreg",
             ObjType::Hash => "hash",
+            ObjType::List => "list",
         }
     }
 
@@ -156,6 +161,11 @@ pub enum Update {
         #[serde(with = "serde_bytes")]
         field: Value,
     },
+    /// `LPUSH` (`left`) or `RPUSH` of `values`, in command order (see [`list`]). The
+    /// list variants go last, like the hash ones.
+    ListPush { left: bool, values: Vec<Value> },
+    /// `LPOP` (`left`) or `RPOP` of up to `count` elements the transaction observes.
+    ListPop { left: bool, count: u64 },
 }
 
 impl Update {
@@ -169,6 +179,7 @@ impl Update {
             Update::HashSet { .. } | Update::HashIncrement { .. } | Update::HashRemove { .. } => {
                 ObjType::Hash
             }
+            Update::ListPush { .. } | Update::ListPop { .. } => ObjType::List,
         }
     }
 
@@ -245,6 +256,18 @@ pub enum Effect {
         base: i64,
         tags: Vec<OpId>,
     },
+    /// A push of `values` at the left (`left`) or right end; element `i` has id
+    /// `(op id, i)` (see [`list`]). The list variants go last, like the hash ones.
+    ListPush {
+        left: bool,
+        values: Vec<Value>,
+    },
+    /// A pop: removes the elements `ids` the popping transaction observed; `ts[i]` is the
+    /// timestamp it saw element `i` pushed at (how a replica finds it without a scan).
+    ListRemove {
+        ids: Vec<list::ElemId>,
+        ts: Vec<ArbTs>,
+    },
 }
 
 impl Effect {
@@ -269,6 +292,7 @@ impl Effect {
             Effect::HashSet { .. } | Effect::HashIncrement { .. } | Effect::HashRemove { .. } => {
                 ObjType::Hash
             }
+            Effect::ListPush { .. } | Effect::ListRemove { .. } => ObjType::List,
         }
     }
 
@@ -286,10 +310,13 @@ impl Effect {
             Effect::Part { effect, .. } => effect.deleted_ids(),
             Effect::HashSet { replaces, .. } | Effect::HashIncrement { replaces, .. } => replaces,
             Effect::HashRemove { tags, .. } => tags,
+            // A pop deletes elements, not whole pushes: `list` keeps its own record.
             Effect::Assign(_)
             | Effect::Increment(_)
             | Effect::RegisterIncrement(_)
-            | Effect::CountedAssign { .. } => &[],
+            | Effect::CountedAssign { .. }
+            | Effect::ListPush { .. }
+            | Effect::ListRemove { .. } => &[],
         }
     }
 }
@@ -443,6 +470,8 @@ pub enum State {
     Hash {
         fields: BTreeMap<Value, hash::Field>,
     },
+    /// A list ([`list`]). Last, like the ones above.
+    List(list::ListState),
 }
 
 /// One part of [`State::Parts`]: a state of another type than the key's own.
@@ -469,6 +498,7 @@ fn new_state(obj_type: ObjType) -> State {
         ObjType::Hash => State::Hash {
             fields: BTreeMap::new(),
         },
+        ObjType::List => State::List(list::ListState::default()),
     }
 }
 
@@ -480,6 +510,7 @@ fn state_type(state: &State) -> ObjType {
         State::Set { .. } => ObjType::Set,
         State::MvReg { .. } => ObjType::MvReg,
         State::Hash { .. } => ObjType::Hash,
+        State::List(_) => ObjType::List,
         State::Parts { home, .. } => state_type(home),
     }
 }
@@ -501,6 +532,7 @@ fn shown_type(state: &State) -> Option<ObjType> {
         State::Set { elems } => elems.is_empty(),
         State::MvReg { entries } => entries.values().all(|v| gone(Some(v))),
         State::Hash { fields } => !fields.values().any(hash::Field::shows),
+        State::List(l) => l.is_empty(),
         State::Parts { home, parts } => {
             let newest = parts
                 .iter()
@@ -637,6 +669,7 @@ impl Object {
                 dominated: entries.keys().copied().collect(),
             },
             (u, State::Hash { fields }) => hash::prepare(fields, u)?,
+            (u, State::List(l)) => list::prepare(l, u)?,
             _ => unreachable!("type checked above"),
         })
     }
@@ -724,6 +757,10 @@ impl Object {
         if let Some(fields) = hash_fields(&mut self.state, &op.effect) {
             let seen = &self.seen;
             hash::note_early_deletions(fields, op.effect.own(), |id| seen.contains(id));
+        }
+        if let Some(l) = list_state(&mut self.state, &op.effect) {
+            let seen = &self.seen;
+            list::note_early_removals(l, op.effect.own(), |id| seen.contains(id));
         }
         self.apply_effect(op);
         self.seen.extend(op.effect.deleted_ids().iter().copied());
@@ -817,6 +854,7 @@ impl Object {
             }
             State::MvReg { entries } => entries.keys().copied().collect(),
             State::Hash { fields } => hash::observed(fields),
+            State::List(l) => l.observed(),
             State::Parts { .. } => unreachable!("a shown part has no parts"),
         }
     }
@@ -837,6 +875,24 @@ fn hash_fields<'s>(
     };
     match target {
         State::Hash { fields } => Some(fields),
+        _ => None,
+    }
+}
+
+/// The list a list pop (or a part wrapping one) applies to, if it exists.
+fn list_state<'s>(state: &'s mut State, effect: &Effect) -> Option<&'s mut list::ListState> {
+    if !matches!(effect.own(), Effect::ListRemove { .. }) {
+        return None;
+    }
+    let target = match (state, effect) {
+        (State::Parts { parts, .. }, Effect::Part { .. }) => {
+            &mut parts.get_mut(&ObjType::List)?.state
+        }
+        (State::Parts { home, .. }, _) => home.as_mut(),
+        (s, _) => s,
+    };
+    match target {
+        State::List(l) => Some(l),
         _ => None,
     }
 }
@@ -869,6 +925,7 @@ fn state_value(state: &State) -> crate::api::ObjValue {
             ObjValue::MvReg(values)
         }
         State::Hash { fields } => ObjValue::Hash(hash::shown(fields)),
+        State::List(l) => ObjValue::List(l.values()),
         State::Parts { .. } => state_value(shown_part(state)),
     }
 }
@@ -897,6 +954,9 @@ fn delete_in(state: &mut State, effect: &Effect) {
             }
         }
         (State::Hash { fields }, e) => hash::delete_in(fields, e),
+        (State::List(l), e @ Effect::ListRemove { .. }) => {
+            list::note_early_removals(l, e, |_| true)
+        }
         (State::Parts { home, .. }, e) if !e.is_part() => delete_in(home, e),
         (State::Parts { parts, .. }, Effect::Part { effect, .. }) => {
             if let Some(p) = parts.get_mut(&effect.obj_type()) {
@@ -961,6 +1021,7 @@ fn apply_to(state: &mut State, op: &Op, effect: &Effect) {
         }
         (state, Effect::Part { effect, .. }) => apply_part(state, op, effect),
         (State::Hash { fields }, effect) => hash::apply(fields, op, effect),
+        (State::List(l), effect) => list::apply(l, op, effect),
         (State::Parts { home, .. }, effect) => apply_to(home, op, effect),
         (state @ (State::Lww { .. } | State::CountedLww { .. }), effect) => {
             apply_counted(state, op, effect)

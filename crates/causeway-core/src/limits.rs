@@ -18,6 +18,17 @@ pub const HASH_VALUE_LEN_MAX: usize = 6 << 10;
 const _: () = assert!(HASH_FIELDS_MAX <= TXN_UPDATES_MAX);
 const _: () =
     assert!(HASH_FIELDS_MAX * (HASH_FIELD_LEN_MAX + HASH_VALUE_LEN_MAX) <= FRAME_LEN_MAX / 2);
+/// Most elements a list holds; a push past them is refused. A list read travels in one
+/// message, so this and [`LIST_BYTES_MAX`] keep a whole list within [`FRAME_LEN_MAX`]
+/// (values plus at most 3 bytes of length each); 65,536 takes `redis-benchmark`'s
+/// default suite (40,000 pushes to one list before its pops).
+pub const LIST_ELEMS_MAX: usize = 65_536;
+/// Largest list element, in bytes.
+pub const LIST_ELEM_LEN_MAX: usize = 64 << 10;
+/// Most bytes (summed element lengths) a list holds: half of [`FRAME_LEN_MAX`], so a
+/// read of a full list fits in one message with room for its framing.
+pub const LIST_BYTES_MAX: usize = FRAME_LEN_MAX / 2;
+const _: () = assert!(LIST_BYTES_MAX + LIST_ELEMS_MAX * 64 <= FRAME_LEN_MAX);
 /// Most updates buffered in one transaction.
 pub const TXN_UPDATES_MAX: usize = 4096;
 /// Most transactions a coordinator runs at once (each open session holds at most one).

@@ -127,6 +127,14 @@ fn update_for(obj_type: ObjType, choice: u8, value: u8) -> Update {
         ObjType::Set => Update::Remove(bytes(value)),
         ObjType::MvReg => Update::MvAssign(bytes(value)),
         ObjType::Hash => hash_update(choice, value),
+        ObjType::List if choice % 4 == 3 => Update::ListPop {
+            left: choice & 4 == 0,
+            count: u64::from(value % 3),
+        },
+        ObjType::List => Update::ListPush {
+            left: choice & 1 == 0,
+            values: vec![bytes(value); usize::from(choice % 3)],
+        },
     }
 }
 
@@ -300,7 +308,51 @@ fn specification(run: &Run) -> (ObjValue, Vec<OpId>) {
         ObjType::Set => spec_set(run),
         ObjType::MvReg => spec_mvreg(run),
         ObjType::Hash => spec_hash(run),
+        ObjType::List => spec_list(run),
     }
+}
+
+/// The list (`crdt::list`'s rules): every pushed element no pop named, the left-pushed
+/// by descending (timestamp, op id, index), then the right-pushed ascending.
+fn spec_list(run: &Run) -> (ObjValue, Vec<OpId>) {
+    use causeway_core::crdt::list::ElemId;
+    let popped: BTreeSet<ElemId> = run
+        .log
+        .iter()
+        .filter_map(|l| match &l.op.effect {
+            Effect::ListRemove { ids, .. } => Some(ids.iter().copied()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let mut elems = Vec::new();
+    for l in &run.log {
+        let Effect::ListPush { left, values } = &l.op.effect else {
+            continue;
+        };
+        for (i, v) in values.iter().enumerate() {
+            let id = ElemId {
+                op: l.op.id,
+                index: i as u32,
+            };
+            if !popped.contains(&id) {
+                elems.push((*left, (l.op.ts, id), v.clone()));
+            }
+        }
+    }
+    elems.sort_by(|a, b| match (a.0, b.0) {
+        (true, false) => std::cmp::Ordering::Less,
+        (false, true) => std::cmp::Ordering::Greater,
+        (true, true) => b.1.cmp(&a.1),
+        (false, false) => a.1.cmp(&b.1),
+    });
+    let mut ids: Vec<OpId> = elems.iter().map(|e| e.1 .1.op).collect();
+    ids.sort();
+    ids.dedup();
+    (
+        ObjValue::List(elems.into_iter().map(|e| e.2).collect()),
+        ids,
+    )
 }
 
 /// The field a hash effect writes.
@@ -594,6 +646,14 @@ proptest! {
         picks in picks_strategy(),
     ) {
         check_history(ObjType::Hash, &steps, &picks);
+    }
+
+    #[test]
+    fn list_histories_converge_dedup_and_commute(
+        steps in steps_strategy(),
+        picks in picks_strategy(),
+    ) {
+        check_history(ObjType::List, &steps, &picks);
     }
 
     #[test]

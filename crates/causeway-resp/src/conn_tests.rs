@@ -1740,3 +1740,91 @@ async fn hashes_resolve_concurrent_writes_by_their_rules() {
         assert_eq!(run(c, "HGET h n").await, bulk("8"), "increments add up");
     }
 }
+
+/// The list commands as Redis answers them: pushes answer the length, LPUSH of several
+/// values reverses them, pops with and without a count, LRANGE and LINDEX with negative
+/// indexes, an emptied list is absent and its key freed for another type, WRONGTYPE
+/// between types, the limits named.
+#[tokio::test]
+async fn lists_answer_as_redis() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "RPUSH l a b c").await, Reply::Int(3));
+    assert_eq!(run(&mut c, "LPUSH l x y").await, Reply::Int(5));
+    let all = |vs: &[&str]| Reply::Array(vs.iter().map(|v| bulk(v)).collect());
+    assert_eq!(
+        run(&mut c, "LRANGE l 0 -1").await,
+        all(&["y", "x", "a", "b", "c"])
+    );
+    assert_eq!(run(&mut c, "LRANGE l -2 99").await, all(&["b", "c"]));
+    assert_eq!(run(&mut c, "LRANGE l 3 1").await, all(&[]));
+    assert_eq!(run(&mut c, "LLEN l").await, Reply::Int(5));
+    assert_eq!(run(&mut c, "LINDEX l -1").await, bulk("c"));
+    assert_eq!(run(&mut c, "LINDEX l 9").await, Reply::Nil);
+    assert_eq!(run(&mut c, "LPOP l").await, bulk("y"));
+    assert_eq!(run(&mut c, "RPOP l 2").await, all(&["c", "b"]));
+    assert_eq!(run(&mut c, "TYPE l").await, Reply::Simple("list"));
+    assert_eq!(run(&mut c, "EXISTS l").await, Reply::Int(1));
+    assert_err(&run(&mut c, "GET l").await, "WRONGTYPE", &[]);
+    assert_err(&run(&mut c, "SADD l m").await, "WRONGTYPE", &[]);
+    assert_err(&run(&mut c, "HSET l f v").await, "WRONGTYPE", &[]);
+    run(&mut c, "SET s v").await;
+    assert_err(&run(&mut c, "LPUSH s v").await, "WRONGTYPE", &[]);
+    assert_err(&run(&mut c, "LRANGE s 0 -1").await, "WRONGTYPE", &[]);
+    assert_err(&run(&mut c, "LPOP l -1").await, "ERR", &["positive"]);
+    assert_err(&run(&mut c, "LPUSH l").await, "ERR", &["wrong number"]);
+    // Popped empty: absent, nil replies, and the key takes another type.
+    assert_eq!(run(&mut c, "LPOP l 5").await, all(&["x", "a"]));
+    assert_eq!(run(&mut c, "EXISTS l").await, Reply::Int(0));
+    assert_eq!(run(&mut c, "LPOP l").await, Reply::Nil);
+    assert_eq!(run(&mut c, "RPOP l 2").await, Reply::NilArray);
+    assert_eq!(run(&mut c, "LLEN l").await, Reply::Int(0));
+    assert_eq!(run(&mut c, "SET l v").await, Reply::Ok);
+    assert_eq!(run(&mut c, "DEL l").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "RPUSH l q").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "DEL l s").await, Reply::Int(2));
+    assert_eq!(run(&mut c, "TYPE l").await, Reply::Simple("none"));
+    assert_eq!(run(&mut c, "RPUSH s 1").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "TYPE s").await, Reply::Simple("list"));
+    let long = "x".repeat(causeway_core::limits::LIST_ELEM_LEN_MAX + 1);
+    let reply = run(&mut c, &format!("RPUSH s {long}")).await;
+    assert_err(&reply, "ERR", &["LIST_ELEM_LEN_MAX"]);
+    // MULTI: a push then a pop of it in one transaction.
+    run(&mut c, "MULTI").await;
+    run(&mut c, "RPUSH m a b").await;
+    run(&mut c, "RPOP m").await;
+    let exec = run(&mut c, "EXEC").await;
+    assert_eq!(exec, Reply::Array(vec![Reply::Int(2), bulk("b")]));
+    assert_eq!(run(&mut c, "LRANGE m 0 -1").await, all(&["a"]));
+}
+
+/// Across DCs: concurrent pushes at one end both stay, in one order everywhere; two DCs
+/// popping the head concurrently both get it and it is removed once; an element pushed
+/// concurrently with a pop survives it.
+#[tokio::test]
+async fn lists_resolve_concurrent_writes_by_their_rules() {
+    let cluster = MemoryCluster::new(options(2));
+    let mut dc1 = Conn::new(shared(&cluster, 0, None), 1);
+    let mut dc2 = Conn::new(shared(&cluster, 1, None), 2);
+    run(&mut dc1, "RPUSH l a b c").await;
+    cluster.replicate();
+    assert_eq!(run(&mut dc1, "LPOP l").await, bulk("a"));
+    assert_eq!(run(&mut dc2, "LPOP l").await, bulk("a"), "the same head");
+    assert_eq!(run(&mut dc2, "RPUSH l z").await, Reply::Int(3));
+    assert_eq!(run(&mut dc1, "RPUSH l y").await, Reply::Int(3));
+    cluster.replicate();
+    let one = run(&mut dc1, "LRANGE l 0 -1").await;
+    assert_eq!(run(&mut dc2, "LRANGE l 0 -1").await, one, "one order");
+    let Reply::Array(elems) = &one else {
+        panic!("an array: {one:?}")
+    };
+    assert_eq!(elems.len(), 4, "a removed once, both pushes stay: {one:?}");
+    assert_eq!(&elems[..2], &[bulk("b"), bulk("c")]);
+    // DC 1 pops everything it sees while DC 2 pushes: DC 2's element survives.
+    assert_eq!(run(&mut dc1, "DEL l").await, Reply::Int(1));
+    assert_eq!(run(&mut dc2, "LPUSH l new").await, Reply::Int(5));
+    cluster.replicate();
+    for c in [&mut dc1, &mut dc2] {
+        let only = Reply::Array(vec![bulk("new")]);
+        assert_eq!(run(c, "LRANGE l 0 -1").await, only);
+    }
+}

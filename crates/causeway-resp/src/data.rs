@@ -39,6 +39,7 @@
 
 use crate::hash::HashCmd;
 use crate::limits::RANDOM_MEMBERS_MAX;
+use crate::list::ListCmd;
 use crate::parse::parse_i64;
 use crate::reply::Reply;
 use crate::session::SessionHandle;
@@ -100,6 +101,8 @@ pub enum DataCmd {
     },
     /// The `H*` commands (`crate::hash`).
     Hash(HashCmd),
+    /// The list commands (`crate::list`).
+    List(ListCmd),
     Ping(Option<Bytes>),
     Echo(Bytes),
 }
@@ -176,6 +179,7 @@ impl DataCmd {
             },
             "SPOP" | "SRANDMEMBER" => parse_random(name, a)?,
             name if crate::hash::is_hash(name) => DataCmd::Hash(HashCmd::parse(name, a)?),
+            name if crate::list::is_list(name) => DataCmd::List(ListCmd::parse(name, a)?),
             "PING" => DataCmd::Ping(a.first().cloned()),
             "ECHO" => DataCmd::Echo(a[0].clone()),
             other => return Err(Reply::err(format!("'{other}' is not a data command"))),
@@ -218,6 +222,7 @@ impl DataCmd {
             DataCmd::SPop { key, count, seed } => spop(tx, &key, count, seed).await,
             DataCmd::SRandMember { key, count, seed } => srandmember(tx, &key, count, seed).await,
             DataCmd::Hash(h) => h.run(tx).await,
+            DataCmd::List(l) => l.run(tx).await,
             DataCmd::Ping(None) => Ok(Reply::Simple("PONG")),
             DataCmd::Ping(Some(msg)) | DataCmd::Echo(msg) => Ok(Reply::Bulk(msg)),
         }
@@ -300,6 +305,10 @@ impl DataCmd {
             DataCmd::Hash(h) => {
                 on_key(h.key());
                 h.values(on_value);
+            }
+            DataCmd::List(l) => {
+                on_key(l.key());
+                l.values(on_value);
             }
             DataCmd::Ping(_) | DataCmd::Echo(_) => {}
         }
@@ -471,7 +480,9 @@ async fn get<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key) -> Result<Reply, Err
     match tx.read_any(k, ObjType::Lww, true).await? {
         ObjValue::Lww(v) => Ok(bulk_or_nil(v)),
         // An empty set: a key freed by `DEL` (`crdt`'s parts) that shows nothing.
-        v @ (ObjValue::Set(_) | ObjValue::MvReg(_) | ObjValue::Hash(_)) if !present(&v) => {
+        v @ (ObjValue::Set(_) | ObjValue::MvReg(_) | ObjValue::Hash(_) | ObjValue::List(_))
+            if !present(&v) =>
+        {
             Ok(Reply::Nil)
         }
         ObjValue::Counter(n) => Ok(Reply::text(n.to_string())),
@@ -522,6 +533,7 @@ pub(crate) fn present(value: &ObjValue) -> bool {
         ObjValue::Set(elems) => !elems.is_empty(),
         ObjValue::MvReg(vals) => vals.iter().any(|v| v.as_slice() != LWW_TOMBSTONE),
         ObjValue::Hash(fields) => !fields.is_empty(),
+        ObjValue::List(elems) => !elems.is_empty(),
     }
 }
 
@@ -565,7 +577,7 @@ async fn del<H: SessionHandle>(tx: &mut Tx<'_, H>, ks: &[Key]) -> Result<Reply, 
 }
 
 /// Types a key may hold parts of: how many passes a `DEL` takes at most.
-const PARTS_MAX: usize = 4;
+const PARTS_MAX: usize = ObjType::ALL.len() - 1;
 
 /// Deletes what `key` shows, as the module docs describe.
 fn delete_shown<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key, shown: ObjValue) {
@@ -584,6 +596,14 @@ fn delete_shown<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key, shown: ObjValue) 
                 tx.update(k.clone(), Update::HashRemove { field });
             }
         }
+        // Every observed element popped (one pushed concurrently survives).
+        ObjValue::List(elems) => tx.update(
+            k.clone(),
+            Update::ListPop {
+                left: true,
+                count: elems.len() as u64,
+            },
+        ),
     }
 }
 
@@ -596,6 +616,7 @@ async fn type_of<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key) -> Result<Reply,
         ObjValue::Set(_) => "set",
         ObjValue::MvReg(_) => "mvreg",
         ObjValue::Hash(_) => "hash",
+        ObjValue::List(_) => "list",
     }))
 }
 

@@ -30,6 +30,7 @@ pub mod data;
 pub mod fuzzing;
 pub mod hash;
 pub mod limits;
+pub mod list;
 pub mod memory;
 pub mod parse;
 pub mod plan;

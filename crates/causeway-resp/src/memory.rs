@@ -471,6 +471,8 @@ fn check_update(key: &Key, update: &Update) -> Result<(), Error> {
         Update::Increment(_) | Update::RegisterIncrement(_) | Update::Part { .. } => 0,
         Update::HashSet { field, value } => field.len() + value.len(),
         Update::HashIncrement { field, .. } | Update::HashRemove { field } => field.len(),
+        Update::ListPush { values, .. } => values.iter().map(Vec::len).sum(),
+        Update::ListPop { .. } => 0,
     };
     if value_len > VALUE_LEN_MAX {
         return Err(limit("value length", VALUE_LEN_MAX));

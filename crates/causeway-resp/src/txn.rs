@@ -635,6 +635,7 @@ pub(crate) fn type_of(value: &ObjValue) -> ObjType {
         ObjValue::Set(_) => ObjType::Set,
         ObjValue::MvReg(_) => ObjType::MvReg,
         ObjValue::Hash(_) => ObjType::Hash,
+        ObjValue::List(_) => ObjType::List,
     }
 }
 
@@ -652,6 +653,7 @@ pub(crate) fn value_type(value: &ObjValue) -> ObjType {
         ObjValue::Set(_) => ObjType::Set,
         ObjValue::MvReg(_) => ObjType::MvReg,
         ObjValue::Hash(_) => ObjType::Hash,
+        ObjValue::List(_) => ObjType::List,
     }
 }
 

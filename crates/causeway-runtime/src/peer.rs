@@ -45,8 +45,10 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// the link's own key (`auth::link_key`), not by the cluster secret. 15: Redis hashes
 /// (`ObjType::Hash`, `Update`/`Effect::HashSet`, `HashIncrement`, `HashRemove`,
 /// `State::Hash`, `ObjValue::Hash`: new variants at the ends, so earlier messages decode
-/// as before).
-pub const PEER_WIRE_VERSION: u32 = 15;
+/// as before). 16: Redis lists (`ObjType::List`, `Update::ListPush`, `ListPop`,
+/// `Effect::ListPush`, `ListRemove`, `State::List`, `ObjValue::List`: new variants at the
+/// ends, so earlier messages decode as before).
+pub const PEER_WIRE_VERSION: u32 = 16;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {

@@ -91,8 +91,10 @@ pub enum ObjectMix {
     MvReg,
     /// Redis hashes (`ObjType::Hash`).
     Hash,
-    /// Key i holds the (i mod 5)th type of `ObjType::ALL`: registers, counters, sets,
-    /// multi-value registers and hashes.
+    /// Redis lists (`ObjType::List`).
+    List,
+    /// Key i holds the (i mod 6)th type of `ObjType::ALL`: registers, counters, sets,
+    /// multi-value registers, hashes and lists.
     Mixed,
     /// As `Mixed`, with registers that count (Redis strings): a register update assigns a
     /// decimal integer or increments it (`Update::RegisterIncrement`). Not the default, so
@@ -113,10 +115,11 @@ impl ObjectMix {
             "mvreg" => Ok(ObjectMix::MvReg),
             "mixed" => Ok(ObjectMix::Mixed),
             "hash" => Ok(ObjectMix::Hash),
+            "list" => Ok(ObjectMix::List),
             "strings" => Ok(ObjectMix::Strings),
             "retype" => Ok(ObjectMix::Retype),
             _ => Err(format!(
-                "unknown object type '{text}'; use lww|counter|set|mvreg|mixed|strings|retype"
+                "unknown object type '{text}'; use lww|counter|set|mvreg|hash|list|mixed|strings|retype"
             )),
         }
     }

@@ -190,6 +190,10 @@ fn show(value: &ObjValue) -> String {
                 .collect();
             format!("{{{}}}", items.join(", "))
         }
+        ObjValue::List(vs) => {
+            let items: Vec<String> = vs.iter().map(|v| text(v)).collect();
+            format!("[{}]", items.join(", "))
+        }
     }
 }
 

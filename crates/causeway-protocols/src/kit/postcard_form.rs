@@ -112,6 +112,7 @@ impl Writer<'_> {
             ObjType::Set => 2,
             ObjType::MvReg => 3,
             ObjType::Hash => 4,
+            ObjType::List => 5,
         });
     }
 
@@ -155,6 +156,16 @@ impl Writer<'_> {
                 return self.zigzag(*delta);
             }
             Update::HashRemove { field } => (9, field),
+            Update::ListPush { left, values } => {
+                self.varint(10);
+                self.bool(*left);
+                return self.values(values);
+            }
+            Update::ListPop { left, count } => {
+                self.varint(11);
+                self.bool(*left);
+                return self.varint(*count);
+            }
         };
         self.varint(tag);
         self.bytes(bytes);
@@ -167,6 +178,14 @@ impl Writer<'_> {
             self.bytes(&k.0);
             self.update(u);
             self.op_id(id);
+        }
+    }
+
+    /// A sequence of byte strings (a list push's values).
+    pub fn values(&mut self, values: &[Vec<u8>]) {
+        self.len(values.len());
+        for v in values {
+            self.bytes(v);
         }
     }
 
@@ -191,6 +210,7 @@ impl Writer<'_> {
                 }
                 return;
             }
+            ObjValue::List(values) => (5, values),
         };
         self.varint(tag);
         self.len(values.len());
@@ -275,6 +295,23 @@ impl Writer<'_> {
                 self.bytes(field);
                 self.zigzag(*base);
                 self.op_ids(tags);
+            }
+            Effect::ListPush { left, values } => {
+                self.varint(11);
+                self.bool(*left);
+                self.values(values);
+            }
+            Effect::ListRemove { ids, ts } => {
+                self.varint(12);
+                self.len(ids.len());
+                for id in ids {
+                    self.op_id(&id.op);
+                    self.varint(u64::from(id.index));
+                }
+                self.len(ts.len());
+                for t in ts {
+                    self.serde(t);
+                }
             }
         }
     }
@@ -403,6 +440,50 @@ mod tests {
         for u in updates {
             same(&u, |w, v| w.update(v));
         }
+        let vals = || vec![b"a".to_vec(), long.clone(), Vec::new()];
+        let lists = [
+            Update::ListPush {
+                left: true,
+                values: vals(),
+            },
+            Update::ListPop {
+                left: false,
+                count: u64::MAX,
+            },
+        ];
+        for u in lists {
+            same(&u, |w, v| w.update(v));
+        }
+        let list_effects = [
+            Effect::ListPush {
+                left: false,
+                values: vals(),
+            },
+            Effect::ListRemove {
+                ids: vec![
+                    causeway_core::crdt::list::ElemId {
+                        op: id(300, 2),
+                        index: 70_000,
+                    },
+                    causeway_core::crdt::list::ElemId {
+                        op: id(1, 0),
+                        index: 0,
+                    },
+                ],
+                ts: vec![
+                    causeway_core::crdt::ArbTs::PENDING,
+                    causeway_core::crdt::ArbTs {
+                        primary: 5,
+                        secondary: 300,
+                    },
+                ],
+            },
+        ];
+        for e in list_effects {
+            same(&e, |w, v| w.effect(v));
+        }
+        same(&ObjValue::List(vals()), |w, v| w.obj_value(v));
+        same(&ObjType::List, |w, v| w.obj_type(*v));
         let hash = ObjValue::Hash(vec![(f(), long), (b"g".to_vec(), Vec::new())]);
         same(&hash, |w, v| w.obj_value(v));
         same(&ObjType::Hash, |w, v| w.obj_type(*v));

@@ -3,7 +3,7 @@
 //! transaction's own writes on what it reads, the typed-object helpers, [`TxnMap`], the
 //! map of in-flight transactions by id, and [`ReadId`], what names a coordinator's read.
 
-use causeway_core::crdt::{hash, ArbTs, Effect, ObjType, Object, Op, Update};
+use causeway_core::crdt::{hash, list, ArbTs, Effect, ObjType, Object, Op, Update};
 use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
 use causeway_core::{Error, Key, OpId, ReadValue, TxnId, TxnKind};
 use serde::{Deserialize, Serialize};
@@ -167,6 +167,8 @@ pub fn check_update(update: &Update) -> Result<(), Error> {
         Update::HashIncrement { field, .. } | Update::HashRemove { field } => {
             return hash::check_sizes(field, None)
         }
+        Update::ListPush { values, .. } => return list::check_sizes(values),
+        Update::ListPop { .. } => 0,
     };
     if len > VALUE_LEN_MAX {
         return Err(limit("value length in bytes", VALUE_LEN_MAX));
@@ -177,12 +179,16 @@ pub fn check_update(update: &Update) -> Result<(), Error> {
 /// Whether the effect of `update` depends on the state it is prepared against beyond its
 /// type, so the snapshot it observes must be complete: a set remove (the tags it
 /// removes), a multi-value assignment (what it dominates), and every hash update (the
-/// field's writes it replaces, the increments it resets, the integer it increments).
+/// field's writes it replaces, the increments it resets, the integer it increments), and
+/// a list pop (the elements it removes).
 pub fn reads_state(update: &Update) -> bool {
     matches!(update, Update::Remove(_) | Update::MvAssign(_))
         || matches!(
             update.own(),
-            Update::HashSet { .. } | Update::HashIncrement { .. } | Update::HashRemove { .. }
+            Update::HashSet { .. }
+                | Update::HashIncrement { .. }
+                | Update::HashRemove { .. }
+                | Update::ListPop { .. }
         )
 }
 

@@ -83,6 +83,7 @@ impl Custom {
             ObjectMix::Set => ObjType::Set,
             ObjectMix::MvReg => ObjType::MvReg,
             ObjectMix::Hash => ObjType::Hash,
+            ObjectMix::List => ObjType::List,
             ObjectMix::Mixed | ObjectMix::Strings | ObjectMix::Retype => {
                 ObjType::ALL[(index % ObjType::ALL.len() as u32) as usize]
             }
@@ -205,7 +206,29 @@ fn update(obj: ObjType, counting: bool, values: &mut Values, rng: &mut SimRng) -
             }
         }
         ObjType::Hash => hash_update(&unique, rng),
+        ObjType::List => list_update(unique, rng),
     }
+}
+
+/// An `LPUSH` or `RPUSH` of one or two values (distinct across the run, so the checker
+/// judges the order), or an `LPOP` or `RPOP` of one or two elements.
+fn list_update(unique: Vec<u8>, rng: &mut SimRng) -> Update {
+    let left = rng.chance(0.5);
+    if rng.chance(0.4) {
+        return Update::ListPop {
+            left,
+            count: rng.range(1, 3),
+        };
+    }
+    let n = rng.range(1, 3);
+    let values = (0..n)
+        .map(|i| {
+            let mut v = unique.clone();
+            v.extend_from_slice(format!(".{i}").as_bytes());
+            v
+        })
+        .collect();
+    Update::ListPush { left, values }
 }
 
 /// An `HSET` (of a decimal value, so an `HINCRBY` of the field is not refused),
@@ -286,6 +309,11 @@ fn delete(t: ObjType) -> Vec<Update> {
                 field: format!("f{f}").into_bytes(),
             })
             .collect(),
+        // Every element observed, as RESP's `DEL` pops them.
+        ObjType::List => vec![Update::ListPop {
+            left: true,
+            count: causeway_core::limits::LIST_ELEMS_MAX as u64,
+        }],
         ObjType::Counter => unreachable!("a counter's DEL needs its value"),
     }
 }
