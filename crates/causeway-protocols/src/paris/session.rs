@@ -88,13 +88,22 @@ impl Client {
     }
 
     /// The object read at the snapshot, with the client's cached writes of the key on
-    /// top (Alg. 1 l.11), then the txn's own updates.
+    /// top (Alg. 1 l.11), then the txn's own updates. A cached write names the key's own
+    /// type (a part's effect names it too); one of another type than the object read means
+    /// the snapshot has no write of the key yet, and the read is refused as the store
+    /// refuses a key of another type (`WRONGTYPE` naming the key's type), not answered
+    /// as an empty object of the type asked (a client's `EXISTS` of its own new set).
     fn value(&self, core: &SessionCore, key: &Key, mut obj: Object) -> Result<ReadValue, Error> {
         if !self.mutation.no_client_cache {
             for (_, op) in self.cache.get(key).into_iter().flatten() {
-                if effect_type(&op.effect) == obj.obj_type() {
-                    obj.apply(op);
+                let own = effect_type(&op.effect);
+                if own != obj.obj_type() {
+                    return Err(Error::WrongType {
+                        expected: own,
+                        found: obj.obj_type(),
+                    });
                 }
+                obj.apply(op);
             }
         }
         read_value(core.buffer(), key.clone(), obj, core.observed)

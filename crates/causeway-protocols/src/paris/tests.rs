@@ -108,6 +108,37 @@ fn a_remote_partition_is_read_at_its_replica_and_own_writes_come_from_the_cache(
     net.check_invariants().expect("invariants");
 }
 
+/// A key whose only write is in the client's cache refuses a read as another type, as
+/// the store refuses one (`WRONGTYPE` naming the key's type), and the txn goes on.
+#[test]
+fn a_cached_write_of_another_type_refuses_the_read_as_the_store_does() {
+    let mut net = net::<Paris>(None);
+    let key = key_not_in(&net.topo, 0);
+    net.session(1, 0);
+    let add = Request::Update {
+        key: key.clone(),
+        update: Update::Add(b"m".to_vec()),
+    };
+    assert_eq!(net.txn(1, vec![add]).last(), Some(&Response::Committed));
+    assert_eq!(cache_len(&net, 1), 1, "the add waits in the client's cache");
+    let as_string = Request::Read {
+        keys: vec![(key.clone(), ObjType::Lww)],
+    };
+    let as_set = Request::Read {
+        keys: vec![(key.clone(), ObjType::Set)],
+    };
+    let resp = net.txn(1, vec![as_string, as_set]);
+    let wrong = causeway_core::Error::WrongType {
+        expected: ObjType::Set,
+        found: ObjType::Lww,
+    };
+    assert_eq!(resp[1], Response::Error(wrong), "{resp:?}");
+    let Response::Values(values) = &resp[2] else {
+        panic!("the txn stays open and reads the set: {resp:?}");
+    };
+    assert_eq!(values[0].value, ObjValue::Set(vec![b"m".to_vec()]));
+}
+
 #[test]
 fn without_the_client_cache_a_fresh_write_is_missed() {
     let mut net = net::<Paris>(Some("no-client-cache"));
