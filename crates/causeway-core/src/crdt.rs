@@ -51,6 +51,8 @@
 
 pub mod hash;
 pub mod list;
+#[cfg(test)]
+mod test_ops;
 
 use crate::error::Error;
 use crate::ids::{OpId, Value};

@@ -312,30 +312,8 @@ mod tests {
     use super::super::{ObjType, Object, State};
     use super::*;
     use crate::api::ObjValue;
-    use crate::ids::{SessionId, TxnId};
 
-    fn id(seq: u64) -> OpId {
-        OpId {
-            txn: TxnId {
-                session: SessionId(seq % 3),
-                seq,
-            },
-            index: 0,
-        }
-    }
-
-    /// An op of `update` prepared against `at`, at arbitration time `t` (op id `seq`).
-    fn op(at: &Object, t: u64, seq: u64, update: Update) -> Op {
-        let effect = at.prepare(&update).expect("prepares");
-        Op {
-            id: id(seq),
-            ts: ArbTs {
-                primary: t,
-                secondary: 0,
-            },
-            effect,
-        }
-    }
+    use super::super::test_ops::op;
 
     fn hset(f: &str, v: &str) -> Update {
         Update::HashSet {
