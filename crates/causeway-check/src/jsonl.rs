@@ -83,6 +83,9 @@ enum JValue {
     Hash(Vec<(String, String)>),
     /// `{"list": ["head", ..., "tail"]}`.
     List(Vec<String>),
+    /// `{"zset": [["member", score bits], ...]}`, in member order; a score is its
+    /// `f64::to_bits` (JSON has no infinities).
+    Zset(Vec<(String, u64)>),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -125,6 +128,20 @@ enum JUpdate {
         left: bool,
         count: u64,
     },
+    /// `{"zadd": {"member": "m", "score": bits}}`: a `ZADD` of one member (`f64::to_bits`).
+    Zadd {
+        member: String,
+        score: u64,
+    },
+    /// `{"zincrement": {"member": "m", "delta": bits}}`: a `ZINCRBY` (`f64::to_bits`).
+    Zincrement {
+        member: String,
+        delta: u64,
+    },
+    /// `{"zremove": {"members": ["m"]}}`: a `ZREM`.
+    Zremove {
+        members: Vec<String>,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -155,6 +172,7 @@ fn value_to_json(value: &ObjValue) -> JValue {
             JValue::Hash(pairs.iter().map(|(f, v)| (text(f), text(v))).collect())
         }
         ObjValue::List(vs) => JValue::List(list(vs)),
+        ObjValue::ZSet(pairs) => JValue::Zset(pairs.iter().map(|(m, s)| (text(m), *s)).collect()),
     }
 }
 
@@ -172,6 +190,12 @@ fn value_from_json(value: JValue) -> Result<ObjValue, String> {
                 .collect::<Result<Vec<_>, String>>()?,
         ),
         JValue::List(vs) => ObjValue::List(list(vs)?),
+        JValue::Zset(pairs) => ObjValue::ZSet(
+            pairs
+                .iter()
+                .map(|(m, s)| Ok((bytes(m)?, *s)))
+                .collect::<Result<Vec<_>, String>>()?,
+        ),
     })
 }
 
@@ -204,6 +228,17 @@ fn update_to_json(update: &Update) -> JUpdate {
             left: *left,
             count: *count,
         },
+        Update::ZAdd { member, score } => JUpdate::Zadd {
+            member: text(member),
+            score: *score,
+        },
+        Update::ZIncrement { member, delta } => JUpdate::Zincrement {
+            member: text(member),
+            delta: *delta,
+        },
+        Update::ZRemove { members } => JUpdate::Zremove {
+            members: members.iter().map(|m| text(m)).collect(),
+        },
     }
 }
 
@@ -235,6 +270,17 @@ fn update_from_json(update: JUpdate) -> Result<Update, String> {
             values: values.iter().map(|v| bytes(v)).collect::<Result<_, _>>()?,
         },
         JUpdate::Listpop { left, count } => Update::ListPop { left, count },
+        JUpdate::Zadd { member, score } => Update::ZAdd {
+            member: bytes(&member)?,
+            score,
+        },
+        JUpdate::Zincrement { member, delta } => Update::ZIncrement {
+            member: bytes(&member)?,
+            delta,
+        },
+        JUpdate::Zremove { members } => Update::ZRemove {
+            members: members.iter().map(|m| bytes(m)).collect::<Result<_, _>>()?,
+        },
     })
 }
 

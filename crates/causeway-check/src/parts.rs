@@ -60,6 +60,7 @@ fn value_type(value: &ObjValue) -> ObjType {
         ObjValue::MvReg(_) => ObjType::MvReg,
         ObjValue::Hash(_) => ObjType::Hash,
         ObjValue::List(_) => ObjType::List,
+        ObjValue::ZSet(_) => ObjType::ZSet,
     }
 }
 
@@ -380,6 +381,7 @@ fn shows_something(value: &ObjValue) -> bool {
         ObjValue::MvReg(values) => values.iter().any(live),
         ObjValue::Hash(fields) => !fields.is_empty(),
         ObjValue::List(elems) => !elems.is_empty(),
+        ObjValue::ZSet(members) => !members.is_empty(),
     }
 }
 

@@ -273,8 +273,10 @@ impl Round<'_, '_> {
                     v != w && self.order.anc[w].contains(v)
                 })
             }
-            ObjType::Set | ObjType::Hash => updates.any(|(u, id)| match u {
-                Update::Add(e) | Update::HashSet { field: e, .. } => {
+            ObjType::Set | ObjType::Hash | ObjType::ZSet => updates.any(|(u, id)| match u {
+                Update::Add(e)
+                | Update::HashSet { field: e, .. }
+                | Update::ZAdd { member: e, .. } => {
                     !read.observed.contains(&id)
                         && !self.s.removed.contains(&(read.key, e.as_slice()))
                         && !self.shows_readd(read, e, w)
@@ -295,7 +297,9 @@ impl Round<'_, '_> {
             let same = match shown.update {
                 Update::Add(e)
                 | Update::HashSet { field: e, .. }
-                | Update::HashIncrement { field: e, .. } => e.as_slice() == elem,
+                | Update::HashIncrement { field: e, .. }
+                | Update::ZAdd { member: e, .. }
+                | Update::ZIncrement { member: e, .. } => e.as_slice() == elem,
                 _ => false,
             };
             same && (shown.node == w || !self.order.anc[w].contains(shown.node))

@@ -215,6 +215,11 @@ impl<'a> Model<'a> {
                 (Update::ListPop { .. }, Outcome::Unknown) => {
                     self.maybe_removes.insert((key, LIST_ELEM));
                 }
+                (Update::ZRemove { members }, Outcome::Unknown) => {
+                    for m in members {
+                        self.maybe_removes.insert((key, m.as_slice()));
+                    }
+                }
                 (Update::HashIncrement { field, .. }, _) => {
                     self.hash_incs.insert((key, field));
                 }
@@ -251,8 +256,14 @@ impl<'a> Model<'a> {
             match update {
                 Update::Add(e)
                 | Update::HashSet { field: e, .. }
-                | Update::HashIncrement { field: e, .. } => {
+                | Update::HashIncrement { field: e, .. }
+                | Update::ZAdd { member: e, .. }
+                | Update::ZIncrement { member: e, .. } => {
                     self.adds.entry(key).or_default().push((id, node, e))
+                }
+                Update::ZRemove { members } => {
+                    let removes = self.removes.entry(key).or_default();
+                    removes.extend(members.iter().map(|m| (id, node, m.as_slice())));
                 }
                 Update::Remove(e) | Update::HashRemove { field: e } => {
                     self.removes.entry(key).or_default().push((id, node, e))
@@ -521,7 +532,7 @@ impl<'m, 'a> Walk<'m, 'a> {
             .rev()
             .find(|(k, u, _)| *k == key && !matches!(u, Update::RegisterIncrement(_)));
         match (obj, last_own) {
-            (ObjType::Set | ObjType::Hash, _) => self.check_set(key, observed),
+            (ObjType::Set | ObjType::Hash | ObjType::ZSet, _) => self.check_set(key, observed),
             (ObjType::Counter, _) => Ok(()),
             (ObjType::List, _) => self.check_list(key, observed),
             (_, Some((_, _, id))) => self.check_own(key, *id, observed),

@@ -57,6 +57,9 @@ pub enum ObjValue {
     Hash(Vec<(Value, Value)>),
     /// A list's elements, head first. Last, like the one above.
     List(Vec<Value>),
+    /// A sorted set's members and their scores (`f64::to_bits`), in member order. Last,
+    /// like the ones above.
+    ZSet(Vec<(Value, u64)>),
 }
 
 /// One key's read result, with the write ids it observed (see `Object::observed`).

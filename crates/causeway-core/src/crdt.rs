@@ -53,6 +53,7 @@ pub mod hash;
 pub mod list;
 #[cfg(test)]
 mod test_ops;
+pub mod zset;
 
 use crate::error::Error;
 use crate::ids::{OpId, Value};
@@ -70,17 +71,20 @@ pub enum ObjType {
     Hash,
     /// A Redis list ([`list`]). Last, like the one above.
     List,
+    /// A Redis sorted set ([`zset`]). Last, like the ones above.
+    ZSet,
 }
 
 impl ObjType {
     /// Every type, in declaration order.
-    pub const ALL: [ObjType; 6] = [
+    pub const ALL: [ObjType; 7] = [
         ObjType::Lww,
         ObjType::Counter,
         ObjType::Set,
         ObjType::MvReg,
         ObjType::Hash,
         ObjType::List,
+        ObjType::ZSet,
     ];
 
     pub fn name(self) -> &'static str {
@@ -91,6 +95,7 @@ impl ObjType {
             ObjType::MvReg => "mvreg",
             ObjType::Hash => "hash",
             ObjType::List => "list",
+            ObjType::ZSet => "zset",
         }
     }
 
@@ -168,6 +173,21 @@ pub enum Update {
     ListPush { left: bool, values: Vec<Value> },
     /// `LPOP` (`left`) or `RPOP` of up to `count` elements the transaction observes.
     ListPop { left: bool, count: u64 },
+    /// `ZADD` of one member with its score (`f64::to_bits`; see [`zset`]). The sorted-set
+    /// variants go last, like the list ones.
+    ZAdd {
+        #[serde(with = "serde_bytes")]
+        member: Value,
+        score: u64,
+    },
+    /// `ZINCRBY` of one member by `delta` (`f64::to_bits`; absent counts as 0).
+    ZIncrement {
+        #[serde(with = "serde_bytes")]
+        member: Value,
+        delta: u64,
+    },
+    /// `ZREM` of members: removes what of each the transaction observed.
+    ZRemove { members: Vec<Value> },
 }
 
 impl Update {
@@ -182,6 +202,9 @@ impl Update {
                 ObjType::Hash
             }
             Update::ListPush { .. } | Update::ListPop { .. } => ObjType::List,
+            Update::ZAdd { .. } | Update::ZIncrement { .. } | Update::ZRemove { .. } => {
+                ObjType::ZSet
+            }
         }
     }
 
@@ -270,6 +293,28 @@ pub enum Effect {
         ids: Vec<list::ElemId>,
         ts: Vec<ArbTs>,
     },
+    /// `ZADD` of `member` with `score` (`f64::to_bits`), replacing the live writes of it
+    /// the transaction observed and the increments they sum to (`base`). The sorted-set
+    /// variants go last, like the list ones.
+    ZAdd {
+        #[serde(with = "serde_bytes")]
+        member: Value,
+        score: u64,
+        base: i128,
+        replaces: Vec<OpId>,
+    },
+    /// `ZINCRBY` of `member` by `delta` (64.64 fixed point), replacing the tags of the
+    /// increments it observed.
+    ZIncrement {
+        #[serde(with = "serde_bytes")]
+        member: Value,
+        delta: i128,
+        replaces: Vec<OpId>,
+    },
+    /// `ZREM` of members: of each, the live writes it observed and their increment sum.
+    ZRemove {
+        members: Vec<zset::ZRemoved>,
+    },
 }
 
 impl Effect {
@@ -295,6 +340,9 @@ impl Effect {
                 ObjType::Hash
             }
             Effect::ListPush { .. } | Effect::ListRemove { .. } => ObjType::List,
+            Effect::ZAdd { .. } | Effect::ZIncrement { .. } | Effect::ZRemove { .. } => {
+                ObjType::ZSet
+            }
         }
     }
 
@@ -312,6 +360,7 @@ impl Effect {
             Effect::Part { effect, .. } => effect.deleted_ids(),
             Effect::HashSet { replaces, .. } | Effect::HashIncrement { replaces, .. } => replaces,
             Effect::HashRemove { tags, .. } => tags,
+            Effect::ZAdd { replaces, .. } | Effect::ZIncrement { replaces, .. } => replaces,
             // A pop deletes elements, not whole pushes: `list` keeps its own record.
             Effect::Assign(_)
             | Effect::Increment(_)
@@ -319,6 +368,9 @@ impl Effect {
             | Effect::CountedAssign { .. }
             | Effect::ListPush { .. }
             | Effect::ListRemove { .. } => &[],
+            // A remove names the tags of many members: `zset` keeps its own record of the
+            // ones it deletes before they arrive (`zset::Member::gone`).
+            Effect::ZRemove { .. } => &[],
         }
     }
 }
@@ -474,6 +526,10 @@ pub enum State {
     },
     /// A list ([`list`]). Last, like the ones above.
     List(list::ListState),
+    /// A sorted set: its members ([`zset`]). Last, like the ones above.
+    ZSet {
+        members: BTreeMap<Value, zset::Member>,
+    },
 }
 
 /// One part of [`State::Parts`]: a state of another type than the key's own.
@@ -501,6 +557,9 @@ fn new_state(obj_type: ObjType) -> State {
             fields: BTreeMap::new(),
         },
         ObjType::List => State::List(list::ListState::default()),
+        ObjType::ZSet => State::ZSet {
+            members: BTreeMap::new(),
+        },
     }
 }
 
@@ -513,6 +572,7 @@ fn state_type(state: &State) -> ObjType {
         State::MvReg { .. } => ObjType::MvReg,
         State::Hash { .. } => ObjType::Hash,
         State::List(_) => ObjType::List,
+        State::ZSet { .. } => ObjType::ZSet,
         State::Parts { home, .. } => state_type(home),
     }
 }
@@ -535,6 +595,7 @@ fn shown_type(state: &State) -> Option<ObjType> {
         State::MvReg { entries } => entries.values().all(|v| gone(Some(v))),
         State::Hash { fields } => !fields.values().any(hash::Field::shows),
         State::List(l) => l.is_empty(),
+        State::ZSet { members } => !members.values().any(zset::Member::shows),
         State::Parts { home, parts } => {
             let newest = parts
                 .iter()
@@ -672,6 +733,7 @@ impl Object {
             },
             (u, State::Hash { fields }) => hash::prepare(fields, u)?,
             (u, State::List(l)) => list::prepare(l, u)?,
+            (u, State::ZSet { members }) => zset::prepare(members, u)?,
             _ => unreachable!("type checked above"),
         })
     }
@@ -753,6 +815,9 @@ impl Object {
                     },
                 );
             }
+            if let Some(members) = zset_members(&mut self.state, &op.effect) {
+                zset::apply_late(members, op);
+            }
             self.apply_deletions(op);
             return false;
         }
@@ -763,6 +828,10 @@ impl Object {
         if let Some(l) = list_state(&mut self.state, &op.effect) {
             let seen = &self.seen;
             list::note_early_removals(l, op.effect.own(), |id| seen.contains(id));
+        }
+        if let Some(members) = zset_members(&mut self.state, &op.effect) {
+            let seen = &self.seen;
+            zset::note_early_deletions(members, op.effect.own(), |id| seen.contains(id));
         }
         self.apply_effect(op);
         self.seen.extend(op.effect.deleted_ids().iter().copied());
@@ -857,6 +926,7 @@ impl Object {
             State::MvReg { entries } => entries.keys().copied().collect(),
             State::Hash { fields } => hash::observed(fields),
             State::List(l) => l.observed(),
+            State::ZSet { members } => zset::observed(members),
             State::Parts { .. } => unreachable!("a shown part has no parts"),
         }
     }
@@ -877,6 +947,28 @@ fn hash_fields<'s>(
     };
     match target {
         State::Hash { fields } => Some(fields),
+        _ => None,
+    }
+}
+
+/// The members of the sorted set a sorted-set effect (or a part wrapping one) applies
+/// to, if it exists.
+fn zset_members<'s>(
+    state: &'s mut State,
+    effect: &Effect,
+) -> Option<&'s mut BTreeMap<Value, zset::Member>> {
+    if !zset::is_zset(effect.own()) {
+        return None;
+    }
+    let target = match (state, effect) {
+        (State::Parts { parts, .. }, Effect::Part { .. }) => {
+            &mut parts.get_mut(&ObjType::ZSet)?.state
+        }
+        (State::Parts { home, .. }, _) => home.as_mut(),
+        (s, _) => s,
+    };
+    match target {
+        State::ZSet { members } => Some(members),
         _ => None,
     }
 }
@@ -928,6 +1020,7 @@ fn state_value(state: &State) -> crate::api::ObjValue {
         }
         State::Hash { fields } => ObjValue::Hash(hash::shown(fields)),
         State::List(l) => ObjValue::List(l.values()),
+        State::ZSet { members } => ObjValue::ZSet(zset::shown(members)),
         State::Parts { .. } => state_value(shown_part(state)),
     }
 }
@@ -956,6 +1049,7 @@ fn delete_in(state: &mut State, effect: &Effect) {
             }
         }
         (State::Hash { fields }, e) => hash::delete_in(fields, e),
+        (State::ZSet { members }, e) => zset::delete_in(members, e),
         (State::List(l), e @ Effect::ListRemove { .. }) => {
             list::note_early_removals(l, e, |_| true)
         }
@@ -1024,6 +1118,7 @@ fn apply_to(state: &mut State, op: &Op, effect: &Effect) {
         (state, Effect::Part { effect, .. }) => apply_part(state, op, effect),
         (State::Hash { fields }, effect) => hash::apply(fields, op, effect),
         (State::List(l), effect) => list::apply(l, op, effect),
+        (State::ZSet { members }, effect) => zset::apply(members, op, effect),
         (State::Parts { home, .. }, effect) => apply_to(home, op, effect),
         (state @ (State::Lww { .. } | State::CountedLww { .. }), effect) => {
             apply_counted(state, op, effect)

@@ -29,6 +29,15 @@ pub const LIST_ELEM_LEN_MAX: usize = 64 << 10;
 /// read of a full list fits in one message with room for its framing.
 pub const LIST_BYTES_MAX: usize = FRAME_LEN_MAX / 2;
 const _: () = assert!(LIST_BYTES_MAX + LIST_ELEMS_MAX * 64 <= FRAME_LEN_MAX);
+/// Most members a sorted set holds; a `ZADD` or `ZINCRBY` of a new member past them is
+/// refused. A sorted-set read travels in one message: members, at most 3 bytes of length
+/// and 10 of score each, within [`FRAME_LEN_MAX`] with [`ZSET_BYTES_MAX`].
+pub const ZSET_MEMBERS_MAX: usize = 131_072;
+/// Largest sorted-set member, in bytes.
+pub const ZSET_MEMBER_LEN_MAX: usize = 64 << 10;
+/// Most bytes (summed member lengths) a sorted set holds: half of [`FRAME_LEN_MAX`].
+pub const ZSET_BYTES_MAX: usize = FRAME_LEN_MAX / 2;
+const _: () = assert!(ZSET_BYTES_MAX + ZSET_MEMBERS_MAX * 64 <= FRAME_LEN_MAX);
 /// Most updates buffered in one transaction.
 pub const TXN_UPDATES_MAX: usize = 4096;
 /// Most transactions a coordinator runs at once (each open session holds at most one).

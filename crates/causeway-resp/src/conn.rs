@@ -440,9 +440,11 @@ impl<F: SessionFactory> Conn<F> {
             .map(|v| match v.value {
                 ObjValue::Lww(v) => Some(bulk_or_nil(v)),
                 ObjValue::Counter(n) => Some(Reply::text(n.to_string())),
-                ObjValue::Set(_) | ObjValue::MvReg(_) | ObjValue::Hash(_) | ObjValue::List(_) => {
-                    None
-                }
+                ObjValue::Set(_)
+                | ObjValue::MvReg(_)
+                | ObjValue::Hash(_)
+                | ObjValue::List(_)
+                | ObjValue::ZSet(_) => None,
             })
             .collect();
         match replies {

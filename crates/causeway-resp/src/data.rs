@@ -44,6 +44,7 @@ use crate::parse::parse_i64;
 use crate::reply::Reply;
 use crate::session::SessionHandle;
 use crate::txn::{Scope, Tx};
+use crate::zset::ZSetCmd;
 use bytes::Bytes;
 use causeway_core::crdt::{decimal, COUNTER_OVERFLOW};
 use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
@@ -103,6 +104,8 @@ pub enum DataCmd {
     Hash(HashCmd),
     /// The list commands (`crate::list`).
     List(ListCmd),
+    /// The sorted-set commands (`crate::zset`).
+    ZSet(ZSetCmd),
     Ping(Option<Bytes>),
     Echo(Bytes),
 }
@@ -180,6 +183,7 @@ impl DataCmd {
             "SPOP" | "SRANDMEMBER" => parse_random(name, a)?,
             name if crate::hash::is_hash(name) => DataCmd::Hash(HashCmd::parse(name, a)?),
             name if crate::list::is_list(name) => DataCmd::List(ListCmd::parse(name, a)?),
+            name if crate::zset::is_zset(name) => DataCmd::ZSet(ZSetCmd::parse(name, a)?),
             "PING" => DataCmd::Ping(a.first().cloned()),
             "ECHO" => DataCmd::Echo(a[0].clone()),
             other => return Err(Reply::err(format!("'{other}' is not a data command"))),
@@ -223,6 +227,7 @@ impl DataCmd {
             DataCmd::SRandMember { key, count, seed } => srandmember(tx, &key, count, seed).await,
             DataCmd::Hash(h) => h.run(tx).await,
             DataCmd::List(l) => l.run(tx).await,
+            DataCmd::ZSet(z) => z.run(tx).await,
             DataCmd::Ping(None) => Ok(Reply::Simple("PONG")),
             DataCmd::Ping(Some(msg)) | DataCmd::Echo(msg) => Ok(Reply::Bulk(msg)),
         }
@@ -309,6 +314,10 @@ impl DataCmd {
             DataCmd::List(l) => {
                 on_key(l.key());
                 l.values(on_value);
+            }
+            DataCmd::ZSet(z) => {
+                on_key(z.key());
+                z.values(on_value);
             }
             DataCmd::Ping(_) | DataCmd::Echo(_) => {}
         }
@@ -480,7 +489,11 @@ async fn get<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key) -> Result<Reply, Err
     match tx.read_any(k, ObjType::Lww, true).await? {
         ObjValue::Lww(v) => Ok(bulk_or_nil(v)),
         // An empty set: a key freed by `DEL` (`crdt`'s parts) that shows nothing.
-        v @ (ObjValue::Set(_) | ObjValue::MvReg(_) | ObjValue::Hash(_) | ObjValue::List(_))
+        v @ (ObjValue::Set(_)
+        | ObjValue::MvReg(_)
+        | ObjValue::Hash(_)
+        | ObjValue::List(_)
+        | ObjValue::ZSet(_))
             if !present(&v) =>
         {
             Ok(Reply::Nil)
@@ -534,6 +547,7 @@ pub(crate) fn present(value: &ObjValue) -> bool {
         ObjValue::MvReg(vals) => vals.iter().any(|v| v.as_slice() != LWW_TOMBSTONE),
         ObjValue::Hash(fields) => !fields.is_empty(),
         ObjValue::List(elems) => !elems.is_empty(),
+        ObjValue::ZSet(members) => !members.is_empty(),
     }
 }
 
@@ -604,6 +618,11 @@ fn delete_shown<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key, shown: ObjValue) 
                 count: elems.len() as u64,
             },
         ),
+        // Every observed member removed (one added concurrently survives).
+        ObjValue::ZSet(members) => {
+            let members = members.into_iter().map(|(m, _)| m).collect();
+            tx.update(k.clone(), Update::ZRemove { members })
+        }
     }
 }
 
@@ -617,6 +636,7 @@ async fn type_of<H: SessionHandle>(tx: &mut Tx<'_, H>, k: &Key) -> Result<Reply,
         ObjValue::MvReg(_) => "mvreg",
         ObjValue::Hash(_) => "hash",
         ObjValue::List(_) => "list",
+        ObjValue::ZSet(_) => "zset",
     }))
 }
 

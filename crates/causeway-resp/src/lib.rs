@@ -38,6 +38,7 @@ pub mod reply;
 pub mod server;
 pub mod session;
 pub mod txn;
+pub mod zset;
 
 pub use reply::{Proto, Reply};
 pub use server::{serve, RespConfig};

@@ -185,7 +185,7 @@ fn pop<H: SessionHandle>(
 
 /// Redis's index range `start..=stop` of a list of `len` (negative counts from the
 /// end), as a half-open range of indexes, empty when nothing falls in it.
-fn range(len: usize, start: i64, stop: i64) -> (usize, usize) {
+pub(crate) fn range(len: usize, start: i64, stop: i64) -> (usize, usize) {
     let len = len as i64;
     let at = |i: i64| if i < 0 { len + i } else { i };
     let (from, to) = (at(start).max(0), at(stop).min(len - 1));

@@ -473,6 +473,8 @@ fn check_update(key: &Key, update: &Update) -> Result<(), Error> {
         Update::HashIncrement { field, .. } | Update::HashRemove { field } => field.len(),
         Update::ListPush { values, .. } => values.iter().map(Vec::len).sum(),
         Update::ListPop { .. } => 0,
+        Update::ZAdd { member, .. } | Update::ZIncrement { member, .. } => member.len(),
+        Update::ZRemove { members } => members.iter().map(Vec::len).sum(),
     };
     if value_len > VALUE_LEN_MAX {
         return Err(limit("value length", VALUE_LEN_MAX));

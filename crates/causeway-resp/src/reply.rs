@@ -33,6 +33,11 @@ pub enum Reply {
     Map(Vec<(Reply, Reply)>),
     /// Text shown as is (`INFO`): verbatim `txt` in RESP3, bulk in RESP2.
     Verbatim(String),
+    /// A float already printed (a sorted set's score): a double in RESP3, bulk in RESP2.
+    Double(String),
+    /// Pairs (a sorted set's members `WITHSCORES`): an array of two-element arrays in
+    /// RESP3, as Redis 7 answers, one flat array in RESP2.
+    Pairs(Vec<(Reply, Reply)>),
 }
 
 impl Reply {
@@ -74,6 +79,23 @@ impl Reply {
                 out.put_slice(b"\r\n");
             }
             Reply::Verbatim(text) => bulk(out, text.as_bytes()),
+            Reply::Double(text) if proto == Proto::Resp3 => line(out, b',', text.as_bytes()),
+            Reply::Double(text) => bulk(out, text.as_bytes()),
+            Reply::Pairs(pairs) if proto == Proto::Resp3 => {
+                int_line(out, b'*', pairs.len() as i64);
+                for (a, b) in pairs {
+                    out.put_slice(b"*2\r\n");
+                    a.encode(proto, out);
+                    b.encode(proto, out);
+                }
+            }
+            Reply::Pairs(pairs) => {
+                int_line(out, b'*', 2 * pairs.len() as i64);
+                for (a, b) in pairs {
+                    a.encode(proto, out);
+                    b.encode(proto, out);
+                }
+            }
         }
     }
 }

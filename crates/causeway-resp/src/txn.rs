@@ -636,6 +636,7 @@ pub(crate) fn type_of(value: &ObjValue) -> ObjType {
         ObjValue::MvReg(_) => ObjType::MvReg,
         ObjValue::Hash(_) => ObjType::Hash,
         ObjValue::List(_) => ObjType::List,
+        ObjValue::ZSet(_) => ObjType::ZSet,
     }
 }
 
@@ -654,6 +655,7 @@ pub(crate) fn value_type(value: &ObjValue) -> ObjType {
         ObjValue::MvReg(_) => ObjType::MvReg,
         ObjValue::Hash(_) => ObjType::Hash,
         ObjValue::List(_) => ObjType::List,
+        ObjValue::ZSet(_) => ObjType::ZSet,
     }
 }
 

@@ -93,6 +93,8 @@ pub enum ObjectMix {
     Hash,
     /// Redis lists (`ObjType::List`).
     List,
+    /// Redis sorted sets (`ObjType::ZSet`).
+    ZSet,
     /// Key i holds the (i mod 6)th type of `ObjType::ALL`: registers, counters, sets,
     /// multi-value registers, hashes and lists.
     Mixed,
@@ -116,10 +118,11 @@ impl ObjectMix {
             "mixed" => Ok(ObjectMix::Mixed),
             "hash" => Ok(ObjectMix::Hash),
             "list" => Ok(ObjectMix::List),
+            "zset" => Ok(ObjectMix::ZSet),
             "strings" => Ok(ObjectMix::Strings),
             "retype" => Ok(ObjectMix::Retype),
             _ => Err(format!(
-                "unknown object type '{text}'; use lww|counter|set|mvreg|hash|list|mixed|strings|retype"
+                "unknown object type '{text}'; use lww|counter|set|mvreg|hash|list|zset|mixed|strings|retype"
             )),
         }
     }

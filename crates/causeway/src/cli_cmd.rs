@@ -194,6 +194,13 @@ fn show(value: &ObjValue) -> String {
             let items: Vec<String> = vs.iter().map(|v| text(v)).collect();
             format!("[{}]", items.join(", "))
         }
+        ObjValue::ZSet(pairs) => {
+            let items: Vec<String> = pairs
+                .iter()
+                .map(|(m, s)| format!("{}: {}", text(m), f64::from_bits(*s)))
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
     }
 }
 

@@ -165,8 +165,8 @@ pub struct WorkloadArgs {
     /// RUBiS database size: 100 x N users, 500 x N items (--workload rubis).
     #[arg(long, default_value_t = 1)]
     pub rubis_scale: u32,
-    /// Object type on keys: lww, counter, set, mvreg, hash, list, mixed (key by key, each of
-    /// those), strings (mixed with registers
+    /// Object type on keys: lww, counter, set, mvreg, hash, list, zset, mixed (key by
+    /// key, each of the first six), strings (mixed with registers
     /// that count: SET of integers and INCRBY, as Redis strings), or retype (mixed, where a
     /// few updates DEL a key and write it with another type, or DEL such a write).
     #[arg(long, default_value = "mixed")]

@@ -113,6 +113,7 @@ impl Writer<'_> {
             ObjType::MvReg => 3,
             ObjType::Hash => 4,
             ObjType::List => 5,
+            ObjType::ZSet => 6,
         });
     }
 
@@ -166,6 +167,10 @@ impl Writer<'_> {
                 self.bool(*left);
                 return self.varint(*count);
             }
+            // Rare next to the commands above: through serde (the same bytes).
+            Update::ZAdd { .. } | Update::ZIncrement { .. } | Update::ZRemove { .. } => {
+                return self.serde(u)
+            }
         };
         self.varint(tag);
         self.bytes(bytes);
@@ -211,6 +216,7 @@ impl Writer<'_> {
                 return;
             }
             ObjValue::List(values) => (5, values),
+            ObjValue::ZSet(_) => return self.serde(v),
         };
         self.varint(tag);
         self.len(values.len());
@@ -231,6 +237,9 @@ impl Writer<'_> {
     /// The matches are exhaustive: a new effect does not compile until it is written here.
     pub fn effect(&mut self, e: &Effect) {
         match e {
+            Effect::ZAdd { .. } | Effect::ZIncrement { .. } | Effect::ZRemove { .. } => {
+                self.serde(e)
+            }
             Effect::Assign(v) => {
                 self.varint(0);
                 self.bytes(v);

@@ -3,7 +3,7 @@
 //! transaction's own writes on what it reads, the typed-object helpers, [`TxnMap`], the
 //! map of in-flight transactions by id, and [`ReadId`], what names a coordinator's read.
 
-use causeway_core::crdt::{hash, list, ArbTs, Effect, ObjType, Object, Op, Update};
+use causeway_core::crdt::{hash, list, zset, ArbTs, Effect, ObjType, Object, Op, Update};
 use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
 use causeway_core::{Error, Key, OpId, ReadValue, TxnId, TxnKind};
 use serde::{Deserialize, Serialize};
@@ -169,6 +169,9 @@ pub fn check_update(update: &Update) -> Result<(), Error> {
         }
         Update::ListPush { values, .. } => return list::check_sizes(values),
         Update::ListPop { .. } => 0,
+        Update::ZAdd { .. } | Update::ZIncrement { .. } | Update::ZRemove { .. } => {
+            return zset::check_sizes(update)
+        }
     };
     if len > VALUE_LEN_MAX {
         return Err(limit("value length in bytes", VALUE_LEN_MAX));
@@ -180,7 +183,7 @@ pub fn check_update(update: &Update) -> Result<(), Error> {
 /// type, so the snapshot it observes must be complete: a set remove (the tags it
 /// removes), a multi-value assignment (what it dominates), and every hash update (the
 /// field's writes it replaces, the increments it resets, the integer it increments), and
-/// a list pop (the elements it removes).
+/// a list pop (the elements it removes), and every sorted-set update (as a hash's).
 pub fn reads_state(update: &Update) -> bool {
     matches!(update, Update::Remove(_) | Update::MvAssign(_))
         || matches!(
@@ -189,6 +192,9 @@ pub fn reads_state(update: &Update) -> bool {
                 | Update::HashIncrement { .. }
                 | Update::HashRemove { .. }
                 | Update::ListPop { .. }
+                | Update::ZAdd { .. }
+                | Update::ZIncrement { .. }
+                | Update::ZRemove { .. }
         )
 }
 
