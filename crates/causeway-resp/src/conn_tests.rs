@@ -1828,3 +1828,107 @@ async fn lists_resolve_concurrent_writes_by_their_rules() {
         assert_eq!(run(c, "LRANGE l 0 -1").await, only);
     }
 }
+
+fn dbl(text: &str) -> Reply {
+    Reply::Double(text.into())
+}
+
+/// The sorted-set commands as Redis answers them: ZADD's options, scores in Redis's text,
+/// ranges by index and by score, ranks, pops, and the key's type.
+#[tokio::test]
+async fn sorted_sets_answer_as_redis() {
+    let mut c = conn();
+    assert_eq!(run(&mut c, "ZADD z 3 c 1 a 2 b").await, Reply::Int(3));
+    assert_eq!(run(&mut c, "ZINCRBY z 2.5 a").await, dbl("3.5"));
+    assert_eq!(run(&mut c, "ZSCORE z a").await, dbl("3.5"));
+    assert_eq!(run(&mut c, "ZSCORE z nope").await, Reply::Nil);
+    let all = |vs: &[&str]| Reply::Array(vs.iter().map(|v| bulk(v)).collect());
+    assert_eq!(run(&mut c, "ZRANGE z 0 -1").await, all(&["b", "c", "a"]));
+    assert_eq!(
+        run(&mut c, "ZRANGE z 0 0 WITHSCORES").await,
+        Reply::Pairs(vec![(bulk("b"), dbl("2"))])
+    );
+    assert_eq!(run(&mut c, "ZREVRANGE z 0 1").await, all(&["a", "c"]));
+    assert_eq!(
+        run(&mut c, "ZRANGEBYSCORE z (2 +inf").await,
+        all(&["c", "a"])
+    );
+    assert_eq!(
+        run(&mut c, "ZRANGE z +inf -inf BYSCORE REV LIMIT 1 1").await,
+        all(&["c"])
+    );
+    assert_eq!(run(&mut c, "ZCOUNT z -inf (3.5").await, Reply::Int(2));
+    assert_eq!(run(&mut c, "ZRANK z a").await, Reply::Int(2));
+    assert_eq!(run(&mut c, "ZREVRANK z a").await, Reply::Int(0));
+    assert_eq!(run(&mut c, "ZCARD z").await, Reply::Int(3));
+    assert_eq!(run(&mut c, "ZADD z NX 9 a 9 d").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "ZADD z XX CH 8 a 8 e").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "ZADD z GT 1 a").await, Reply::Int(0));
+    assert_eq!(run(&mut c, "ZADD z INCR 1 b").await, dbl("3"));
+    assert_eq!(run(&mut c, "ZADD z XX INCR 1 nope").await, Reply::Nil);
+    assert_eq!(
+        run(&mut c, "ZPOPMIN z").await,
+        Reply::Array(vec![bulk("b"), dbl("3")])
+    );
+    assert_eq!(
+        run(&mut c, "ZPOPMAX z 2").await,
+        Reply::Pairs(vec![(bulk("d"), dbl("9")), (bulk("a"), dbl("8"))])
+    );
+    assert_eq!(run(&mut c, "TYPE z").await, Reply::Simple("zset"));
+    assert_err(
+        &run(&mut c, "ZADD z nan x").await,
+        "ERR",
+        &["not a valid float"],
+    );
+    assert_err(
+        &run(&mut c, "ZADD z NX XX 1 x").await,
+        "ERR",
+        &["not compatible"],
+    );
+    assert_err(&run(&mut c, "ZADD z 1 x 2").await, "ERR", &["syntax"]);
+    assert_err(&run(&mut c, "ZCOUNT z x 1").await, "ERR", &["not a float"]);
+    assert_err(&run(&mut c, "ZINCRBY z inf x").await, "ERR", &["2^62"]);
+    assert_err(&run(&mut c, "GET z").await, "WRONGTYPE", &[]);
+    run(&mut c, "SET s v").await;
+    assert_err(&run(&mut c, "ZADD s 1 m").await, "WRONGTYPE", &[]);
+    // Removed empty: absent, and the key takes another type.
+    assert_eq!(run(&mut c, "ZREM z c x").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "EXISTS z").await, Reply::Int(0));
+    assert_eq!(run(&mut c, "ZPOPMIN z").await, Reply::Array(vec![]));
+    assert_eq!(run(&mut c, "SET z v").await, Reply::Ok);
+    assert_eq!(run(&mut c, "DEL z").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "ZADD z inf m").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "ZSCORE z m").await, dbl("inf"));
+    assert_eq!(run(&mut c, "DEL z").await, Reply::Int(1));
+    assert_eq!(run(&mut c, "TYPE z").await, Reply::Simple("none"));
+}
+
+/// Across two DCs: concurrent ZADDs of one member keep the later, ZINCRBYs add up on top
+/// of a concurrent ZADD, and a ZREM concurrent with a ZADD loses (add-wins).
+#[tokio::test]
+async fn sorted_sets_resolve_concurrent_writes_by_their_rules() {
+    let cluster = MemoryCluster::new(options(2));
+    let mut dc1 = Conn::new(shared(&cluster, 0, None), 1);
+    let mut dc2 = Conn::new(shared(&cluster, 1, None), 2);
+    run(&mut dc1, "ZADD z 1 m 1 n").await;
+    cluster.replicate();
+    run(&mut dc1, "ZINCRBY z 2 m").await;
+    run(&mut dc2, "ZINCRBY z 3 m").await;
+    run(&mut dc2, "ZADD z 10 n").await;
+    run(&mut dc1, "ZREM z n").await;
+    cluster.replicate();
+    let one = run(&mut dc1, "ZRANGE z 0 -1 WITHSCORES").await;
+    assert_eq!(
+        run(&mut dc2, "ZRANGE z 0 -1 WITHSCORES").await,
+        one,
+        "converged"
+    );
+    let want = Reply::Pairs(vec![(bulk("m"), dbl("6")), (bulk("n"), dbl("10"))]);
+    assert_eq!(one, want, "increments add up, the ZADD survives the ZREM");
+    run(&mut dc1, "ZADD z 5 m").await;
+    run(&mut dc2, "ZADD z 7 m").await;
+    cluster.replicate();
+    let a = run(&mut dc1, "ZSCORE z m").await;
+    assert_eq!(run(&mut dc2, "ZSCORE z m").await, a);
+    assert!(a == dbl("5") || a == dbl("7"), "one ZADD wins: {a:?}");
+}

@@ -541,11 +541,12 @@ fn pop<H: SessionHandle>(
     let n = count.unwrap_or(1).min(order.len() as u64) as usize;
     order.truncate(n);
     remove(tx, key, order.iter().map(|(m, _)| m.clone()).collect());
-    let flat = order
-        .into_iter()
-        .flat_map(|(m, s)| [bulk(m), score_reply(s)])
-        .collect();
-    Reply::Array(flat)
+    let pairs = order.into_iter().map(|(m, s)| (bulk(m), score_reply(s)));
+    match count {
+        // Redis 7: one flat pair without a count, pairs (nested in RESP3) with one.
+        None => Reply::Array(pairs.flat_map(|(m, s)| [m, s]).collect()),
+        Some(_) => Reply::Pairs(pairs.collect()),
+    }
 }
 
 /// Whether `v` lies above `b` (`lower`) or below it.

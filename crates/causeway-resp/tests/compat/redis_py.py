@@ -74,6 +74,28 @@ def interactive(r):
     assert r.get("it") == b"1"
 
 
+def sorted_sets(r):
+    assert r.zadd("z", {"a": 1, "b": 2, "c": 3}) == 3
+    assert r.zadd("z", {"a": 1.5}) == 0 and r.zscore("z", "a") == 1.5
+    assert r.zincrby("z", 2.5, "a") == 4.0
+    assert r.zrange("z", 0, -1, withscores=True) == [(b"b", 2.0), (b"c", 3.0), (b"a", 4.0)]
+    assert r.zrangebyscore("z", "(2", "+inf") == [b"c", b"a"]
+    assert r.zrevrange("z", 0, 0) == [b"a"] and r.zrank("z", "a") == 2
+    assert r.zrevrank("z", "a") == 0 and r.zcount("z", "-inf", 3) == 2
+    assert r.zcard("z") == 3 and r.zmscore("z", ["a", "nope"]) == [4.0, None]
+    assert r.zadd("z", {"a": 10, "d": 10}, nx=True) == 1
+    assert r.zadd("z", {"a": 11}, xx=True, ch=True) == 1
+    assert r.zadd("z", {"a": 1}, gt=True) == 0
+    assert r.zadd("z", {"b": 1}, incr=True) == 3.0
+    assert r.zpopmin("z") == [(b"b", 3.0)]
+    assert r.zpopmax("z", 2) == [(b"a", 11.0), (b"d", 10.0)]
+    assert r.zrem("z", "c", "x") == 1 and r.zcard("z") == 0 and r.type("z") in (b"none", "none")
+    assert r.zadd("z", {"inf": float("inf")}) == 1 and r.zscore("z", "inf") == float("inf")
+    expect_error(lambda: r.execute_command("ZADD", "z", "NX", "XX", 1, "x"), "not compatible")
+    expect_error(lambda: r.execute_command("ZADD", "z", "nan", "x"), "not a valid float")
+    expect_error(lambda: r.zadd("s", {"x": 1}), "WRONGTYPE")
+
+
 def resp3(port):
     r = redis.Redis(port=port, protocol=3)
     assert r.ping()
@@ -81,6 +103,8 @@ def resp3(port):
     assert r.smembers("s") == {b"y"}
     info = r.info()
     assert info["protocol"] == "eventual", info
+    assert r.zadd("r3z", {"m": 2.5, "n": 1}) == 2 and r.zscore("r3z", "m") == 2.5
+    assert r.zrange("r3z", 0, -1, withscores=True) == [[b"n", 1.0], [b"m", 2.5]]
     pipe = r.pipeline(transaction=True)
     pipe.incr("r3n").incr("r3n")
     assert pipe.execute() == [1, 2]
@@ -93,8 +117,9 @@ def main():
     pipelining(r)
     multi_exec(r)
     interactive(r)
+    sorted_sets(r)
     resp3(port)
-    print(f"ok: redis-py {redis.__version__} basics, pipelining, MULTI/EXEC, TX.*, RESP3")
+    print(f"ok: redis-py {redis.__version__} basics, pipelining, MULTI/EXEC, TX.*, sorted sets, RESP3")
 
 
 if __name__ == "__main__":
