@@ -135,6 +135,26 @@ fn update_for(obj_type: ObjType, choice: u8, value: u8) -> Update {
             left: choice & 1 == 0,
             values: vec![bytes(value); usize::from(choice % 3)],
         },
+        ObjType::ZSet => zset_update(choice, value),
+    }
+}
+
+/// A `ZADD`, a `ZINCRBY` (by quarters, so sums are fractional) or a `ZREM` of one or two
+/// of three members (so they collide).
+fn zset_update(choice: u8, value: u8) -> Update {
+    let member = vec![b'a' + value % 3];
+    match choice % 4 {
+        0 => Update::ZAdd {
+            member,
+            score: (f64::from(value) - 100.0).to_bits(),
+        },
+        1 | 2 => Update::ZIncrement {
+            member,
+            delta: ((f64::from(value) - 100.0) / 4.0).to_bits(),
+        },
+        _ => Update::ZRemove {
+            members: vec![member, vec![b'a' + choice % 3]],
+        },
     }
 }
 
@@ -309,7 +329,86 @@ fn specification(run: &Run) -> (ObjValue, Vec<OpId>) {
         ObjType::MvReg => spec_mvreg(run),
         ObjType::Hash => spec_hash(run),
         ObjType::List => spec_list(run),
+        ObjType::ZSet => spec_zset(run),
     }
+}
+
+/// The members a sorted-set effect writes.
+fn zset_members(effect: &Effect) -> Vec<&Value> {
+    match effect {
+        Effect::ZAdd { member, .. } | Effect::ZIncrement { member, .. } => vec![member],
+        Effect::ZRemove { members } => members.iter().map(|r| &r.member).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The sorted set, from the causal order alone (docs/REDIS.md's rules), as the hash with
+/// float scores: a member shows while some `ZADD` or `ZINCRBY` of it is in no later op's
+/// past (a `ZINCRBY`'s past hides only increments); its score is the greatest such `ZADD`
+/// plus the (fixed-point) increments outside its past, or without one, the increments
+/// outside the past of the greatest `ZREM` that had non-zero increments in its past.
+fn spec_zset(run: &Run) -> (ObjValue, Vec<OpId>) {
+    use causeway_core::crdt::zset::from_fixed;
+    let mut members: BTreeMap<Value, Vec<usize>> = BTreeMap::new();
+    for (k, l) in run.log.iter().enumerate() {
+        for m in zset_members(&l.op.effect) {
+            members.entry(m.clone()).or_default().push(k);
+        }
+    }
+    let (mut pairs, mut ids) = (Vec::new(), Vec::new());
+    for (member, ops) in members {
+        let effect = |k: usize| &run.log[k].op.effect;
+        let is_inc = |k: usize| matches!(effect(k), Effect::ZIncrement { .. });
+        let hides = |j: usize, k: usize| run.happened_before(k, j) && (!is_inc(j) || is_inc(k));
+        let live: Vec<usize> = ops
+            .iter()
+            .copied()
+            .filter(|&k| !matches!(effect(k), Effect::ZRemove { .. }))
+            .filter(|&k| !ops.iter().any(|&j| hides(j, k)))
+            .collect();
+        if live.is_empty() {
+            continue;
+        }
+        let unseen = |by: Option<usize>| -> i128 {
+            ops.iter()
+                .filter(|&&k| by.is_none_or(|b| !run.happened_before(k, b)))
+                .map(|&k| match effect(k) {
+                    Effect::ZIncrement { delta, .. } => *delta,
+                    _ => 0,
+                })
+                .fold(0i128, i128::wrapping_add)
+        };
+        let stamp = |k: usize| (run.log[k].op.ts, run.log[k].op.id);
+        let winner = live
+            .iter()
+            .copied()
+            .filter(|&k| !is_inc(k))
+            .max_by_key(|&k| stamp(k));
+        let score = match winner {
+            Some(w) => {
+                let Effect::ZAdd { score, .. } = effect(w) else {
+                    unreachable!("a live write that is no increment")
+                };
+                match unseen(Some(w)) {
+                    0 => f64::from_bits(*score),
+                    more => f64::from_bits(*score) + from_fixed(more),
+                }
+            }
+            None => {
+                let reset = ops
+                    .iter()
+                    .copied()
+                    .filter(|&k| matches!(effect(k), Effect::ZRemove { .. }))
+                    .filter(|&k| unseen(None).wrapping_sub(unseen(Some(k))) != 0)
+                    .max_by_key(|&k| stamp(k));
+                from_fixed(unseen(reset))
+            }
+        };
+        pairs.push((member, score.to_bits()));
+        ids.extend(live.iter().map(|&k| run.log[k].op.id));
+    }
+    ids.sort();
+    (ObjValue::ZSet(pairs), ids)
 }
 
 /// The list (`crdt::list`'s rules): every pushed element no pop named, the left-pushed
@@ -654,6 +753,14 @@ proptest! {
         picks in picks_strategy(),
     ) {
         check_history(ObjType::List, &steps, &picks);
+    }
+
+    #[test]
+    fn zset_histories_converge_dedup_and_commute(
+        steps in steps_strategy(),
+        picks in picks_strategy(),
+    ) {
+        check_history(ObjType::ZSet, &steps, &picks);
     }
 
     #[test]

@@ -43,7 +43,7 @@ const SCALE: f64 = 18_446_744_073_709_551_616.0;
 
 /// A delta in 64.64 fixed point, `None` when it is not finite or past [`INCR_ABS_MAX`].
 pub fn to_fixed(delta: f64) -> Option<i128> {
-    (delta.is_finite() && delta.abs() < INCR_ABS_MAX).then(|| (delta * SCALE) as i128)
+    (delta.is_finite() && delta.abs() < INCR_ABS_MAX).then_some((delta * SCALE) as i128)
 }
 
 /// A 64.64 fixed-point sum as a float (nearest).
