@@ -47,8 +47,9 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// `State::Hash`, `ObjValue::Hash`: new variants at the ends, so earlier messages decode
 /// as before). 16: Redis lists (`ObjType::List`, `Update::ListPush`, `ListPop`,
 /// `Effect::ListPush`, `ListRemove`, `State::List`, `ObjValue::List`: new variants at the
-/// ends, so earlier messages decode as before).
-pub const PEER_WIRE_VERSION: u32 = 16;
+/// ends, so earlier messages decode as before). 17: listing keys (each protocol's
+/// `Msg::ListKeys`, `KeysListed`, `kit::keys`: new variants at the ends of the enums).
+pub const PEER_WIRE_VERSION: u32 = 17;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {
