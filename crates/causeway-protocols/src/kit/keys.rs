@@ -38,6 +38,9 @@ pub struct KeyOrder {
     stale: bool,
 }
 
+/// A page of keys with their shown types, and the position to go on from.
+pub type Listing = (Vec<(Key, ObjType)>, Option<u64>);
+
 /// What to list: the group (partition), the first position, the most keys.
 pub type ListFrom = (u32, u64, u32);
 
@@ -58,7 +61,7 @@ impl KeyOrder {
         keys: impl FnOnce() -> Vec<(u32, &'k Key)>,
         shown: impl Fn(&Key) -> Option<ObjType>,
         (group, from, max): ListFrom,
-    ) -> (Vec<(Key, ObjType)>, Option<u64>) {
+    ) -> Listing {
         if self.stale || count != self.sorted.len() {
             self.sorted = keys()
                 .into_iter()
@@ -146,11 +149,7 @@ pub fn answered<M>(core: &mut SessionCore, ctx: &mut Ctx<M>, answer: ListAnswer)
 }
 
 /// A node's answer: the page `list` gives for a partition it holds, else an error.
-pub fn answer(
-    ask: &ListAsk,
-    partitions: u32,
-    list: Option<(Vec<(Key, ObjType)>, Option<u64>)>,
-) -> ListAnswer {
+pub fn answer(ask: &ListAsk, partitions: u32, list: Option<Listing>) -> ListAnswer {
     let page = match list {
         Some((keys, next)) => Ok(KeyPage {
             keys,
