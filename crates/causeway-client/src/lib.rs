@@ -22,7 +22,7 @@ pub mod wire;
 
 use causeway_core::crdt::{ObjType, Update};
 use causeway_core::{
-    Key, ObjValue, OpId, ReadValue, Request, Response, Secret, TxnId, TxnKind, Value,
+    Key, KeyPage, ObjValue, OpId, ReadValue, Request, Response, Secret, TxnId, TxnKind, Value,
 };
 use std::fmt;
 use std::io;
@@ -464,6 +464,21 @@ impl Client {
         match self.expect(Request::Barrier)? {
             Response::BarrierDone => Ok(()),
             other => Err(ClientError::Protocol(format!("{other:?} to Barrier"))),
+        }
+    }
+
+    /// One page of a partition's keys as the node of the session's DC holding it stores
+    /// them now (`Request::ListKeys`: no snapshot), from key position `from`
+    /// (`causeway_core::keyorder`); at most `max` keys (and `LIST_KEYS_MAX`).
+    pub fn list_keys(&mut self, partition: u32, from: u64, max: u32) -> Result<KeyPage> {
+        let partition = causeway_core::PartitionId(partition);
+        match self.expect(Request::ListKeys {
+            partition,
+            from,
+            max,
+        })? {
+            Response::Keys(page) => Ok(page),
+            other => Err(ClientError::Protocol(format!("{other:?} to ListKeys"))),
         }
     }
 }

@@ -43,6 +43,17 @@ pub enum Request {
     },
     /// Waits until everything the session has seen is durable in enough DCs.
     Barrier,
+    /// Lists the keys of one partition, as the node of the session's DC holding it (its
+    /// nearest replica where the DC holds none) stores them now: no snapshot, no
+    /// replication ([`crate::keyorder`]). Outside a transaction only. Last, so the
+    /// encodings above stay as they were.
+    ListKeys {
+        partition: crate::ids::PartitionId,
+        /// The first key position to list ([`crate::keyorder::key_position`]).
+        from: u64,
+        /// Most keys to answer, at most `limits::LIST_KEYS_MAX`.
+        max: u32,
+    },
 }
 
 /// The value of a read object.
@@ -73,15 +84,35 @@ pub struct ReadValue {
 /// A session's answer to a [`Request`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
-    Begun { txn: TxnId },
+    Begun {
+        txn: TxnId,
+    },
     Values(Vec<ReadValue>),
-    Updated { op: OpId },
+    Updated {
+        op: OpId,
+    },
     Committed,
-    Aborted { reason: String },
+    Aborted {
+        reason: String,
+    },
     Token(Vec<u8>),
     Attached,
     BarrierDone,
     Error(Error),
+    /// The answer to [`Request::ListKeys`]. Last, like it.
+    Keys(KeyPage),
+}
+
+/// One page of a partition's keys ([`Request::ListKeys`]): keys that hold a value at the
+/// node (a key whose newest state shows nothing, as after `DEL`, is left out), with the
+/// type each shows, in position order ([`crate::keyorder`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyPage {
+    pub keys: Vec<(Key, ObjType)>,
+    /// The position to list from next; `None` when the partition has no more.
+    pub next: Option<u64>,
+    /// The cluster's partition count, so a caller can walk them all.
+    pub partitions: u32,
 }
 
 /// Whose causal past a session hosted for a remote client starts each transaction from

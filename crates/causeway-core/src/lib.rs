@@ -16,12 +16,13 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod ids;
+pub mod keyorder;
 pub mod limits;
 pub mod sansio;
 pub mod secret;
 pub mod topology;
 
-pub use api::{ObjValue, ReadValue, Request, Response, SessionScope, TxnKind};
+pub use api::{KeyPage, ObjValue, ReadValue, Request, Response, SessionScope, TxnKind};
 pub use clock::{Hlc, Nanos, Vc};
 pub use crdt::{ArbTs, Effect, ObjType, Object, Op, Update};
 pub use error::Error;

@@ -72,3 +72,10 @@ pub const TXN_LABEL_MAX: usize = 64;
 /// call ([`crate::Ctx::into_buffer`]), at most: a call that emitted more (a catch-up burst)
 /// gives its buffer back to the allocator.
 pub const LENT_OUTPUTS_MAX: usize = 256;
+
+/// Most keys one [`crate::Request::ListKeys`] answers (a page of `KEYS` or `SCAN`).
+pub const LIST_KEYS_MAX: usize = 4096;
+/// Most keys one [`crate::Request::ListKeys`] examines at the node, listed or not (keys
+/// whose newest state shows nothing are skipped), so a partition of deleted keys costs a
+/// bounded step per request.
+pub const LIST_VISIT_MAX: usize = 4 * LIST_KEYS_MAX;

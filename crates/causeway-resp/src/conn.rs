@@ -16,6 +16,7 @@
 use crate::admin;
 use crate::commands::{self, Group, Spec};
 use crate::data::{bulk_or_nil, DataCmd};
+use crate::keyspace;
 use crate::limits::{
     MULTI_QUEUE_MAX, PIPELINE_TXN_COMMANDS_MAX, STANDALONE_RETRIES_MAX, TOKEN_HEX_LEN_MAX,
 };
@@ -234,6 +235,9 @@ impl<F: SessionFactory> Conn<F> {
                 .refuse(Reply::Error("NOAUTH Authentication required.".into()))
                 .into();
         }
+        if keyspace::is_keyspace(spec.name) {
+            return self.keyspace(spec, &args).await.into();
+        }
         match spec.group {
             Group::Connection if matches!(spec.name, "PING" | "ECHO") => {
                 self.data(spec, &args).await.into()
@@ -252,6 +256,19 @@ impl<F: SessionFactory> Conn<F> {
             *dirty = true;
         }
         reply
+    }
+
+    /// `KEYS`, `SCAN`, `DBSIZE`, `FLUSHALL`, `FLUSHDB` (`keyspace`): outside transactions
+    /// only, since they list the nodes' stores, not a snapshot.
+    async fn keyspace(&mut self, spec: &Spec, args: &[Bytes]) -> Reply {
+        if !matches!(self.mode, Mode::Idle) {
+            let e = format!(
+                "{} is not allowed in a transaction (MULTI, TX.BEGIN)",
+                spec.name
+            );
+            return self.refuse(Reply::err(e));
+        }
+        keyspace::run(self.session(), spec.name, args).await
     }
 
     /// A data command (or `PING`/`ECHO`), in whatever mode the connection is.

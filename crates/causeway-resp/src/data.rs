@@ -559,7 +559,7 @@ async fn exists<H: SessionHandle>(tx: &mut Tx<'_, H>, ks: &[Key]) -> Result<Repl
 }
 
 /// `DEL`: deletes each distinct key that exists, as the module docs describe.
-async fn del<H: SessionHandle>(tx: &mut Tx<'_, H>, ks: &[Key]) -> Result<Reply, Error> {
+pub(crate) async fn del<H: SessionHandle>(tx: &mut Tx<'_, H>, ks: &[Key]) -> Result<Reply, Error> {
     let distinct: Vec<Key> = ks
         .iter()
         .cloned()

@@ -17,7 +17,8 @@
 //! Modules: [`parse`] takes requests off the wire, [`commands`] is the command table,
 //! [`conn`] the per-connection state machine, [`data`] and [`txn`] run data commands in
 //! transactions, [`plan`] runs a pipelined group in one exchange where it can, [`admin`] answers connection commands, [`reply`] encodes RESP2/RESP3,
-//! [`server`] owns the sockets, [`limits`] bounds everything.
+//! [`server`] owns the sockets, [`limits`] bounds everything, [`keyspace`] lists and
+//! flushes the key space (with [`glob`]'s patterns).
 
 #![forbid(unsafe_code)]
 
@@ -28,7 +29,9 @@ pub mod conn;
 pub mod data;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod glob;
 pub mod hash;
+pub mod keyspace;
 pub mod limits;
 pub mod list;
 pub mod memory;
@@ -46,3 +49,5 @@ pub use session::{ServerInfo, SessionFactory, SessionHandle};
 
 #[cfg(test)]
 mod conn_tests;
+#[cfg(test)]
+mod keyspace_tests;

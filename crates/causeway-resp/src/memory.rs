@@ -21,9 +21,12 @@
 //! `Unsupported` errors.
 
 use crate::session::{ServerInfo, SessionFactory, SessionHandle};
-use causeway_core::limits::{KEY_LEN_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX};
+use causeway_core::keyorder::key_position;
+use causeway_core::limits::{
+    KEY_LEN_MAX, LIST_KEYS_MAX, READ_KEYS_MAX, TXN_UPDATES_MAX, VALUE_LEN_MAX,
+};
 use causeway_core::{
-    ArbTs, Error, Key, ObjType, Object, Op, OpId, ReadValue, Request, Response, SessionId,
+    ArbTs, Error, Key, KeyPage, ObjType, Object, Op, OpId, ReadValue, Request, Response, SessionId,
     SessionScope, TxnId, TxnKind, Update,
 };
 use std::collections::{BTreeMap, VecDeque};
@@ -256,6 +259,9 @@ struct MemTxn {
     updates: Vec<(Key, Update)>,
 }
 
+/// The partitions a memory DC answers `Request::ListKeys` for.
+pub const MEMORY_PARTITIONS: u32 = 3;
+
 /// One session of a [`MemoryCluster`], living in one DC.
 pub struct MemorySession {
     cluster: MemoryCluster,
@@ -323,6 +329,11 @@ impl MemorySession {
             Request::Token => self.tokens().map(|()| Response::Token(self.token())),
             Request::Attach { token } => self.tokens().and_then(|()| self.attach(&token)),
             Request::Barrier => self.tokens().map(|()| self.barrier()),
+            Request::ListKeys {
+                partition,
+                from,
+                max,
+            } if !in_txn => Ok(self.list_keys(partition.0, from, max)),
             other => Err(Error::InvalidState(format!(
                 "{other:?} {} a transaction",
                 if in_txn { "inside" } else { "outside" }
@@ -385,6 +396,36 @@ impl MemorySession {
         };
         txn.updates.push((key, update));
         Ok(Response::Updated { op })
+    }
+
+    /// `Request::ListKeys` over the DC's objects, cut into [`MEMORY_PARTITIONS`] by
+    /// position, so the front end's walk crosses partitions as on a real cluster.
+    fn list_keys(&mut self, partition: u32, from: u64, max: u32) -> Response {
+        let c = self.cluster.lock();
+        let mut keys: Vec<(u64, &Key, ObjType)> = c.dcs[self.dc]
+            .objects
+            .iter()
+            .map(|(k, o)| (key_position(&k.0), k, o))
+            .filter(|(p, _, _)| p % u64::from(MEMORY_PARTITIONS) == u64::from(partition))
+            .filter(|(p, _, _)| *p >= from)
+            .filter_map(|(p, k, o)| o.shown_type().map(|t| (p, k, t)))
+            .collect();
+        keys.sort();
+        let max = (max as usize).clamp(1, LIST_KEYS_MAX);
+        let (mut out, mut next) = (Vec::new(), None);
+        for (p, k, t) in keys {
+            let last = out.last().map(|(k, _): &(Key, ObjType)| key_position(&k.0));
+            if out.len() >= max && last != Some(p) {
+                next = Some(p);
+                break;
+            }
+            out.push((k.clone(), t));
+        }
+        Response::Keys(KeyPage {
+            keys: out,
+            next,
+            partitions: MEMORY_PARTITIONS,
+        })
     }
 
     fn read(&mut self, keys: &[(Key, ObjType)]) -> Result<Vec<ReadValue>, Error> {

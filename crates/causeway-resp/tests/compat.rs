@@ -248,6 +248,51 @@ fn redis_cli_scripted_session() {
     assert_eq!(got.trim_end(), want.join("\n"), "redis-cli session differs");
 }
 
+/// `redis-cli --scan` (the SCAN cursor walk), with and without `--pattern`, `KEYS`,
+/// `DBSIZE` and `FLUSHALL`, as a Redis user lists and wipes data.
+#[test]
+fn redis_cli_scan_keys_dbsize_and_flushall() {
+    if !have("redis-cli", &["--version"]) {
+        return;
+    }
+    let server = Server::start(1, &[]);
+    let cli = |args: &[&str]| -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &server.port(0).to_string()])
+            .args(args)
+            .output()
+            .expect("run redis-cli");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let mut mset = vec!["MSET".to_string()];
+    for i in 0..300 {
+        mset.extend([format!("key:{i}"), "v".to_string()]);
+    }
+    let mset: Vec<&str> = mset.iter().map(String::as_str).collect();
+    assert_eq!(cli(&mset), "OK");
+    assert_eq!(cli(&["SADD", "a-set", "m"]), "1");
+    let lines = |text: String| -> Vec<String> {
+        let mut v: Vec<String> = text.lines().map(str::to_string).collect();
+        v.sort();
+        v
+    };
+    let mut want: Vec<String> = (0..300).map(|i| format!("key:{i}")).collect();
+    want.push("a-set".into());
+    want.sort();
+    assert_eq!(lines(cli(&["--scan"])), want);
+    let tens: Vec<String> = want
+        .iter()
+        .filter(|k| k.starts_with("key:1"))
+        .cloned()
+        .collect();
+    assert_eq!(lines(cli(&["--scan", "--pattern", "key:1*"])), tens);
+    assert_eq!(lines(cli(&["KEYS", "key:1*"])), tens);
+    assert_eq!(cli(&["DBSIZE"]), "301");
+    assert_eq!(cli(&["FLUSHALL"]), "OK");
+    assert_eq!(cli(&["DBSIZE"]), "0");
+    assert_eq!(cli(&["--scan"]), "");
+}
+
 #[test]
 fn redis_cli_one_shot_commands_replicate_between_dcs() {
     if !have("redis-cli", &["--version"]) {

@@ -59,6 +59,11 @@ fn client_frames() -> Vec<ClientFrame> {
             token: vec![1, 2, 3, 0xff],
         }),
         ClientFrame::Request(Request::Barrier),
+        ClientFrame::Request(Request::ListKeys {
+            partition: causeway_core::PartitionId(3),
+            from: 1 << 40,
+            max: 100,
+        }),
     ]
 }
 
@@ -85,6 +90,11 @@ fn server_frames() -> Vec<ServerFrame> {
         ServerFrame::Response(Response::Error(Error::WrongType {
             expected: ObjType::Lww,
             found: ObjType::MvReg,
+        })),
+        ServerFrame::Response(Response::Keys(causeway_core::KeyPage {
+            keys: vec![(Key::new(b"k".to_vec()), ObjType::Hash)],
+            next: Some(1 << 20),
+            partitions: 8,
         })),
     ]
 }

@@ -50,7 +50,9 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// ends, so earlier messages decode as before). 17: Redis sorted sets (`ObjType::ZSet`,
 /// `Update`/`Effect::ZAdd`, `ZIncrement`, `ZRemove`, `State::ZSet`, `ObjValue::ZSet`: new
 /// variants at the ends, so earlier messages decode as before).
-pub const PEER_WIRE_VERSION: u32 = 17;
+/// 18: listing keys (each protocol's `Msg::ListKeys`, `KeysListed`, `kit::keys`) and
+/// UniStore's votes to the coordinator (`Msg::CertAck`, the vote in `CertEntry::Prepare`).
+pub const PEER_WIRE_VERSION: u32 = 18;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {

@@ -289,4 +289,8 @@ pub enum Msg {
     TransferAsk {
         partition: PartitionId,
     },
+    /// `Request::ListKeys`, session to the node listing a partition (`kit::keys`).
+    ListKeys(crate::kit::keys::ListAsk),
+    /// The answer to `ListKeys`.
+    KeysListed(crate::kit::keys::ListAnswer),
 }

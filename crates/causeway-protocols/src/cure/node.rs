@@ -12,6 +12,7 @@ use super::record::Record;
 use super::types::{ClientWait, Deferred, Participant, Timer};
 use crate::kit::durability::Durability;
 use crate::kit::gossip::Gossip;
+use crate::kit::keys::ListAsk;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
 use crate::kit::txn::ReadId;
@@ -860,6 +861,7 @@ impl<X: Extension> Node<X> {
             } => self.on_read(ctx, from, txn, req, keys, updates),
             Msg::Commit { txn, req, updates } => self.on_commit(ctx, from, txn, req, updates),
             Msg::Abort { txn } => self.on_abort(txn),
+            Msg::ListKeys(ask) => self.on_list_keys(ctx, from, ask),
             Msg::ReadKeys {
                 rid,
                 partition,
@@ -891,9 +893,19 @@ impl<X: Extension> Node<X> {
             Msg::ReadResult { .. }
             | Msg::CommitResult { .. }
             | Msg::ReadCommitResult { .. }
+            | Msg::KeysListed(_)
             | Msg::WaitDone { .. } => {}
             msg => self.dispatch_replication(ctx, from, from_node, msg),
         }
+    }
+
+    /// `Request::ListKeys` (`kit::keys`): a page of one of this node's partitions, from
+    /// its store as it is (versions not yet visible included).
+    fn on_list_keys(&mut self, ctx: &mut Ctx<Msg>, from: Addr, ask: ListAsk) {
+        let part = self.parts.get_mut(&ask.partition);
+        let list = part.map(|p| p.store.list_keys(ask.from, ask.max));
+        let answer = crate::kit::keys::answer(&ask, self.topo.partitions, list);
+        ctx.send(from, Msg::KeysListed(answer));
     }
 
     /// Replication, stabilization and the client waits on them (repl.rs, transfer.rs,

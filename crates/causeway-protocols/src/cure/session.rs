@@ -344,6 +344,15 @@ impl Client {
 impl ClientProtocol for Client {
     type Msg = Msg;
 
+    fn list_keys(
+        &mut self,
+        core: &mut SessionCore,
+        ctx: &mut Ctx<Msg>,
+        ask: (causeway_core::PartitionId, u64, u32),
+    ) {
+        crate::kit::keys::start(core, ctx, ask, Msg::ListKeys)
+    }
+
     /// BEGIN opens the txn at the session only: its START goes out with the first read
     /// or the commit, to the node of the first key's partition.
     fn begin(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, kind: TxnKind) {
@@ -486,6 +495,9 @@ impl ClientProtocol for Client {
     }
 
     fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, _from: Addr, msg: Msg) {
+        if let Msg::KeysListed(answer) = msg {
+            return crate::kit::keys::answered(core, ctx, answer);
+        }
         if let Msg::WaitDone { req, result } = msg {
             if matches!(self.pending, Pending::Wait { .. }) && core.is_current(req) {
                 self.wait_done(core, ctx, result);

@@ -26,6 +26,7 @@ pub use repl::ReplOps;
 pub use transfer::keeps_for;
 
 use crate::kit::durability::Durability;
+use crate::kit::keys::{KeyOrder, ListAsk};
 use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::session::{ClientProtocol, Session, SessionCore};
 use crate::kit::timers::Timers;
@@ -161,6 +162,10 @@ pub enum Msg {
     Transfer {
         chunk: transfer::Chunk,
     },
+    /// `Request::ListKeys`, session to the node listing a partition (`kit::keys`).
+    ListKeys(crate::kit::keys::ListAsk),
+    /// The answer to `ListKeys`.
+    KeysListed(crate::kit::keys::ListAnswer),
 }
 
 /// What a node persists. `Ops` and `Checkpoint` are an earlier build's records (no
@@ -230,6 +235,8 @@ pub struct Node {
     section: Config,
     dc: DcId,
     store: BTreeMap<Key, Object>,
+    /// The store's keys in listing order (`kit::keys`), a cache.
+    listed: KeyOrder,
     durability: Durability<Msg, After>,
     /// Keys read and ops applied since the last `take_work` (CPU model).
     work: u64,
@@ -276,6 +283,7 @@ impl Node {
             section,
             dc,
             store: BTreeMap::new(),
+            listed: KeyOrder::default(),
             durability: Durability::starting_after(records.len() as Lsn),
             work: 0,
             seq: 0,
@@ -307,7 +315,10 @@ impl Node {
     fn replay(&mut self, record: Record) {
         match record {
             Record::Ops(ops) => self.apply_all(&ops),
-            Record::Checkpoint(objects) => self.store = objects.into_iter().collect(),
+            Record::Checkpoint(objects) => {
+                self.store = objects.into_iter().collect();
+                self.listed.invalidate();
+            }
             Record::Write(w) => {
                 self.seq = self.seq.max(w.seq);
                 self.durable_seq = self.seq;
@@ -335,6 +346,7 @@ impl Node {
     /// Replays a checkpoint (the first record of a compacted log).
     fn restore(&mut self, ck: Checkpoint, recent: ReplLog<ReplOps>) {
         self.store = ck.store.into_iter().collect();
+        self.listed.invalidate();
         self.seq = self.seq.max(ck.seq);
         self.durable_seq = self.seq;
         self.log = ck.log;
@@ -354,6 +366,22 @@ impl Node {
                 obj.apply(op);
             }
         }
+    }
+
+    /// `Request::ListKeys` (`kit::keys`): a page of one of this node's partitions, from
+    /// the store as it is (remote writes applied so far).
+    fn on_list_keys(&mut self, ctx: &mut Ctx<Msg>, from: Addr, ask: ListAsk) {
+        let topo = &self.config.topology;
+        let held = topo.node_of(self.dc, ask.partition) == self.config.node;
+        let list = held.then(|| {
+            let (store, p) = (&self.store, ask.partition.0);
+            let all = || store.keys().map(|k| (topo.partition_of(k).0, k)).collect();
+            let shown = |k: &Key| store.get(k).and_then(Object::shown_type);
+            self.listed
+                .list(store.len(), all, shown, (p, ask.from, ask.max))
+        });
+        let answer = crate::kit::keys::answer(&ask, topo.partitions, list);
+        ctx.send(from, Msg::KeysListed(answer));
     }
 
     fn read(&self, keys: Vec<(Key, ObjType)>) -> Vec<(Key, Result<Object, Error>)> {
@@ -445,7 +473,8 @@ impl ServerNode for Node {
                     self.on_transfer(ctx, s, chunk);
                 }
             }
-            Msg::ReadReply { .. } | Msg::WriteReply { .. } => {}
+            Msg::ListKeys(ask) => self.on_list_keys(ctx, from, ask),
+            Msg::ReadReply { .. } | Msg::WriteReply { .. } | Msg::KeysListed(_) => {}
         }
     }
 
@@ -570,6 +599,15 @@ impl Client {
 impl ClientProtocol for Client {
     type Msg = Msg;
 
+    fn list_keys(
+        &mut self,
+        core: &mut SessionCore,
+        ctx: &mut Ctx<Msg>,
+        ask: (causeway_core::PartitionId, u64, u32),
+    ) {
+        crate::kit::keys::start(core, ctx, ask, Msg::ListKeys)
+    }
+
     fn begin(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, kind: TxnKind) {
         if kind == TxnKind::Strong {
             let e = core.unsupported("strong transactions");
@@ -618,6 +656,9 @@ impl ClientProtocol for Client {
     }
 
     fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, _from: Addr, msg: Msg) {
+        if let Msg::KeysListed(answer) = msg {
+            return crate::kit::keys::answered(core, ctx, answer);
+        }
         match msg {
             Msg::ReadReply { req, objects } if core.is_current(req) => {
                 let Pending::Read { missing, got, .. } = &mut self.pending else {

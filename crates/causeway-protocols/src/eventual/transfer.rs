@@ -180,6 +180,7 @@ impl Node {
         );
         self.work += items.len() as u64;
         self.store = items.into_iter().collect();
+        self.listed.invalidate();
         for i in 0..self.durable_have.len() {
             let o = DcId(i as u16);
             let log = if i == me { &self.log } else { &self.recent };

@@ -18,6 +18,8 @@
 //! - [`lattice`]: the lattice trait (vector clocks, scalars) stabilization and snapshots use.
 //! - [`gossip`]: stabilization by gossip of a lattice value in a group (GSS, UST...).
 //! - [`uniform`]: UniStore's stable matrix and `uniformVec` (what f+1 DCs store).
+//! - [`keys`]: listing a partition's keys for `Request::ListKeys` (the position order, the
+//!   messages, both ends).
 //! - [`mvstore`]: the multi-version store with checkpoint GC, generic over the snapshot
 //!   timestamp (vector or scalar).
 //! - [`postcard_form`]: postcard's bytes written by hand for the records every commit
@@ -30,6 +32,7 @@ pub mod certify;
 pub mod clock;
 pub mod durability;
 pub mod gossip;
+pub mod keys;
 pub mod lattice;
 pub mod mvstore;
 pub mod paxos;

@@ -4,6 +4,7 @@
 //! checkpoint and every version whose commit timestamp is `<=` the snapshot; GC folds old
 //! versions into the checkpoint so memory stays flat.
 
+use crate::kit::keys::KeyOrder;
 use crate::kit::lattice::Lattice;
 use crate::kit::txn::effect_type;
 use causeway_core::clock::Extra;
@@ -337,6 +338,19 @@ impl<T: SnapshotTs> KeyVersions<T> {
         };
         self.base.as_ref().is_some_and(Object::counts)
             || self.versions.iter().any(|v| v.ops.iter().any(counted))
+    }
+
+    /// The type the key's newest state shows (`Object::shown_type`), `None` when it shows
+    /// nothing (deleted, never written, emptied).
+    fn shown_type(&self) -> Option<ObjType> {
+        if let Some(l) = &self.latest {
+            return l.obj.shown_type();
+        }
+        match self.rebuilt_latest() {
+            Some(l) => l.obj.shown_type(),
+            None if self.versions.is_empty() => self.base.as_ref()?.shown_type(),
+            None => None,
+        }
     }
 
     /// [`KeyVersions::latest`] computed from scratch (`None` without versions).
@@ -868,6 +882,11 @@ pub struct Store<T> {
     /// charges for a read below the newest-object cache.
     #[serde(skip)]
     traversed: Cell<u64>,
+    /// A cache, not state (skipped by serde and equality): the keys in listing order
+    /// (`kit::keys`), rebuilt by a listing after the store gained keys (it never drops
+    /// one), so a write pays nothing for it.
+    #[serde(skip)]
+    listed: KeyOrder,
 }
 
 impl<T> Default for Store<T> {
@@ -877,6 +896,7 @@ impl<T> Default for Store<T> {
             unfolded: Some(HashMap::default()),
             missed_keys: RefCell::default(),
             traversed: Cell::default(),
+            listed: KeyOrder::default(),
         }
     }
 }
@@ -952,6 +972,7 @@ impl<T: SnapshotTs> Store<T> {
             unfolded,
             missed_keys,
             traversed: _,
+            listed: _,
         } = self;
         let unfolded = unfolded.get_or_insert_with(|| {
             let held = keys.iter().filter(|(_, k)| !k.is_empty());
@@ -991,6 +1012,17 @@ impl<T: SnapshotTs> Store<T> {
             }
             None => Ok(Object::new(obj_type)),
         }
+    }
+
+    /// Up to `max` keys from position `from` whose newest state shows a value, with the
+    /// type it shows, and the position to go on from (`kit::keys`). The newest state
+    /// includes versions not yet visible to any snapshot (a remote txn received, not yet
+    /// stable): a listing is of what the store holds, not of a snapshot.
+    pub fn list_keys(&mut self, from: u64, max: u32) -> (Vec<(Key, ObjType)>, Option<u64>) {
+        let Store { keys, listed, .. } = self;
+        let shown = |k: &Key| keys.get(k).and_then(KeyVersions::shown_type);
+        let all = || keys.keys().map(|k| (0, k)).collect();
+        listed.list(keys.len(), all, shown, (0, from, max))
     }
 
     /// Versions the reads replayed or scanned since the last call.

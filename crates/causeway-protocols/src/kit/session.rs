@@ -177,6 +177,17 @@ pub trait ClientProtocol {
         let e = core.unsupported("barriers");
         core.answer(ctx, Response::Error(e));
     }
+    /// `Request::ListKeys` (`kit::keys`): send `keys::ask`'s ask in the protocol's message
+    /// and answer with `keys::answered`. Default: unsupported.
+    fn list_keys(
+        &mut self,
+        core: &mut SessionCore,
+        ctx: &mut Ctx<Self::Msg>,
+        _ask: (causeway_core::PartitionId, u64, u32),
+    ) {
+        let e = core.unsupported("listing keys");
+        core.answer(ctx, Response::Error(e));
+    }
     /// Joins `other`'s causal past into this client's (`ClientSession::join_past`; called
     /// only outside a transaction, with no request running). Default: nothing to join.
     fn join_past(&mut self, _core: &mut SessionCore, _other: &Self)
@@ -507,6 +518,11 @@ impl<C: ClientProtocol> Session<C> {
             Request::Token if !in_txn => client.token(core, ctx),
             Request::Attach { token } if !in_txn => client.attach(core, ctx, token),
             Request::Barrier if !in_txn => client.barrier(core, ctx),
+            Request::ListKeys {
+                partition,
+                from,
+                max,
+            } if !in_txn => client.list_keys(core, ctx, (partition, from, max)),
             other => core.answer(ctx, Response::Error(invalid_in_state(&other, in_txn))),
         }
     }

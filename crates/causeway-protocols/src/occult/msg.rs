@@ -249,6 +249,10 @@ pub enum Msg {
     Transfer {
         chunk: Chunk,
     },
+    /// `Request::ListKeys`, session to the node listing a partition (`kit::keys`).
+    ListKeys(crate::kit::keys::ListAsk),
+    /// The answer to `ListKeys`.
+    KeysListed(crate::kit::keys::ListAnswer),
 }
 
 /// One item of a state transfer's image (`node/transfer.rs`).

@@ -12,6 +12,7 @@ use super::msg::{
 };
 use crate::kit::clock::Time;
 use crate::kit::durability::Durability;
+use crate::kit::keys::{KeyOrder, ListAsk};
 use crate::kit::repl::{Received, ReplLog, Siblings};
 use crate::kit::timers::Timers;
 use crate::kit::twopc::{Answer, Decisions};
@@ -109,6 +110,8 @@ pub struct Node {
     me: NodeId,
     dc: DcId,
     store: BTreeMap<Key, Version>,
+    /// The store's keys in listing order (`kit::keys`), a cache.
+    listed: KeyOrder,
     stamps: BTreeMap<u32, u64>,
     locks: BTreeMap<u32, TxnId>,
     prepared: BTreeMap<TxnId, Prepared>,
@@ -163,6 +166,7 @@ impl Node {
             me,
             dc,
             store: BTreeMap::new(),
+            listed: KeyOrder::default(),
             stamps: BTreeMap::new(),
             locks: BTreeMap::new(),
             prepared: BTreeMap::new(),
@@ -1032,6 +1036,22 @@ impl Node {
     pub fn version(&self, key: &Key) -> Option<&Version> {
         self.store.get(key)
     }
+
+    /// `Request::ListKeys` (`kit::keys`): a page of one of this node's partitions, from
+    /// its store as it is (replicated writes applied so far).
+    fn on_list_keys(&mut self, ctx: &mut Ctx<Msg>, from: Addr, ask: ListAsk) {
+        let topo = &self.cfg.topology;
+        let held = topo.node_of(self.dc, ask.partition) == self.me;
+        let list = held.then(|| {
+            let (store, p) = (&self.store, ask.partition.0);
+            let all = || store.keys().map(|k| (topo.partition_of(k).0, k)).collect();
+            let shown = |k: &Key| store.get(k).and_then(|v| v.obj.shown_type());
+            self.listed
+                .list(store.len(), all, shown, (p, ask.from, ask.max))
+        });
+        let answer = crate::kit::keys::answer(&ask, topo.partitions, list);
+        ctx.send(from, Msg::KeysListed(answer));
+    }
 }
 
 impl ServerNode for Node {
@@ -1105,7 +1125,9 @@ impl ServerNode for Node {
             | Msg::WriteReply { .. }
             | Msg::PrepareReply { .. }
             | Msg::Done { .. }
-            | Msg::Refused { .. } => {}
+            | Msg::Refused { .. }
+            | Msg::KeysListed(_) => {}
+            Msg::ListKeys(ask) => self.on_list_keys(ctx, from, ask),
         }
     }
 

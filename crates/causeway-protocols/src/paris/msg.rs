@@ -170,6 +170,10 @@ pub enum Msg {
         ust: u64,
         gc: u64,
     },
+    /// `Request::ListKeys`, session to the node listing a partition (`kit::keys`).
+    ListKeys(crate::kit::keys::ListAsk),
+    /// The answer to `ListKeys`.
+    KeysListed(crate::kit::keys::ListAnswer),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

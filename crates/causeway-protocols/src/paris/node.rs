@@ -11,6 +11,7 @@ use super::part::{BlockedPrepare, BlockedRead, Part, Prepared};
 use super::types::{root_of, Deferred};
 use crate::kit::durability::Durability;
 use crate::kit::gossip::Gossip;
+use crate::kit::keys::ListAsk;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
 use crate::kit::txn::ReadId;
@@ -646,6 +647,7 @@ impl Node {
                 cached,
             } => self.on_commit(ctx, from, (txn, req), start, hwt, updates, cached),
             Msg::Abort { txn } => self.coord.forget(txn),
+            Msg::ListKeys(ask) => self.on_list_keys(ctx, from, ask),
             Msg::ReadSliceReply {
                 rid,
                 partition,
@@ -658,7 +660,7 @@ impl Node {
             } => self.on_prepared(ctx, txn, partition, result),
             Msg::CommitAck { txn, partition } => self.on_commit_ack(ctx, txn, partition),
             Msg::Inquire { txn, partition } => self.on_inquire(ctx, from, txn, partition),
-            Msg::ReadResult { .. } | Msg::CommitResult { .. } => {}
+            Msg::ReadResult { .. } | Msg::CommitResult { .. } | Msg::KeysListed(_) => {}
             msg @ (Msg::ReadSlice { .. }
             | Msg::Prepare { .. }
             | Msg::CommitTxn { .. }
@@ -669,6 +671,15 @@ impl Node {
             | Msg::Gst { .. }
             | Msg::Ust { .. }) => self.dispatch_replication(ctx, from_node, msg),
         }
+    }
+
+    /// `Request::ListKeys` (`kit::keys`): a page of one of this node's partitions, from
+    /// its store as it is (versions not yet visible included).
+    fn on_list_keys(&mut self, ctx: &mut Ctx<Msg>, from: Addr, ask: ListAsk) {
+        let part = self.parts.get_mut(&ask.partition);
+        let list = part.map(|p| p.store.list_keys(ask.from, ask.max));
+        let answer = crate::kit::keys::answer(&ask, self.topo.partitions, list);
+        ctx.send(from, Msg::KeysListed(answer));
     }
 
     /// Routes a message to a partition of this node: a read slice or 2PC.

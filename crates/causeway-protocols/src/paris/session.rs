@@ -174,6 +174,15 @@ impl Client {
 impl ClientProtocol for Client {
     type Msg = Msg;
 
+    fn list_keys(
+        &mut self,
+        core: &mut SessionCore,
+        ctx: &mut Ctx<Msg>,
+        ask: (causeway_core::PartitionId, u64, u32),
+    ) {
+        crate::kit::keys::start(core, ctx, ask, Msg::ListKeys)
+    }
+
     fn begin(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, kind: TxnKind) {
         if kind == TxnKind::Strong {
             let e = core.unsupported("strong transactions");
@@ -289,6 +298,9 @@ impl ClientProtocol for Client {
     }
 
     fn on_message(&mut self, core: &mut SessionCore, ctx: &mut Ctx<Msg>, _from: Addr, msg: Msg) {
+        if let Msg::KeysListed(answer) = msg {
+            return crate::kit::keys::answered(core, ctx, answer);
+        }
         if core.txn.is_none() || !core.running() {
             return; // stale: a request that timed out
         }

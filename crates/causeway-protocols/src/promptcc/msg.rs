@@ -152,6 +152,10 @@ pub enum Msg {
         evt: u64,
         lvt: u64,
     },
+    /// `Request::ListKeys`, session to the node listing a partition (`kit::keys`).
+    ListKeys(crate::kit::keys::ListAsk),
+    /// The answer to `ListKeys`.
+    KeysListed(crate::kit::keys::ListAnswer),
 }
 
 /// A prepared write-only txn at a participant, as persisted.

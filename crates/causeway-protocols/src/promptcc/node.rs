@@ -8,6 +8,7 @@ use super::config::{Config, Flavor, Mutation, Wire, PARKED_MAX};
 use super::msg::{Checkpoint, Msg, PreparedTxn, ReadKind, Record, Updates};
 use super::part::{may_observe_nothing, Part, Pending};
 use crate::kit::durability::Durability;
+use crate::kit::keys::ListAsk;
 use crate::kit::timers::Timers;
 use crate::kit::twopc::Retry;
 use crate::params::{NodeConfig, Params};
@@ -831,6 +832,15 @@ impl Node {
         ctx.send(from, Msg::SnapshotReply { rid, snapshot });
     }
 
+    /// `Request::ListKeys` (`kit::keys`): a page of one of this node's partitions, from
+    /// its store as it is (versions not yet visible included).
+    fn on_list_keys(&mut self, ctx: &mut Ctx<Msg>, from: Addr, ask: ListAsk) {
+        let part = self.parts.get_mut(&ask.partition);
+        let list = part.map(|p| p.store.list_keys(ask.from, ask.max));
+        let answer = crate::kit::keys::answer(&ask, self.topo.partitions, list);
+        ctx.send(from, Msg::KeysListed(answer));
+    }
+
     fn dispatch(&mut self, ctx: &mut Ctx<Msg>, from: Addr, msg: Msg) {
         match msg {
             Msg::Read {
@@ -841,6 +851,8 @@ impl Node {
                 first,
             } => self.on_read(ctx, from, rid, partition, keys, kind, first),
             Msg::Snapshot { rid } => self.on_snapshot(ctx, from, rid),
+            Msg::ListKeys(ask) => self.on_list_keys(ctx, from, ask),
+            Msg::KeysListed(_) => {}
             m @ Msg::Write { .. } if self.write_waits(&m) => self.park_write(ctx, from, m),
             Msg::Write {
                 txn,

@@ -110,6 +110,19 @@ def resp3(port):
     assert pipe.execute() == [1, 2]
 
 
+def key_space(r):
+    r.flushall()
+    assert r.dbsize() == 0 and r.keys("*") == []
+    r.mset({f"u:{i}": i for i in range(100)})
+    r.sadd("tags", "a")
+    assert set(r.scan_iter(count=7)) == {f"u:{i}".encode() for i in range(100)} | {b"tags"}
+    assert set(r.scan_iter(match="u:9*")) == {b"u:9"} | {f"u:{i}".encode() for i in range(90, 100)}
+    assert list(r.scan_iter(_type="set")) == [b"tags"]
+    assert sorted(r.keys("u:1?")) == sorted(f"u:{i}".encode() for i in range(10, 20))
+    assert r.dbsize() == 101 and r.flushdb(asynchronous=True) and r.dbsize() == 0
+    expect_error(lambda: r.scan(cursor="nope"), "invalid cursor")
+
+
 def main():
     port = int(sys.argv[1])
     r = redis.Redis(port=port)
@@ -119,7 +132,8 @@ def main():
     interactive(r)
     sorted_sets(r)
     resp3(port)
-    print(f"ok: redis-py {redis.__version__} basics, pipelining, MULTI/EXEC, TX.*, sorted sets, RESP3")
+    key_space(r)
+    print(f"ok: redis-py {redis.__version__} basics, pipelining, MULTI/EXEC, TX.*, sorted sets, RESP3, SCAN")
 
 
 if __name__ == "__main__":

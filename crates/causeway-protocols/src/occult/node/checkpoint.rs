@@ -62,6 +62,7 @@ impl Node {
         self.seq = self.seq.max(ck.seq);
         self.durable_seq = self.seq;
         self.store = ck.store.into_iter().collect();
+        self.listed.invalidate();
         self.stamps = ck.stamps.into_iter().collect();
         for (txn, coord, writes, shards) in ck.prepared {
             self.recovered_prepared(txn, coord, writes, shards);
