@@ -289,4 +289,12 @@ pub enum Msg {
     TransferAsk {
         partition: PartitionId,
     },
+    /// A member's acceptance, durable, of a Prepare carrying its leader's vote, to the
+    /// coordinator: `f + 1` of one ballot are the partition's vote ([19]).
+    CertAck {
+        txn: TxnId,
+        partition: PartitionId,
+        ballot: paxos::Ballot,
+        vote: Result<u64, String>,
+    },
 }
