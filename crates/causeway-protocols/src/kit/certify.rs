@@ -87,9 +87,17 @@ pub enum CertEntry {
         clock: u64,
         vote: Option<Result<u64, String>>,
     },
-    Decide { txn: TxnId, commit: Option<u64> },
-    Fence { txn: TxnId, asker: NodeId },
-    Heartbeat { clock: u64 },
+    Decide {
+        txn: TxnId,
+        commit: Option<u64>,
+    },
+    Fence {
+        txn: TxnId,
+        asker: NodeId,
+    },
+    Heartbeat {
+        clock: u64,
+    },
 }
 
 /// What the leader tells a coordinator or recovery after applying an entry.

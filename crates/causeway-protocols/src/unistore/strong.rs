@@ -854,7 +854,9 @@ impl Node<UniExt> {
         if full {
             return;
         }
-        let tally = acks.entry((partition, ballot)).or_insert((BTreeSet::new(), vote));
+        let tally = acks
+            .entry((partition, ballot))
+            .or_insert((BTreeSet::new(), vote));
         tally.0.insert(member);
         if tally.0.len() < quorum {
             return;
@@ -994,10 +996,17 @@ impl Node<UniExt> {
 
 /// A member's durable acceptances of Prepares that carry their leader's vote, each to
 /// its txn's coordinator ([19]).
-fn send_acks(ctx: &mut Ctx<Msg>, partition: PartitionId, ballot: paxos::Ballot, values: Vec<(paxos::Slot, CertEntry)>) {
+fn send_acks(
+    ctx: &mut Ctx<Msg>,
+    partition: PartitionId,
+    ballot: paxos::Ballot,
+    values: Vec<(paxos::Slot, CertEntry)>,
+) {
     for (_, entry) in values {
         if let CertEntry::Prepare {
-            t, vote: Some(vote), ..
+            t,
+            vote: Some(vote),
+            ..
         } = entry
         {
             let m = Msg::CertAck {

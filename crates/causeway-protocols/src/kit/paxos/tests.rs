@@ -76,9 +76,7 @@ impl Group {
                     Output::SnapshotNeeded { source, below } => {
                         self.snapshots.push((source, below))
                     }
-                    Output::Accepted { ballot, values } => {
-                        self.accepted.push((i, ballot, values))
-                    }
+                    Output::Accepted { ballot, values } => self.accepted.push((i, ballot, values)),
                 }
             }
             let Some(seq) = synced else {

@@ -244,7 +244,10 @@ pub enum Output<V> {
     /// leaves now (also to itself, when leading): the values it accepted, no-ops left out.
     /// With `f + 1` such acceptances of one ballot a value is chosen, so an embedder may
     /// tell a waiting party directly (UniStore's votes to the coordinator, [19]).
-    Accepted { ballot: Ballot, values: Vec<(Slot, V)> },
+    Accepted {
+        ballot: Ballot,
+        values: Vec<(Slot, V)>,
+    },
 }
 
 /// A proposal was taken.
