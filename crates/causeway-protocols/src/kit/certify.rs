@@ -1,8 +1,9 @@
 //! Certification of strong transactions at one partition (UniStore §6.3, Alg. 3), as a
 //! deterministic state machine over the partition's consensus log: every replica of the
 //! partition applies the same decided [`CertEntry`]s in the same order and so computes the
-//! same votes, strong timestamps and deliveries. Only the leader talks to coordinators;
-//! a new leader continues from the same state.
+//! same votes, strong timestamps and deliveries (a vote the leader computed as it proposed
+//! an entry travels in it: [`Certifier::vote`]). A new leader continues from the same
+//! state.
 //!
 //! - **Prepare** (the certification request of one partition's part of a txn): optimistic
 //!   concurrency control in the log's (certification) order: a txn commits only if its

@@ -12,10 +12,13 @@
 //!   keys, written keys, effects, snapshot) to that partition's group leader: CERTIFY.
 //! - **Certification service** (§6.3, [19]): each partition is a consensus group
 //!   (`kit::paxos`) of its replicas in every DC, led by the replica in the configured
-//!   leader DC while it is up. The leader appends the request to the group's log; every
-//!   replica applies the decided log to the same `kit::certify::Certifier`, so the vote
-//!   (OCC against conflicting txns certified after the snapshot) and the proposed strong
-//!   timestamp are replicated to a majority (f+1) before the leader sends them. The
+//!   leader DC while it is up. The leader votes as it appends the request to the group's
+//!   log ([19]): OCC against conflicting txns certified after the snapshot, on its
+//!   speculative certifier (`spec`), and a proposed strong timestamp, both carried in the
+//!   entry; every replica applies the decided log to the same `kit::certify::Certifier`.
+//!   Each member whose acceptance of the entry is durable sends it to the coordinator
+//!   (`CertAck`): `f + 1` acceptances of one ballot are the partition's vote, one message
+//!   delay before the leader learns the entry is decided. The
 //!   coordinator commits when every participant voted commit, at the max of the
 //!   proposals (the strong timestamp, consistent with the certification order: Property
 //!   5), with a commit vector copying the snapshot's DC entries; it answers the client at
