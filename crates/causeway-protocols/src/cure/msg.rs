@@ -293,4 +293,12 @@ pub enum Msg {
     ListKeys(crate::kit::keys::ListAsk),
     /// The answer to `ListKeys`.
     KeysListed(crate::kit::keys::ListAnswer),
+    /// A member's acceptance, durable, of a Prepare carrying its leader's vote, to the
+    /// coordinator: `f + 1` of one ballot are the partition's vote ([19]).
+    CertAck {
+        txn: TxnId,
+        partition: PartitionId,
+        ballot: paxos::Ballot,
+        vote: Result<u64, String>,
+    },
 }

@@ -1,8 +1,9 @@
 //! Certification of strong transactions at one partition (UniStore §6.3, Alg. 3), as a
 //! deterministic state machine over the partition's consensus log: every replica of the
 //! partition applies the same decided [`CertEntry`]s in the same order and so computes the
-//! same votes, strong timestamps and deliveries. Only the leader talks to coordinators;
-//! a new leader continues from the same state.
+//! same votes, strong timestamps and deliveries (a vote the leader computed as it proposed
+//! an entry travels in it: [`Certifier::vote`]). A new leader continues from the same
+//! state.
 //!
 //! - **Prepare** (the certification request of one partition's part of a txn): optimistic
 //!   concurrency control in the log's (certification) order: a txn commits only if its
@@ -79,10 +80,25 @@ pub struct CertTxn {
 /// One decided entry of a partition's certification log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CertEntry {
-    Prepare { t: CertTxn, clock: u64 },
-    Decide { txn: TxnId, commit: Option<u64> },
-    Fence { txn: TxnId, asker: NodeId },
-    Heartbeat { clock: u64 },
+    /// `vote`: the leader's vote, computed as it proposed the entry ([`Certifier::vote`]
+    /// on its speculative state) and applied as is by every replica, so `f + 1`
+    /// acceptances of the entry are the vote ([19]); `None`: computed as it is applied.
+    Prepare {
+        t: CertTxn,
+        clock: u64,
+        vote: Option<Result<u64, String>>,
+    },
+    Decide {
+        txn: TxnId,
+        commit: Option<u64>,
+    },
+    Fence {
+        txn: TxnId,
+        asker: NodeId,
+    },
+    Heartbeat {
+        clock: u64,
+    },
 }
 
 /// What the leader tells a coordinator or recovery after applying an entry.
@@ -213,7 +229,7 @@ impl Certifier {
     pub fn apply(&mut self, entry: CertEntry) -> Option<Reply> {
         self.applied += 1;
         match entry {
-            CertEntry::Prepare { t, clock } => self.prepare(t, clock),
+            CertEntry::Prepare { t, clock, vote } => self.prepare(t, clock, vote),
             CertEntry::Decide { txn, commit } => {
                 self.decide(txn, commit);
                 None
@@ -249,19 +265,35 @@ impl Certifier {
             .collect()
     }
 
-    fn prepare(&mut self, t: CertTxn, clock: u64) -> Option<Reply> {
+    /// This replica's vote on `t` if it were the next entry: abort on a conflict, else
+    /// commit at a proposed timestamp above every one of this log and above the snapshot.
+    pub fn vote(&self, t: &CertTxn, clock: u64) -> Result<u64, String> {
+        if let Some(why) = self.conflict(t) {
+            return Err(why);
+        }
+        let snap = t.svc.get_extra(causeway_core::clock::Extra::Strong);
+        Ok((self.last + 1).max(clock).max(snap + 1))
+    }
+
+    fn prepare(
+        &mut self,
+        t: CertTxn,
+        clock: u64,
+        vote: Option<Result<u64, String>>,
+    ) -> Option<Reply> {
         let (txn, to) = (t.txn, t.coord);
         if let Some(reply) = self.answer(txn, to) {
             return Some(reply); // a duplicate: the first one voted
         }
-        if let Some(why) = self.conflict(&t) {
-            self.remember(txn, None);
-            let vote = Err(why);
-            return Some(Reply::Vote { txn, to, vote });
-        }
-        let snap = t.svc.get_extra(causeway_core::clock::Extra::Strong);
-        let ts = (self.last + 1).max(clock).max(snap + 1);
-        self.last = ts;
+        let ts = match vote.unwrap_or_else(|| self.vote(&t, clock)) {
+            Ok(ts) => ts,
+            Err(why) => {
+                self.remember(txn, None);
+                let vote = Err(why);
+                return Some(Reply::Vote { txn, to, vote });
+            }
+        };
+        self.last = self.last.max(ts);
         let p = Pending {
             t,
             ts,
@@ -376,6 +408,21 @@ impl Certifier {
         }
         Ok(())
     }
+
+    /// Where `self` and `other`, having applied the same entries, would vote differently
+    /// (their prepared txns, proposals or `last` differ): a leader's speculative
+    /// certifier against its decided one once nothing is pending.
+    pub fn differs_from(&self, other: &Certifier) -> Option<String> {
+        let mine: Vec<(&TxnId, u64)> = self.prepared.iter().map(|(t, p)| (t, p.ts)).collect();
+        let theirs: Vec<(&TxnId, u64)> = other.prepared.iter().map(|(t, p)| (t, p.ts)).collect();
+        if mine != theirs || self.last != other.last || self.committed != other.committed {
+            return Some(format!(
+                "last {} vs {}, prepared {mine:?} vs {theirs:?}",
+                self.last, other.last
+            ));
+        }
+        None
+    }
 }
 
 /// Joins `ct` into the marks of `writes` and `reads`.
@@ -461,7 +508,11 @@ mod tests {
     }
 
     fn prepare(c: &mut Certifier, t: CertTxn, clock: u64) -> Result<u64, String> {
-        vote(c.apply(CertEntry::Prepare { t, clock }))
+        vote(c.apply(CertEntry::Prepare {
+            t,
+            clock,
+            vote: None,
+        }))
     }
 
     #[test]
@@ -582,6 +633,7 @@ mod tests {
         let late = c.apply(CertEntry::Prepare {
             t: cert(7, 0, &[], &["z"]),
             clock: 60,
+            vote: None,
         });
         assert!(matches!(late, Some(Reply::Decided { commit: None, .. })));
     }

@@ -148,6 +148,12 @@ impl Extension for UniExt {
                 partition,
                 commit,
             } => node.on_cert_answer(ctx, from_node, txn, partition, Err(Ok(commit))),
+            Msg::CertAck {
+                txn,
+                partition,
+                ballot,
+                vote,
+            } => node.on_cert_ack(ctx, from_node, txn, partition, ballot, vote),
             Msg::CertDecide {
                 txn,
                 partition,

@@ -61,6 +61,8 @@ pub const STRONG_RETRY_NS: Nanos = 300_000_000;
 /// Default: decided slots a group keeps for a lagging member (at a heartbeat every
 /// 10 ms, about 11 minutes of an idle group).
 pub const STRONG_LOG_KEPT_MAX: u64 = 1 << 16;
+/// Most (partition, ballot) acceptance tallies one coordinated txn keeps.
+pub const ACK_TALLIES_MAX: usize = 64;
 /// Most recoveries one node runs at a time.
 pub const RECOVERIES_MAX: usize = 1024;
 
@@ -115,6 +117,9 @@ pub struct Group {
     pub gc_below: crate::kit::paxos::Slot,
     /// When this member, as leader, last sent `gc_below` to the others.
     pub gc_sent_ns: Nanos,
+    /// As leader: the certifier its log will reach, for the votes it proposes (`strong.rs`,
+    /// `spec`), with the ballot it was built in.
+    pub(super) spec: Option<(paxos::Ballot, Certifier)>,
 }
 
 /// A recovery of an orphaned txn prepared in our group (module doc).
@@ -165,6 +170,8 @@ pub(super) enum Phase {
         votes: Votes<u64>,
         voters: BTreeMap<PartitionId, NodeId>,
         retry: Retry,
+        /// Members' acceptances of a partition's Prepare, per ballot, and its vote ([19]).
+        acks: BTreeMap<(PartitionId, paxos::Ballot), (BTreeSet<usize>, Result<u64, String>)>,
     },
 }
 

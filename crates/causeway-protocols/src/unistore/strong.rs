@@ -12,10 +12,13 @@
 //!   keys, written keys, effects, snapshot) to that partition's group leader: CERTIFY.
 //! - **Certification service** (§6.3, [19]): each partition is a consensus group
 //!   (`kit::paxos`) of its replicas in every DC, led by the replica in the configured
-//!   leader DC while it is up. The leader appends the request to the group's log; every
-//!   replica applies the decided log to the same `kit::certify::Certifier`, so the vote
-//!   (OCC against conflicting txns certified after the snapshot) and the proposed strong
-//!   timestamp are replicated to a majority (f+1) before the leader sends them. The
+//!   leader DC while it is up. The leader votes as it appends the request to the group's
+//!   log ([19]): OCC against conflicting txns certified after the snapshot, on its
+//!   speculative certifier (`spec`), and a proposed strong timestamp, both carried in the
+//!   entry; every replica applies the decided log to the same `kit::certify::Certifier`.
+//!   Each member whose acceptance of the entry is durable sends it to the coordinator
+//!   (`CertAck`): `f + 1` acceptances of one ballot are the partition's vote, one message
+//!   delay before the leader learns the entry is decided. The
 //!   coordinator commits when every participant voted commit, at the max of the
 //!   proposals (the strong timestamp, consistent with the certification order: Property
 //!   5), with a commit vector copying the snapshot's DC entries; it answers the client at
@@ -53,7 +56,8 @@
 
 use super::hooks::UniExt;
 use super::state::{
-    conflict_tokens, Group, Ops, Phase, Recovery, Strong, StrongConfig, StrongStep, RECOVERIES_MAX,
+    conflict_tokens, Group, Ops, Phase, Recovery, Strong, StrongConfig, StrongStep,
+    ACK_TALLIES_MAX, RECOVERIES_MAX,
 };
 use crate::cure::coord_state::{Step, Txn};
 use crate::cure::msg::Msg;
@@ -102,6 +106,7 @@ impl Node<UniExt> {
                 last_proposal: clock,
                 gc_below: 0,
                 gc_sent_ns: 0,
+                spec: None,
             };
             if let Some(ck) = st.restored.remove(p) {
                 g.px.skip_delivery(ck.delivered); // already in the store and certifier
@@ -196,6 +201,7 @@ impl Node<UniExt> {
                     let node = self.topo.node_of(DcId(source as u16), p);
                     ctx.send(Addr::Node(node), Msg::TransferAsk { partition: p });
                 }
+                Output::Accepted { ballot, values } => send_acks(ctx, p, ballot, values),
             }
         }
         if decided.is_empty() {
@@ -208,8 +214,12 @@ impl Node<UniExt> {
                 let txn = *txn;
                 self.strong_state().recovering.remove(&txn);
             }
+            // A vote the leader put in the entry reached the coordinator with its
+            // acceptances (`send_acks`); one computed here goes as before.
+            let acked = matches!(&entry, CertEntry::Prepare { vote: Some(_), .. });
             let g = self.strong_state().groups.get_mut(&p).expect("a group");
-            replies.extend(g.cert.apply(entry));
+            let reply = g.cert.apply(entry);
+            replies.extend(reply.filter(|_| !acked));
         }
         if leader {
             for r in replies {
@@ -235,15 +245,53 @@ impl Node<UniExt> {
         }
     }
 
+    /// Appends `entry` as leader (else nothing: the coordinator's retry finds the leader).
+    /// A Prepare gets its vote here, on the speculative certifier ([19]: the leader votes
+    /// as it proposes, and its followers' acceptances carry the vote to the coordinator).
     fn propose(&mut self, p: PartitionId, entry: CertEntry) {
         let clock = self.time.clock;
-        let Some(g) = self.ext.strong.as_mut().and_then(|s| s.groups.get_mut(&p)) else {
+        let Some(spec) = self.spec(p) else {
             return;
         };
-        // Not the leader or too busy: the coordinator's retry finds the leader.
-        if g.px.propose(clock, entry).is_ok() {
-            g.last_proposal = clock;
+        let entry = match entry {
+            CertEntry::Prepare { t, clock, vote } => {
+                let vote = Some(vote.unwrap_or_else(|| spec.vote(&t, clock)));
+                CertEntry::Prepare { t, clock, vote }
+            }
+            e => e,
+        };
+        spec.apply(entry.clone());
+        spec.take_deliveries(); // the decided certifier delivers
+        let g = self.strong_state().groups.get_mut(&p).expect("a group");
+        match g.px.propose(clock, entry) {
+            Ok(_) => g.last_proposal = clock,
+            Err(_) => g.spec = None, // too busy: the entry is not in the log after all
         }
+    }
+
+    /// The leader's speculative certifier: its decided certifier with every value its
+    /// log will apply next in this ballot (`Paxos::pending_values`), rebuilt when the
+    /// ballot changed. Within one ballot every proposed slot is decided with the
+    /// leader's value unless it loses the ballot, so the votes it computes here are the
+    /// ones its log will hold. None unless leading.
+    fn spec(&mut self, p: PartitionId) -> Option<&mut Certifier> {
+        let g = self.ext.strong.as_mut()?.groups.get_mut(&p)?;
+        let (ballot, pending) = g.px.pending_values()?;
+        if g.spec.as_ref().is_none_or(|(b, _)| *b != ballot) {
+            let mut c = g.cert.clone();
+            for v in pending {
+                c.apply(v.clone());
+            }
+            c.take_deliveries();
+            g.spec = Some((ballot, c));
+        }
+        g.spec.as_mut().map(|(_, c)| c)
+    }
+
+    /// Whether this leader's log holds or will hold an entry about `txn`.
+    fn spec_knows(&mut self, p: PartitionId, txn: TxnId) -> bool {
+        let me = self.me;
+        self.spec(p).is_some_and(|c| c.answer(txn, me).is_some())
     }
 
     fn group(&self, p: PartitionId) -> Option<&Group> {
@@ -291,8 +339,16 @@ impl Node<UniExt> {
             return send_reply(ctx, partition, r);
         }
         if g.px.is_leader() {
+            if self.spec_knows(partition, t.txn) {
+                return; // in our log already: its acceptances or decision answer
+            }
             let clock = self.time.clock;
-            return self.propose(partition, CertEntry::Prepare { t, clock });
+            let entry = CertEntry::Prepare {
+                t,
+                clock,
+                vote: None,
+            };
+            return self.propose(partition, entry);
         }
         match self.leader_node(partition) {
             Some(l) if !forwarded && l != self.me => {
@@ -322,15 +378,20 @@ impl Node<UniExt> {
         // A commit needs our Prepare applied (we voted); an abort may come first (the
         // coordinator saw another participant's abort vote): appended before the Prepare,
         // it fences it, so the late Prepare is answered "aborted".
-        let open = match commit {
-            Some(_) => g.cert.prepared_ts(&txn).is_some(),
-            None => g.cert.decision(&txn).is_none(),
+        let open = |c: &Certifier| match commit {
+            Some(_) => c.prepared_ts(&txn).is_some(),
+            None => c.decision(&txn).is_none(),
         };
-        if !open {
+        if g.px.is_leader() {
+            // The leader's log may hold the Prepare before its decision is applied here
+            // (the coordinator heard the acceptances first): ask the speculative state.
+            if self.spec(partition).is_some_and(|c| open(c)) {
+                self.propose(partition, CertEntry::Decide { txn, commit });
+            }
             return;
         }
-        if g.px.is_leader() {
-            return self.propose(partition, CertEntry::Decide { txn, commit });
+        if g.cert.decision(&txn).is_some() {
+            return; // applied here: the leader has it too (our Prepare may still be due)
         }
         match self.leader_node(partition) {
             Some(l) if !forwarded && l != self.me => {
@@ -360,7 +421,7 @@ impl Node<UniExt> {
         if let Some(r) = g.cert.answer(txn, from) {
             return send_reply(ctx, partition, r);
         }
-        if g.px.is_leader() {
+        if g.px.is_leader() && !self.spec_knows(partition, txn) {
             self.propose(partition, CertEntry::Fence { txn, asker: from });
         }
     }
@@ -670,6 +731,7 @@ impl Node<UniExt> {
             votes,
             voters: BTreeMap::new(),
             retry: Retry::sent_at(clock),
+            acks: BTreeMap::new(),
         };
     }
 
@@ -761,6 +823,54 @@ impl Node<UniExt> {
             let all = votes.all().expect("complete");
             let ts = all.into_iter().max().expect("a participant");
             self.finish_strong(ctx, txn, Some(ts), "");
+        }
+    }
+
+    /// A member accepted our Prepare with its leader's vote: with `f + 1` acceptances of
+    /// one ballot the vote is chosen, the partition's vote ([19]).
+    pub(crate) fn on_cert_ack(
+        &mut self,
+        ctx: &mut Ctx<Msg>,
+        from: NodeId,
+        txn: TxnId,
+        partition: PartitionId,
+        ballot: paxos::Ballot,
+        vote: Result<u64, String>,
+    ) {
+        let quorum = usize::from(self.topo.dcs) / 2 + 1;
+        let member = usize::from(self.topo.dc_of(from).0);
+        let Some(Txn {
+            step:
+                Step::Ext(StrongStep {
+                    phase: Phase::Certify { acks, voters, .. },
+                    ..
+                }),
+            ..
+        }) = self.coord.txns.get_mut(&txn).map(|t| &mut **t)
+        else {
+            return;
+        };
+        if voters.contains_key(&partition) {
+            return; // voted already
+        }
+        let full = acks.len() >= ACK_TALLIES_MAX && !acks.contains_key(&(partition, ballot));
+        if full {
+            return;
+        }
+        let tally = acks
+            .entry((partition, ballot))
+            .or_insert((BTreeSet::new(), vote));
+        tally.0.insert(member);
+        if tally.0.len() < quorum {
+            return;
+        }
+        let vote = tally.1.clone();
+        acks.retain(|(q, _), _| *q != partition);
+        let leader = self.topo.node_of(DcId(ballot.member as u16), partition);
+        self.strong_state().leader_hint.insert(partition, leader);
+        match vote {
+            Ok(ts) => self.coordinator_vote(ctx, leader, txn, partition, ts),
+            Err(why) => self.finish_strong(ctx, txn, None, &why),
         }
     }
 
@@ -873,8 +983,43 @@ impl Node<UniExt> {
             if known > g.cert.known() {
                 return Err(format!("{p:?}: knownVec[strong] {known} above the log's"));
             }
+            // The votes a leader proposed are the ones its log computes.
+            let settled = g.px.pending_values().filter(|(_, v)| v.is_empty());
+            if let (Some((ballot, _)), Some((b, spec))) = (settled, &g.spec) {
+                if *b == ballot {
+                    if let Some(e) = spec.differs_from(&g.cert) {
+                        return Err(format!("{p:?}: the leader's votes diverged: {e}"));
+                    }
+                }
+            }
         }
         Ok(())
+    }
+}
+
+/// A member's durable acceptances of Prepares that carry their leader's vote, each to
+/// its txn's coordinator ([19]).
+fn send_acks(
+    ctx: &mut Ctx<Msg>,
+    partition: PartitionId,
+    ballot: paxos::Ballot,
+    values: Vec<(paxos::Slot, CertEntry)>,
+) {
+    for (_, entry) in values {
+        if let CertEntry::Prepare {
+            t,
+            vote: Some(vote),
+            ..
+        } = entry
+        {
+            let m = Msg::CertAck {
+                txn: t.txn,
+                partition,
+                ballot,
+                vote,
+            };
+            ctx.send(Addr::Node(t.coord), m);
+        }
     }
 }
 

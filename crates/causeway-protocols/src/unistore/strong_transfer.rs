@@ -200,6 +200,7 @@ impl Node<UniExt> {
         let st = self.ext.strong.as_mut().expect("adopted under strong txns");
         let g = st.groups.get_mut(&pid).expect("a group");
         g.cert = image.cert;
+        g.spec = None;
         g.px.redeliver_from(clock, image.delivered);
         self.deliver(pid); // knownVec[strong] of the adopted certifier
         self.pump_group(ctx, pid);

@@ -449,6 +449,23 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
         matches!(&self.role, Role::Leader(l) if l.phase2)
     }
 
+    /// A phase-2 leader's ballot and the values `take_decided` will hand out next while
+    /// it leads that ballot: decided but not taken, then its undecided slots in order,
+    /// then its queued proposals.
+    pub fn pending_values(&self) -> Option<(Ballot, Vec<&V>)> {
+        let Role::Leader(l) = &self.role else {
+            return None;
+        };
+        if !l.phase2 {
+            return None;
+        }
+        let untaken = (self.delivered..self.log.decided_upto())
+            .filter_map(|s| self.log.decided(s).and_then(|v| v.as_ref()));
+        let in_flight = l.in_flight.values().filter_map(|f| f.value.as_ref());
+        let values = untaken.chain(in_flight).chain(self.queued.iter()).collect();
+        Some((l.ballot, values))
+    }
+
     /// The leader this member follows (itself when leading or leader-elect).
     pub fn leader(&self) -> Option<Member> {
         self.leader
@@ -546,10 +563,30 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
     }
 
     fn send(&mut self, to: Member, msg: Msg<V>) {
+        if let Msg::Accepted { ballot, slots, .. } = &msg {
+            self.report_accepted(*ballot, slots);
+        }
         if to == self.cfg.me {
             self.inbox.push_back(msg);
         } else {
             self.outputs.push(Output::Send { to, msg });
+        }
+    }
+
+    /// [`Output::Accepted`] for the slots of an `Accepted` leaving now: the values held
+    /// in that ballot (or decided since).
+    fn report_accepted(&mut self, ballot: Ballot, slots: &[Slot]) {
+        let values: Vec<(Slot, V)> = (slots.iter())
+            .filter_map(|s| {
+                let held = match self.log.accepted.get(s) {
+                    Some((b, v)) if *b == ballot => v.as_ref(),
+                    _ => self.log.decided(*s).and_then(|v| v.as_ref()),
+                };
+                held.map(|v| (*s, v.clone()))
+            })
+            .collect();
+        if !values.is_empty() {
+            self.outputs.push(Output::Accepted { ballot, values });
         }
     }
 

@@ -18,6 +18,8 @@ struct Group {
     cut: BTreeSet<Member>,
     lazy_disk: bool,
     snapshots: Vec<(Member, Slot)>,
+    /// Every `Output::Accepted`: who, in which ballot, which values.
+    accepted: Vec<(Member, Ballot, Vec<(Slot, u64)>)>,
     clock: u64,
 }
 
@@ -46,6 +48,7 @@ impl Group {
             cut: BTreeSet::new(),
             lazy_disk: false,
             snapshots: Vec::new(),
+            accepted: Vec::new(),
             clock: 0,
         }
     }
@@ -73,6 +76,7 @@ impl Group {
                     Output::SnapshotNeeded { source, below } => {
                         self.snapshots.push((source, below))
                     }
+                    Output::Accepted { ballot, values } => self.accepted.push((i, ballot, values)),
                 }
             }
             let Some(seq) = synced else {
@@ -227,6 +231,45 @@ fn a_candidate_persists_its_ballot_before_any_prepare_leaves() {
     );
     g.sync(0);
     assert_eq!(g.wire.len(), 2, "prepares to both others");
+}
+
+#[test]
+fn every_member_reports_its_acceptances_once_they_are_durable() {
+    let mut g = Group::new(3, 0);
+    g.run(100);
+    assert!(g.px(0).is_leader());
+    g.lazy_disk = true;
+    assert_eq!(g.propose(0, 42), Ok(Proposed::Slot(0)));
+    g.run(1);
+    assert!(
+        g.accepted.is_empty(),
+        "nobody's acceptance of slot 0 is durable yet"
+    );
+    g.sync(1);
+    g.run(1);
+    let ballot = g.px(0).promised();
+    assert_eq!(g.accepted, vec![(1, ballot, vec![(0, 42)])]);
+    g.sync(0);
+    g.run(1);
+    assert_eq!(g.accepted.len(), 2, "the leader's own acceptance too");
+    assert_eq!(g.accepted[1], (0, ballot, vec![(0, 42)]));
+    assert_eq!(g.decided(0), vec![(0, 42)]);
+}
+
+#[test]
+fn a_leader_lists_what_its_log_applies_next() {
+    let mut g = Group::new(3, 0);
+    assert_eq!(g.px(0).pending_values(), None, "not leading yet");
+    g.run(100);
+    g.cut.insert(1);
+    g.cut.insert(2);
+    assert_eq!(g.propose(0, 7), Ok(Proposed::Slot(0)));
+    assert_eq!(g.propose(0, 8), Ok(Proposed::Slot(1)));
+    g.run(1);
+    let (ballot, values) = g.px(0).pending_values().expect("leading");
+    assert_eq!(ballot, g.px(0).promised());
+    assert_eq!(values, vec![&7, &8], "undecided, in slot order");
+    assert_eq!(g.px(1).pending_values(), None, "a follower");
 }
 
 #[test]

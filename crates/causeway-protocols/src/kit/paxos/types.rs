@@ -240,6 +240,14 @@ pub enum Output<V> {
     /// copy the embedder's state through `below - 1` from `source`, then call
     /// `install_snapshot(below)`.
     SnapshotNeeded { source: Member, below: Slot },
+    /// This member's acceptance of these slots in `ballot` is durable and its `Accepted`
+    /// leaves now (also to itself, when leading): the values it accepted, no-ops left out.
+    /// With `f + 1` such acceptances of one ballot a value is chosen, so an embedder may
+    /// tell a waiting party directly (UniStore's votes to the coordinator, [19]).
+    Accepted {
+        ballot: Ballot,
+        values: Vec<(Slot, V)>,
+    },
 }
 
 /// A proposal was taken.
