@@ -329,7 +329,7 @@ impl Node<UniExt> {
         &mut self,
         ctx: &mut Ctx<Msg>,
         partition: PartitionId,
-        t: CertTxn,
+        t: Box<CertTxn>,
         forwarded: bool,
     ) {
         let Some(g) = self.group(partition) else {
@@ -354,7 +354,7 @@ impl Node<UniExt> {
             Some(l) if !forwarded && l != self.me => {
                 let m = Msg::CertPrepare {
                     partition,
-                    t: Box::new(t),
+                    t,
                     forwarded: true,
                 };
                 ctx.send(Addr::Node(l), m);
