@@ -84,7 +84,7 @@ pub enum CertEntry {
     /// on its speculative state) and applied as is by every replica, so `f + 1`
     /// acceptances of the entry are the vote ([19]); `None`: computed as it is applied.
     Prepare {
-        t: CertTxn,
+        t: Box<CertTxn>,
         clock: u64,
         vote: Option<Result<u64, String>>,
     },
@@ -229,7 +229,7 @@ impl Certifier {
     pub fn apply(&mut self, entry: CertEntry) -> Option<Reply> {
         self.applied += 1;
         match entry {
-            CertEntry::Prepare { t, clock, vote } => self.prepare(t, clock, vote),
+            CertEntry::Prepare { t, clock, vote } => self.prepare(*t, clock, vote),
             CertEntry::Decide { txn, commit } => {
                 self.decide(txn, commit);
                 None
@@ -509,7 +509,7 @@ mod tests {
 
     fn prepare(c: &mut Certifier, t: CertTxn, clock: u64) -> Result<u64, String> {
         vote(c.apply(CertEntry::Prepare {
-            t,
+            t: Box::new(t),
             clock,
             vote: None,
         }))
@@ -631,7 +631,7 @@ mod tests {
         );
         // The fenced txn's Prepare arrives late: decided abort already.
         let late = c.apply(CertEntry::Prepare {
-            t: cert(7, 0, &[], &["z"]),
+            t: Box::new(cert(7, 0, &[], &["z"])),
             clock: 60,
             vote: None,
         });

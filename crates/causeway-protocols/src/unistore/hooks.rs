@@ -134,7 +134,7 @@ impl Extension for UniExt {
                 partition,
                 t,
                 forwarded,
-            } => node.on_cert_prepare(ctx, partition, *t, forwarded),
+            } => node.on_cert_prepare(ctx, partition, t, forwarded),
             Msg::CertVote {
                 txn,
                 partition,

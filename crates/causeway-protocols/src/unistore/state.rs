@@ -61,6 +61,9 @@ pub const STRONG_RETRY_NS: Nanos = 300_000_000;
 /// Default: decided slots a group keeps for a lagging member (at a heartbeat every
 /// 10 ms, about 11 minutes of an idle group).
 pub const STRONG_LOG_KEPT_MAX: u64 = 1 << 16;
+/// The members (DC indexes) that accepted a Prepare in one ballot, and the vote it holds.
+pub(super) type AckTally = (BTreeSet<usize>, Result<u64, String>);
+
 /// Most (partition, ballot) acceptance tallies one coordinated txn keeps.
 pub const ACK_TALLIES_MAX: usize = 64;
 /// Most recoveries one node runs at a time.
@@ -171,7 +174,7 @@ pub(super) enum Phase {
         voters: BTreeMap<PartitionId, NodeId>,
         retry: Retry,
         /// Members' acceptances of a partition's Prepare, per ballot, and its vote ([19]).
-        acks: BTreeMap<(PartitionId, paxos::Ballot), (BTreeSet<usize>, Result<u64, String>)>,
+        acks: BTreeMap<(PartitionId, paxos::Ballot), AckTally>,
     },
 }
 

@@ -6,6 +6,9 @@ use std::collections::{BTreeSet, VecDeque};
 
 const MS: u64 = 1_000_000;
 
+/// One `Output::Accepted`: the member, its ballot, the values.
+type Acceptance = (Member, Ballot, Vec<(Slot, u64)>);
+
 /// A group with instant FIFO delivery, a shared clock advanced by hand, disks that are
 /// durable at once unless `lazy_disk` (then `sync` makes them so), and cut members whose
 /// messages are lost both ways.
@@ -19,7 +22,7 @@ struct Group {
     lazy_disk: bool,
     snapshots: Vec<(Member, Slot)>,
     /// Every `Output::Accepted`: who, in which ballot, which values.
-    accepted: Vec<(Member, Ballot, Vec<(Slot, u64)>)>,
+    accepted: Vec<Acceptance>,
     clock: u64,
 }
 
