@@ -119,6 +119,7 @@ pub fn type_name(t: ObjType) -> &'static str {
         ObjType::MvReg => "mvreg",
         ObjType::Hash => "hash",
         ObjType::List => "list",
+        ObjType::ZSet => "zset",
     }
 }
 

@@ -106,10 +106,6 @@ mutations! {
         certify_ignores_conflicts = "certify-ignores-conflicts",
         /// The certification groups decide with n/2 votes, not a majority.
         paxos_no_majority = "paxos-no-majority",
-        /// A coordinator takes one member's acceptance of a Prepare as the partition's
-        /// vote, not f+1 of one ballot (breaks [19]'s quorum: a vote the log may never
-        /// hold, lost with its leader).
-        ack_no_quorum = "ack-no-quorum",
         /// A checkpoint leaves out the txns prepared here: one committed after it loses its
         /// writes on this partition after a restart from it (breaks checkpoint.rs).
         checkpoint_drops_prepared = "checkpoint-drops-prepared",
@@ -181,7 +177,6 @@ mutations! {
         no_uniform_barrier,
         certify_ignores_conflicts,
         paxos_no_majority,
-        ack_no_quorum,
         no_state_transfer,
         keeps_overwritten_assign,
     ];

@@ -837,10 +837,7 @@ impl Node<UniExt> {
         ballot: paxos::Ballot,
         vote: Result<u64, String>,
     ) {
-        let quorum = match self.mutation.ack_no_quorum {
-            true => 1,
-            false => usize::from(self.topo.dcs) / 2 + 1,
-        };
+        let quorum = usize::from(self.topo.dcs) / 2 + 1;
         let member = usize::from(self.topo.dc_of(from).0);
         let Some(Txn {
             step:
