@@ -1043,8 +1043,13 @@ impl Node {
         let topo = &self.cfg.topology;
         let held = topo.node_of(self.dc, ask.partition) == self.me;
         let list = held.then(|| {
-            let (store, p) = (&self.store, ask.partition.0);
-            let all = || store.keys().map(|k| (topo.partition_of(k).0, k)).collect();
+            let (store, shards, p) = (&self.store, &self.shards, ask.partition.0);
+            // Keys live where their shard's partition does (`Shards`), not by the
+            // topology's slots.
+            let all = || {
+                let part = |k: &Key| shards.partition(shards.of(k)).0;
+                store.keys().map(|k| (part(k), k)).collect()
+            };
             let shown = |k: &Key| store.get(k).and_then(|v| v.obj.shown_type());
             self.listed
                 .list(store.len(), all, shown, (p, ask.from, ask.max))
