@@ -52,7 +52,9 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// variants at the ends, so earlier messages decode as before).
 /// 18: listing keys (each protocol's `Msg::ListKeys`, `KeysListed`, `kit::keys`) and
 /// UniStore's votes to the coordinator (`Msg::CertAck`, the vote in `CertEntry::Prepare`).
-pub const PEER_WIRE_VERSION: u32 = 18;
+/// 19: UniStore's decisions applied ahead of the log (`Certifier::early` in a transfer's
+/// `StrongImage`; acceptances to every member of a certification group).
+pub const PEER_WIRE_VERSION: u32 = 19;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerFrame {

@@ -106,6 +106,10 @@ mutations! {
         certify_ignores_conflicts = "certify-ignores-conflicts",
         /// The certification groups decide with n/2 votes, not a majority.
         paxos_no_majority = "paxos-no-majority",
+        /// A strong decision heard ahead of the log raises the certifier's `last` (breaks
+        /// unistore/early.rs: a Prepare further down the log proposes below a commit
+        /// already delivered, and `knownVec[strong]` goes back).
+        early_raises_last = "early-raises-last",
         /// A checkpoint leaves out the txns prepared here: one committed after it loses its
         /// writes on this partition after a restart from it (breaks checkpoint.rs).
         checkpoint_drops_prepared = "checkpoint-drops-prepared",
@@ -177,6 +181,7 @@ mutations! {
         no_uniform_barrier,
         certify_ignores_conflicts,
         paxos_no_majority,
+        early_raises_last,
         no_state_transfer,
         keeps_overwritten_assign,
     ];

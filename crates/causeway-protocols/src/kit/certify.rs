@@ -30,7 +30,10 @@
 //! `known` is `knownVec[strong]` of the replica (Property 6): every txn this log will
 //! ever commit has a timestamp above it, so the committed txns at or below it are
 //! delivered (DELIVER_UPDATES, Alg. 3 l.4-8) in timestamp order. It is the lowest
-//! prepared proposal minus one, or `last` when nothing is prepared.
+//! prepared proposal minus one, or `last` when nothing is prepared. A decision heard ahead
+//! of its log entry (`decide_early`) takes its txn out of the prepared ones but leaves
+//! `last` to the log: a Prepare further down the log may propose below that commit, so it
+//! is delivered once the log's `last` passes it, one heartbeat or entry later.
 //!
 //! Conflict relations: `AdHoc` (UniStore's default for ad-hoc strong txns: a common
 //! written key, or one reads a key the other writes; with every txn strong this is
@@ -55,6 +58,9 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// Decisions remembered per partition (for duplicate Prepares and recovery queries).
 pub const DECIDED_KEPT_MAX: usize = 65_536;
+/// Most decisions a replica applies ahead of its log's `Decide` entries at once (past
+/// that, decisions wait for the log).
+pub const EARLY_MAX: usize = 4_096;
 
 /// One partition's part of a strong txn, as its coordinator submits it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,6 +165,8 @@ pub struct Certifier {
     relation: Relation,
     /// The `certify-ignores-conflicts` mutation: every txn is voted commit.
     ignore_conflicts: bool,
+    /// The `early-raises-last` mutation (`decide_early`).
+    early_raises_last: bool,
     last: u64,
     prepared: BTreeMap<TxnId, Pending>,
     decided: BTreeMap<TxnId, Option<u64>>,
@@ -172,6 +180,9 @@ pub struct Certifier {
     /// The join of every committed commit vector (the `All` relation's single mark).
     committed: Vc,
     ready: BTreeMap<(u64, TxnId), Delivery>,
+    /// Decisions applied ahead of the log's `Decide` (`decide_early`), until it applies
+    /// it: a replica that leads later makes sure the log gets them (`unistore/early.rs`).
+    early: BTreeMap<TxnId, Option<u64>>,
     applied: u64,
     /// A decision no agreeing log could hold (see `decide`), reported by the invariants.
     diverged: Option<String>,
@@ -231,7 +242,7 @@ impl Certifier {
         match entry {
             CertEntry::Prepare { t, clock, vote } => self.prepare(*t, clock, vote),
             CertEntry::Decide { txn, commit } => {
-                self.decide(txn, commit);
+                self.decide(txn, commit, true);
                 None
             }
             CertEntry::Fence { txn, asker } => {
@@ -245,6 +256,29 @@ impl Certifier {
                 None
             }
         }
+    }
+
+    /// Applies a decision heard before the log's `Decide` entry (`unistore/early.rs`): the
+    /// outcome is fixed by the votes, and the entry, applied later, changes nothing. Only
+    /// a txn prepared here: false (nothing done) otherwise.
+    pub fn decide_early(&mut self, txn: TxnId, commit: Option<u64>) -> bool {
+        if !self.prepared.contains_key(&txn) || self.early.len() >= EARLY_MAX {
+            return false;
+        }
+        self.decide(txn, commit, self.early_raises_last);
+        self.early.insert(txn, commit);
+        true
+    }
+
+    /// The `early-raises-last` mutation: early decisions count as the log's.
+    pub fn with_early_raises_last(mut self, on: bool) -> Certifier {
+        self.early_raises_last = on;
+        self
+    }
+
+    /// The decisions applied ahead of the log's `Decide` entries.
+    pub fn early(&self) -> &BTreeMap<TxnId, Option<u64>> {
+        &self.early
     }
 
     /// Committed txns not delivered yet (their timestamp is above `known`).
@@ -347,7 +381,17 @@ impl Certifier {
         ))
     }
 
-    fn decide(&mut self, txn: TxnId, commit: Option<u64>) {
+    /// A decision: from the log (`logged`), or heard ahead of it (`decide_early`). Only
+    /// the log's entries raise `last`: the leader proposes above the `last` of its log, so
+    /// a Prepare further down the log may carry a timestamp below a commit heard early,
+    /// and `known` must stay below it until the log passes the commit (module doc).
+    fn decide(&mut self, txn: TxnId, commit: Option<u64>, logged: bool) {
+        if logged {
+            self.early.remove(&txn);
+            if let Some(ts) = commit {
+                self.last = self.last.max(ts);
+            }
+        }
         let Some(p) = self.prepared.remove(&txn) else {
             if self.decision(&txn).is_none() {
                 self.remember(txn, commit);
@@ -364,7 +408,6 @@ impl Certifier {
             let e = format!("{txn:?} committed at {ts}, below our proposal {}", p.ts);
             self.diverged.get_or_insert(e);
         }
-        self.last = self.last.max(ts);
         let mut ct = p.t.svc.clone();
         ct.set_extra(causeway_core::clock::Extra::Strong, ts);
         self.committed.join(&ct);
@@ -586,6 +629,53 @@ mod tests {
         let mut m = Certifier::new(Relation::AdHoc, true);
         prepare(&mut m, cert(1, 0, &[], &["x"]), 10).unwrap();
         assert!(prepare(&mut m, cert(2, 0, &[], &["x"]), 11).is_ok());
+    }
+
+    #[test]
+    fn an_early_decision_delivers_once_the_logs_last_passes_it_and_its_entry_is_a_no_op() {
+        let mut c = Certifier::new(Relation::AdHoc, false);
+        let a = prepare(&mut c, cert(1, 0, &[], &["a"]), 100).unwrap();
+        // Committed at a timestamp another participant proposed, above our log.
+        let commit = a + 50;
+        assert!(c.decide_early(txn(1), Some(commit)));
+        assert!(
+            !c.decide_early(txn(9), Some(commit)),
+            "only a txn prepared here"
+        );
+        assert_eq!(c.early().len(), 1);
+        assert_eq!(c.known(), a, "the log's last, not the commit heard early");
+        assert!(
+            c.take_deliveries().is_empty(),
+            "a Prepare down the log may go below it"
+        );
+        let b = prepare(&mut c, cert(2, 0, &[], &["b"]), 120).unwrap();
+        assert!(
+            b < commit,
+            "the leader proposed without the decision: {b} < {commit}"
+        );
+        assert_eq!(c.known(), b - 1);
+        c.apply(CertEntry::Heartbeat { clock: commit + 10 });
+        assert_eq!(c.known(), b - 1, "still below the prepared txn");
+        c.apply(CertEntry::Decide {
+            txn: txn(2),
+            commit: Some(b),
+        });
+        let order: Vec<TxnId> = c.take_deliveries().into_iter().map(|d| d.txn).collect();
+        assert_eq!(
+            order,
+            vec![txn(2), txn(1)],
+            "timestamp order across early and logged"
+        );
+        c.apply(CertEntry::Decide {
+            txn: txn(1),
+            commit: Some(commit),
+        });
+        assert!(
+            c.early().is_empty(),
+            "the log's entry forgets the early decision"
+        );
+        assert!(c.take_deliveries().is_empty(), "and delivers nothing twice");
+        c.check_invariants().unwrap();
     }
 
     #[test]

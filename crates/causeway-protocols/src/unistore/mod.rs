@@ -32,6 +32,7 @@
 //! certified centrally by partition 0's group);
 //! `causal` is `unistore` with `strong_txns = false`.
 
+mod early;
 mod hooks;
 mod state;
 mod strong;
@@ -350,6 +351,9 @@ const SWEEPS: &[Sweep] = &[
     Sweep::caught(
         "--mutation paxos-no-majority --faults all --seeds 1..40 --strong-ratio 0.3 --keys 20",
     ),
+    // Decisions heard ahead of the log that raise `last`: a later Prepare proposes below
+    // a commit already delivered (`knownVec[strong]` above the log's).
+    Sweep::caught("--mutation early-raises-last --faults none --seeds 1..3 --strong-ratio 0.3"),
     // Long outages: from the senders' logs, then causal-only by state transfer, then with
     // strong txns (the transfer carries the groups' certification state).
     Sweep::pass("--faults long-outage --set silent_sibling_ns=300000000 --seeds 1..6"),

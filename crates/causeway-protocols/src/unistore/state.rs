@@ -123,6 +123,21 @@ pub struct Group {
     /// As leader: the certifier its log will reach, for the votes it proposes (`strong.rs`,
     /// `spec`), with the ballot it was built in.
     pub(super) spec: Option<(paxos::Ballot, Certifier)>,
+    /// Decisions heard before the log applied them (`early.rs`).
+    pub(super) early: Early,
+}
+
+/// Most decisions a member keeps heard before its log applied their Prepare.
+pub const EARLY_HEARD_MAX: usize = 4_096;
+
+/// A member's decisions heard ahead of its log (`early.rs`); those applied are in the
+/// certifier (`Certifier::early`).
+#[derive(Debug, Default)]
+pub(super) struct Early {
+    /// Heard, the Prepare not applied yet: the decision.
+    pub(super) heard: BTreeMap<TxnId, Option<u64>>,
+    /// As leader: the txns applied early at the last check, and when it ran.
+    pub(super) seen: (BTreeSet<TxnId>, Nanos),
 }
 
 /// A recovery of an orphaned txn prepared in our group (module doc).

@@ -22,14 +22,17 @@
 //!   coordinator commits when every participant voted commit, at the max of the
 //!   proposals (the strong timestamp, consistent with the certification order: Property
 //!   5), with a commit vector copying the snapshot's DC entries; it answers the client at
-//!   once (the votes in the logs fix the outcome) and sends the decision to each leader,
-//!   which appends it to its log.
+//!   once (the votes in the logs fix the outcome) and sends the decision to every replica
+//!   of every participant: the leader appends it to its log, and each replica applies it
+//!   as soon as its log has the Prepare, ahead of that entry (`early.rs`).
 //! - **DELIVER_UPDATES** (Alg. 3 l.4-8): every replica applies committed txns to its
 //!   store in strong-timestamp order up to `known` and sets `knownVec[strong]` (the strong
 //!   entry of `pvc`), which the DC's stabilization turns into `stableVec[strong]`.
 //!   Strong txns do not enter the causal replication streams.
 //! - **Heartbeats** (Alg. 3 l.9): a leader whose group proposed nothing for
-//!   `strong_heartbeat_ns` appends a heartbeat carrying its clock.
+//!   `strong_heartbeat_ns` appends a heartbeat carrying its clock. Every replica learns a
+//!   decided entry from the acceptances (`kit::paxos`'s `learn_from_acceptances`), so the
+//!   replicas of a DC see a heartbeat one message delay after the acceptors do.
 //!
 //! # Decisions where the paper is silent
 //!
@@ -90,8 +93,15 @@ impl Node<UniExt> {
         let leader = usize::from(self.strong_cfg().leader_dc).min(dcs - 1);
         let mut pcfg = paxos::Config::new(dcs, d, leader);
         pcfg.mutations.no_majority = self.mutation.paxos_no_majority;
+        // Every replica learns its group's decisions from the acceptances, one message
+        // delay after them: a heartbeat's (or a Prepare's) decision reaches the replicas
+        // of the coordinator's DC as its acceptances reach the coordinator, not a round
+        // trip to a majority later, so `knownVec[strong]` of a partition a strong txn did
+        // not touch passes its timestamp about when the client hears the commit.
+        pcfg.learn_from_acceptances = true;
         let relation = self.strong_cfg().relation;
         let ignore = self.mutation.certify_ignores_conflicts;
+        let raises = self.mutation.early_raises_last;
         let pids: Vec<PartitionId> = self.parts.keys().copied().collect();
         let Some(st) = self.ext.strong.as_mut() else {
             return;
@@ -102,11 +112,12 @@ impl Node<UniExt> {
                 .expect("the certification log replays");
             let mut g = Group {
                 px,
-                cert: Certifier::new(relation, ignore),
+                cert: Certifier::new(relation, ignore).with_early_raises_last(raises),
                 last_proposal: clock,
                 gc_below: 0,
                 gc_sent_ns: 0,
                 spec: None,
+                early: Default::default(),
             };
             if let Some(ck) = st.restored.remove(p) {
                 g.px.skip_delivery(ck.delivered); // already in the store and certifier
@@ -226,6 +237,7 @@ impl Node<UniExt> {
                 send_reply(ctx, p, r);
             }
         }
+        self.early_after_log(p);
         self.deliver(p);
         self.serve_waiting(ctx);
     }
@@ -248,7 +260,7 @@ impl Node<UniExt> {
     /// Appends `entry` as leader (else nothing: the coordinator's retry finds the leader).
     /// A Prepare gets its vote here, on the speculative certifier ([19]: the leader votes
     /// as it proposes, and its followers' acceptances carry the vote to the coordinator).
-    fn propose(&mut self, p: PartitionId, entry: CertEntry) {
+    pub(super) fn propose(&mut self, p: PartitionId, entry: CertEntry) {
         let clock = self.time.clock;
         let Some(spec) = self.spec(p) else {
             return;
@@ -388,11 +400,12 @@ impl Node<UniExt> {
             if self.spec(partition).is_some_and(|c| open(c)) {
                 self.propose(partition, CertEntry::Decide { txn, commit });
             }
-            return;
+            return self.decide_early(ctx, partition, txn, commit);
         }
         if g.cert.decision(&txn).is_some() {
             return; // applied here: the leader has it too (our Prepare may still be due)
         }
+        self.decide_early(ctx, partition, txn, commit);
         match self.leader_node(partition) {
             Some(l) if !forwarded && l != self.me => {
                 let m = Msg::CertDecide {
@@ -444,6 +457,7 @@ impl Node<UniExt> {
             self.propose(p, CertEntry::Heartbeat { clock });
         }
         self.strong_gc(ctx);
+        self.early_to_log();
         self.start_recoveries();
         self.retry_recoveries(ctx);
         self.coordinator_retries(ctx);
@@ -884,16 +898,19 @@ impl Node<UniExt> {
             self.coord.txns.insert(txn, t);
             return;
         };
-        if let Phase::Certify { parts, voters, .. } = &s.phase {
+        if let Phase::Certify { parts, .. } = &s.phase {
+            // To every replica of every participant (`early.rs`): the leader appends the
+            // decision, and each replica applies it as soon as its log has the Prepare.
             for p in parts.keys() {
-                let to = voters.get(p).copied().unwrap_or(self.cert_target(*p));
-                let m = Msg::CertDecide {
-                    txn,
-                    partition: *p,
-                    commit,
-                    forwarded: false,
-                };
-                ctx.send(Addr::Node(to), m);
+                for dc in 0..self.topo.dcs {
+                    let m = Msg::CertDecide {
+                        txn,
+                        partition: *p,
+                        commit,
+                        forwarded: true,
+                    };
+                    ctx.send(Addr::Node(self.topo.node_of(DcId(dc), *p)), m);
+                }
             }
         }
         let result = match commit {

@@ -173,6 +173,10 @@ impl Node<UniExt> {
         let st = self.ext.strong.as_ref().expect("strong txns on");
         let g = st.groups.get(&pid).expect("a group");
         let mut again: BTreeSet<TxnId> = image.cert.pending_txns().collect();
+        // Decided here early but prepared in the image: decided early again after the
+        // adoption (`adopt_strong`), so delivered again.
+        let early = g.cert.early().keys();
+        again.extend(early.filter(|t| image.cert.prepared_ts(t).is_some()));
         for slot in image.delivered..g.px.delivered() {
             let entry =
                 g.px.decided_value(slot)
@@ -199,9 +203,14 @@ impl Node<UniExt> {
         let clock = self.time.clock;
         let st = self.ext.strong.as_mut().expect("adopted under strong txns");
         let g = st.groups.get_mut(&pid).expect("a group");
+        // Decisions applied early to the replaced certifier apply again to the image's
+        // prepared txns (`early.rs`): knownVec[strong] does not go back.
+        let mine: Vec<_> = g.cert.early().iter().map(|(t, c)| (*t, *c)).collect();
+        g.early.heard.extend(mine);
         g.cert = image.cert;
         g.spec = None;
         g.px.redeliver_from(clock, image.delivered);
+        self.early_after_log(pid);
         self.deliver(pid); // knownVec[strong] of the adopted certifier
         self.pump_group(ctx, pid);
     }

@@ -4,6 +4,7 @@
 use super::types::{Ballot, Msg, Output, Record, Slot};
 use super::{Ahead, Ask, Member, Paxos, Role, Timer};
 use serde::{de::DeserializeOwned, Serialize};
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
@@ -175,6 +176,17 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
             self.persist(Record::Promised { ballot });
         }
         let decided_upto = self.log.decided_upto();
+        if self.cfg.learn_from_acceptances && !slots.is_empty() {
+            let learners: Vec<Member> = self.others().filter(|m| *m != from).collect();
+            for m in learners {
+                let copy = Msg::Accepted {
+                    ballot,
+                    decided_upto,
+                    slots: slots.clone(),
+                };
+                self.send_durable(m, copy);
+            }
+        }
         self.send_durable(
             from,
             Msg::Accepted {
@@ -186,6 +198,40 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
         if upto > decided_upto {
             self.ask_catch_up(from);
         }
+    }
+
+    /// A learner (`learn_from_acceptances`) counts `from`'s durable acceptance of `slots`
+    /// in `ballot`, the ballot it follows, and learns the slots a majority accepted there,
+    /// in slot order from its decided prefix: the leader's own rule for deciding
+    /// (`advance`), so what it learns is what the leader decides; what it accepted in
+    /// that ballot is the value (`learn_commit`), one value per slot per ballot.
+    pub(super) fn count_acceptances(&mut self, from: Member, ballot: Ballot, slots: &[Slot]) {
+        if ballot != self.log.promised {
+            return;
+        }
+        if self.acks.0 != ballot {
+            self.acks = (ballot, BTreeMap::new());
+        }
+        let d = self.log.decided_upto();
+        let limit = d + self.cfg.accept_window();
+        for s in slots.iter().filter(|s| (d..limit).contains(*s)) {
+            self.acks.1.entry(*s).or_default().insert(from);
+        }
+        let quorum = self.cfg.quorum();
+        let mut upto = d;
+        while self.acks.1.get(&upto).is_some_and(|a| a.len() >= quorum) {
+            upto += 1;
+        }
+        if upto > d {
+            if self.cfg.mutations.learn_any_value {
+                for (_, (b, _)) in self.log.accepted.range_mut(d..upto) {
+                    *b = ballot;
+                }
+            }
+            self.learn_commit(ballot, upto);
+        }
+        let kept = self.acks.1.split_off(&self.log.decided_upto());
+        self.acks.1 = kept;
     }
 
     fn on_heartbeat(&mut self, from: Member, ballot: Ballot, upto: Slot) {

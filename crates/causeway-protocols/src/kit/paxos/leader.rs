@@ -310,6 +310,9 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
     ) {
         let now = self.now;
         let Role::Leader(l) = &mut self.role else {
+            if self.cfg.learn_from_acceptances {
+                self.count_acceptances(from, ballot, &slots);
+            }
             return;
         };
         if l.ballot != ballot {

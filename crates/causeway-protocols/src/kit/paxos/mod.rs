@@ -33,6 +33,11 @@
 //!   its prefix only slots it decided itself or learned before proposing anything (a
 //!   leader in phase 2 ignores `Decided` messages). A member whose prefix is below the
 //!   leader's asks `CatchUp(from)` and gets `Decided` values, `batch_max` at a time.
+//!   With `learn_from_acceptances` every member is a learner: an acceptor sends its
+//!   `Accepted` to every member, and a follower that counts a majority of durable
+//!   acceptances of a slot in the ballot it follows, and accepted that slot in that
+//!   ballot itself, holds the decided value (the leader's own rule, one message delay
+//!   after the acceptors instead of a round trip to the leader and back).
 //!   [`Paxos::take_decided`] delivers decisions in slot order, each once per incarnation.
 //!
 //! # Choices Paxos leaves open
@@ -132,7 +137,7 @@ use causeway_core::Nanos;
 use leader::{Candidate, Leader};
 use log::Log;
 use serde::{de::DeserializeOwned, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Debug;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -196,6 +201,9 @@ pub struct Paxos<V> {
     dropped: Vec<V>,
     ask: Option<Ask>,
     snapshot_needed: Option<Slot>,
+    /// A follower's count of the acceptances of `acks.0`'s slots above its decided prefix
+    /// (with `learn_from_acceptances`; within the accept window).
+    acks: (Ballot, BTreeMap<Slot, BTreeSet<Member>>),
     now: Nanos,
 }
 
@@ -232,6 +240,7 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
             queued: VecDeque::new(),
             dropped: Vec::new(),
             ask: None,
+            acks: (Ballot::ZERO, BTreeMap::new()),
             snapshot_needed: None,
             now,
         };
@@ -563,8 +572,16 @@ impl<V: Clone + Debug + Serialize + DeserializeOwned> Paxos<V> {
     }
 
     fn send(&mut self, to: Member, msg: Msg<V>) {
+        // An acceptance leaves for its leader once (copies to the other learners are not
+        // reported again); a follower counts its own, durable by now, as a learner.
         if let Msg::Accepted { ballot, slots, .. } = &msg {
-            self.report_accepted(*ballot, slots);
+            if to == ballot.member {
+                self.report_accepted(*ballot, slots);
+                if ballot.member != self.cfg.me && self.cfg.learn_from_acceptances {
+                    let (ballot, slots) = (*ballot, slots.clone());
+                    self.count_acceptances(self.cfg.me, ballot, &slots);
+                }
+            }
         }
         if to == self.cfg.me {
             self.inbox.push_back(msg);

@@ -134,6 +134,8 @@ impl Sim {
                 cfg.in_flight_max = 4;
                 cfg.batch_max = 8;
                 cfg.mutations = mutations;
+                // Odd seeds run with every member a learner (UniStore's setting).
+                cfg.learn_from_acceptances = seed % 2 == 1;
                 let offset_ns = rng.below(1_000) * MS;
                 Node {
                     px: Some(Paxos::new(cfg.clone(), offset_ns)),

@@ -223,6 +223,79 @@ fn promises_and_acceptances_leave_only_once_their_records_are_durable() {
     px.check_invariants().unwrap();
 }
 
+/// Member 2 of 3 accepts slot 0 from leader 0 in `ballot` (durably), then hears member
+/// 1's acceptance of it in `other`.
+fn learner_hears(learn: bool, other: Ballot) -> (Paxos<u64>, Vec<Output<u64>>) {
+    let mut cfg = Config::new(3, 2, 0);
+    cfg.learn_from_acceptances = learn;
+    let mut px: Paxos<u64> = Paxos::new(cfg, 0);
+    let ballot = Ballot {
+        round: 4,
+        member: 0,
+    };
+    let entries = vec![(0, Some(7))];
+    let accept = Msg::Accept {
+        ballot,
+        decided_upto: 0,
+        entries,
+    };
+    px.handle_message(0, 0, accept);
+    px.handle_persisted(0, 1);
+    let out = px.take_outputs();
+    let accepted = Msg::Accepted {
+        ballot: other,
+        decided_upto: 0,
+        slots: vec![0],
+    };
+    px.handle_message(0, 1, accepted);
+    (px, out)
+}
+
+#[test]
+fn a_learner_decides_a_slot_from_a_majority_of_acceptances_in_its_ballot() {
+    let ballot = Ballot {
+        round: 4,
+        member: 0,
+    };
+    let (mut px, out) = learner_hears(true, ballot);
+    let to: Vec<Member> = (out.iter())
+        .filter_map(|o| match o {
+            Output::Send {
+                to,
+                msg: Msg::Accepted { .. },
+            } => Some(*to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        to,
+        vec![1, 0],
+        "its acceptance goes to the other learner and the leader"
+    );
+    assert_eq!(
+        px.take_decided(),
+        vec![(0, 7)],
+        "its own and member 1's acceptances are a majority: no commit index needed"
+    );
+    px.check_invariants().unwrap();
+    let (mut px, _) = learner_hears(false, ballot);
+    assert_eq!(
+        px.take_decided(),
+        vec![],
+        "without learning, only the leader decides"
+    );
+    let older = Ballot {
+        round: 3,
+        member: 1,
+    };
+    let (mut px, _) = learner_hears(true, older);
+    assert_eq!(
+        px.take_decided(),
+        vec![],
+        "an acceptance in another ballot counts for nothing"
+    );
+}
+
 #[test]
 fn a_candidate_persists_its_ballot_before_any_prepare_leaves() {
     let mut g = Group::new(3, 0);
@@ -714,6 +787,11 @@ fn the_sweep_catches_quorums_of_n_over_2() {
 fn the_sweep_catches_a_leader_skipping_phase_one_recovery() {
     assert!(caught("paxos-skip-recovery", 3).is_some());
     assert!(caught("paxos-skip-recovery", 5).is_some());
+}
+
+#[test]
+fn the_sweep_catches_a_learner_deciding_its_own_older_value() {
+    assert!(caught("paxos-learn-any-value", 3).is_some());
 }
 
 #[test]

@@ -35,6 +35,9 @@ mutations! {
         no_majority = "paxos-no-majority",
         /// A new leader ignores the values its promises report.
         skip_recovery = "paxos-skip-recovery",
+        /// A learner counting acceptances decides the value it accepted itself, whatever
+        /// the ballot it accepted it in.
+        learn_any_value = "paxos-learn-any-value",
     }
     /// Deliberately broken variants, for showing that the simulator catches them.
     pub const MUTATIONS;
@@ -73,6 +76,12 @@ pub struct Config {
     pub in_flight_max: usize,
     /// Entries per message (at most [`BATCH_MAX`], at least twice `in_flight_max`).
     pub batch_max: usize,
+    /// Every member learns decisions from the acceptances: an acceptor sends its
+    /// `Accepted` to every member, not to the leader alone, and a follower that counts a
+    /// majority of acceptances of a slot in the ballot it accepted it in knows the slot
+    /// decided one message delay after the acceptors, where the leader's commit index
+    /// reaches it a round trip later (more messages: n - 1 per acceptance, not one).
+    pub learn_from_acceptances: bool,
     pub mutations: Mutations,
 }
 
@@ -88,6 +97,7 @@ impl Config {
             resend_ns: RESEND_NS,
             in_flight_max: IN_FLIGHT_MAX,
             batch_max: BATCH_MAX,
+            learn_from_acceptances: false,
             mutations: Mutations::default(),
         }
     }
