@@ -265,12 +265,15 @@ pub struct SimConfig {
     /// its replication is slowed, its clients' requests are not (Occult §8.3, Fig. 8).
     pub slow_replication: Vec<(u32, Nanos)>,
     /// (nodes per DC, extra one-way ns): slows, as `slow_replication` does, the replication
-    /// into the nodes of each DC holding the hottest keys (Occult §8.3, Fig. 8c: hot nodes
-    /// slowed in decreasing order of load). Walking the keys from the hottest (the lowest
-    /// indexes: the workload's Zipf draws `k0` most), each DC takes the first distinct
-    /// nodes holding one under the protocol's placement
-    /// (`causeway_protocols::Protocol::partition_of_key`; see `faults::hot_nodes`).
+    /// into the slave nodes of each DC with the most read load (Occult §8.3, Fig. 8c: hot
+    /// nodes slowed in decreasing order of load): a node's load is the Zipf weight of the
+    /// keys it holds as a slave (not in the partition's master DC) under the protocol's
+    /// placement (`causeway_protocols::Protocol::partition_of_key`; `faults::hot_nodes`).
     pub slow_hot_replication: Option<(u32, Nanos)>,
+    /// (nodes per DC, extra one-way ns): as `slow_hot_replication`, the slave nodes of
+    /// each DC with the least read load (Occult §8.3, Fig. 8a/8b: tail nodes, whose masters
+    /// have spare capacity; `faults::tail_nodes`).
+    pub slow_tail_replication: Option<(u32, Nanos)>,
     /// A fixed clock offset per DC in ms (index = DC), added to any drawn skew: NTP-synced
     /// DCs whose clocks differ (Occult §5, §8.2.1: South Carolina about 22 ms ahead).
     pub dc_clock_offsets_ms: Vec<f64>,
@@ -364,6 +367,7 @@ impl Default for SimConfig {
             checkpoint_records: CHECKPOINT_RECORDS_DEFAULT,
             slow_replication: Vec::new(),
             slow_hot_replication: None,
+            slow_tail_replication: None,
             dc_clock_offsets_ms: Vec::new(),
         }
     }
@@ -661,14 +665,16 @@ impl SimConfig {
         if !(0.0..=5.0).contains(&self.zipf) {
             return Err("--zipf must be between 0 and 5".into());
         }
-        if let Some((n, _)) = self
-            .slow_hot_replication
-            .filter(|(n, _)| *n > self.nodes_per_dc)
-        {
-            return Err(format!(
-                "slow_hot_replication slows {n} nodes per DC of {}",
-                self.nodes_per_dc
-            ));
+        for (name, slowed) in [
+            ("slow_hot_replication", self.slow_hot_replication),
+            ("slow_tail_replication", self.slow_tail_replication),
+        ] {
+            if let Some((n, _)) = slowed.filter(|(n, _)| *n > self.nodes_per_dc) {
+                return Err(format!(
+                    "{name} slows {n} nodes per DC of {}",
+                    self.nodes_per_dc
+                ));
+            }
         }
         if let Some(m) = &self.inter_dc_one_way_ms {
             let n = usize::from(self.dcs);

@@ -13,39 +13,73 @@ use crate::world::T0;
 use causeway_core::clock::Nanos;
 use causeway_core::Topology;
 
-/// The nodes of each DC holding the hottest keys, `per_dc` of them per DC: walking the
-/// keys from the hottest (`k0`, which the workload's Zipf draws most), each key's node in
-/// every DC replicating it (under the protocol's placement, `Entry::partition_of_key`),
-/// until every DC has `per_dc` distinct ones (or the keys run out). In order of heat.
-pub fn hot_nodes(config: &SimConfig, per_dc: u32) -> Result<Vec<u32>, String> {
-    assert!(per_dc <= config.nodes_per_dc, "more hot nodes than nodes");
+/// Each DC's slave nodes with the read load the workload puts on them as slaves, heaviest
+/// first: a key's node in a DC that replicates its partition without being the partition's
+/// master DC (`Topology::master_of`) holds it as a slave (Occult §8.3 slows the
+/// replication into slave nodes: a master applies its own writes, so slowing the
+/// replication into it delays none of them). A key's load is its Zipf weight (`k_i` is
+/// drawn in proportion to `1 / (i + 1)^zipf`), found under the protocol's placement
+/// (`Entry::partition_of_key`). Ties go to the lower node id.
+fn slaves_by_load(config: &SimConfig) -> Result<Vec<Vec<u32>>, String> {
     let entry = causeway_protocols::entry(&config.protocol)?;
     let topology = config.topology();
-    let mut by_dc: Vec<Vec<u32>> = vec![Vec::new(); usize::from(config.dcs)];
+    let mut load: Vec<std::collections::BTreeMap<u32, f64>> =
+        vec![Default::default(); usize::from(config.dcs)];
     for index in 0..config.keys {
-        if by_dc.iter().all(|nodes| nodes.len() as u32 >= per_dc) {
-            break;
-        }
         let key = crate::workload::Workload::key(index);
         let partition = entry.partition_of_key(&config.section, &topology, &key)?;
-        for dc in topology.replicas_of(partition) {
+        let weight = (f64::from(index) + 1.0).powf(-config.zipf);
+        let master = topology.master_of(partition);
+        for dc in topology
+            .replicas_of(partition)
+            .into_iter()
+            .filter(|d| *d != master)
+        {
             let node = topology.node_of(dc, partition).0;
-            let nodes = &mut by_dc[usize::from(dc.0)];
-            if (nodes.len() as u32) < per_dc && !nodes.contains(&node) {
-                nodes.push(node);
-            }
+            *load[usize::from(dc.0)].entry(node).or_insert(0.0) += weight;
         }
     }
-    Ok(by_dc.into_iter().flatten().collect())
+    Ok(load
+        .into_iter()
+        .map(|nodes| {
+            let mut nodes: Vec<(u32, f64)> = nodes.into_iter().collect();
+            nodes.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            nodes.into_iter().map(|(n, _)| n).collect()
+        })
+        .collect())
 }
 
-/// `SimConfig::slow_replication` with `slow_hot_replication`'s nodes added ([`hot_nodes`]):
-/// the (node, extra one-way ns) the network slows.
+/// The `per_dc` slave nodes of each DC with the most read load ([`slaves_by_load`]), in
+/// decreasing order of load (Occult §8.3, Fig. 8c: "in decreasing order of load, starting
+/// from the hottest node"); fewer where a DC has fewer slave nodes.
+pub fn hot_nodes(config: &SimConfig, per_dc: u32) -> Result<Vec<u32>, String> {
+    assert!(per_dc <= config.nodes_per_dc, "more hot nodes than nodes");
+    let by_dc = slaves_by_load(config)?;
+    let take = |nodes: Vec<u32>| nodes.into_iter().take(per_dc as usize);
+    Ok(by_dc.into_iter().flat_map(take).collect())
+}
+
+/// The `per_dc` slave nodes of each DC with the least read load ([`slaves_by_load`]),
+/// the lightest first: Occult §8.3's tail nodes, whose masters have spare capacity.
+pub fn tail_nodes(config: &SimConfig, per_dc: u32) -> Result<Vec<u32>, String> {
+    assert!(per_dc <= config.nodes_per_dc, "more tail nodes than nodes");
+    let by_dc = slaves_by_load(config)?;
+    let take = |nodes: Vec<u32>| nodes.into_iter().rev().take(per_dc as usize);
+    Ok(by_dc.into_iter().flat_map(take).collect())
+}
+
+/// `SimConfig::slow_replication` with `slow_hot_replication`'s nodes ([`hot_nodes`]) and
+/// `slow_tail_replication`'s ([`tail_nodes`]) added: the (node, extra one-way ns) the
+/// network slows.
 pub fn slowed_replication(config: &SimConfig) -> Result<Vec<(u32, Nanos)>, String> {
     let mut slowed = config.slow_replication.clone();
     if let Some((per_dc, extra_ns)) = config.slow_hot_replication {
         let hot = hot_nodes(config, per_dc)?;
         slowed.extend(hot.into_iter().map(|n| (n, extra_ns)));
+    }
+    if let Some((per_dc, extra_ns)) = config.slow_tail_replication {
+        let tail = tail_nodes(config, per_dc)?;
+        slowed.extend(tail.into_iter().map(|n| (n, extra_ns)));
     }
     Ok(slowed)
 }
@@ -409,30 +443,60 @@ mod tests {
         }
     }
 
+    /// Whether node `n` of `dc` holds some partition as a slave (not its master DC).
+    fn is_slave(t: &Topology, dc: DcId, n: u32) -> bool {
+        (0..t.partitions)
+            .map(causeway_core::PartitionId)
+            .any(|p| t.node_of(dc, p).0 == n && t.master_of(p) != dc)
+    }
+
     #[test]
-    fn hot_nodes_are_those_holding_the_hottest_keys_under_the_protocols_placement() {
-        let c = two_dcs_of_16("cure");
-        let t = c.topology();
-        let hot = hot_nodes(&c, 3).unwrap();
-        assert_eq!(hot.len(), 6, "3 per DC");
-        let k0 = t.partition_of(&Workload::key(0));
-        assert_eq!(hot[0], t.node_of(DcId(0), k0).0, "the node of k0 first");
-        assert_eq!(hot[3], t.node_of(DcId(1), k0).0);
-        for (dc, nodes) in hot.chunks(3).enumerate() {
-            assert!(nodes
-                .iter()
-                .all(|n| t.dc_of(causeway_core::NodeId(*n)).0 == dc as u16));
-            assert!(nodes[0] != nodes[1] && nodes[1] != nodes[2] && nodes[0] != nodes[2]);
+    fn hot_and_tail_nodes_are_each_dcs_slaves_with_the_most_and_least_read_load() {
+        for protocol in ["cure", "occult"] {
+            let c = two_dcs_of_16(protocol);
+            let t = c.topology();
+            let (hot, tail) = (hot_nodes(&c, 3).unwrap(), tail_nodes(&c, 3).unwrap());
+            assert_eq!((hot.len(), tail.len()), (6, 6), "{protocol}: 3 per DC");
+            for (dc, nodes) in hot.chunks(3).chain(tail.chunks(3)).enumerate() {
+                let dc = DcId((dc % 2) as u16);
+                for n in nodes {
+                    assert_eq!(t.dc_of(causeway_core::NodeId(*n)), dc, "{protocol}");
+                    assert!(is_slave(&t, dc, *n), "{protocol}: node {n} is a slave");
+                }
+            }
+            assert!(
+                hot.iter().all(|n| !tail.contains(n)),
+                "{protocol}: disjoint"
+            );
+            // The hottest key's slave node leads its DC's hot nodes.
+            let entry = causeway_protocols::entry(protocol).unwrap();
+            let key = Workload::key(0);
+            let p0 = entry.partition_of_key(&c.section, &t, &key).unwrap();
+            let dc = t
+                .replicas_of(p0)
+                .into_iter()
+                .find(|d| *d != t.master_of(p0));
+            let dc = dc.unwrap();
+            assert_eq!(
+                hot[usize::from(dc.0) * 3],
+                t.node_of(dc, p0).0,
+                "{protocol}"
+            );
+            assert!(hot_nodes(&c, 0).unwrap().is_empty());
         }
-        // Occult places keys by its shards (FNV-1a), not the slot ranges.
+    }
+
+    /// Occult places keys by its shards (FNV-1a), not the slot ranges: the hot slave is
+    /// the node of k0's shard.
+    #[test]
+    fn hot_nodes_follow_the_protocols_placement() {
         let o = two_dcs_of_16("occult");
+        let t = o.topology();
         let shards = Shards::new(&t, OccultConfig::default().shards);
-        let shard_node = |i| shards.node(DcId(0), shards.of(&Workload::key(i))).0;
-        let hot = hot_nodes(&o, 2).unwrap();
-        assert_eq!(hot[0], shard_node(0));
-        let second = (1..).map(shard_node).find(|n| *n != hot[0]).unwrap();
-        assert_eq!(hot[1], second, "the next distinct node in order of heat");
-        assert!(hot_nodes(&o, 0).unwrap().is_empty());
+        let s0 = shards.of(&Workload::key(0));
+        let slave_dc = DcId(1 - shards.master_dc(s0).0);
+        let hot = hot_nodes(&o, 1).unwrap();
+        assert_eq!(hot[usize::from(slave_dc.0)], shards.node(slave_dc, s0).0);
     }
 
     #[test]
@@ -446,8 +510,18 @@ mod tests {
             slowed_replication(&c).unwrap(),
             vec![(15, 7), (hot[0], 100), (hot[1], 100)]
         );
+        c.slow_hot_replication = None;
+        c.slow_tail_replication = Some((1, 100));
+        let tail = tail_nodes(&c, 1).unwrap();
+        assert_eq!(
+            slowed_replication(&c).unwrap(),
+            vec![(15, 7), (tail[0], 100), (tail[1], 100)]
+        );
         c.slow_hot_replication = Some((17, 100));
         assert!(c.validate().unwrap_err().contains("slow_hot_replication"));
+        c.slow_hot_replication = None;
+        c.slow_tail_replication = Some((17, 100));
+        assert!(c.validate().unwrap_err().contains("slow_tail_replication"));
     }
 
     #[test]

@@ -156,9 +156,10 @@ pub struct World {
 impl World {
     pub fn new(mut config: SimConfig) -> Result<World, String> {
         config.validate()?;
-        // The network reads the slowed nodes from `slow_replication`: the hot ones join it.
+        // The network reads the slowed nodes from `slow_replication`: hot and tail ones join it.
         config.slow_replication = crate::faults::slowed_replication(&config)?;
         config.slow_hot_replication = None;
+        config.slow_tail_replication = None;
         let topology = config.topology();
         let mut world = World {
             topology: topology.clone(),
