@@ -491,17 +491,21 @@ mod tests {
         assert_eq!(aborts(&none), "abort rate 40.0% ()");
     }
 
+    /// Variant `v` applied to the slowed-nodes setup under Occult: a valid run whose slowed
+    /// slaves are picked by load, not listed by index.
+    fn slowed_by_load(v: &Variant, why: &str) -> SimConfig {
+        let mut c = slow_config();
+        (v.apply)(&mut c);
+        c.protocol = "occult".into();
+        assert_eq!(c.validate(), Ok(()), "{}", v.label);
+        assert!(c.slow_replication.is_empty(), "{why}");
+        c
+    }
+
     #[test]
     fn tail_variants_slow_the_least_loaded_slaves_and_their_runs_are_valid() {
         for (i, v) in SLOWED.iter().enumerate() {
-            let mut c = slow_config();
-            (v.apply)(&mut c);
-            c.protocol = "occult".into();
-            assert_eq!(c.validate(), Ok(()), "{}", v.label);
-            assert!(
-                c.slow_replication.is_empty(),
-                "picked by load, not by index"
-            );
+            let c = slowed_by_load(v, "picked by load, not by index");
             let k = i as u32;
             assert_eq!(c.slow_tail_replication, (k > 0).then_some((k, SLOW_NS)));
             assert_eq!(c.slow_hot_replication, None);
@@ -511,14 +515,7 @@ mod tests {
     #[test]
     fn hot_variants_slow_the_hottest_nodes_and_their_runs_are_valid() {
         for (i, v) in SLOWED_HOT.iter().enumerate() {
-            let mut c = slow_config();
-            (v.apply)(&mut c);
-            c.protocol = "occult".into();
-            assert_eq!(c.validate(), Ok(()), "{}", v.label);
-            assert!(
-                c.slow_replication.is_empty(),
-                "picked by heat, not by index"
-            );
+            let c = slowed_by_load(v, "picked by heat, not by index");
             let k = i as u32;
             assert_eq!(c.slow_hot_replication, (k > 0).then_some((k, SLOW_NS)));
         }
